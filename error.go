@@ -1,0 +1,125 @@
+package idkeeper
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Code is a stable, machine-readable error code, sent as the `code` member of a
+// problem+json body.
+type Code string
+
+// Error codes. Their HTTP status is given by Status.
+const (
+	CodeInvalidRequest         Code = "INVALID_REQUEST"          // 400
+	CodeAPIKeyMissing          Code = "API_KEY_MISSING"          // 401
+	CodeAPIKeyInvalid          Code = "API_KEY_INVALID"          // 401
+	CodeAPIKeyExpired          Code = "API_KEY_EXPIRED"          // 401
+	CodeIPNotAllowed           Code = "IP_NOT_ALLOWED"           // 403
+	CodeNotFound               Code = "NOT_FOUND"                // 404
+	CodeMethodNotAllowed       Code = "METHOD_NOT_ALLOWED"       // 405
+	CodeConflict               Code = "CONFLICT"                 // 409
+	CodeClockSkewTooLarge      Code = "CLOCK_SKEW_TOO_LARGE"     // 409
+	CodeRequesterCountMismatch Code = "REQUESTER_COUNT_MISMATCH" // 409
+	CodeNodeIDsExhausted       Code = "NODE_IDS_EXHAUSTED"       // 409
+	CodeUnsupportedMediaType   Code = "UNSUPPORTED_MEDIA_TYPE"   // 415
+	CodeBodyTooLarge           Code = "BODY_TOO_LARGE"           // 413
+	CodeStoreUnavailable       Code = "STORE_UNAVAILABLE"        // 503
+	CodeNotReady               Code = "NOT_READY"                // 503
+	CodeInternal               Code = "INTERNAL"                 // 500
+)
+
+// Status is the HTTP status that goes with a code; 500 for an unknown one.
+func (c Code) Status() int {
+	switch c {
+	case CodeInvalidRequest:
+		return 400
+	case CodeAPIKeyMissing, CodeAPIKeyInvalid, CodeAPIKeyExpired:
+		return 401
+	case CodeIPNotAllowed:
+		return 403
+	case CodeNotFound:
+		return 404
+	case CodeMethodNotAllowed:
+		return 405
+	case CodeConflict, CodeClockSkewTooLarge, CodeRequesterCountMismatch, CodeNodeIDsExhausted:
+		return 409
+	case CodeBodyTooLarge:
+		return 413
+	case CodeUnsupportedMediaType:
+		return 415
+	case CodeStoreUnavailable, CodeNotReady:
+		return 503
+	}
+	return 500
+}
+
+// Error is a domain error: a code for programs, a message for people, and optional
+// details that the HTTP layer adds to the problem body as extension members.
+type Error struct {
+	Code    Code
+	Message string
+	Field   string         // the request field at fault, for INVALID_REQUEST
+	Details map[string]any // extension members, e.g. skew and threshold
+	Err     error          // the cause, never shown to clients
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("%s: %s: %v", e.Code, e.Message, e.Err)
+	}
+	return fmt.Sprintf("%s: %s", e.Code, e.Message)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Errorf returns an Error with a formatted message.
+func Errorf(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Invalidf returns an INVALID_REQUEST Error naming field.
+func Invalidf(field, format string, args ...any) *Error {
+	return &Error{Code: CodeInvalidRequest, Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// Unavailable wraps a store failure as STORE_UNAVAILABLE.
+func Unavailable(err error) *Error {
+	return &Error{Code: CodeStoreUnavailable, Message: "the lease store is unavailable; retry later", Err: err}
+}
+
+// ErrorCode returns the code of the first *Error in err's chain, "" for nil and
+// INTERNAL for any other error.
+func ErrorCode(err error) Code {
+	if err == nil {
+		return ""
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return CodeInternal
+}
+
+// ErrorMessage returns the human message of the first *Error in err's chain, or a
+// generic one that leaks nothing for any other error.
+func ErrorMessage(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Message
+	}
+	return "internal error"
+}
+
+// Sentinel errors of the Store contract.
+var (
+	// ErrNotFound: the record does not exist.
+	ErrNotFound = &Error{Code: CodeNotFound, Message: "not found"}
+	// ErrConflict: a record with that identity exists already.
+	ErrConflict = &Error{Code: CodeConflict, Message: "already exists"}
+	// ErrStoreReset: the store has lost its sentinel record or changed it behind this
+	// process's back (a restart without persistence, a failover to a replica that
+	// missed writes, a restore). Nothing was written. The registry recovers with
+	// Store.Reset and retries.
+	ErrStoreReset = errors.New("idkeeper: the store was reset or lost writes")
+)
