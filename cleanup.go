@@ -1,0 +1,72 @@
+package idkeeper
+
+import (
+	"context"
+	"time"
+)
+
+// JobLockTimes returns the job lock's lock-at-most-for and lock-at-least-for for a job
+// run every interval: at most max(interval, 1 min), so a crashed holder's lock lapses
+// before long; at least 9/10 of the interval, so replicas ticking out of phase do not
+// each run the job once per interval.
+func JobLockTimes(interval time.Duration) (atMostFor, atLeastFor time.Duration) {
+	return max(interval, time.Minute), interval * 9 / 10
+}
+
+// Cleanup runs the cleanup job once under the job lock: it reclaims leases more than
+// grace past their expiry. ran is false when another replica holds the lock. The
+// reclaim is conditional per lease, so even a double run is harmless.
+func (r *Registry) Cleanup(ctx context.Context) (reclaimed int, ran bool, err error) {
+	atMost, atLeast := JobLockTimes(r.cfg.CleanupInterval)
+	lock, ok, err := r.store.TryLock(ctx, CleanupJob, r.cfg.Owner, atMost)
+	if err != nil {
+		return 0, false, r.storeErr(err)
+	}
+	if !ok {
+		return 0, false, nil
+	}
+	err = r.mutate(ctx, func() error {
+		reclaimed, err = r.store.Reclaim(ctx, r.cfg.Grace)
+		return err
+	})
+	if now, nerr := r.store.Now(ctx); nerr == nil && now.After(lock.Until) {
+		r.obs.JobLockOverrun(CleanupJob, now.Sub(lock.Until))
+		r.log.Warn("cleanup ran past its job lock", "job", CleanupJob, "overrun", now.Sub(lock.Until))
+	}
+	if _, uerr := r.store.Unlock(ctx, CleanupJob, r.cfg.Owner, atLeast); uerr != nil {
+		r.log.Warn("release job lock", "job", CleanupJob, "err", uerr)
+	}
+	if err != nil {
+		return 0, true, r.storeErr(err)
+	}
+	r.obs.Reclaimed(reclaimed)
+	if reclaimed > 0 {
+		r.log.Info("cleanup reclaimed expired leases", "reclaimed", reclaimed, "grace", r.cfg.Grace)
+	}
+	return reclaimed, true, nil
+}
+
+// resetProbeInterval is how often the registry checks an idle store for a reset.
+const resetProbeInterval = 5 * time.Second
+
+func (r *Registry) cleanupLoop(ctx context.Context) {
+	defer r.wg.Done()
+	cleanup := time.NewTicker(r.cfg.CleanupInterval)
+	defer cleanup.Stop()
+	probe := time.NewTicker(min(resetProbeInterval, r.cfg.CleanupInterval))
+	defer probe.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-cleanup.C:
+			if _, _, err := r.Cleanup(ctx); err != nil && ctx.Err() == nil {
+				r.log.Error("cleanup job", "err", err)
+			}
+		case <-probe.C:
+			if err := r.CheckStore(ctx); err != nil && ctx.Err() == nil {
+				r.log.Warn("store check", "err", err)
+			}
+		}
+	}
+}

@@ -1,0 +1,152 @@
+package idkeeper
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Defaults and ranges of the lease settings (DESIGN §3).
+const (
+	DefaultFirstLease      = 10 * time.Minute
+	DefaultLeaseDuration   = 48 * time.Hour
+	DefaultGrace           = 10 * time.Minute
+	DefaultCleanupInterval = 10 * time.Minute
+
+	MinFirstLease    = time.Minute
+	MaxFirstLease    = 20 * time.Minute
+	MaxGrace         = time.Hour
+	MaxLeaseDuration = 365 * 24 * time.Hour
+	MaxCleanupPeriod = time.Hour
+)
+
+// NoGrace, as Config.Grace, sets a grace period of zero: expired leases are
+// reclaimed at the next cleanup run and clock skew is only logged, never rejected.
+// (A zero Grace means the default.)
+const NoGrace time.Duration = -1
+
+// Config is the Registry's lease policy. Zero fields mean the default.
+type Config struct {
+	Layout Layout // DefaultLayout
+	// Nodes is the pool size: node IDs 0..Nodes−1. Default and maximum: 2^NodeBits.
+	Nodes int
+	// FirstLease is the length of a new lease before its first Renew: 10 min, 1–20 min.
+	FirstLease time.Duration
+	// LeaseDuration is the length Renew extends a lease to: 48 h, from FirstLease
+	// to 365 days.
+	LeaseDuration time.Duration
+	// Grace is how long past its expiry an unreclaimed lease keeps its node ID:
+	// 10 min, 0–1 h (NoGrace for 0).
+	Grace time.Duration
+	// CleanupInterval is the period of the cleanup job: 10 min, 1 s–1 h.
+	CleanupInterval time.Duration
+	// ShortLeases lifts the lower bounds of FirstLease and LeaseDuration to 1 s, for
+	// fault-injection tests that must complete in minutes. Never in production.
+	ShortLeases bool
+	// Owner names this replica in job locks. Default: host name, PID and a random suffix.
+	Owner    string
+	Logger   *slog.Logger // slog.Default()
+	Observer Observer     // no-op
+	// OnReset runs after the registry recovered from a store reset (DESIGN §7), for
+	// example to create the bootstrap API key again. Errors are logged.
+	OnReset func(ctx context.Context) error
+}
+
+// RangeError reports a setting outside its range. Its message names the setting and
+// the range, for the command line to print as is.
+type RangeError struct {
+	Setting  string
+	Value    string
+	Min, Max string
+}
+
+func (e *RangeError) Error() string {
+	return fmt.Sprintf("%s = %s is outside its range %s..%s", e.Setting, e.Value, e.Min, e.Max)
+}
+
+// withDefaults returns c with defaults filled in, or a *RangeError.
+func (c Config) withDefaults() (Config, error) {
+	if c.Layout == (Layout{}) {
+		c.Layout = DefaultLayout
+	}
+	if err := c.Layout.Validate(); err != nil {
+		return c, err
+	}
+	if c.Nodes == 0 {
+		c.Nodes = c.Layout.Nodes()
+	}
+	if c.Nodes < 1 || c.Nodes > c.Layout.Nodes() {
+		return c, &RangeError{"nodes", fmt.Sprint(c.Nodes), "1", fmt.Sprint(c.Layout.Nodes())}
+	}
+	if c.FirstLease == 0 {
+		c.FirstLease = DefaultFirstLease
+	}
+	if c.LeaseDuration == 0 {
+		c.LeaseDuration = DefaultLeaseDuration
+	}
+	switch c.Grace {
+	case 0:
+		c.Grace = DefaultGrace
+	case NoGrace:
+		c.Grace = 0
+	}
+	if c.CleanupInterval == 0 {
+		c.CleanupInterval = DefaultCleanupInterval
+	}
+	minFirst, minInterval := MinFirstLease, time.Second
+	if c.ShortLeases {
+		minFirst = time.Second
+	}
+	checks := []struct {
+		name          string
+		v, min, max   time.Duration
+		minStr, maxTo string
+	}{
+		{"first-lease", c.FirstLease, minFirst, MaxFirstLease, "", ""},
+		{"lease-duration", c.LeaseDuration, c.FirstLease, MaxLeaseDuration, "first-lease (" + c.FirstLease.String() + ")", ""},
+		{"cleanup-grace", c.Grace, 0, MaxGrace, "", ""},
+		{"cleanup-interval", c.CleanupInterval, minInterval, MaxCleanupPeriod, "", ""},
+	}
+	for _, k := range checks {
+		if k.v < k.min || k.v > k.max {
+			lo := k.minStr
+			if lo == "" {
+				lo = k.min.String()
+			}
+			return c, &RangeError{k.name, k.v.String(), lo, k.max.String()}
+		}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Observer == nil {
+		c.Observer = nopObserver{}
+	}
+	return c, nil
+}
+
+// Observer receives the registry's events, for metrics. Methods must be cheap and
+// must not block.
+type Observer interface {
+	// Operation reports one Alloc, Renew or Remove: op is "alloc", "renew" or
+	// "remove", code is "" on success.
+	Operation(op string, code Code, elapsed time.Duration)
+	// Skew reports one clock-skew observation.
+	Skew(op string, skew time.Duration, level SkewLevel)
+	// Reclaimed reports one cleanup run that reclaimed n leases.
+	Reclaimed(n int)
+	// JobLockOverrun reports a job that ran past its lock-at-most-for by overrun.
+	JobLockOverrun(job string, overrun time.Duration)
+	// StoreReset reports a detected store reset; recovered is false when another
+	// replica had recovered it already.
+	StoreReset(recovered bool)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) Operation(string, Code, time.Duration) {}
+func (nopObserver) Skew(string, time.Duration, SkewLevel) {}
+func (nopObserver) Reclaimed(int)                         {}
+func (nopObserver) JobLockOverrun(string, time.Duration)  {}
+func (nopObserver) StoreReset(bool)                       {}
