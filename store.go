@@ -50,7 +50,15 @@ type ResetParams struct {
 // (QuarantinedUntil > now: not allocatable), cooling (watermark ≥ now: allocatable,
 // but its holder must wait until NotBefore to mint), or ready (watermark < now).
 // Free node IDs are handed out least-recently-freed first, ready ones before cooling
-// ones; a cooling one is chosen by lowest watermark.
+// ones; a cooling one is chosen by lowest watermark. Node IDs that were never held
+// (a fresh pool, pool growth, nodes created by Reset) are freed in NodeID order at
+// the time they are created; node IDs freed by one call are freed in NodeID order.
+//
+// A never-used node's watermark is the zero time.Time, so its first grant's
+// NotBefore is the zero time + 1 ms: no lower bound for minting.
+//
+// Bad arguments (count < 1, an invalid Requester, nodes < 1) return an
+// INVALID_REQUEST Error. A mutating call before Init or Reset returns a plain error.
 //
 // The watermark of a node ID is never deleted and never falls below an ExpiresAt the
 // store has granted, except through Remove with mintedUpTo (see Remove).
@@ -75,7 +83,9 @@ type LeaseStore interface {
 	// equals old, Reset, in one atomic step: creates missing node IDs as Init does;
 	// raises every node's QuarantinedUntil and watermark to at least p.Until; raises
 	// the fencing counter to at least p.MinFence; writes a new sentinel; and reports
-	// recovered = true. If the store holds another sentinel (another replica has
+	// recovered = true. Leases are kept (their holders may be real); a held node's
+	// quarantine applies when it is freed. A p.Nodes below the stored pool size keeps
+	// the stored pool. If the store holds another sentinel (another replica has
 	// recovered already), it only raises the fencing counter, adopts that sentinel
 	// and reports recovered = false.
 	Reset(ctx context.Context, old string, p ResetParams) (sentinel string, recovered bool, err error)
@@ -93,7 +103,9 @@ type LeaseStore interface {
 	// "remaining") and grants nothing. Else it picks count node IDs in the order
 	// described on LeaseStore and for each: increments the fencing counter and takes
 	// the new value as FencingToken; NotBefore = watermark + 1 ms; ExpiresAt =
-	// now+first; GrantedAt = now; watermark = max(watermark, ExpiresAt).
+	// now+first; GrantedAt = now; watermark = max(watermark, ExpiresAt). A cooling node
+	// whose watermark lies past now+first gets NotBefore > ExpiresAt: an empty window
+	// until the holder's first Renew, which clients send at once (DESIGN §4).
 	//
 	// Leases come back sorted by NodeID; Grant.Now is the store's now.
 	Alloc(ctx context.Context, r Requester, count int, first time.Duration) (Grant, error)
@@ -124,7 +136,8 @@ type LeaseStore interface {
 	// freed. Node IDs outside the pool return an INVALID_REQUEST Error.
 	Quarantine(ctx context.Context, until time.Time, nodes ...NodeID) error
 
-	// Counts returns the state of the pool at the store's now, in O(log n) at most.
+	// Counts returns the state of the pool at the store's now, without scanning the
+	// pool: O(log n + k) at most, k being the leases in grace.
 	Counts(ctx context.Context) (Counts, error)
 
 	// Leases returns every lease in the store, expired ones included, sorted by NodeID.
@@ -146,13 +159,13 @@ type Lock struct {
 // must run on one replica at a time.
 type LockStore interface {
 	// TryLock takes the lock name for owner until now+atMostFor when it is free or its
-	// Until has passed. It returns ok = false, and changes nothing, when another owner
-	// (or the same owner, from an earlier run) holds it.
+	// Until has been reached (a lock lapses at Until). It returns ok = false, the
+	// current holder's Lock, and changes nothing, when another owner (or the same
+	// owner, from an earlier run) holds it.
 	TryLock(ctx context.Context, name, owner string, atMostFor time.Duration) (l Lock, ok bool, err error)
 	// Unlock ends owner's hold on name: when LockedAt + atLeastFor is still ahead the
-	// lock is kept until then (lock-at-least-for), else it is deleted. It does nothing
-	// when owner does not hold the lock (it lapsed and another took it) and reports
-	// held = false then.
+	// lock is kept until then (lock-at-least-for), else it is deleted. It does nothing,
+	// and reports held = false, unless owner holds a lock that has not lapsed.
 	Unlock(ctx context.Context, name, owner string, atLeastFor time.Duration) (held bool, err error)
 }
 
@@ -170,8 +183,7 @@ type KeyStore interface {
 
 // SkewStore keeps the last clock-skew observation per requester.
 type SkewStore interface {
-	// RecordSkew replaces the requester's observation; it lapses after ttl (measured
-	// from the store's now).
+	// RecordSkew replaces the requester's observation; it lapses at the store's now + ttl.
 	RecordSkew(ctx context.Context, o SkewObservation, ttl time.Duration) error
 	// SkewObservations returns the observations that have not lapsed, sorted by
 	// requester key, dropping lapsed ones as it goes.

@@ -1,0 +1,236 @@
+package bolt
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/idkeeper/idkeeper"
+)
+
+// lockRec is a job lock: lockedAt i64 | until i64 | owner.
+type lockRec struct {
+	lockedAt, until int64
+	owner           string
+}
+
+func (l lockRec) encode() []byte {
+	b := binary.BigEndian.AppendUint64(make([]byte, 0, 16+len(l.owner)), uint64(l.lockedAt))
+	b = binary.BigEndian.AppendUint64(b, uint64(l.until))
+	return append(b, l.owner...)
+}
+
+func decodeLock(b []byte) (lockRec, error) {
+	if len(b) < 16 {
+		return lockRec{}, fmt.Errorf("corrupt lock record of %d bytes", len(b))
+	}
+	return lockRec{lockedAt: getI64(b, 0), until: getI64(b, 8), owner: string(b[16:])}, nil
+}
+
+func (l lockRec) lock(name string) idkeeper.Lock {
+	return idkeeper.Lock{Name: name, Owner: l.owner, LockedAt: msTime(l.lockedAt), Until: msTime(l.until)}
+}
+
+// TryLock implements idkeeper.LockStore. A lock lapses at its Until. When it fails,
+// l is the lock that is held.
+func (s *Store) TryLock(ctx context.Context, name, owner string, atMostFor time.Duration) (l idkeeper.Lock, ok bool, err error) {
+	if name == "" {
+		return idkeeper.Lock{}, false, idkeeper.Invalidf("name", "a lock needs a name")
+	}
+	err = s.update(ctx, false, func(t *txn) error {
+		b := t.tx.Bucket(bucketLocks)
+		if v := b.Get([]byte(name)); v != nil {
+			cur, err := decodeLock(v)
+			if err != nil {
+				return err
+			}
+			if t.now < cur.until {
+				l = cur.lock(name)
+				return nil
+			}
+		}
+		rec := lockRec{lockedAt: t.now, until: t.now + atMostFor.Milliseconds(), owner: owner}
+		l, ok = rec.lock(name), true
+		return b.Put([]byte(name), rec.encode())
+	})
+	if err != nil {
+		return idkeeper.Lock{}, false, err
+	}
+	return l, ok, nil
+}
+
+// Unlock implements idkeeper.LockStore. A lock that has lapsed is not held, even
+// when nobody has taken it since.
+func (s *Store) Unlock(ctx context.Context, name, owner string, atLeastFor time.Duration) (held bool, err error) {
+	err = s.update(ctx, false, func(t *txn) error {
+		b := t.tx.Bucket(bucketLocks)
+		v := b.Get([]byte(name))
+		if v == nil {
+			return nil
+		}
+		cur, err := decodeLock(v)
+		if err != nil || cur.owner != owner || t.now >= cur.until {
+			return err
+		}
+		held = true
+		if keep := cur.lockedAt + atLeastFor.Milliseconds(); keep > t.now {
+			cur.until = keep
+			return b.Put([]byte(name), cur.encode())
+		}
+		return b.Delete([]byte(name))
+	})
+	return held, err
+}
+
+// apiKeyRec is the JSON record of an API key; times are Unix ms.
+type apiKeyRec struct {
+	Hash        []byte `json:"hash"`
+	Description string `json:"description"`
+	CreatedAt   int64  `json:"createdAt"`
+	ExpiresAt   int64  `json:"expiresAt"`
+}
+
+func decodeAPIKey(id string, v []byte) (idkeeper.APIKey, error) {
+	var r apiKeyRec
+	if err := json.Unmarshal(v, &r); err != nil {
+		return idkeeper.APIKey{}, fmt.Errorf("corrupt API key %q: %w", id, err)
+	}
+	return idkeeper.APIKey{ID: id, Hash: r.Hash, Description: r.Description, CreatedAt: msTime(r.CreatedAt), ExpiresAt: msTime(r.ExpiresAt)}, nil
+}
+
+// CreateAPIKey implements idkeeper.KeyStore.
+func (s *Store) CreateAPIKey(ctx context.Context, k idkeeper.APIKey) error {
+	if k.ID == "" {
+		return idkeeper.Invalidf("id", "an API key needs an ID")
+	}
+	v, err := json.Marshal(apiKeyRec{Hash: k.Hash, Description: k.Description, CreatedAt: timeMs(k.CreatedAt), ExpiresAt: timeMs(k.ExpiresAt)})
+	if err != nil {
+		return err
+	}
+	return s.update(ctx, false, func(t *txn) error {
+		b := t.tx.Bucket(bucketAPIKeys)
+		if b.Get([]byte(k.ID)) != nil {
+			return idkeeper.ErrConflict
+		}
+		return b.Put([]byte(k.ID), v)
+	})
+}
+
+// APIKey implements idkeeper.KeyStore.
+func (s *Store) APIKey(ctx context.Context, id string) (idkeeper.APIKey, error) {
+	var k idkeeper.APIKey
+	err := s.view(ctx, func(t *txn) error {
+		v := t.tx.Bucket(bucketAPIKeys).Get([]byte(id))
+		if v == nil {
+			return idkeeper.ErrNotFound
+		}
+		var err error
+		k, err = decodeAPIKey(id, v)
+		return err
+	})
+	return k, err
+}
+
+// APIKeys implements idkeeper.KeyStore.
+func (s *Store) APIKeys(ctx context.Context) ([]idkeeper.APIKey, error) {
+	out := []idkeeper.APIKey{}
+	err := s.view(ctx, func(t *txn) error {
+		return t.tx.Bucket(bucketAPIKeys).ForEach(func(k, v []byte) error {
+			key, err := decodeAPIKey(string(k), v)
+			out = append(out, key)
+			return err
+		})
+	})
+	return out, err
+}
+
+// DeleteAPIKey implements idkeeper.KeyStore.
+func (s *Store) DeleteAPIKey(ctx context.Context, id string) error {
+	return s.update(ctx, false, func(t *txn) error {
+		b := t.tx.Bucket(bucketAPIKeys)
+		if b.Get([]byte(id)) == nil {
+			return idkeeper.ErrNotFound
+		}
+		return b.Delete([]byte(id))
+	})
+}
+
+// skewRec is the JSON record of a skew observation; times are Unix ms, durations
+// nanoseconds.
+type skewRec struct {
+	Skew       int64  `json:"skewNs"`
+	Threshold  int64  `json:"thresholdNs"`
+	Level      string `json:"level"`
+	ObservedAt int64  `json:"observedAt"`
+	RemoteIP   string `json:"remoteIp"`
+	Operation  string `json:"operation"`
+	Until      int64  `json:"until"` // lapses then
+}
+
+// RecordSkew implements idkeeper.SkewStore.
+func (s *Store) RecordSkew(ctx context.Context, o idkeeper.SkewObservation, ttl time.Duration) error {
+	if err := o.Requester.Validate(); err != nil {
+		return err
+	}
+	return s.update(ctx, false, func(t *txn) error {
+		v, err := json.Marshal(skewRec{
+			Skew: int64(o.Skew), Threshold: int64(o.Threshold), Level: string(o.Level), ObservedAt: timeMs(o.ObservedAt),
+			RemoteIP: o.RemoteIP, Operation: o.Operation, Until: t.now + ttl.Milliseconds(),
+		})
+		if err != nil {
+			return err
+		}
+		return t.tx.Bucket(bucketSkew).Put([]byte(o.Requester.Key()), v)
+	})
+}
+
+// SkewObservations implements idkeeper.SkewStore. It reads in a read-only
+// transaction and writes only when some observation has lapsed.
+func (s *Store) SkewObservations(ctx context.Context) ([]idkeeper.SkewObservation, error) {
+	var (
+		out    []idkeeper.SkewObservation
+		lapsed [][]byte
+	)
+	err := s.view(ctx, func(t *txn) error {
+		out = []idkeeper.SkewObservation{}
+		return t.tx.Bucket(bucketSkew).ForEach(func(k, v []byte) error {
+			var r skewRec
+			if err := json.Unmarshal(v, &r); err != nil {
+				return fmt.Errorf("corrupt skew observation %q: %w", k, err)
+			}
+			if t.now >= r.Until {
+				lapsed = append(lapsed, append([]byte(nil), k...))
+				return nil
+			}
+			req, err := idkeeper.ParseRequesterKey(string(k))
+			if err != nil {
+				return err
+			}
+			out = append(out, idkeeper.SkewObservation{
+				Requester: req, Skew: time.Duration(r.Skew), Threshold: time.Duration(r.Threshold),
+				Level: idkeeper.SkewLevel(r.Level), ObservedAt: msTime(r.ObservedAt), RemoteIP: r.RemoteIP, Operation: r.Operation,
+			})
+			return nil
+		})
+	})
+	if err != nil || len(lapsed) == 0 {
+		return out, err
+	}
+	err = s.update(ctx, false, func(t *txn) error {
+		b := t.tx.Bucket(bucketSkew)
+		for _, k := range lapsed {
+			// Recorded again since the read: keep it.
+			var r skewRec
+			if v := b.Get(k); v == nil || json.Unmarshal(v, &r) != nil || t.now < r.Until {
+				continue
+			}
+			if err := b.Delete(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return out, err
+}

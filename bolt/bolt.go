@@ -1,0 +1,306 @@
+// Package bolt is the idkeeper.Store on a bbolt file: the embedded default store of
+// a single registry server and of `idkeeper dev`.
+//
+// # Guarantees
+//
+// Every mutating method is one bbolt read-write transaction: it applies entirely or
+// not at all, and it is on disk (fsync) before the method returns. bbolt locks the
+// file, so one process at a time opens it; within that process every method is safe
+// for concurrent use, and write transactions run one at a time. The time authority
+// is Options.Clock (the server's clock), read inside each transaction.
+//
+// # Data model
+//
+// Buckets, all keys and integers big-endian, all times int64 Unix milliseconds (the
+// zero time.Time is stored as its own, negative, Unix millisecond value, so it round
+// trips). In index keys a time has its sign bit flipped, so that byte order is time
+// order.
+//
+//	meta        "version", "sentinel", "nodes" (pool size), "fence" (fencing counter),
+//	            "seq" (free-order counter), "held" (leases), "quarantined" (entries
+//	            of the quarantine index)
+//	nodes       node u32 → watermark i64 | quarantinedUntil i64 | freeSeq u64 | place u8
+//	            (one record per node ID, never deleted; place names the one index
+//	            below that holds the node: none while held, else ready, cooling
+//	            or quarantine)
+//	leases      node u32 → notBefore i64 | expiresAt i64 | token u64 | grantedAt i64 |
+//	            renewedAt i64 | requester key
+//	requesters  requester key → node u32 … (sorted)
+//	expiry      expiresAt | node u32 → ∅   (held nodes, by expiry: Reclaim, InGrace)
+//	ready       freeSeq u64 | node u32 → ∅   (free, watermark < now when placed)
+//	cooling     watermark | freeSeq u64 | node u32 → ∅   (free, watermark ≥ now)
+//	quarantine  quarantinedUntil | node u32 → ∅   (free, quarantined when placed)
+//	locks       name → lockedAt i64 | until i64 | owner
+//	apikeys     ID → JSON
+//	skew        requester key → JSON (with its lapse time)
+//
+// A free node gets the next free-order sequence number when it is freed, and keeps
+// it while it moves between the free indexes. Time moves nodes on by itself (a
+// quarantine ends, a watermark passes); such moves are made lazily, at the start of
+// Alloc and Reclaim. So Alloc costs O((count + moved) · log n)
+// whatever the number of leases, and Counts is O(log n + k) with k the leases in
+// grace plus the quarantine entries that have ended but not yet moved.
+package bolt
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	bbolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/idkeeper/idkeeper"
+)
+
+// DefaultTimeout is how long Open waits for the file lock when Options.Timeout is
+// zero.
+const DefaultTimeout = 5 * time.Second
+
+// ErrLocked is wrapped by the error of Open when another process holds the file.
+var ErrLocked = errors.New("bolt: the database file is locked by another process")
+
+// schemaVersion is the layout described in the package doc.
+const schemaVersion = 1
+
+// Options configure Open. The zero value is usable.
+type Options struct {
+	// Clock is the time authority; nil means time.Now.
+	Clock idkeeper.Clock
+	// Timeout is how long Open waits for another process to release the file lock;
+	// zero means DefaultTimeout, a negative value waits forever.
+	Timeout time.Duration
+	// Logger receives store events (a new pool, a reset); nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Store is the bbolt idkeeper.Store. Create it with Open.
+type Store struct {
+	db    *bbolt.DB
+	clock idkeeper.Clock
+	log   *slog.Logger
+
+	mu       sync.Mutex
+	sentinel string // adopted by Init or Reset
+}
+
+var _ idkeeper.Store = (*Store)(nil)
+
+var (
+	bucketMeta       = []byte("meta")
+	bucketNodes      = []byte("nodes")
+	bucketLeases     = []byte("leases")
+	bucketRequesters = []byte("requesters")
+	bucketExpiry     = []byte("expiry")
+	bucketReady      = []byte("ready")
+	bucketCooling    = []byte("cooling")
+	bucketQuarantine = []byte("quarantine")
+	bucketLocks      = []byte("locks")
+	bucketAPIKeys    = []byte("apikeys")
+	bucketSkew       = []byte("skew")
+
+	allBuckets = [][]byte{bucketMeta, bucketNodes, bucketLeases, bucketRequesters, bucketExpiry,
+		bucketReady, bucketCooling, bucketQuarantine, bucketLocks, bucketAPIKeys, bucketSkew}
+
+	keyVersion     = []byte("version")
+	keySentinel    = []byte("sentinel")
+	keyNodes       = []byte("nodes")
+	keyFence       = []byte("fence")
+	keySeq         = []byte("seq")
+	keyHeld        = []byte("held")
+	keyQuarantined = []byte("quarantined")
+)
+
+// Open opens or creates the store file at path. It waits up to opts.Timeout for the
+// file lock and returns an error wrapping ErrLocked when another process keeps it.
+func Open(path string, opts Options) (*Store, error) {
+	timeout := opts.Timeout
+	switch {
+	case timeout == 0:
+		timeout = DefaultTimeout
+	case timeout < 0:
+		timeout = 0 // bbolt waits forever
+	}
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: timeout})
+	if errors.Is(err, berrors.ErrTimeout) {
+		return nil, fmt.Errorf("%w: %s (waited %s): %w", ErrLocked, path, timeout, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("bolt: open %s: %w", path, err)
+	}
+	s := &Store{db: db, clock: opts.Clock, log: opts.Logger}
+	if s.clock == nil {
+		s.clock = time.Now
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if err := db.Update(createBuckets); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("bolt: open %s: %w", path, err)
+	}
+	return s, nil
+}
+
+func createBuckets(tx *bbolt.Tx) error {
+	for _, name := range allBuckets {
+		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+			return err
+		}
+	}
+	meta := tx.Bucket(bucketMeta)
+	if v := meta.Get(keyVersion); v != nil {
+		if got := getU64(v); got != schemaVersion {
+			return fmt.Errorf("schema version %d, this build reads %d", got, schemaVersion)
+		}
+		return nil
+	}
+	return meta.Put(keyVersion, putU64(schemaVersion))
+}
+
+// Close closes the file. Calls after Close return an error.
+func (s *Store) Close() error { return s.db.Close() }
+
+// Ping reports whether the file is open.
+func (s *Store) Ping(ctx context.Context) error {
+	return s.view(ctx, func(*txn) error { return nil })
+}
+
+// Now is the store's clock truncated to the millisecond.
+func (s *Store) Now(context.Context) (time.Time, error) { return idkeeper.Millis(s.clock()), nil }
+
+func (s *Store) adopted() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sentinel
+}
+
+func (s *Store) swapSentinel(sentinel string) (old string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, s.sentinel = s.sentinel, sentinel
+	return old
+}
+
+// adopt makes s adopt sentinel as the transaction commits. It adopts it at once, in
+// the transaction, so that no write of another goroutine can come between the
+// commit and the adoption and fail with ErrStoreReset; update takes the adoption
+// back when the transaction fails.
+func (t *txn) adopt(s *Store, sentinel string) {
+	prev := s.swapSentinel(sentinel)
+	if !t.adopted {
+		t.adopted, t.prevSentinel = true, prev
+	}
+}
+
+func newSentinel() string {
+	b := make([]byte, 16)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// counters are the meta counters a transaction reads at its start and update writes
+// back when they changed.
+type counters struct {
+	nodeCount      uint64 // pool size
+	fence          uint64 // fencing counter
+	seq            uint64 // free-order counter
+	held           uint64 // leases
+	quarantineSize uint64 // entries of the quarantine index
+}
+
+// txn is one transaction with its buckets, its instant and the meta counters.
+type txn struct {
+	tx                                *bbolt.Tx
+	now                               int64 // Unix ms
+	meta, nodes, leases, reqs, expiry *bbolt.Bucket
+	ready, cooling, quar              *bbolt.Bucket
+	counters
+	loaded counters
+
+	adopted      bool   // the Store adopted a sentinel in this transaction
+	prevSentinel string // the one it had adopted before
+}
+
+func (s *Store) begin(tx *bbolt.Tx) *txn {
+	t := &txn{
+		tx: tx, now: idkeeper.Millis(s.clock()).UnixMilli(),
+		meta: tx.Bucket(bucketMeta), nodes: tx.Bucket(bucketNodes), leases: tx.Bucket(bucketLeases),
+		reqs: tx.Bucket(bucketRequesters), expiry: tx.Bucket(bucketExpiry), ready: tx.Bucket(bucketReady),
+		cooling: tx.Bucket(bucketCooling), quar: tx.Bucket(bucketQuarantine),
+	}
+	t.nodeCount = getU64(t.meta.Get(keyNodes))
+	t.fence = getU64(t.meta.Get(keyFence))
+	t.seq = getU64(t.meta.Get(keySeq))
+	t.held = getU64(t.meta.Get(keyHeld))
+	t.quarantineSize = getU64(t.meta.Get(keyQuarantined))
+	t.loaded = t.counters
+	return t
+}
+
+func (t *txn) flush() error {
+	if t.counters == t.loaded {
+		return nil
+	}
+	for _, kv := range []struct {
+		k []byte
+		v uint64
+	}{{keyNodes, t.nodeCount}, {keyFence, t.fence}, {keySeq, t.seq}, {keyHeld, t.held}, {keyQuarantined, t.quarantineSize}} {
+		if err := t.meta.Put(kv.k, putU64(kv.v)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// update runs fn in one read-write transaction. When guarded, it first checks that
+// the stored sentinel is the adopted one, else writes nothing and returns
+// ErrStoreReset.
+func (s *Store) update(ctx context.Context, guarded bool, fn func(*txn) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	var t *txn
+	err := s.db.Update(func(tx *bbolt.Tx) error {
+		t = s.begin(tx)
+		if guarded {
+			want := s.adopted()
+			if want == "" {
+				return errors.New("the store value has adopted no sentinel: call Init first")
+			}
+			if string(t.meta.Get(keySentinel)) != want {
+				return idkeeper.ErrStoreReset
+			}
+		}
+		if err := fn(t); err != nil {
+			return err
+		}
+		return t.flush()
+	})
+	if err != nil && t != nil && t.adopted {
+		s.swapSentinel(t.prevSentinel)
+	}
+	return wrap(err)
+}
+
+// view runs fn in one read-only transaction.
+func (s *Store) view(ctx context.Context, fn func(*txn) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return wrap(s.db.View(func(tx *bbolt.Tx) error { return fn(s.begin(tx)) }))
+}
+
+// wrap marks failures of bbolt itself; contract errors pass unchanged.
+func wrap(err error) error {
+	var de *idkeeper.Error
+	if err == nil || errors.As(err, &de) || errors.Is(err, idkeeper.ErrStoreReset) {
+		return err
+	}
+	return fmt.Errorf("bolt: %w", err)
+}

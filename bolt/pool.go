@@ -1,0 +1,152 @@
+package bolt
+
+import (
+	"fmt"
+	"slices"
+
+	bbolt "go.etcd.io/bbolt"
+)
+
+func (t *txn) node(id uint32) (nodeRec, error) {
+	v := t.nodes.Get(nodeKey(id))
+	if v == nil {
+		return nodeRec{}, fmt.Errorf("node %d of a pool of %d has no record", id, t.nodeCount)
+	}
+	return decodeNode(v)
+}
+
+func (t *txn) putNode(id uint32, r nodeRec) error { return t.nodes.Put(nodeKey(id), r.encode()) }
+
+func (t *txn) lease(id uint32) (leaseRec, error) {
+	v := t.leases.Get(nodeKey(id))
+	if v == nil {
+		return leaseRec{}, fmt.Errorf("node %d has no lease", id)
+	}
+	return decodeLease(v)
+}
+
+// grow adds node IDs up to n: free, ready, watermark zero, at the back of the free
+// order.
+func (t *txn) grow(n int) error {
+	if uint64(n) <= t.nodeCount {
+		return nil
+	}
+	for id := uint32(t.nodeCount); id < uint32(n); id++ {
+		t.seq++
+		r := nodeRec{watermark: zeroMs, quarUntil: zeroMs, freeSeq: t.seq, place: placeReady}
+		if err := t.ready.Put(seqNodeKey(r.freeSeq, id), nil); err != nil {
+			return err
+		}
+		if err := t.putNode(id, r); err != nil {
+			return err
+		}
+	}
+	t.nodeCount = uint64(n)
+	return nil
+}
+
+// unplace takes a free node out of its index.
+func (t *txn) unplace(id uint32, r *nodeRec) error {
+	var err error
+	switch r.place {
+	case placeReady:
+		err = t.ready.Delete(seqNodeKey(r.freeSeq, id))
+	case placeCooling:
+		err = t.cooling.Delete(coolingKey(r.watermark, r.freeSeq, id))
+	case placeQuarantine:
+		err = t.quar.Delete(timeNodeKey(r.quarUntil, id))
+		t.quarantineSize--
+	}
+	r.place = placeHeld
+	return err
+}
+
+// place puts a free node, out of every index, into the one its state at now calls
+// for, and stores its record.
+func (t *txn) place(id uint32, r *nodeRec) error {
+	var err error
+	switch {
+	case r.quarUntil > t.now:
+		r.place = placeQuarantine
+		err = t.quar.Put(timeNodeKey(r.quarUntil, id), nil)
+		t.quarantineSize++
+	case r.watermark < t.now:
+		r.place = placeReady
+		err = t.ready.Put(seqNodeKey(r.freeSeq, id), nil)
+	default:
+		r.place = placeCooling
+		err = t.cooling.Put(coolingKey(r.watermark, r.freeSeq, id), nil)
+	}
+	if err != nil {
+		return err
+	}
+	return t.putNode(id, *r)
+}
+
+// modify applies fn to a node's record and, when the node is free, moves it to the
+// index the new record calls for.
+func (t *txn) modify(id uint32, fn func(*nodeRec)) error {
+	r, err := t.node(id)
+	if err != nil {
+		return err
+	}
+	if r.place == placeHeld {
+		fn(&r)
+		return t.putNode(id, r)
+	}
+	if err := t.unplace(id, &r); err != nil {
+		return err
+	}
+	fn(&r)
+	return t.place(id, &r)
+}
+
+// promote makes the moves time has made due: ended quarantines out of the
+// quarantine index, passed watermarks from cooling to ready. It costs O(log n) per
+// node moved and nothing more.
+func (t *txn) promote() error {
+	for _, k := range collect(t.quar, func(k []byte) bool { return keyTime(k) <= t.now }, -1) {
+		if err := t.move(keyNode(k)); err != nil {
+			return err
+		}
+	}
+	for _, k := range collect(t.cooling, func(k []byte) bool { return keyTime(k) < t.now }, -1) {
+		if err := t.move(keyNode(k)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t *txn) move(id uint32) error { return t.modify(id, func(*nodeRec) {}) }
+
+// collect copies the keys at the start of b while ok holds, at most limit of them
+// (limit < 0: no limit). The copies stay valid while the transaction writes.
+func collect(b *bbolt.Bucket, ok func(k []byte) bool, limit int) [][]byte {
+	var keys [][]byte
+	c := b.Cursor()
+	for k, _ := c.First(); k != nil && ok(k) && limit != 0; k, _ = c.Next() {
+		keys = append(keys, slices.Clone(k))
+		limit--
+	}
+	return keys
+}
+
+func always([]byte) bool { return true }
+
+// pick takes count free node IDs out of the free indexes: ready ones first, least
+// recently freed first, then cooling ones, lowest watermark first.
+func (t *txn) pick(count int) ([]uint32, error) {
+	keys := collect(t.ready, always, count)
+	if len(keys) < count {
+		keys = append(keys, collect(t.cooling, always, count-len(keys))...)
+	}
+	if len(keys) < count {
+		return nil, fmt.Errorf("free indexes hold %d node IDs, counters promised %d", len(keys), count)
+	}
+	ids := make([]uint32, len(keys))
+	for i, k := range keys {
+		ids[i] = keyNode(k)
+	}
+	return ids, nil
+}

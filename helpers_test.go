@@ -1,0 +1,78 @@
+package idkeeper_test
+
+import (
+	"bytes"
+	"sync"
+	"time"
+
+	"github.com/idkeeper/idkeeper"
+)
+
+// recorder is an Observer that remembers what it saw.
+type recorder struct {
+	mu        sync.Mutex
+	ops       []string
+	reclaimed int
+	resets    map[bool]int
+}
+
+func (r *recorder) Operation(op string, code idkeeper.Code, _ time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ops = append(r.ops, op+":"+string(code))
+}
+
+func (r *recorder) count(op string, code idkeeper.Code) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, o := range r.ops {
+		if o == op+":"+string(code) {
+			n++
+		}
+	}
+	return n
+}
+
+func (r *recorder) Skew(string, time.Duration, idkeeper.SkewLevel) {}
+
+func (r *recorder) Reclaimed(n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.reclaimed += n
+}
+
+func (r *recorder) JobLockOverrun(string, time.Duration) {}
+
+func (r *recorder) StoreReset(recovered bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.resets == nil {
+		r.resets = map[bool]int{}
+	}
+	r.resets[recovered]++
+}
+
+func (r *recorder) resetCount(recovered bool) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.resets[recovered]
+}
+
+// syncWriter is a log sink that goroutines may write to while the test reads it.
+type syncWriter struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.Write(p)
+}
+
+func (s *syncWriter) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.String()
+}

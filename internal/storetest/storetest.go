@@ -1,0 +1,527 @@
+// Package storetest is the one contract suite every idkeeper.Store implementation
+// passes. A store's own test file calls Run with a Factory that opens a new, empty
+// store on a fake clock:
+//
+//	func TestStore(t *testing.T) {
+//		storetest.Run(t, func(t *testing.T, clock idkeeper.Clock) idkeeper.Store {
+//			s, err := mystore.Open(…, clock)
+//			if err != nil {
+//				t.Fatal(err)
+//			}
+//			t.Cleanup(func() { s.Close() })
+//			return s
+//		})
+//	}
+//
+// The suite checks the doc comments of idkeeper.Store, sentence by sentence. Time
+// moves only through the fake clock, so no test sleeps; the clock starts half a
+// millisecond past a whole millisecond, so a store that does not truncate its clock
+// to the millisecond fails. Subtests run one after another, never in parallel, so a
+// factory may hand out stores that share one server.
+//
+// Besides scripted cases, the suite runs seeded random sequences of operations
+// (Random) in which every answer is checked against the store's prior state.
+//
+// A store that can lose all its data in a test (a Redis restart without
+// persistence, say) implements Wiper; the suite then also checks the ErrStoreReset
+// path. A store that cannot is skipped there.
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/internal/fakeclock"
+)
+
+// Factory opens a new, empty store whose clock (time authority) is clock. It
+// registers the store's Close with t.Cleanup; the suite never closes it.
+type Factory func(t *testing.T, clock idkeeper.Clock) idkeeper.Store
+
+// Wiper is the optional test hook of a Store: WipeForTest deletes all the store's
+// data, as a restart without persistence would, without telling the Store value.
+// Only test builds should have it.
+type Wiper interface {
+	WipeForTest(ctx context.Context) error
+}
+
+// Run runs the whole contract suite as subtests of t.
+func Run(t *testing.T, open Factory) {
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) { c.fn(t, open) })
+	}
+}
+
+type testCase struct {
+	name string
+	fn   func(t *testing.T, open Factory)
+}
+
+var cases = []testCase{
+	{"Now/Millisecond", testNow},
+	{"Ping", testPing},
+	{"Init/Fresh", testInitFresh},
+	{"Init/RandomSentinel", testInitRandomSentinel},
+	{"Init/Adopt", testInitAdopt},
+	{"Init/Grow", testInitGrow},
+	{"Init/ShrinkRefused", testInitShrinkRefused},
+	{"Alloc/Grant", testAllocGrant},
+	{"Alloc/Exhausted", testAllocExhausted},
+	{"Alloc/Idempotent", testAllocIdempotent},
+	{"Alloc/IdempotentRevivesExpired", testAllocIdempotentRevives},
+	{"Alloc/CountMismatch", testAllocCountMismatch},
+	{"Alloc/FencingTokens", testAllocFencingTokens},
+	{"Alloc/NotBeforeAndWatermark", testAllocWindow},
+	{"Alloc/Order/LeastRecentlyFreed", testOrderLeastRecentlyFreed},
+	{"Alloc/Order/ReadyBeforeCooling", testOrderReadyBeforeCooling},
+	{"Alloc/Order/CoolingByLowestWatermark", testOrderCoolingByWatermark},
+	{"Alloc/Order/CoolingTurnsReady", testOrderCoolingTurnsReady},
+	{"Alloc/QuarantinedSkipped", testAllocQuarantinedSkipped},
+	{"Renew/Extends", testRenewExtends},
+	{"Renew/NeverShortens", testRenewNeverShortens},
+	{"Renew/RevivesExpired", testRenewRevivesExpired},
+	{"Renew/HoldsNothing", testRenewHoldsNothing},
+	{"Remove/CountAndReuse", testRemoveCountAndReuse},
+	{"Remove/ZeroMintedUpToKeepsWatermark", testRemoveZeroMintedUpTo},
+	{"Remove/MintedUpTo", testRemoveMintedUpTo},
+	{"Remove/MintedUpToClampedToExpiry", testRemoveMintedUpToClamped},
+	{"Remove/MintedUpToNotBeforeFloor", testRemoveNotBeforeFloor},
+	{"Remove/MintedUpToQuarantineFloor", testRemoveQuarantineFloor},
+	{"Reclaim/OnlyPastGrace", testReclaimOnlyPastGrace},
+	{"Reclaim/GraceZero", testReclaimGraceZero},
+	{"Reclaim/RenewedMeanwhileStays", testReclaimRenewedStays},
+	{"Reclaim/BackOfFreeOrder", testReclaimBackOfOrder},
+	{"Quarantine/NeverLowers", testQuarantineNeverLowers},
+	{"Quarantine/FreeNode", testQuarantineFree},
+	{"Quarantine/HeldNode", testQuarantineHeld},
+	{"Quarantine/OutOfPool", testQuarantineOutOfPool},
+	{"Counts/EveryState", testCountsEveryState},
+	{"Reset/Recovers", testResetRecovers},
+	{"Reset/AnotherReplicaRecovered", testResetOtherReplica},
+	{"Reset/Grows", testResetGrows},
+	{"Reset/AfterWipe", testResetAfterWipe},
+	{"Random", testRandom},
+	{"Concurrency/AllocExhaustsExactly", testConcurrentAlloc},
+	{"Concurrency/NoSharedNodeID", testConcurrentChurn},
+	{"Lock/Exclusive", testLockExclusive},
+	{"Lock/AtMostFor", testLockAtMostFor},
+	{"Lock/AtLeastFor", testLockAtLeastFor},
+	{"APIKey", testAPIKeys},
+	{"Skew", testSkew},
+}
+
+const ms = time.Millisecond
+
+// start is half a millisecond past a whole one: stores must truncate.
+var start = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC).Add(500 * time.Microsecond)
+
+// req returns requester i. All requesters share machine ID and PID, as containers
+// with PID 1 on one host do; only the start time tells them apart.
+func req(i int) idkeeper.Requester {
+	return idkeeper.Requester{
+		MachineID: "host-a/ä pod",
+		PID:       1,
+		StartedAt: time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(i) * time.Second),
+	}
+}
+
+// env is one open store on a fake clock, with the facts a test tracks about it.
+type env struct {
+	t        *testing.T
+	ctx      context.Context
+	clock    *fakeclock.Clock
+	s        idkeeper.Store
+	nodes    int    // pool size
+	fence    uint64 // highest fencing token seen
+	sentinel string // sentinel adopted by s
+	// frees counts the calls that freed node IDs; rank[id] is the count of the
+	// call that last freed id, 0 when it was never freed since it was created.
+	frees int
+	rank  map[idkeeper.NodeID]int
+}
+
+// openEnv opens an empty store without initialising it.
+func openEnv(t *testing.T, open Factory) *env {
+	t.Helper()
+	c := fakeclock.New(start)
+	return &env{t: t, ctx: t.Context(), clock: c, s: open(t, c.Now), rank: map[idkeeper.NodeID]int{}}
+}
+
+// setup opens a store and initialises a pool of nodes node IDs.
+func setup(t *testing.T, open Factory, nodes int) *env {
+	t.Helper()
+	e := openEnv(t, open)
+	res, err := e.s.Init(e.ctx, nodes)
+	if err != nil {
+		t.Fatalf("Init(%d): %v", nodes, err)
+	}
+	if !res.Fresh || res.Sentinel == "" {
+		t.Fatalf("Init(%d) on an empty store = %+v, want Fresh and a sentinel", nodes, res)
+	}
+	e.nodes, e.sentinel = nodes, res.Sentinel
+	return e
+}
+
+func (e *env) now() time.Time { return idkeeper.Millis(e.clock.Now()) }
+
+// advance moves the clock by d and returns the store's new now.
+func (e *env) advance(d time.Duration) time.Time {
+	e.clock.Advance(d)
+	return e.now()
+}
+
+func (e *env) must(err error, what string) {
+	e.t.Helper()
+	if err != nil {
+		e.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+func (e *env) node(id idkeeper.NodeID) idkeeper.NodeState {
+	e.t.Helper()
+	st, err := e.s.Node(e.ctx, id)
+	e.must(err, fmt.Sprintf("Node(%d)", id))
+	if st.NodeID != id {
+		e.t.Fatalf("Node(%d).NodeID = %d", id, st.NodeID)
+	}
+	return st
+}
+
+func (e *env) counts() idkeeper.Counts {
+	e.t.Helper()
+	c, err := e.s.Counts(e.ctx)
+	e.must(err, "Counts")
+	return c
+}
+
+func (e *env) leases() []idkeeper.Lease {
+	e.t.Helper()
+	ls, err := e.s.Leases(e.ctx)
+	e.must(err, "Leases")
+	return ls
+}
+
+// alloc allocates count node IDs to r, which must hold nothing, and checks every
+// rule of a new grant, the pick order included, against the node states read just
+// before.
+func (e *env) alloc(r idkeeper.Requester, count int, first time.Duration) idkeeper.Grant {
+	e.t.Helper()
+	before := make(map[idkeeper.NodeID]idkeeper.NodeState, e.nodes)
+	for id := range e.nodes {
+		before[idkeeper.NodeID(id)] = e.node(idkeeper.NodeID(id))
+	}
+	g, err := e.s.Alloc(e.ctx, r, count, first)
+	e.must(err, fmt.Sprintf("Alloc(%s, %d)", r, count))
+	now := e.now()
+	if len(g.Leases) != count {
+		e.t.Fatalf("Alloc(%d) granted %d leases", count, len(g.Leases))
+	}
+	wantTime(e.t, "Grant.Now", g.Now, now)
+	if g.Fence != e.fence+uint64(count) {
+		e.t.Fatalf("Grant.Fence = %d, want %d (previous fence %d + %d grants)", g.Fence, e.fence+uint64(count), e.fence, count)
+	}
+	var tokens []uint64
+	for i, l := range g.Leases {
+		if i > 0 && l.NodeID <= g.Leases[i-1].NodeID {
+			e.t.Fatalf("Alloc leases not sorted by NodeID: %v", nodeIDs(g.Leases))
+		}
+		b, ok := before[l.NodeID]
+		switch {
+		case !ok:
+			e.t.Fatalf("Alloc granted node %d outside the pool of %d", l.NodeID, e.nodes)
+		case b.Lease != nil:
+			e.t.Fatalf("Alloc granted node %d, held by %s", l.NodeID, b.Lease.Requester)
+		case b.QuarantinedUntil.After(now):
+			e.t.Fatalf("Alloc granted node %d, quarantined until %s", l.NodeID, b.QuarantinedUntil)
+		}
+		want := idkeeper.Lease{
+			NodeID: l.NodeID, Requester: r, NotBefore: b.Watermark.Add(ms), ExpiresAt: now.Add(first),
+			FencingToken: l.FencingToken, GrantedAt: now,
+		}
+		wantLease(e.t, "granted lease", l, want)
+		tokens = append(tokens, l.FencingToken)
+		st := e.node(l.NodeID)
+		if st.Lease == nil {
+			e.t.Fatalf("Node(%d) shows no lease after the grant", l.NodeID)
+		}
+		wantLease(e.t, "Node().Lease after grant", *st.Lease, l)
+		wantTime(e.t, fmt.Sprintf("node %d watermark after grant", l.NodeID), st.Watermark, maxTime(b.Watermark, l.ExpiresAt))
+	}
+	e.checkPicks(g, before, now)
+	slices.Sort(tokens)
+	for i, tok := range tokens {
+		if tok != e.fence+uint64(i)+1 {
+			e.t.Fatalf("fencing tokens %v, want %d..%d", tokens, e.fence+1, e.fence+uint64(count))
+		}
+	}
+	e.fence = g.Fence
+	e.check()
+	return g
+}
+
+// allocOne allocates one node ID to r and returns it.
+func (e *env) allocOne(r idkeeper.Requester, first time.Duration) idkeeper.NodeID {
+	e.t.Helper()
+	return e.alloc(r, 1, first).Leases[0].NodeID
+}
+
+func (e *env) renew(r idkeeper.Requester, d time.Duration) idkeeper.Grant {
+	e.t.Helper()
+	g, err := e.s.Renew(e.ctx, r, d)
+	e.must(err, fmt.Sprintf("Renew(%s)", r))
+	wantTime(e.t, "Renew Grant.Now", g.Now, e.now())
+	if g.Fence != e.fence {
+		e.t.Fatalf("Renew Grant.Fence = %d, want the counter %d", g.Fence, e.fence)
+	}
+	return g
+}
+
+func (e *env) remove(r idkeeper.Requester, mintedUpTo time.Time) int {
+	e.t.Helper()
+	held := e.heldBy(r)
+	n, err := e.s.Remove(e.ctx, r, mintedUpTo)
+	e.must(err, fmt.Sprintf("Remove(%s)", r))
+	if n != len(held) {
+		e.t.Fatalf("Remove(%s) = %d, but it held %d", r, n, len(held))
+	}
+	e.freed(held)
+	e.check()
+	return n
+}
+
+// heldBy returns the leases r holds, from Leases.
+func (e *env) heldBy(r idkeeper.Requester) []idkeeper.Lease {
+	e.t.Helper()
+	var out []idkeeper.Lease
+	for _, l := range e.leases() {
+		if l.Requester.Key() == r.Key() {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// freed records that one call freed these leases' node IDs.
+func (e *env) freed(ls []idkeeper.Lease) {
+	if len(ls) == 0 {
+		return
+	}
+	e.frees++
+	for _, l := range ls {
+		e.rank[l.NodeID] = e.frees
+	}
+}
+
+func (e *env) quarantine(until time.Time, nodes ...idkeeper.NodeID) {
+	e.t.Helper()
+	e.must(e.s.Quarantine(e.ctx, until, nodes...), "Quarantine")
+	e.check()
+}
+
+func (e *env) reclaim(grace time.Duration) int {
+	e.t.Helper()
+	before := e.leases()
+	wm := map[idkeeper.NodeID]time.Time{}
+	for _, l := range before {
+		wm[l.NodeID] = e.node(l.NodeID).Watermark
+	}
+	n, err := e.s.Reclaim(e.ctx, grace)
+	e.must(err, "Reclaim")
+	now := e.now()
+	after := map[idkeeper.NodeID]bool{}
+	for _, l := range e.leases() {
+		after[l.NodeID] = true
+	}
+	var gone []idkeeper.Lease
+	for _, l := range before {
+		due := l.ExpiresAt.Add(grace).Before(now)
+		if after[l.NodeID] == due {
+			e.t.Fatalf("Reclaim(%s) at %s: lease %s due %v, still there %v", grace, fmtTime(now), fmtLease(l), due, after[l.NodeID])
+		}
+		if due {
+			gone = append(gone, l)
+			wantTime(e.t, "watermark after Reclaim", e.node(l.NodeID).Watermark, wm[l.NodeID])
+		}
+	}
+	if n != len(gone) {
+		e.t.Fatalf("Reclaim = %d, but %d leases were due", n, len(gone))
+	}
+	e.freed(gone)
+	e.check()
+	return n
+}
+
+// checkPicks checks that a new grant took the best free node IDs, judged by the
+// node states before it: ready ones (watermark < now) before cooling ones, cooling
+// ones by lowest watermark, ready ones least recently freed first (among nodes whose
+// free order the env knows).
+func (e *env) checkPicks(g idkeeper.Grant, before map[idkeeper.NodeID]idkeeper.NodeState, now time.Time) {
+	e.t.Helper()
+	picked := map[idkeeper.NodeID]bool{}
+	for _, l := range g.Leases {
+		picked[l.NodeID] = true
+	}
+	for p := range picked {
+		bp := before[p]
+		for u, bu := range before {
+			if picked[u] || bu.Lease != nil || bu.QuarantinedUntil.After(now) {
+				continue
+			}
+			pReady, uReady := bp.Watermark.Before(now), bu.Watermark.Before(now)
+			switch {
+			case !pReady && uReady:
+				e.t.Fatalf("Alloc took cooling node %d (watermark %s) and left ready node %d", p, fmtTime(bp.Watermark), u)
+			case !pReady && bu.Watermark.Before(bp.Watermark):
+				e.t.Fatalf("Alloc took cooling node %d (watermark %s) before node %d (watermark %s)",
+					p, fmtTime(bp.Watermark), u, fmtTime(bu.Watermark))
+			case pReady && uReady && e.rank[p] > 0 && e.rank[u] > 0 && e.rank[p] > e.rank[u]:
+				e.t.Fatalf("Alloc took node %d and left node %d, which was freed earlier", p, u)
+			}
+		}
+	}
+}
+
+// check cross-checks Counts, Leases and Node at the current instant: Total =
+// Remaining + Leased + InGrace + Quarantined, every count agrees with the node
+// states, Leases lists exactly the held nodes sorted by NodeID, and no watermark lies
+// below its lease's expiry.
+func (e *env) check() {
+	e.t.Helper()
+	now := e.now()
+	c := e.counts()
+	if c.Total != c.Remaining+c.Leased+c.InGrace+c.Quarantined {
+		e.t.Fatalf("Counts %+v: Total != Remaining + Leased + InGrace + Quarantined", c)
+	}
+	leases := e.leases()
+	want := idkeeper.Counts{Total: e.nodes}
+	held := 0
+	for id := range e.nodes {
+		st := e.node(idkeeper.NodeID(id))
+		switch {
+		case st.Lease != nil:
+			if held >= len(leases) {
+				e.t.Fatalf("Leases() has %d leases, but node %d is held too", len(leases), id)
+			}
+			wantLease(e.t, "Leases() vs Node()", leases[held], *st.Lease)
+			held++
+			if st.Watermark.Before(st.Lease.ExpiresAt) {
+				e.t.Fatalf("node %d: watermark %s below the lease's expiry %s", id, st.Watermark, st.Lease.ExpiresAt)
+			}
+			if st.Lease.Expired(now) {
+				want.InGrace++
+			} else {
+				want.Leased++
+			}
+		case st.QuarantinedUntil.After(now):
+			want.Quarantined++
+		default:
+			want.Remaining++
+		}
+	}
+	if held != len(leases) {
+		e.t.Fatalf("Leases() has %d leases, Node() shows %d held", len(leases), held)
+	}
+	if c != want {
+		e.t.Fatalf("Counts() = %+v, node states say %+v", c, want)
+	}
+	if _, err := e.s.Node(e.ctx, idkeeper.NodeID(e.nodes)); !errors.Is(err, idkeeper.ErrNotFound) {
+		e.t.Fatalf("Node(%d) of a pool of %d: err = %v, want ErrNotFound", e.nodes, e.nodes, err)
+	}
+}
+
+func (e *env) wantCounts(want idkeeper.Counts) {
+	e.t.Helper()
+	if c := e.counts(); c != want {
+		e.t.Fatalf("Counts() = %+v, want %+v", c, want)
+	}
+}
+
+// wantExhausted checks that allocating count to r fails with NODE_IDS_EXHAUSTED.
+func (e *env) wantExhausted(r idkeeper.Requester, count, remaining int) {
+	e.t.Helper()
+	_, err := e.s.Alloc(e.ctx, r, count, 10*time.Minute)
+	wantCode(e.t, err, idkeeper.CodeNodeIDsExhausted)
+	wantDetail(e.t, err, "requested", count)
+	wantDetail(e.t, err, "remaining", remaining)
+}
+
+func wantCode(t *testing.T, err error, code idkeeper.Code) {
+	t.Helper()
+	if got := idkeeper.ErrorCode(err); got != code {
+		t.Fatalf("error code %q (err %v), want %q", got, err, code)
+	}
+}
+
+func wantDetail(t *testing.T, err error, key string, want any) {
+	t.Helper()
+	var e *idkeeper.Error
+	if !errors.As(err, &e) {
+		t.Fatalf("err %v is no *idkeeper.Error", err)
+	}
+	got, ok := e.Details[key]
+	if !ok || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("error detail %q = %v (present %v), want %v; details %v", key, got, ok, want, e.Details)
+	}
+}
+
+func wantTime(t *testing.T, what string, got, want time.Time) {
+	t.Helper()
+	if !got.Equal(want) {
+		t.Fatalf("%s = %s, want %s", what, fmtTime(got), fmtTime(want))
+	}
+}
+
+func wantLease(t *testing.T, what string, got, want idkeeper.Lease) {
+	t.Helper()
+	if got.NodeID != want.NodeID || got.Requester.Key() != want.Requester.Key() ||
+		!got.Requester.StartedAt.Equal(want.Requester.StartedAt) ||
+		!got.NotBefore.Equal(want.NotBefore) || !got.ExpiresAt.Equal(want.ExpiresAt) ||
+		got.FencingToken != want.FencingToken || !got.GrantedAt.Equal(want.GrantedAt) ||
+		!got.RenewedAt.Equal(want.RenewedAt) {
+		t.Fatalf("%s:\n got %s\nwant %s", what, fmtLease(got), fmtLease(want))
+	}
+}
+
+// wantSameLeases checks that got and want hold the same leases in the same order.
+func wantSameLeases(t *testing.T, what string, got, want []idkeeper.Lease) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d leases %v, want %d %v", what, len(got), nodeIDs(got), len(want), nodeIDs(want))
+	}
+	for i := range got {
+		wantLease(t, what, got[i], want[i])
+	}
+}
+
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return "zero"
+	}
+	return t.UTC().Format("2006-01-02T15:04:05.000000Z")
+}
+
+func fmtLease(l idkeeper.Lease) string {
+	return fmt.Sprintf("{node %d req %s notBefore %s expires %s token %d granted %s renewed %s}",
+		l.NodeID, l.Requester, fmtTime(l.NotBefore), fmtTime(l.ExpiresAt), l.FencingToken,
+		fmtTime(l.GrantedAt), fmtTime(l.RenewedAt))
+}
+
+func nodeIDs(ls []idkeeper.Lease) []idkeeper.NodeID {
+	ids := make([]idkeeper.NodeID, len(ls))
+	for i, l := range ls {
+		ids[i] = l.NodeID
+	}
+	return ids
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}

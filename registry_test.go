@@ -1,0 +1,358 @@
+package idkeeper_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/bolt"
+	"github.com/idkeeper/idkeeper/internal/fakeclock"
+)
+
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+type env struct {
+	reg   *idkeeper.Registry
+	store idkeeper.Store
+	clk   *fakeclock.Clock
+	logs  *syncWriter
+	obs   *recorder
+}
+
+// newEnv opens a registry over a real bbolt file with a fake clock.
+func newEnv(t *testing.T, cfg idkeeper.Config) *env {
+	t.Helper()
+	clk := fakeclock.New(t0)
+	st, err := bolt.Open(filepath.Join(t.TempDir(), "idk.db"), bolt.Options{Clock: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return openEnv(t, st, clk, cfg)
+}
+
+func openEnv(t *testing.T, st idkeeper.Store, clk *fakeclock.Clock, cfg idkeeper.Config) *env {
+	t.Helper()
+	logs := &syncWriter{}
+	obs := &recorder{}
+	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	cfg.Observer = obs
+	if cfg.CleanupInterval == 0 {
+		cfg.CleanupInterval = time.Hour // the loop must not interfere; tests call Cleanup
+	}
+	reg, err := idkeeper.NewRegistry(st, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.Open(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { reg.Close() })
+	return &env{reg: reg, store: st, clk: clk, logs: logs, obs: obs}
+}
+
+func who(pid int) idkeeper.Requester {
+	return idkeeper.Requester{MachineID: "machine-a", PID: pid, StartedAt: t0.Add(-time.Hour)}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestConfigRangesNameTheSetting(t *testing.T) {
+	cases := []struct {
+		cfg     idkeeper.Config
+		setting string
+	}{
+		{idkeeper.Config{FirstLease: 30 * time.Second}, "first-lease"},
+		{idkeeper.Config{FirstLease: 21 * time.Minute}, "first-lease"},
+		{idkeeper.Config{LeaseDuration: 5 * time.Minute}, "lease-duration"},
+		{idkeeper.Config{Grace: 61 * time.Minute}, "cleanup-grace"},
+		{idkeeper.Config{CleanupInterval: 2 * time.Hour}, "cleanup-interval"},
+		{idkeeper.Config{Nodes: 5000}, "nodes"},
+	}
+	for _, c := range cases {
+		_, err := idkeeper.NewRegistry(nil, c.cfg)
+		var re *idkeeper.RangeError
+		if !errors.As(err, &re) || re.Setting != c.setting {
+			t.Errorf("%+v: got %v, want a RangeError for %s", c.cfg, err, c.setting)
+			continue
+		}
+		if !strings.Contains(err.Error(), c.setting) || !strings.Contains(err.Error(), "..") {
+			t.Errorf("message %q does not name the setting and its range", err)
+		}
+	}
+	reg, err := idkeeper.NewRegistry(nil, idkeeper.Config{Grace: idkeeper.NoGrace})
+	if err != nil || reg.Config().Grace != 0 {
+		t.Fatalf("NoGrace: %v, grace %v", err, reg.Config().Grace)
+	}
+	def, _ := idkeeper.NewRegistry(nil, idkeeper.Config{})
+	c := def.Config()
+	if c.FirstLease != 10*time.Minute || c.LeaseDuration != 48*time.Hour || c.Grace != 10*time.Minute ||
+		c.CleanupInterval != 10*time.Minute || c.Nodes != 4096 {
+		t.Fatalf("defaults: %+v", c)
+	}
+}
+
+func TestSkewLevels(t *testing.T) {
+	g := 10 * time.Minute
+	cases := []struct {
+		skew, grace time.Duration
+		want        idkeeper.SkewLevel
+	}{
+		{0, g, idkeeper.SkewOK},
+		{5 * time.Minute, g, idkeeper.SkewOK},
+		{5*time.Minute + time.Millisecond, g, idkeeper.SkewWarn},
+		{-6 * time.Minute, g, idkeeper.SkewWarn},
+		{-time.Hour, g, idkeeper.SkewWarn}, // ahead is never rejected: the client stops early
+		{g, g, idkeeper.SkewWarn},
+		{g + time.Millisecond, g, idkeeper.SkewReject},
+		{time.Hour, 0, idkeeper.SkewWarn}, // grace 0: only logged
+		{0, 0, idkeeper.SkewOK},
+	}
+	for _, c := range cases {
+		if got := idkeeper.SkewLevelFor(c.skew, c.grace); got != c.want {
+			t.Errorf("SkewLevelFor(%v, %v) = %s, want %s", c.skew, c.grace, got, c.want)
+		}
+	}
+}
+
+func TestAllocRejectsLargeSkewAndRecordsIt(t *testing.T) {
+	e := newEnv(t, idkeeper.Config{})
+	ctx := context.Background()
+	behind := t0.Add(-11 * time.Minute)
+	_, err := e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: who(1), Count: 1, ClientNow: &behind, RemoteIP: "127.0.0.9"})
+	var ie *idkeeper.Error
+	if !errors.As(err, &ie) || ie.Code != idkeeper.CodeClockSkewTooLarge {
+		t.Fatalf("got %v, want CLOCK_SKEW_TOO_LARGE", err)
+	}
+	if ie.Details["skewMs"] != int64(11*60*1000) || ie.Details["thresholdMs"] != int64(10*60*1000) ||
+		!strings.Contains(ie.Message, "NTP") {
+		t.Fatalf("details %v, message %q", ie.Details, ie.Message)
+	}
+	if c, _ := e.reg.Remaining(ctx); c.Leased != 0 {
+		t.Fatalf("a rejected alloc leased %d node IDs", c.Leased)
+	}
+	obs, err := e.store.SkewObservations(ctx)
+	if err != nil || len(obs) != 1 || obs[0].Level != idkeeper.SkewReject || obs[0].RemoteIP != "127.0.0.9" {
+		t.Fatalf("observations %+v, %v", obs, err)
+	}
+	if !strings.Contains(e.logs.String(), "alloc rejected") || !strings.Contains(e.logs.String(), "127.0.0.9") {
+		t.Fatalf("no warning with the remote IP logged:\n%s", e.logs)
+	}
+
+	// Renew is never rejected, however far behind.
+	ok := t0
+	if _, err := e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: who(2), Count: 1, ClientNow: &ok}); err != nil {
+		t.Fatal(err)
+	}
+	far := t0.Add(-5 * time.Hour)
+	g, err := e.reg.Renew(ctx, idkeeper.RenewRequest{Requester: who(2), ClientNow: &far})
+	if err != nil || len(g.Leases) != 1 {
+		t.Fatalf("renew with skew: %v %+v", err, g)
+	}
+
+	// The observation lapses after lease + grace.
+	e.clk.Advance(48*time.Hour + 10*time.Minute + time.Second)
+	if obs, _ := e.store.SkewObservations(ctx); len(obs) != 0 {
+		t.Fatalf("observations did not lapse: %+v", obs)
+	}
+}
+
+func TestSkewWithZeroGraceIsOnlyLogged(t *testing.T) {
+	e := newEnv(t, idkeeper.Config{Grace: idkeeper.NoGrace})
+	behind := t0.Add(-time.Hour)
+	if _, err := e.reg.Alloc(context.Background(), idkeeper.AllocRequest{Requester: who(1), Count: 1, ClientNow: &behind}); err != nil {
+		t.Fatalf("grace 0 rejected an alloc: %v", err)
+	}
+	if !strings.Contains(e.logs.String(), "clock skew") {
+		t.Fatal("skew was not logged")
+	}
+}
+
+func TestAllocValidatesInput(t *testing.T) {
+	e := newEnv(t, idkeeper.Config{Nodes: 8})
+	ctx := context.Background()
+	cases := []struct {
+		req   idkeeper.AllocRequest
+		field string
+	}{
+		{idkeeper.AllocRequest{Requester: who(1), Count: 0}, "count"},
+		{idkeeper.AllocRequest{Requester: who(1), Count: 4097}, "count"},
+		{idkeeper.AllocRequest{Requester: who(1), Count: 9}, "count"},
+		{idkeeper.AllocRequest{Requester: idkeeper.Requester{PID: 1, StartedAt: t0}, Count: 1}, "requester.machineId"},
+		{idkeeper.AllocRequest{Requester: idkeeper.Requester{MachineID: "a\nb", PID: 1, StartedAt: t0}, Count: 1}, "requester.machineId"},
+		{idkeeper.AllocRequest{Requester: idkeeper.Requester{MachineID: "m", PID: 0, StartedAt: t0}, Count: 1}, "requester.pid"},
+		{idkeeper.AllocRequest{Requester: idkeeper.Requester{MachineID: "m", PID: 1}, Count: 1}, "requester.startedAt"},
+	}
+	for _, c := range cases {
+		_, err := e.reg.Alloc(ctx, c.req)
+		var ie *idkeeper.Error
+		if !errors.As(err, &ie) || ie.Code != idkeeper.CodeInvalidRequest || ie.Field != c.field {
+			t.Errorf("%+v: got %v, want INVALID_REQUEST on %s", c.req, err, c.field)
+		}
+	}
+	if c, _ := e.reg.Remaining(ctx); c.Remaining != 8 {
+		t.Fatalf("invalid requests wrote something: %+v", c)
+	}
+}
+
+func TestScenarioAllocSameRenewRemainingRemove(t *testing.T) {
+	e := newEnv(t, idkeeper.Config{})
+	ctx := context.Background()
+	g1, err := e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: who(7), Count: 2})
+	if err != nil || len(g1.Leases) != 2 {
+		t.Fatalf("alloc: %v %+v", err, g1)
+	}
+	if !g1.Leases[0].ExpiresAt.Equal(t0.Add(10 * time.Minute)) {
+		t.Fatalf("first lease expires %v, want now+10m", g1.Leases[0].ExpiresAt)
+	}
+	e.clk.Advance(time.Minute)
+	g2, err := e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: who(7), Count: 2})
+	if err != nil || g2.Leases[0].NodeID != g1.Leases[0].NodeID || g2.Leases[1].FencingToken != g1.Leases[1].FencingToken {
+		t.Fatalf("idempotent alloc: %v %+v vs %+v", err, g2, g1)
+	}
+	if _, err := e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: who(7), Count: 3}); idkeeper.ErrorCode(err) != idkeeper.CodeRequesterCountMismatch {
+		t.Fatalf("other count: %v", err)
+	}
+	g3, err := e.reg.Renew(ctx, idkeeper.RenewRequest{Requester: who(7), FencingTokens: []uint64{g1.Leases[0].FencingToken}})
+	if err != nil || len(g3.Leases) != 2 || !g3.Leases[0].ExpiresAt.Equal(e.clk.Now().Add(48*time.Hour)) {
+		t.Fatalf("renew: %v %+v", err, g3)
+	}
+	c, _ := e.reg.Remaining(ctx)
+	if c.Total != 4096 || c.Remaining != 4094 || c.Leased != 2 {
+		t.Fatalf("remaining: %+v", c)
+	}
+	n, err := e.reg.Remove(ctx, idkeeper.RemoveRequest{Requester: who(7), MintedUpTo: e.clk.Now()})
+	if err != nil || n != 2 {
+		t.Fatalf("remove: %d %v", n, err)
+	}
+	if c, _ := e.reg.Remaining(ctx); c.Remaining != 4096 {
+		t.Fatalf("after remove: %+v", c)
+	}
+	if g, _ := e.reg.Renew(ctx, idkeeper.RenewRequest{Requester: who(7)}); len(g.Leases) != 0 {
+		t.Fatalf("renew after remove returned %+v, want empty", g.Leases)
+	}
+	if e.obs.count("alloc", "") != 2 || e.obs.count("alloc", idkeeper.CodeRequesterCountMismatch) != 1 {
+		t.Fatalf("observer saw %v", e.obs.ops)
+	}
+}
+
+func TestFencingCounterBelowAHeldTokenQuarantinesEverything(t *testing.T) {
+	e := newEnv(t, idkeeper.Config{Nodes: 16})
+	ctx := context.Background()
+	g, err := e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: who(1), Count: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A client shows a token the store never reached: the store lost writes.
+	_, err = e.reg.Renew(ctx, idkeeper.RenewRequest{Requester: who(1), FencingTokens: []uint64{g.Leases[0].FencingToken + 100}})
+	if err != nil {
+		t.Fatalf("renew: %v", err)
+	}
+	until := e.clk.Now().Add(48*time.Hour + 10*time.Minute)
+	c, _ := e.reg.Remaining(ctx)
+	if c.Quarantined != 15 || c.Remaining != 0 {
+		t.Fatalf("after a fence regression: %+v", c)
+	}
+	ns, _ := e.store.Node(ctx, 5)
+	if ns.Watermark.Before(until) || ns.QuarantinedUntil.Before(until) {
+		t.Fatalf("node 5 not raised to %v: %+v", until, ns)
+	}
+	if e.obs.resetCount(true) != 1 {
+		t.Fatalf("resets observed: %v", e.obs.resets)
+	}
+	// New grants go on past every token seen, after the quarantine.
+	e.clk.Set(until.Add(time.Millisecond))
+	g2, err := e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: who(2), Count: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g2.Leases[0].FencingToken <= g.Leases[0].FencingToken+100 {
+		t.Fatalf("token %d not above the one seen (%d)", g2.Leases[0].FencingToken, g.Leases[0].FencingToken+100)
+	}
+	if !g2.Leases[0].NotBefore.After(until) {
+		t.Fatalf("window starts %v, before the raised watermark %v", g2.Leases[0].NotBefore, until)
+	}
+}
+
+func TestCleanupRunsOnOneReplicaAtATime(t *testing.T) {
+	a := newEnv(t, idkeeper.Config{Nodes: 8, CleanupInterval: 10 * time.Minute})
+	b := openEnv(t, a.store, a.clk, idkeeper.Config{Nodes: 8, CleanupInterval: 10 * time.Minute, Owner: "replica-b"})
+	ctx := context.Background()
+	if _, err := a.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: who(1), Count: 3}); err != nil {
+		t.Fatal(err)
+	}
+	a.clk.Advance(10*time.Minute + 10*time.Minute + time.Millisecond) // past expiry + grace
+	n, ran, err := a.reg.Cleanup(ctx)
+	if err != nil || !ran || n != 3 {
+		t.Fatalf("replica a: %d %v %v", n, ran, err)
+	}
+	if _, ran, _ := b.reg.Cleanup(ctx); ran {
+		t.Fatal("replica b ran the job while a's lock-at-least-for held")
+	}
+	a.clk.Advance(9*time.Minute + time.Millisecond)
+	if n, ran, err := b.reg.Cleanup(ctx); !ran || err != nil || n != 0 {
+		t.Fatalf("replica b after the lock lapsed: %d %v %v", n, ran, err)
+	}
+	if a.obs.reclaimed != 3 {
+		t.Fatalf("reclaimed observed: %d", a.obs.reclaimed)
+	}
+}
+
+func TestCleanupKeepsLeasesInsideGrace(t *testing.T) {
+	e := newEnv(t, idkeeper.Config{Nodes: 4})
+	ctx := context.Background()
+	e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: who(1), Count: 1})
+	e.clk.Advance(10*time.Minute + 10*time.Minute) // exactly expiry + grace: not yet
+	if n, _, _ := e.reg.Cleanup(ctx); n != 0 {
+		t.Fatalf("reclaimed %d inside grace", n)
+	}
+	c, _ := e.reg.Remaining(ctx)
+	if c.InGrace != 1 || c.Remaining != 3 {
+		t.Fatalf("in grace not counted as used: %+v", c)
+	}
+}
+
+func TestAuthenticate(t *testing.T) {
+	e := newEnv(t, idkeeper.Config{})
+	ctx := context.Background()
+	secret, k := idkeeper.NewAPIKey("ci", t0, time.Now().Add(time.Hour))
+	if err := e.store.CreateAPIKey(ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.reg.Authenticate(ctx, secret); err != nil {
+		t.Fatalf("valid key: %v", err)
+	}
+	for presented, code := range map[string]idkeeper.Code{
+		"":                          idkeeper.CodeAPIKeyMissing,
+		secret + "x":                idkeeper.CodeAPIKeyInvalid,
+		"idk_not-a-key-at-all-1234": idkeeper.CodeAPIKeyInvalid,
+	} {
+		if _, err := e.reg.Authenticate(ctx, presented); idkeeper.ErrorCode(err) != code {
+			t.Errorf("%q: got %v, want %s", presented, err, code)
+		}
+	}
+	old, ok := idkeeper.NewAPIKey("old", t0, time.Now().Add(-time.Second))
+	e.store.CreateAPIKey(ctx, ok)
+	if _, err := e.reg.Authenticate(ctx, old); idkeeper.ErrorCode(err) != idkeeper.CodeAPIKeyExpired {
+		t.Fatalf("expired key: %v", err)
+	}
+	if bytes.Contains(k.Hash, []byte(secret)) || len(k.Hash) != 32 {
+		t.Fatal("the stored key is not a hash")
+	}
+	created, err := e.reg.EnsureAPIKey(ctx, "bootstrap-key-0123456789abcdef", "bootstrap")
+	if err != nil || !created {
+		t.Fatalf("bootstrap: %v %v", created, err)
+	}
+	if created, _ := e.reg.EnsureAPIKey(ctx, "bootstrap-key-0123456789abcdef", "bootstrap"); created {
+		t.Fatal("bootstrap key created twice")
+	}
+	if _, err := e.reg.EnsureAPIKey(ctx, "short", "x"); idkeeper.ErrorCode(err) != idkeeper.CodeInvalidRequest {
+		t.Fatalf("short bootstrap key: %v", err)
+	}
+}
