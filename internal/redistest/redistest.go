@@ -1,0 +1,320 @@
+// Package redistest starts a private redis-server for tests.
+//
+// Every Server is a redis-server process of its own, found on PATH, listening on a
+// free loopback port (never the machine's shared Redis) with a temporary working
+// directory. It persists nothing unless WithAOF is given, so Restart then behaves
+// like a Redis that lost every write: the way tests simulate a store reset. The
+// process is killed when the test ends.
+package redistest
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// startTimeout bounds how long Start waits for a redis-server to answer PING.
+const startTimeout = 10 * time.Second
+
+// Option changes how a Server runs.
+type Option func(*config)
+
+type config struct {
+	aof     bool
+	cluster bool
+}
+
+// WithAOF turns the append-only file on (appendonly yes, appendfsync always) in
+// the server's temporary directory, so its data survives Restart.
+func WithAOF() Option { return func(c *config) { c.aof = true } }
+
+// WithCluster runs the server as a one-node Redis Cluster that owns every slot, so
+// tests can use a cluster client and see cross-slot errors. Connect to Addr with
+// a cluster client; URL still names database 0.
+func WithCluster() Option { return func(c *config) { c.cluster = true } }
+
+// Server is a running redis-server owned by one test.
+type Server struct {
+	bin  string
+	dir  string
+	cfg  config
+	port int
+
+	mu   sync.Mutex
+	proc *process
+}
+
+type process struct {
+	cmd  *exec.Cmd
+	out  *syncBuffer
+	done chan struct{} // closed when the process has exited
+}
+
+// Start starts a redis-server and returns once it answers PING. It calls
+// t.Fatalf, never t.Skip, when redis-server is not on PATH or does not come up.
+// The server is killed in t.Cleanup.
+func Start(t testing.TB, opts ...Option) *Server {
+	t.Helper()
+	s := &Server{dir: t.TempDir()}
+	for _, o := range opts {
+		o(&s.cfg)
+	}
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Fatalf("redistest: redis-server not found on PATH (install redis-server, e.g. apt-get install redis-server): %v", err)
+	}
+	s.bin = bin
+	t.Cleanup(func() { s.kill() })
+
+	var lastErr error
+	for attempt := 0; attempt < 5; attempt++ {
+		port, err := freePort()
+		if err != nil {
+			t.Fatalf("redistest: no free loopback port: %v", err)
+		}
+		if lastErr = s.launch(port); lastErr == nil {
+			return s
+		}
+	}
+	t.Fatalf("redistest: redis-server did not start: %v", lastErr)
+	return nil
+}
+
+// Addr is the server's host:port on 127.0.0.1.
+func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
+
+// URL is the server's address as a redis:// URL on database 0.
+func (s *Server) URL() string { return "redis://" + s.Addr() + "/0" }
+
+// Stop kills the server and waits for it to exit. Clients see connection errors
+// until Restart. Stopping a stopped server does nothing.
+func (s *Server) Stop(t testing.TB) {
+	t.Helper()
+	s.kill()
+}
+
+// Restart kills the server (SIGKILL, like a crash) and starts it again on the same
+// port and directory. Without WithAOF the new process starts empty; with it, it
+// replays the append-only file. Either way it has a new replication ID.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	s.kill()
+	var err error
+	// The port can stay busy for a moment after the kill; a few retries cover it.
+	for attempt := 0; attempt < 20; attempt++ {
+		if err = s.launch(s.port); err == nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("redistest: redis-server did not restart on port %d: %v", s.port, err)
+}
+
+func (s *Server) launch(port int) error {
+	if port == 6379 {
+		return errors.New("refusing the default Redis port 6379")
+	}
+	args := []string{
+		"--port", strconv.Itoa(port),
+		"--bind", "127.0.0.1",
+		"--dir", s.dir,
+		"--save", "",
+		"--daemonize", "no",
+		"--logfile", "",
+		"--loglevel", "warning",
+		"--databases", "16",
+		// A replica a test attaches syncs at once instead of after the 5 s default.
+		"--repl-diskless-sync-delay", "0",
+	}
+	if s.cfg.aof {
+		args = append(args, "--appendonly", "yes", "--appendfsync", "always")
+	} else {
+		args = append(args, "--appendonly", "no")
+	}
+	if s.cfg.cluster {
+		args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
+	}
+	out := &syncBuffer{}
+	cmd := exec.Command(s.bin, args...)
+	cmd.Stdout = out
+	cmd.Stderr = out
+	cmd.SysProcAttr = sysProcAttr()
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting %s: %w", s.bin, err)
+	}
+	p := &process{cmd: cmd, out: out, done: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		close(p.done)
+	}()
+
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	deadline := time.Now().Add(startTimeout)
+	for {
+		select {
+		case <-p.done:
+			return fmt.Errorf("redis-server on port %d exited: %s", port, strings.TrimSpace(out.String()))
+		default:
+		}
+		if ping(addr) == nil {
+			if s.cfg.cluster {
+				if err := claimSlots(addr); err != nil {
+					_ = cmd.Process.Kill()
+					<-p.done
+					return fmt.Errorf("redis-server on port %d: cluster: %w", port, err)
+				}
+			}
+			s.mu.Lock()
+			s.port, s.proc = port, p
+			s.mu.Unlock()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			<-p.done
+			return fmt.Errorf("redis-server on port %d did not answer PING within %v: %s",
+				port, startTimeout, strings.TrimSpace(out.String()))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (s *Server) kill() {
+	s.mu.Lock()
+	p := s.proc
+	s.proc = nil
+	s.mu.Unlock()
+	if p == nil {
+		return
+	}
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
+// ping reports nil when addr answers an inline PING with +PONG. A server still
+// loading its AOF answers -LOADING, which is not ready.
+func ping(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(500 * time.Millisecond))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(line, "+PONG") {
+		return fmt.Errorf("PING answered %q", strings.TrimSpace(line))
+	}
+	return nil
+}
+
+// claimSlots gives a one-node cluster every slot (a restarted one has them from
+// nodes.conf already) and waits until the cluster state is ok.
+func claimSlots(addr string) error {
+	if reply, err := command(addr, "CLUSTER ADDSLOTSRANGE 0 16383"); err != nil {
+		return err
+	} else if strings.HasPrefix(reply, "-") && !strings.Contains(reply, "busy") {
+		return fmt.Errorf("CLUSTER ADDSLOTSRANGE: %s", reply)
+	}
+	deadline := time.Now().Add(startTimeout)
+	for {
+		info, err := command(addr, "CLUSTER INFO")
+		if err == nil && strings.Contains(info, "cluster_state:ok") {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("cluster state not ok: %v %s", err, info)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// command sends one inline command and returns its reply: a status or error line
+// as is ("+OK", "-ERR …"), a bulk string's content.
+func command(addr, line string) (string, error) {
+	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write([]byte(line + "\r\n")); err != nil {
+		return "", err
+	}
+	r := bufio.NewReader(c)
+	first, err := r.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	first = strings.TrimRight(first, "\r\n")
+	if !strings.HasPrefix(first, "$") {
+		return first, nil
+	}
+	n, err := strconv.Atoi(first[1:])
+	if err != nil || n < 0 {
+		return "", fmt.Errorf("bad reply %q", first)
+	}
+	buf := make([]byte, n+2)
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return "", err
+	}
+	return string(buf[:n]), nil
+}
+
+// freePort asks the kernel for a free loopback port. Another process may take it
+// before redis-server binds it; Start retries with a new port then.
+func freePort() (int, error) {
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if port != 6379 {
+			return port, nil
+		}
+	}
+}
+
+// syncBuffer collects the server's log, bounded so a chatty server cannot grow it
+// without limit.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+const maxLog = 16 << 10
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if room := maxLog - b.buf.Len(); room > 0 {
+		if len(p) > room {
+			b.buf.Write(p[:room])
+		} else {
+			b.buf.Write(p)
+		}
+	}
+	return len(p), nil
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

@@ -1,0 +1,24 @@
+-- quarantine: ARGV sentinel, now, until, node IDs...
+-- Returns 0, or an error reply IDKINVALID <node> for a node outside the pool.
+local err = check_sentinel(ARGV[1])
+if err then return err end
+local now = clock(ARGV[2])
+local untl = tonumber(ARGV[3])
+local pool = num(redis.call('HGET', META, 'nodes'), 0)
+for i = 4, #ARGV do
+  local n = tonumber(ARGV[i])
+  if n == nil or n < 0 or n >= pool then
+    return redis.error_reply('IDKINVALID ' .. ARGV[i])
+  end
+end
+for i = 4, #ARGV do
+  local node = ARGV[i]
+  if quarantined_until(node) < untl then
+    redis.call('HSET', QUAR, node, int(untl))
+    if not is_held(node) then
+      unfile(node)
+      place(node, free_seq(node), now)
+    end
+  end
+end
+return 0

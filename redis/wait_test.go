@@ -1,0 +1,87 @@
+package redis_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/internal/redistest"
+	"github.com/idkeeper/idkeeper/redis"
+)
+
+// replicate makes replica a replica of primary and waits until the link is up.
+func replicate(t *testing.T, primary, replica *redistest.Server) {
+	t.Helper()
+	ctx := t.Context()
+	c := rawClient(t, replica)
+	host, port, _ := strings.Cut(primary.Addr(), ":")
+	if err := c.Do(ctx, "REPLICAOF", host, port).Err(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, err := c.Info(ctx, "replication").Result()
+		if err == nil && strings.Contains(info, "master_link_status:up") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("replica did not sync: %v %s", err, info)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestWaitReplicas(t *testing.T) {
+	ctx := t.Context()
+	primary, replica := redistest.Start(t), redistest.Start(t)
+	replicate(t, primary, replica)
+
+	s := open(t, primary, redis.Options{WaitReplicas: 1, WaitTimeout: 2 * time.Second})
+	if _, err := s.Init(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	// A flushed script cache takes the EVAL fallback inside the WAIT pipeline.
+	if err := rawClient(t, primary).ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	g, err := s.Alloc(ctx, who(1), 2, time.Minute)
+	if err != nil {
+		t.Fatalf("Alloc with one replica acknowledging: %v", err)
+	}
+	if _, err := s.Renew(ctx, who(1), time.Hour); err != nil {
+		t.Fatalf("Renew with one replica acknowledging: %v", err)
+	}
+	if n, err := rawClient(t, replica).HLen(ctx, "{"+prefixOf(t, s)+"}:leases").Result(); err != nil || n != 2 {
+		t.Fatalf("replica has %d leases (%v), want 2", n, err)
+	}
+
+	// Asking for more replicas than there are fails, but the write stands, and
+	// Alloc is idempotent: a retry returns the same leases.
+	s2 := open(t, primary, redis.Options{WaitReplicas: 2, WaitTimeout: 50 * time.Millisecond, Prefix: prefixOf(t, s)})
+	if _, err := s2.Init(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s2.Alloc(ctx, who(2), 1, time.Minute)
+	if err == nil || !strings.Contains(err.Error(), "replicas") {
+		t.Fatalf("Alloc waiting for 2 of 1 replicas = %v, want an acknowledgement error", err)
+	}
+	if idkeeper.ErrorCode(err) != idkeeper.CodeInternal {
+		t.Fatalf("acknowledgement error %v is a domain error", err)
+	}
+	again, err := s.Alloc(ctx, who(1), 2, time.Minute)
+	if err != nil || again.Leases[0].FencingToken != g.Leases[0].FencingToken {
+		t.Fatalf("retry = %+v, %v", again, err)
+	}
+	// Domain errors pass through unchanged.
+	if _, err := s.Alloc(ctx, who(1), 3, time.Minute); idkeeper.ErrorCode(err) != idkeeper.CodeRequesterCountMismatch {
+		t.Fatalf("mismatch under WaitReplicas = %v", err)
+	}
+}
+
+// prefixOf finds the prefix a test store was opened with.
+func prefixOf(t *testing.T, s *redis.Store) string {
+	t.Helper()
+	k := s.KeysForTest()[0]
+	return k[1:strings.IndexByte(k, '}')]
+}
