@@ -58,7 +58,7 @@ func (r *Registry) Authenticate(ctx context.Context, presented string) (APIKey, 
 	if subtle.ConstantTimeCompare(hash, k.Hash) != 1 {
 		return APIKey{}, Errorf(CodeAPIKeyInvalid, "the API key is not valid")
 	}
-	if k.Expired(time.Now()) {
+	if k.Expired(r.cfg.Clock()) {
 		return APIKey{}, Errorf(CodeAPIKeyExpired, "the API key expired at %s", k.ExpiresAt.UTC().Format(time.RFC3339))
 	}
 	return k, nil
@@ -71,7 +71,7 @@ func (r *Registry) EnsureAPIKey(ctx context.Context, secret, description string)
 	if len(secret) < MinAPIKeyLen {
 		return false, Invalidf("apiKey", "an API key must be at least %d characters long", MinAPIKeyLen)
 	}
-	k := APIKeyFor(secret, description, time.Now(), time.Time{})
+	k := APIKeyFor(secret, description, r.cfg.Clock(), time.Time{})
 	if _, err := r.store.APIKey(ctx, k.ID); err == nil {
 		return false, nil
 	} else if !errors.Is(err, ErrNotFound) {

@@ -45,7 +45,10 @@ type Config struct {
 	// fault-injection tests that must complete in minutes. Never in production.
 	ShortLeases bool
 	// Owner names this replica in job locks. Default: host name, PID and a random suffix.
-	Owner    string
+	Owner string
+	// Clock is the registry's own wall clock, for API-key expiry (time.Now). Lease
+	// arithmetic never uses it: that is the store's clock.
+	Clock    Clock
 	Logger   *slog.Logger // slog.Default()
 	Observer Observer     // no-op
 	// OnReset runs after the registry recovered from a store reset (DESIGN §7), for
@@ -63,6 +66,12 @@ type RangeError struct {
 
 func (e *RangeError) Error() string {
 	return fmt.Sprintf("%s = %s is outside its range %s..%s", e.Setting, e.Value, e.Min, e.Max)
+}
+
+// Validate reports a setting outside its range as a *RangeError, without I/O.
+func (c Config) Validate() error {
+	_, err := c.withDefaults()
+	return err
 }
 
 // withDefaults returns c with defaults filled in, or a *RangeError.
@@ -119,6 +128,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
 	}
 	if c.Observer == nil {
 		c.Observer = nopObserver{}

@@ -1,0 +1,106 @@
+// Command idkeeper is the IdKeeper binary: the registry server and its operator
+// tools. main only parses flags and the environment and wires the packages together.
+//
+//	idkeeper dev             run everything locally on the embedded store
+//	idkeeper server          run the registry server (REST API, cleanup job, metrics)
+//	idkeeper apikey create   create an API key and print it once
+//	idkeeper version         print the version
+//
+// Every flag can also be set in the environment as IDKEEPER_<FLAG>, upper case with
+// "-" as "_" (--lease-duration: IDKEEPER_LEASE_DURATION); a flag on the command line
+// wins over the environment. Exit status: 0 on success, 1 when the command failed,
+// 2 for a usage or configuration error (an unknown flag, a setting out of range).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		// The first signal starts a graceful shutdown; restoring the default handlers
+		// lets a second one end the process at once.
+		stop()
+	}()
+	code := run(ctx, os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// Exit statuses of run.
+const (
+	exitOK    = 0
+	exitFail  = 1
+	exitUsage = 2
+)
+
+// lookupEnv reads one environment variable; os.LookupEnv in production, a map in
+// tests.
+type lookupEnv func(string) (string, bool)
+
+// usageError is a mistake in the command line or configuration: run prints it and
+// exits with status 2.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+const usage = `Usage: idkeeper <command> [flags]
+
+Commands:
+  dev             run everything locally on the embedded store (prints a URL and an API key)
+  server          run the registry server
+  apikey create   create an API key and print it once
+  version         print the version
+
+Run "idkeeper <command> -h" for the flags of a command. Every flag can also be
+set in the environment as IDKEEPER_<FLAG> (upper case, "-" as "_").
+`
+
+// run executes one command line and returns the process's exit status. ctx ends
+// when the process is told to stop (SIGINT, SIGTERM).
+func run(ctx context.Context, args []string, env lookupEnv, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	var err error
+	switch cmd, rest := args[0], args[1:]; cmd {
+	case "dev":
+		err = runDev(ctx, rest, env, stdout, stderr)
+	case "server":
+		err = runServer(ctx, rest, env, stderr)
+	case "apikey":
+		err = runAPIKey(ctx, rest, env, stdout, stderr)
+	case "version", "--version", "-version":
+		v, c := buildVersion()
+		fmt.Fprintf(stdout, "idkeeper %s (commit %s, %s)\n", v, c, goVersion())
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+	default:
+		fmt.Fprintf(stderr, "idkeeper: unknown command %q\n\n%s", cmd, usage)
+		return exitUsage
+	}
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, errHelp):
+		return exitOK
+	case errors.As(err, new(usageError)):
+		fmt.Fprintf(stderr, "idkeeper: %v\n", err)
+		return exitUsage
+	default:
+		fmt.Fprintf(stderr, "idkeeper: %v\n", err)
+		return exitFail
+	}
+}

@@ -1,0 +1,299 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"time"
+
+	"github.com/idkeeper/idkeeper"
+	idkhttp "github.com/idkeeper/idkeeper/http"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// BootstrapKeyEnv names the environment variable whose value the server stores as
+// an API key at start-up (and again after a store reset) when it is not there yet.
+// It is an environment variable only: a flag would show the secret in ps.
+const BootstrapKeyEnv = "IDKEEPER_BOOTSTRAP_API_KEY"
+
+// serverConfig is everything a registry server is built from. runServer fills it
+// from flags and the environment; other commands (idkeeper dev) can fill it
+// themselves and call startRegistryServer.
+type serverConfig struct {
+	Listen          string // host:port; ":0" picks a free port
+	Store           string // see openStore
+	RedisPrefix     string
+	RedisWait       int             // replicas every Alloc and Renew waits for; 0: none
+	Registry        idkeeper.Config // lease policy; Logger, Observer and OnReset are set by startRegistryServer
+	AllowedIPs      []netip.Prefix
+	TrustedProxies  []netip.Prefix
+	BootstrapAPIKey string // stored as an API key when absent; empty: none
+	ShutdownTimeout time.Duration
+	Version, Commit string
+	Logger          *slog.Logger
+	Clock           idkeeper.Clock // the bolt store's clock; time.Now when nil
+}
+
+// serverFlags binds the server command's flags to a serverConfig.
+type serverFlags struct {
+	cfg                                                      serverConfig
+	log                                                      logFlags
+	firstLease, leaseDuration, grace, cleanupInterval, drain time.Duration
+	nodes                                                    int
+}
+
+func (f *serverFlags) register(fs *flag.FlagSet) {
+	c := &f.cfg
+	fs.StringVar(&c.Listen, "listen", ":8080", "address to serve the REST API on, host:port")
+	fs.StringVar(&c.Store, "store", DefaultStore, "the store: bolt:PATH, redis://[:PASSWORD@]HOST:PORT/DB or rediss://…")
+	fs.StringVar(&c.RedisPrefix, "redis-prefix", "", "prefix of every Redis key, to share one Redis between registries (default: the redis package's)")
+	fs.IntVar(&c.RedisWait, "redis-wait-replicas", 0, "Redis replicas that must acknowledge every Alloc and Renew (WAIT) before it is answered; 0: none")
+	fs.DurationVar(&f.leaseDuration, "lease-duration", idkeeper.DefaultLeaseDuration, "length a Renew extends a lease to; first-lease..8760h")
+	fs.DurationVar(&f.firstLease, "first-lease", idkeeper.DefaultFirstLease, "length of a new lease before its first Renew; 1m..20m")
+	fs.DurationVar(&f.grace, "cleanup-grace", idkeeper.DefaultGrace, "how long past expiry a lease keeps its node ID before cleanup reclaims it; 0..1h (0: no grace, clock skew only logged)")
+	fs.DurationVar(&f.cleanupInterval, "cleanup-interval", idkeeper.DefaultCleanupInterval, "period of the cleanup job; 1s..1h")
+	fs.IntVar(&f.nodes, "nodes", idkeeper.DefaultLayout.Nodes(), "pool size: node IDs 0..nodes-1; 1.."+strconv.Itoa(idkeeper.DefaultLayout.Nodes()))
+	fs.Var(prefixesFlag{&c.AllowedIPs}, "allowed-ips", "comma-separated CIDR prefixes or addresses allowed to call the /v1 API (empty: all)")
+	fs.Var(prefixesFlag{&c.TrustedProxies}, "trusted-proxies", "comma-separated CIDR prefixes of reverse proxies whose X-Forwarded-For is believed")
+	fs.DurationVar(&f.drain, "shutdown-timeout", 20*time.Second, "how long a stopping server waits for requests in flight")
+	f.log.register(fs)
+}
+
+// config checks the lease settings and returns the serverConfig. A zero or negative
+// duration or pool size is out of range here: in idkeeper.Config a zero means "the
+// default", which is not what an operator who typed 0 asked for.
+func (f *serverFlags) config(env lookupEnv, stderr io.Writer) (serverConfig, error) {
+	c := f.cfg
+	maxNodes := idkeeper.DefaultLayout.Nodes()
+	for _, chk := range []struct {
+		bad      bool
+		name     string
+		val      string
+		min, max string
+	}{
+		{f.firstLease <= 0, "first-lease", f.firstLease.String(), idkeeper.MinFirstLease.String(), idkeeper.MaxFirstLease.String()},
+		{f.leaseDuration <= 0, "lease-duration", f.leaseDuration.String(), "first-lease (" + f.firstLease.String() + ")", idkeeper.MaxLeaseDuration.String()},
+		{f.grace < 0, "cleanup-grace", f.grace.String(), "0s", idkeeper.MaxGrace.String()},
+		{f.cleanupInterval <= 0, "cleanup-interval", f.cleanupInterval.String(), time.Second.String(), idkeeper.MaxCleanupPeriod.String()},
+		{f.nodes <= 0, "nodes", strconv.Itoa(f.nodes), "1", strconv.Itoa(maxNodes)},
+	} {
+		if chk.bad {
+			return c, usageError{&idkeeper.RangeError{Setting: chk.name, Value: chk.val, Min: chk.min, Max: chk.max}}
+		}
+	}
+	if c.RedisWait < 0 {
+		return c, usagef("--redis-wait-replicas %d: want 0 or more", c.RedisWait)
+	}
+	if f.drain <= 0 {
+		return c, usagef("--shutdown-timeout %s: want a positive duration", f.drain)
+	}
+	c.Registry = idkeeper.Config{
+		Nodes:           f.nodes,
+		FirstLease:      f.firstLease,
+		LeaseDuration:   f.leaseDuration,
+		Grace:           f.grace,
+		CleanupInterval: f.cleanupInterval,
+	}
+	if f.grace == 0 {
+		c.Registry.Grace = idkeeper.NoGrace
+	}
+	c.ShutdownTimeout = f.drain
+	c.BootstrapAPIKey, _ = env(BootstrapKeyEnv)
+	c.Logger = f.log.logger(stderr)
+	c.Version, c.Commit = buildVersion()
+	return c, nil
+}
+
+// runServer is the server command: it serves until ctx ends, then shuts down.
+func runServer(ctx context.Context, args []string, env lookupEnv, stderr io.Writer) error {
+	fs := newFlagSet("server", stderr)
+	var f serverFlags
+	f.register(fs)
+	if err := parseFlags(fs, args, env); err != nil {
+		return err
+	}
+	cfg, err := f.config(env, stderr)
+	if err != nil {
+		return err
+	}
+	srv, err := startRegistryServer(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	return srv.wait(ctx)
+}
+
+// registryServer is a running registry: store, registry engine and HTTP listener.
+type registryServer struct {
+	cfg   serverConfig
+	log   *slog.Logger
+	store idkeeper.Store
+	reg   *idkeeper.Registry
+	http  *http.Server
+	ln    net.Listener
+	done  chan error // the result of http.Server.Serve
+}
+
+// startRegistryServer validates cfg, opens the store and the registry (node pool,
+// cleanup job), stores the bootstrap API key and starts serving on cfg.Listen.
+// The settings are checked before the store is touched; a setting out of range is a
+// usageError wrapping an *idkeeper.RangeError.
+func startRegistryServer(ctx context.Context, cfg serverConfig) (_ *registryServer, err error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	rc := cfg.Registry
+	rc.Logger = log
+	// Settings are checked before the store file is created or Redis is dialled.
+	if err := rc.Validate(); err != nil {
+		var re *idkeeper.RangeError
+		if errors.As(err, &re) {
+			return nil, usageError{err}
+		}
+		return nil, err
+	}
+	if cfg.BootstrapAPIKey != "" && len(cfg.BootstrapAPIKey) < idkeeper.MinAPIKeyLen {
+		return nil, usagef("%s must be at least %d characters long", BootstrapKeyEnv, idkeeper.MinAPIKeyLen)
+	}
+
+	store, err := openStore(ctx, cfg.Store, storeOptions{Logger: log, Clock: cfg.Clock, RedisPrefix: cfg.RedisPrefix, RedisWaitReplicas: cfg.RedisWait})
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = store.Close()
+		}
+	}()
+
+	promReg := prometheus.NewRegistry()
+	promReg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		collectors.NewBuildInfoCollector(),
+	)
+	metrics := idkhttp.NewMetrics(promReg)
+	rc.Observer = metrics
+	var reg *idkeeper.Registry
+	if cfg.BootstrapAPIKey != "" {
+		// After a store reset the key may be gone with the rest of the data.
+		rc.OnReset = func(ctx context.Context) error { return ensureBootstrapKey(ctx, reg, cfg.BootstrapAPIKey, log) }
+	}
+	if reg, err = idkeeper.NewRegistry(store, rc); err != nil {
+		return nil, err
+	}
+	if err := reg.Open(ctx); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = reg.Close()
+		}
+	}()
+	metrics.CollectPool(reg)
+	if cfg.BootstrapAPIKey != "" {
+		if err := ensureBootstrapKey(ctx, reg, cfg.BootstrapAPIKey, log); err != nil {
+			return nil, err
+		}
+	}
+
+	api := idkhttp.NewServer(reg, idkhttp.Options{
+		Logger:         log,
+		AllowedIPs:     cfg.AllowedIPs,
+		TrustedProxies: cfg.TrustedProxies,
+		Version:        cfg.Version,
+		Commit:         cfg.Commit,
+		Gatherer:       promReg,
+	})
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	s := &registryServer{
+		cfg: cfg, log: log, store: store, reg: reg, ln: ln, done: make(chan error, 1),
+		http: &http.Server{
+			Handler:           api.Handler(),
+			ReadHeaderTimeout: 10 * time.Second,
+			ReadTimeout:       30 * time.Second,
+			WriteTimeout:      30 * time.Second,
+			IdleTimeout:       2 * time.Minute,
+			MaxHeaderBytes:    64 << 10,
+			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		},
+	}
+	go func() { s.done <- s.http.Serve(ln) }()
+	rcfg := reg.Config()
+	log.Info("listening", "addr", ln.Addr().String(), "store", redactURL(cfg.Store),
+		"version", cfg.Version, "commit", cfg.Commit,
+		"nodes", rcfg.Nodes, "firstLease", rcfg.FirstLease, "leaseDuration", rcfg.LeaseDuration,
+		"cleanupGrace", rcfg.Grace, "cleanupInterval", rcfg.CleanupInterval,
+		"allowedIps", prefixesFlag{&cfg.AllowedIPs}.String())
+	return s, nil
+}
+
+// Addr is the address the server listens on.
+func (s *registryServer) Addr() net.Addr { return s.ln.Addr() }
+
+// wait serves until ctx ends or serving fails, then shuts down.
+func (s *registryServer) wait(ctx context.Context) error {
+	var serveErr error
+	select {
+	case <-ctx.Done():
+		s.log.Info("stopping: draining requests in flight", "timeout", s.cfg.ShutdownTimeout)
+	case serveErr = <-s.done:
+		s.log.Error("HTTP server failed", "err", serveErr)
+	}
+	err := s.shutdown()
+	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+		return errors.Join(serveErr, err)
+	}
+	return err
+}
+
+// shutdown stops accepting connections, waits for requests in flight (at most
+// ShutdownTimeout), then stops the registry's jobs and closes the store.
+func (s *registryServer) shutdown() error {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	var errs []error
+	if err := s.http.Shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("drain HTTP requests: %w", err))
+		_ = s.http.Close()
+	}
+	if err := s.reg.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("stop the registry: %w", err))
+	}
+	if err := s.store.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("close the store: %w", err))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	s.log.Info("stopped")
+	return nil
+}
+
+// ensureBootstrapKey stores the bootstrap API key unless it is there, logging
+// which; the key itself is never logged.
+func ensureBootstrapKey(ctx context.Context, reg *idkeeper.Registry, secret string, log *slog.Logger) error {
+	created, err := reg.EnsureAPIKey(ctx, secret, "bootstrap key ("+BootstrapKeyEnv+")")
+	if err != nil {
+		return fmt.Errorf("store the bootstrap API key: %w", err)
+	}
+	id, _ := idkeeper.HashAPIKey(secret)
+	if created {
+		log.Info("bootstrap API key created", "keyId", id)
+	} else {
+		log.Debug("bootstrap API key present", "keyId", id)
+	}
+	return nil
+}

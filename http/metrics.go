@@ -1,0 +1,191 @@
+package http
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/idkeeper/idkeeper"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// poolScrapeTimeout bounds the store query behind the pool gauges at scrape time.
+const poolScrapeTimeout = 5 * time.Second
+
+// Metrics is the registry's Prometheus instrumentation. It implements
+// idkeeper.Observer: pass it as Config.Observer. Its methods are safe for concurrent
+// use and never block.
+//
+// Series:
+//
+//	idkeeper_alloc_total{code}                    Alloc calls by outcome; code="OK" on success
+//	idkeeper_renew_total{code}                    Renew calls by outcome
+//	idkeeper_remove_total{code}                   Remove calls by outcome
+//	idkeeper_operation_duration_seconds{op}       latency of alloc, renew, remove (histogram)
+//	idkeeper_clock_skew_seconds{op}               server now − client now, signed (histogram)
+//	idkeeper_cleanup_runs_total                   cleanup runs that held the job lock
+//	idkeeper_cleanup_reclaimed_total              leases reclaimed by cleanup
+//	idkeeper_job_lock_overruns_total{job}         jobs that ran past their lock-at-most-for
+//	idkeeper_store_resets_total{recovered}        store resets detected; recovered="false" when another replica recovered it
+//
+// and, after CollectPool, gauges read from the store at scrape time:
+//
+//	idkeeper_nodes_total, idkeeper_nodes_free, idkeeper_nodes_leased,
+//	idkeeper_nodes_in_grace, idkeeper_nodes_quarantined, idkeeper_store_up
+type Metrics struct {
+	reg       prometheus.Registerer
+	ops       map[string]*prometheus.CounterVec
+	duration  *prometheus.HistogramVec
+	skew      *prometheus.HistogramVec
+	runs      prometheus.Counter
+	reclaimed prometheus.Counter
+	overruns  *prometheus.CounterVec
+	resets    *prometheus.CounterVec
+}
+
+var _ idkeeper.Observer = (*Metrics)(nil)
+
+// Operation names the Observer reports.
+var operations = []string{"alloc", "renew", "remove"}
+
+// NewMetrics creates the metrics and registers them with reg; it panics, as
+// prometheus.MustRegister does, when they are registered there already. A nil reg
+// registers nothing (the metrics still count, for tests).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		reg: reg,
+		ops: map[string]*prometheus.CounterVec{},
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "idkeeper_operation_duration_seconds",
+			Help:    "Latency of registry operations (alloc, renew, remove), store work included.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"op"}),
+		skew: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "idkeeper_clock_skew_seconds",
+			Help: "Clock skew of clients: server now minus the client's clientUtcNow; positive when the client is behind.",
+			Buckets: []float64{-3600, -600, -300, -60, -10, -1, -0.1,
+				0.1, 1, 10, 60, 300, 600, 3600},
+		}, []string{"op"}),
+		runs: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "idkeeper_cleanup_runs_total",
+			Help: "Cleanup job runs on this replica (runs while another replica held the job lock are not counted).",
+		}),
+		reclaimed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "idkeeper_cleanup_reclaimed_total",
+			Help: "Expired leases reclaimed by the cleanup job after the grace period.",
+		}),
+		overruns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "idkeeper_job_lock_overruns_total",
+			Help: "Periodic jobs that ran past their job lock's lock-at-most-for.",
+		}, []string{"job"}),
+		resets: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "idkeeper_store_resets_total",
+			Help: "Detected store resets (lost writes, restore, failover); recovered=false when another replica had recovered already.",
+		}, []string{"recovered"}),
+	}
+	cs := []prometheus.Collector{m.duration, m.skew, m.runs, m.reclaimed, m.overruns, m.resets}
+	for _, op := range operations {
+		v := prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "idkeeper_" + op + "_total",
+			Help: "Registry " + op + " calls by outcome: code is OK or the error code.",
+		}, []string{"code"})
+		v.WithLabelValues("OK")
+		m.duration.WithLabelValues(op)
+		m.ops[op] = v
+		cs = append(cs, v)
+	}
+	m.overruns.WithLabelValues(idkeeper.CleanupJob)
+	m.resets.WithLabelValues("true")
+	m.resets.WithLabelValues("false")
+	if reg != nil {
+		reg.MustRegister(cs...)
+	}
+	return m
+}
+
+// Operation implements idkeeper.Observer.
+func (m *Metrics) Operation(op string, code idkeeper.Code, elapsed time.Duration) {
+	c := string(code)
+	if c == "" {
+		c = "OK"
+	}
+	if v, ok := m.ops[op]; ok {
+		v.WithLabelValues(c).Inc()
+		m.duration.WithLabelValues(op).Observe(elapsed.Seconds())
+	}
+}
+
+// Skew implements idkeeper.Observer.
+func (m *Metrics) Skew(op string, skew time.Duration, _ idkeeper.SkewLevel) {
+	m.skew.WithLabelValues(op).Observe(skew.Seconds())
+}
+
+// Reclaimed implements idkeeper.Observer.
+func (m *Metrics) Reclaimed(n int) {
+	m.runs.Inc()
+	m.reclaimed.Add(float64(n))
+}
+
+// JobLockOverrun implements idkeeper.Observer.
+func (m *Metrics) JobLockOverrun(job string, _ time.Duration) {
+	m.overruns.WithLabelValues(job).Inc()
+}
+
+// StoreReset implements idkeeper.Observer.
+func (m *Metrics) StoreReset(recovered bool) {
+	m.resets.WithLabelValues(strconv.FormatBool(recovered)).Inc()
+}
+
+// CollectPool registers, with the Registerer given to NewMetrics, gauges of reg's
+// node pool that are read with reg.Remaining at every scrape. When the store does not
+// answer, idkeeper_store_up is 0 and the pool gauges are left out of that scrape.
+// It panics when called twice, and does nothing when NewMetrics got a nil Registerer.
+func (m *Metrics) CollectPool(reg *idkeeper.Registry) {
+	if m.reg == nil {
+		return
+	}
+	m.reg.MustRegister(newPoolCollector(reg))
+}
+
+type poolCollector struct {
+	reg                                           *idkeeper.Registry
+	total, free, leased, inGrace, quarantined, up *prometheus.Desc
+}
+
+func newPoolCollector(reg *idkeeper.Registry) *poolCollector {
+	d := func(name, help string) *prometheus.Desc {
+		return prometheus.NewDesc("idkeeper_"+name, help, nil, nil)
+	}
+	return &poolCollector{
+		reg:         reg,
+		total:       d("nodes_total", "Node IDs in the pool."),
+		free:        d("nodes_free", "Node IDs free and allocatable now (the Remaining count)."),
+		leased:      d("nodes_leased", "Node IDs held by a lease that has not expired."),
+		inGrace:     d("nodes_in_grace", "Node IDs held by an expired lease inside the cleanup grace period."),
+		quarantined: d("nodes_quarantined", "Free node IDs not allocatable before their quarantine ends."),
+		up:          d("store_up", "1 when the lease store answered the scrape's pool query, else 0."),
+	}
+}
+
+func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.total, c.free, c.leased, c.inGrace, c.quarantined, c.up} {
+		ch <- d
+	}
+}
+
+func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), poolScrapeTimeout)
+	defer cancel()
+	n, err := c.reg.Remaining(ctx)
+	if err != nil {
+		ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 0)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 1)
+	for _, g := range []struct {
+		d *prometheus.Desc
+		v int
+	}{{c.total, n.Total}, {c.free, n.Remaining}, {c.leased, n.Leased}, {c.inGrace, n.InGrace}, {c.quarantined, n.Quarantined}} {
+		ch <- prometheus.MustNewConstMetric(g.d, prometheus.GaugeValue, float64(g.v))
+	}
+}

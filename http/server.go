@@ -1,0 +1,260 @@
+// Package http is the registry's REST API (DESIGN §10): Alloc, Renew, Remove and
+// Remaining under /v1/leases, /v1/version, the health probes /livez and /readyz, and
+// Prometheus /metrics.
+//
+// Every /v1 route but /v1/version checks, in this order, the client's IP address
+// against the allow-list (403 IP_NOT_ALLOWED) and the X-API-Key header (401
+// API_KEY_MISSING, API_KEY_INVALID, API_KEY_EXPIRED). Request bodies are JSON
+// (Content-Type application/json, at most Options.MaxBodyBytes), decoded strictly:
+// unknown or duplicate members, trailing data and out-of-range values are 400
+// INVALID_REQUEST with a "field" member, and nothing is written. Every error is an
+// application/problem+json body (RFC 9457) with a stable "code" member; no failure
+// is ever sent with status 200. docs/api.md is the reference for clients.
+package http
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"mime"
+	"net/http"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/idkeeper/idkeeper"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// DefaultMaxBodyBytes is the default limit on request bodies: 64 KiB.
+const DefaultMaxBodyBytes = 64 << 10
+
+// DefaultTimeout bounds the store work of one request by default.
+const DefaultTimeout = 10 * time.Second
+
+// APIKeyHeader carries the API key on every /v1 route but /v1/version.
+const APIKeyHeader = "X-API-Key"
+
+// Options configure a Server. Zero fields mean the default.
+type Options struct {
+	Logger *slog.Logger // slog.Default()
+	// AllowedIPs, when not empty, are the only client addresses the /v1 routes other
+	// than /v1/version answer; others get 403 IP_NOT_ALLOWED. Empty allows all.
+	AllowedIPs []netip.Prefix
+	// TrustedProxies are the peers whose X-Forwarded-For is believed. The client
+	// address is the TCP peer unless the peer is listed here; see clientIP.
+	TrustedProxies []netip.Prefix
+	// Version and Commit are reported by /v1/version.
+	Version, Commit string
+	// Gatherer serves /metrics: prometheus.DefaultGatherer when nil.
+	Gatherer prometheus.Gatherer
+	// MaxBodyBytes limits request bodies (413 BODY_TOO_LARGE): DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// Timeout bounds the store work of one request, API-key check included:
+	// DefaultTimeout. A request that runs out of it fails with 503 STORE_UNAVAILABLE.
+	Timeout time.Duration
+}
+
+// Server serves the registry's REST API. It is safe for concurrent use.
+type Server struct {
+	reg     *idkeeper.Registry
+	opts    Options
+	log     *slog.Logger
+	handler http.Handler
+}
+
+// NewServer returns the API server for reg. It does no I/O.
+func NewServer(reg *idkeeper.Registry, opts Options) *Server {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Gatherer == nil {
+		opts.Gatherer = prometheus.DefaultGatherer
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	s := &Server{reg: reg, opts: opts, log: opts.Logger}
+	mux := http.NewServeMux()
+	mux.Handle("POST /v1/leases", s.v1(s.alloc))
+	mux.Handle("POST /v1/leases/renew", s.v1(s.renew))
+	mux.Handle("POST /v1/leases/remove", s.v1(s.remove))
+	mux.Handle("GET /v1/leases/remaining", s.v1(s.remaining))
+	mux.HandleFunc("GET /v1/version", s.version)
+	mux.HandleFunc("GET /livez", s.livez)
+	mux.HandleFunc("GET /readyz", s.readyz)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{
+		ErrorLog:      slog.NewLogLogger(opts.Logger.Handler(), slog.LevelWarn),
+		ErrorHandling: promhttp.ContinueOnError,
+	}))
+	s.handler = s.accessLog(s.fallback(mux))
+	return s
+}
+
+// Handler returns the http.Handler that serves every route.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// apiFunc handles one /v1 request that passed the IP and API-key checks. It returns
+// the 200 body, or an error sent as problem+json.
+type apiFunc func(w http.ResponseWriter, r *http.Request, remoteIP string) (any, error)
+
+// v1 wraps h in the IP allow-list and API-key checks and the request timeout.
+func (s *Server) v1(h apiFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ip, err := clientIP(r, s.opts.TrustedProxies)
+		remote := ip.String()
+		if err != nil {
+			remote = r.RemoteAddr
+		}
+		if info := infoFrom(r.Context()); info != nil {
+			info.remoteIP = remote
+		}
+		if len(s.opts.AllowedIPs) > 0 && (err != nil || !inPrefixes(s.opts.AllowedIPs, ip)) {
+			if err != nil {
+				s.log.Warn("cannot tell the client's address", "err", err)
+			}
+			s.writeProblem(w, r, idkeeper.Errorf(idkeeper.CodeIPNotAllowed, "requests from %s are not allowed", remote))
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), s.opts.Timeout)
+		defer cancel()
+		r = r.WithContext(ctx)
+		key, err := s.reg.Authenticate(ctx, r.Header.Get(APIKeyHeader))
+		if err != nil {
+			s.writeProblem(w, r, err)
+			return
+		}
+		if info := infoFrom(ctx); info != nil {
+			info.keyID = key.ID
+		}
+		body, err := h(w, r, remote)
+		if err != nil {
+			s.writeProblem(w, r, err)
+			return
+		}
+		s.writeJSON(w, body)
+	})
+}
+
+// readBody returns the request body after checking its media type and size.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	if err := checkContentType(r.Header.Get("Content-Type")); err != nil {
+		return nil, err
+	}
+	if r.ContentLength > s.opts.MaxBodyBytes {
+		return nil, tooLarge(s.opts.MaxBodyBytes)
+	}
+	var buf bytes.Buffer
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return nil, tooLarge(s.opts.MaxBodyBytes)
+	case err != nil:
+		return nil, idkeeper.Invalidf("body", "the request body could not be read: %v", err)
+	}
+	return buf.Bytes(), nil
+}
+
+func tooLarge(limit int64) error {
+	return idkeeper.Errorf(idkeeper.CodeBodyTooLarge, "the request body is larger than %d bytes", limit)
+}
+
+// checkContentType accepts application/json, with no charset or charset=utf-8.
+func checkContentType(ct string) error {
+	if ct == "" {
+		return idkeeper.Errorf(idkeeper.CodeUnsupportedMediaType, "the Content-Type header is missing; send application/json")
+	}
+	mt, params, err := mime.ParseMediaType(ct)
+	if err != nil || mt != "application/json" {
+		return idkeeper.Errorf(idkeeper.CodeUnsupportedMediaType, "Content-Type %q is not supported; send application/json", ct)
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+		return idkeeper.Errorf(idkeeper.CodeUnsupportedMediaType, "charset %q is not supported; send UTF-8", cs)
+	}
+	return nil
+}
+
+func (s *Server) alloc(w http.ResponseWriter, r *http.Request, remoteIP string) (any, error) {
+	body, err := s.readBody(w, r)
+	if err != nil {
+		return nil, err
+	}
+	req, err := decodeAllocRequest(body)
+	if err != nil {
+		return nil, err
+	}
+	req.RemoteIP = remoteIP
+	g, err := s.reg.Alloc(r.Context(), req)
+	if err != nil {
+		return nil, err
+	}
+	return allocResponse{Layout: layoutOf(s.reg.Layout()), Leases: leasesOf(g.Leases, s.reg.Layout()), ServerUtcNow: formatTime(g.Now)}, nil
+}
+
+func (s *Server) renew(w http.ResponseWriter, r *http.Request, remoteIP string) (any, error) {
+	body, err := s.readBody(w, r)
+	if err != nil {
+		return nil, err
+	}
+	req, err := decodeRenewRequest(body)
+	if err != nil {
+		return nil, err
+	}
+	req.RemoteIP = remoteIP
+	g, err := s.reg.Renew(r.Context(), req)
+	if err != nil {
+		return nil, err
+	}
+	return renewResponse{Leases: leasesOf(g.Leases, s.reg.Layout()), ServerUtcNow: formatTime(g.Now)}, nil
+}
+
+func (s *Server) remove(w http.ResponseWriter, r *http.Request, _ string) (any, error) {
+	body, err := s.readBody(w, r)
+	if err != nil {
+		return nil, err
+	}
+	req, err := decodeRemoveRequest(body)
+	if err != nil {
+		return nil, err
+	}
+	n, err := s.reg.Remove(r.Context(), req)
+	if err != nil {
+		return nil, err
+	}
+	return removeResponse{Removed: n}, nil
+}
+
+func (s *Server) remaining(_ http.ResponseWriter, r *http.Request, _ string) (any, error) {
+	c, err := s.reg.Remaining(r.Context())
+	if err != nil {
+		return nil, err
+	}
+	return remainingResponse{Total: c.Total, Remaining: c.Remaining, Leased: c.Leased, InGrace: c.InGrace, Quarantined: c.Quarantined}, nil
+}
+
+func (s *Server) version(w http.ResponseWriter, _ *http.Request) {
+	s.writeJSON(w, versionResponse{Version: s.opts.Version, Commit: s.opts.Commit, Layout: layoutOf(s.reg.Layout())})
+}
+
+// livez answers 200 while the process can serve HTTP at all; it checks nothing else,
+// so a store outage never gets the process restarted.
+func (s *Server) livez(w http.ResponseWriter, _ *http.Request) {
+	s.writeJSON(w, statusResponse{Status: "ok"})
+}
+
+// readyz answers 200 when the store answers, else 503 NOT_READY.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), min(s.opts.Timeout, 5*time.Second))
+	defer cancel()
+	if err := s.reg.Ready(ctx); err != nil {
+		s.writeProblem(w, r, &idkeeper.Error{Code: idkeeper.CodeNotReady, Message: "the lease store does not answer", Err: err})
+		return
+	}
+	s.writeJSON(w, statusResponse{Status: "ready"})
+}
