@@ -1,0 +1,206 @@
+package idempotency
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/idkeeper/idkeeper"
+)
+
+// HeaderReplayed is the response header set to "true" on a replayed response.
+const HeaderReplayed = "Idempotent-Replayed"
+
+// MaxOperationLen is the longest operation name Wrap accepts.
+const MaxOperationLen = 128
+
+// Wrap returns a handler that gives next's operation the Idempotency-Key semantics
+// of the package doc. operation names the operation in the key's scope (e.g.
+// "gateway.ids.issue"); caller returns the authenticated caller (e.g. the API key
+// ID); nil, or "", puts every caller in one scope.
+//
+// GET, HEAD, OPTIONS and TRACE requests go to next untouched. For others, Wrap
+// reads the key (exactly one Idempotency-Key field line; see ParseKey) and the
+// body (up to Config.MaxBody), fingerprints method, Target and body, and calls Do.
+// next runs with the body restored and writes into a buffer; its response is sent
+// once Do has settled it, with every header it set (a replay carries only the
+// replayable ones, and Idempotent-Replayed: true). next must not hijack the
+// connection or depend on streaming. Wrap's own errors are problem+json with a
+// code: IDEMPOTENCY_KEY_REQUIRED, IDEMPOTENCY_KEY_INVALID, BODY_TOO_LARGE,
+// INVALID_REQUEST (unreadable body), and those of Do.
+//
+// Wrap panics when operation is empty, longer than MaxOperationLen or not
+// printable ASCII: it is a constant of the program.
+func (s *Service) Wrap(operation string, caller func(*http.Request) string, next http.Handler) http.Handler {
+	if operation == "" || len(operation) > MaxOperationLen || strings.IndexFunc(operation, func(r rune) bool { return r < 0x21 || r > 0x7e }) >= 0 {
+		panic(fmt.Sprintf("idempotency: invalid operation name %q", operation))
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.Method {
+		case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+			next.ServeHTTP(w, r)
+			return
+		}
+		values := r.Header.Values(HeaderKey)
+		switch {
+		case len(values) == 0 && s.required:
+			writeProblem(w, &idkeeper.Error{Code: CodeKeyRequired, Field: HeaderKey,
+				Message: "this operation requires an Idempotency-Key header; send a new random key (a UUID) with every new request"})
+			return
+		case len(values) == 0:
+			next.ServeHTTP(w, r)
+			return
+		case len(values) > 1:
+			writeProblem(w, invalidKey("send exactly one Idempotency-Key header, not %d", len(values)))
+			return
+		}
+		key, err := ParseKey(values[0])
+		if err != nil {
+			writeProblem(w, err)
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+		if err != nil {
+			var tooLarge *http.MaxBytesError
+			if errors.As(err, &tooLarge) {
+				err = idkeeper.Errorf(idkeeper.CodeBodyTooLarge, "the request body exceeds %d bytes", s.maxBody)
+			} else {
+				err = idkeeper.Errorf(idkeeper.CodeInvalidRequest, "the request body could not be read")
+			}
+			writeProblem(w, err)
+			return
+		}
+		who := ""
+		if caller != nil {
+			who = caller(r)
+		}
+		res, err := s.Do(r.Context(), Scope(who, operation, key), Fingerprint(r.Method, Target(r.URL), body),
+			func(ctx context.Context) Response {
+				rec := &recorder{header: http.Header{}}
+				req := r.WithContext(ctx)
+				req.Body = io.NopCloser(bytes.NewReader(body))
+				req.ContentLength = int64(len(body))
+				req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+				next.ServeHTTP(rec, req)
+				return rec.response()
+			})
+		if err != nil {
+			writeProblem(w, err)
+			return
+		}
+		writeResult(w, res)
+	})
+}
+
+func writeResult(w http.ResponseWriter, res Result) {
+	h := w.Header()
+	for name, v := range res.Header {
+		h[name] = append([]string(nil), v...)
+	}
+	if res.Replayed {
+		h.Set(HeaderReplayed, "true")
+	}
+	if bodyAllowed(res.Status) {
+		h.Set("Content-Length", strconv.Itoa(len(res.Body)))
+	}
+	w.WriteHeader(res.Status)
+	if bodyAllowed(res.Status) {
+		_, _ = w.Write(res.Body)
+	}
+}
+
+func bodyAllowed(status int) bool {
+	return status >= 200 && status != http.StatusNoContent && status != http.StatusNotModified
+}
+
+// recorder buffers a handler's response.
+type recorder struct {
+	header http.Header
+	sent   http.Header // header as it was at WriteHeader
+	status int
+	body   bytes.Buffer
+}
+
+func (rec *recorder) Header() http.Header { return rec.header }
+
+// WriteHeader records the status of the final response; informational (1xx)
+// responses are dropped, a second final one ignored, as net/http does.
+func (rec *recorder) WriteHeader(code int) {
+	if code < 100 || code > 999 {
+		panic(fmt.Sprintf("invalid WriteHeader code %v", code))
+	}
+	if rec.status != 0 || code < 200 {
+		return
+	}
+	rec.status, rec.sent = code, rec.header.Clone()
+}
+
+func (rec *recorder) Write(p []byte) (int, error) {
+	if rec.status == 0 {
+		rec.WriteHeader(http.StatusOK)
+	}
+	return rec.body.Write(p)
+}
+
+func (rec *recorder) response() Response {
+	if rec.status == 0 {
+		rec.WriteHeader(http.StatusOK)
+	}
+	return Response{Status: rec.status, Header: rec.sent, Body: rec.body.Bytes()}
+}
+
+// problemTypeBase is the http package's: clients see one family of problem types.
+const problemTypeBase = "https://idkeeper.dev/problems/"
+
+// RetryAfterUnavailable is the Retry-After of a 503 STORE_UNAVAILABLE, in seconds.
+const RetryAfterUnavailable = 5
+
+var problemTitles = map[idkeeper.Code]string{
+	CodeKeyRequired: "Idempotency key required",
+	CodeKeyInvalid:  "Idempotency key invalid",
+	CodeInProgress:  "Request with this idempotency key in progress",
+	CodeKeyReused:   "Idempotency key reused with a different request",
+}
+
+// writeProblem sends err as RFC 9457 problem+json with a code member, in the
+// shape the http package uses.
+func writeProblem(w http.ResponseWriter, err error) {
+	code := idkeeper.ErrorCode(err)
+	status := Status(code)
+	title := problemTitles[code]
+	if title == "" {
+		title = http.StatusText(status)
+	}
+	p := map[string]any{
+		"type":   problemTypeBase + strings.ReplaceAll(strings.ToLower(string(code)), "_", "-"),
+		"title":  title,
+		"status": status,
+		"detail": idkeeper.ErrorMessage(err),
+		"code":   string(code),
+	}
+	var e *idkeeper.Error
+	if errors.As(err, &e) && e.Field != "" {
+		p["field"] = e.Field
+	}
+	b, _ := json.Marshal(p)
+	b = append(b, '\n')
+	h := w.Header()
+	switch {
+	case code == CodeInProgress:
+		h.Set("Retry-After", strconv.Itoa(int(RetryAfterInProgress.Seconds())))
+	case status == http.StatusServiceUnavailable:
+		h.Set("Retry-After", strconv.Itoa(RetryAfterUnavailable))
+	}
+	h.Set("Content-Type", "application/problem+json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
