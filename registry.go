@@ -302,27 +302,44 @@ func (r *Registry) recoverReset(ctx context.Context, why string) error {
 
 // CheckStore probes the store for a reset while no request comes (a mutating no-op
 // checks the sentinel) and recovers when it finds one.
-// A store that tells its replication ID (Redis) is also checked for a change of it:
-// a failover to a replica that may have missed writes.
+// A store that tells its replication ID (Redis) is also checked for a change of it,
+// which can be a failover to a replica that missed writes or a restart that lost
+// some, but also a restart that lost nothing. The change is a reset unless the
+// store vouches that no acknowledged write can have been lost (ReplicationChangeSafe:
+// a promoted replica that acknowledged every grant and renewal, or a restart with
+// every write fsynced before its reply); then it is logged and the new ID adopted.
+// The new ID is adopted only once the change is handled, so a failed check is
+// repeated.
 func (r *Registry) CheckStore(ctx context.Context) error {
 	if rs, ok := r.store.(replicationIDer); ok {
 		id, err := rs.ReplicationID(ctx)
 		if err != nil {
 			return Unavailable(err)
 		}
-		if prev := r.replID.Swap(&id); prev != nil && *prev != id {
-			if err := r.recoverReset(ctx, "replication ID changed from "+*prev+" to "+id); err != nil {
+		prev := r.replID.Load()
+		if prev != nil && *prev != id {
+			safe, why, err := rs.ReplicationChangeSafe(ctx, *prev)
+			if err != nil {
+				return Unavailable(err)
+			}
+			if safe {
+				r.log.Warn("replication ID changed; no acknowledged write can have been lost",
+					"from", *prev, "to", id, "why", why)
+			} else if err := r.recoverReset(ctx, "replication ID changed from "+*prev+" to "+id+": "+why); err != nil {
 				return err
 			}
 		}
+		r.replID.CompareAndSwap(prev, &id)
 	}
 	err := r.mutate(ctx, func() error { return r.store.Quarantine(ctx, time.Time{}) })
 	return r.storeErr(err)
 }
 
-// replicationIDer is a store that can tell the replication ID of its data set.
+// replicationIDer is a store that can tell the replication ID of its data set, and
+// whether a change of it from prev can have lost acknowledged writes.
 type replicationIDer interface {
 	ReplicationID(ctx context.Context) (string, error)
+	ReplicationChangeSafe(ctx context.Context, prev string) (safe bool, why string, err error)
 }
 
 // RecoverReset treats the store as reset, for replication-ID changes and other

@@ -2,8 +2,14 @@ package idkeeper_test
 
 import (
 	"context"
+	"errors"
+	"net"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/internal/fakeclock"
@@ -92,5 +98,205 @@ func TestRedisResetRecoveredOnceAcrossReplicas(t *testing.T) {
 	ns, _ := b.store.Node(ctx, 0)
 	if want := t0.Add(48*time.Hour + 10*time.Minute); !ns.QuarantinedUntil.Equal(want) {
 		t.Fatalf("quarantine until %v, want %v (set once, by the first replica)", ns.QuarantinedUntil, want)
+	}
+}
+
+// Redis 7 gives a new replication ID on every restart, even with the append-only
+// file. With appendfsync always nothing acknowledged can have been lost: the
+// change is logged, not treated as a reset, and the pool stays allocatable.
+func TestRedisRestartWithAOFAlwaysIsNoReset(t *testing.T) {
+	srv := redistest.Start(t, redistest.WithAOF())
+	e, st := openRedisEnv(t, srv, redis.Options{})
+	ctx := context.Background()
+	if _, err := e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: who(1), Count: 2}); err != nil {
+		t.Fatal(err)
+	}
+	prev, _ := st.ReplicationID(ctx)
+	srv.Restart(t)
+	if cur, err := st.ReplicationID(ctx); err != nil || cur == prev {
+		t.Fatalf("replication ID after restart = %q, %v; want a new one", cur, err)
+	}
+
+	if err := e.reg.CheckStore(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if e.obs.resetCount(true)+e.obs.resetCount(false) != 0 {
+		t.Fatalf("a restart with appendfsync always was treated as a reset: %v", e.obs.resets)
+	}
+	if !strings.Contains(e.logs.String(), "replication ID changed; no acknowledged write can have been lost") {
+		t.Fatalf("the change was not logged:\n%s", e.logs)
+	}
+	if _, err := e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: who(2), Count: 1}); err != nil {
+		t.Fatalf("alloc right after the restart: %v", err)
+	}
+	if c, err := e.reg.Remaining(ctx); err != nil || c.Quarantined != 0 || c.Leased != 3 {
+		t.Fatalf("counts after the restart: %+v %v; want nothing quarantined, 3 leased", c, err)
+	}
+	if g, err := e.reg.Renew(ctx, idkeeper.RenewRequest{Requester: who(1)}); err != nil || len(g.Leases) != 2 {
+		t.Fatalf("renew after the restart: %+v %v", g, err)
+	}
+}
+
+// appendfsync everysec keeps the data over a restart of the process, but a crash
+// of the machine can lose the last second: the store cannot vouch for the change,
+// so it is a reset (the sentinel survived; only the replication ID tells).
+func TestRedisRestartWithAOFEverySecIsReset(t *testing.T) {
+	srv := redistest.Start(t, redistest.WithAOFEverySec())
+	e, _ := openRedisEnv(t, srv, redis.Options{})
+	ctx := context.Background()
+	if _, err := e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: who(1), Count: 2}); err != nil {
+		t.Fatal(err)
+	}
+	srv.Restart(t)
+
+	if err := e.reg.CheckStore(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if e.obs.resetCount(true) != 1 {
+		t.Fatalf("store reset not reported: %v", e.obs.resets)
+	}
+	if !strings.Contains(e.logs.String(), "appendfsync everysec") {
+		t.Fatalf("the reset's reason does not name the setting:\n%s", e.logs)
+	}
+	if c, err := e.reg.Remaining(ctx); err != nil || c.Quarantined != 30 || c.Remaining != 0 || c.Leased != 2 {
+		t.Fatalf("counts after the reset: %+v %v; want every free node ID quarantined", c, err)
+	}
+	// Held leases keep working.
+	if g, err := e.reg.Renew(ctx, idkeeper.RenewRequest{Requester: who(1)}); err != nil || len(g.Leases) != 2 {
+		t.Fatalf("renew after the reset: %+v %v", g, err)
+	}
+	// Checking again finds nothing new.
+	if err := e.reg.CheckStore(ctx); err != nil || e.obs.resetCount(true) != 1 {
+		t.Fatalf("second check: %v, resets %v", err, e.obs.resets)
+	}
+}
+
+// A failover to a replica: the registry keeps its one Store, whose client dials
+// wherever the test points it, as a Sentinel-aware client would. With every grant
+// and renewal acknowledged by the replica (WaitReplicas 1) the promotion lost
+// nothing; without, it is a reset.
+func TestRedisFailover(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		wait  int
+		reset bool
+	}{
+		{"WaitReplicas1", 1, false},
+		{"WaitReplicas0", 0, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			primary, replica := redistest.Start(t), redistest.Start(t)
+			replica.ReplicaOf(t, primary)
+			var addr atomic.Pointer[string]
+			a := primary.Addr()
+			addr.Store(&a)
+			client := goredis.NewClient(&goredis.Options{
+				Addr: primary.Addr(),
+				Dialer: func(ctx context.Context, network, _ string) (net.Conn, error) {
+					var d net.Dialer
+					return d.DialContext(ctx, network, *addr.Load())
+				},
+			})
+			t.Cleanup(func() { client.Close() })
+			e, _ := openRedisEnv(t, primary, redis.Options{Client: client, WaitReplicas: c.wait, WaitTimeout: 2 * time.Second})
+			ctx := context.Background()
+			if _, err := e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: who(1), Count: 2}); err != nil {
+				t.Fatal(err)
+			}
+			if n, err := client.Do(ctx, "WAIT", 1, 5000).Int(); err != nil || n != 1 {
+				t.Fatalf("WAIT = %d, %v", n, err) // the replica has the grant either way
+			}
+
+			replica.Promote(t)
+			primary.Stop(t)
+			b := replica.Addr()
+			addr.Store(&b)
+			if err := client.Ping(ctx).Err(); err != nil { // drops the dead connections
+				if err := client.Ping(ctx).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+
+			if err := e.reg.CheckStore(ctx); err != nil {
+				t.Fatal(err)
+			}
+			cnt, err := e.reg.Remaining(ctx)
+			if err != nil || cnt.Leased != 2 {
+				t.Fatalf("counts after failover: %+v %v; want the 2 leases", cnt, err)
+			}
+			if !c.reset {
+				if e.obs.resetCount(true)+e.obs.resetCount(false) != 0 || cnt.Quarantined != 0 {
+					t.Fatalf("failover with replica acknowledgement was a reset: %v, %+v", e.obs.resets, cnt)
+				}
+				if !strings.Contains(e.logs.String(), "no acknowledged write can have been lost") {
+					t.Fatalf("the change was not logged:\n%s", e.logs)
+				}
+				return
+			}
+			if e.obs.resetCount(true) != 1 || cnt.Quarantined != 30 {
+				t.Fatalf("failover without replica acknowledgement: resets %v, counts %+v; want a reset", e.obs.resets, cnt)
+			}
+			if !strings.Contains(e.logs.String(), "WaitReplicas 0") {
+				t.Fatalf("the reset's reason does not name WaitReplicas:\n%s", e.logs)
+			}
+		})
+	}
+}
+
+// openRedisEnv opens a registry of 32 node IDs over a Redis store on srv (or on
+// opts.Client) with a fake clock.
+func openRedisEnv(t *testing.T, srv *redistest.Server, opts redis.Options) (*env, *redis.Store) {
+	t.Helper()
+	clk := fakeclock.New(t0)
+	opts.Clock = clk.Now
+	st, err := redis.Open(srv.URL(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return openEnv(t, st, clk, idkeeper.Config{Nodes: 32}), st
+}
+
+// flakyReplication fails ReplicationChangeSafe while fail is set, as a Redis that
+// stops answering between INFO calls.
+type flakyReplication struct {
+	*redis.Store
+	fail atomic.Bool
+}
+
+func (f *flakyReplication) ReplicationChangeSafe(ctx context.Context, prev string) (bool, string, error) {
+	if f.fail.Load() {
+		return false, "", errors.New("connection refused")
+	}
+	return f.Store.ReplicationChangeSafe(ctx, prev)
+}
+
+// A change that could not be judged is not adopted: the next check judges it again.
+func TestRedisReplicationChangeRecheckedAfterFailure(t *testing.T) {
+	srv := redistest.Start(t, redistest.WithAOFEverySec())
+	clk := fakeclock.New(t0)
+	st, err := redis.Open(srv.URL(), redis.Options{Clock: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	f := &flakyReplication{Store: st}
+	e := openEnv(t, f, clk, idkeeper.Config{Nodes: 8})
+	ctx := context.Background()
+	srv.Restart(t)
+
+	f.fail.Store(true)
+	if err := e.reg.CheckStore(ctx); idkeeper.ErrorCode(err) != idkeeper.CodeStoreUnavailable {
+		t.Fatalf("check with the judgement failing = %v, want STORE_UNAVAILABLE", err)
+	}
+	if e.obs.resetCount(true) != 0 {
+		t.Fatalf("reset without a judgement: %v", e.obs.resets)
+	}
+	f.fail.Store(false)
+	if err := e.reg.CheckStore(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if e.obs.resetCount(true) != 1 {
+		t.Fatalf("the change was forgotten after a failed check: resets %v", e.obs.resets)
 	}
 }

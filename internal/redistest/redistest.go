@@ -2,9 +2,10 @@
 //
 // Every Server is a redis-server process of its own, found on PATH, listening on a
 // free loopback port (never the machine's shared Redis) with a temporary working
-// directory. It persists nothing unless WithAOF is given, so Restart then behaves
-// like a Redis that lost every write: the way tests simulate a store reset. The
-// process is killed when the test ends.
+// directory. It persists nothing unless WithAOF (or WithAOFEverySec) is given, so
+// Restart then behaves like a Redis that lost every write: the way tests simulate a
+// store reset. ReplicaOf and Promote set up and fail over a replica. The process is
+// killed when the test ends.
 package redistest
 
 import (
@@ -29,13 +30,17 @@ const startTimeout = 10 * time.Second
 type Option func(*config)
 
 type config struct {
-	aof     bool
+	aof     string // appendfsync policy; "" is appendonly no
 	cluster bool
 }
 
 // WithAOF turns the append-only file on (appendonly yes, appendfsync always) in
 // the server's temporary directory, so its data survives Restart.
-func WithAOF() Option { return func(c *config) { c.aof = true } }
+func WithAOF() Option { return func(c *config) { c.aof = "always" } }
+
+// WithAOFEverySec is WithAOF with appendfsync everysec: the data survives Restart
+// (a killed process loses nothing the kernel has), but Redis does not vouch for it.
+func WithAOFEverySec() Option { return func(c *config) { c.aof = "everysec" } }
 
 // WithCluster runs the server as a one-node Redis Cluster that owns every slot, so
 // tests can use a cluster client and see cross-slot errors. Connect to Addr with
@@ -119,6 +124,37 @@ func (s *Server) Restart(t testing.TB) {
 	t.Fatalf("redistest: redis-server did not restart on port %d: %v", s.port, err)
 }
 
+// ReplicaOf makes the server a replica of primary (REPLICAOF) and returns once the
+// link is up and the initial sync is done. A master that had no replica gets a new
+// replication ID when the first one attaches.
+func (s *Server) ReplicaOf(t testing.TB, primary *Server) {
+	t.Helper()
+	host, port, _ := strings.Cut(primary.Addr(), ":")
+	if reply, err := command(s.Addr(), "REPLICAOF "+host+" "+port); err != nil || !strings.HasPrefix(reply, "+OK") {
+		t.Fatalf("redistest: REPLICAOF %s: %q %v", primary.Addr(), reply, err)
+	}
+	deadline := time.Now().Add(startTimeout)
+	for {
+		info, err := command(s.Addr(), "INFO replication")
+		if err == nil && strings.Contains(info, "master_link_status:up") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redistest: replica of %s did not sync: %v %s", primary.Addr(), err, info)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Promote turns a replica into a master (REPLICAOF NO ONE), as a failover does: it
+// gets a new replication ID and keeps its former master's as master_replid2.
+func (s *Server) Promote(t testing.TB) {
+	t.Helper()
+	if reply, err := command(s.Addr(), "REPLICAOF NO ONE"); err != nil || !strings.HasPrefix(reply, "+OK") {
+		t.Fatalf("redistest: REPLICAOF NO ONE: %q %v", reply, err)
+	}
+}
+
 func (s *Server) launch(port int) error {
 	if port == 6379 {
 		return errors.New("refusing the default Redis port 6379")
@@ -135,8 +171,8 @@ func (s *Server) launch(port int) error {
 		// A replica a test attaches syncs at once instead of after the 5 s default.
 		"--repl-diskless-sync-delay", "0",
 	}
-	if s.cfg.aof {
-		args = append(args, "--appendonly", "yes", "--appendfsync", "always")
+	if s.cfg.aof != "" {
+		args = append(args, "--appendonly", "yes", "--appendfsync", s.cfg.aof)
 	} else {
 		args = append(args, "--appendonly", "no")
 	}

@@ -95,3 +95,61 @@ func TestCluster(t *testing.T) {
 		t.Fatalf("after Restart: %v", err)
 	}
 }
+
+func TestAOFEverySec(t *testing.T) {
+	ctx := context.Background()
+	s := redistest.Start(t, redistest.WithAOFEverySec())
+	c := client(t, s)
+	cfg, err := c.ConfigGet(ctx, "appendfsync").Result()
+	if err != nil || cfg["appendfsync"] != "everysec" {
+		t.Fatalf("appendfsync = %q, %v; want everysec", cfg["appendfsync"], err)
+	}
+	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	s.Restart(t)
+	if v, err := c.Get(ctx, "k").Result(); err != nil || v != "v" {
+		t.Fatalf("after Restart with AOF everysec: Get = %q, %v; want v", v, err)
+	}
+}
+
+func TestReplicaOfAndPromote(t *testing.T) {
+	ctx := context.Background()
+	primary, replica := redistest.Start(t), redistest.Start(t)
+	replica.ReplicaOf(t, primary)
+	pc, rc := client(t, primary), client(t, replica)
+	if err := pc.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := pc.Do(ctx, "WAIT", 1, 5000).Int(); err != nil || n != 1 {
+		t.Fatalf("WAIT = %d, %v; want 1 replica", n, err)
+	}
+	info, err := pc.Info(ctx, "replication").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := field(info, "master_replid")
+	replica.Promote(t)
+	info, err = rc.Info(ctx, "replication").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if field(info, "role") != "master" || field(info, "master_replid2") != old || field(info, "master_replid") == old {
+		t.Fatalf("promoted replica: %s; want a master with master_replid2 %s", info, old)
+	}
+	if v, err := rc.Get(ctx, "k").Result(); err != nil || v != "v" {
+		t.Fatalf("promoted replica: Get = %q, %v; want v", v, err)
+	}
+	if err := rc.Set(ctx, "k", "w", 0).Err(); err != nil {
+		t.Fatalf("promoted replica refuses writes: %v", err)
+	}
+}
+
+func field(info, name string) string {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+":"); ok {
+			return v
+		}
+	}
+	return ""
+}
