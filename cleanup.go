@@ -26,7 +26,7 @@ func (r *Registry) Cleanup(ctx context.Context) (reclaimed int, ran bool, err er
 		return 0, false, nil
 	}
 	err = r.mutate(ctx, func() error {
-		reclaimed, err = r.store.Reclaim(ctx, r.cfg.Grace)
+		reclaimed, err = r.reclaim(ctx)
 		return err
 	})
 	if now, nerr := r.store.Now(ctx); nerr == nil && now.After(lock.Until) {

@@ -152,6 +152,7 @@ func (r *Registry) Alloc(ctx context.Context, req AllocRequest) (g Grant, err er
 			return Grant{}, err
 		}
 	}
+	floor := r.maxFence.Load()
 	err = r.mutate(ctx, func() error {
 		g, err = r.store.Alloc(ctx, req.Requester, req.Count, r.cfg.FirstLease)
 		return err
@@ -159,7 +160,7 @@ func (r *Registry) Alloc(ctx context.Context, req AllocRequest) (g Grant, err er
 	if err != nil {
 		return Grant{}, r.storeErr(err)
 	}
-	if err := r.checkFence(ctx, g, nil); err != nil {
+	if err := r.checkFence(ctx, g, nil, floor); err != nil {
 		return Grant{}, err
 	}
 	r.log.Info("alloc", "requester", req.Requester.Key(), "count", req.Count, "nodes", nodeIDs(g.Leases), "remoteIp", req.RemoteIP)
@@ -174,6 +175,7 @@ func (r *Registry) Renew(ctx context.Context, req RenewRequest) (g Grant, err er
 	if err := req.Requester.Validate(); err != nil {
 		return Grant{}, err
 	}
+	floor := r.maxFence.Load()
 	err = r.mutate(ctx, func() error {
 		g, err = r.store.Renew(ctx, req.Requester, r.cfg.LeaseDuration)
 		return err
@@ -186,7 +188,7 @@ func (r *Registry) Renew(ctx context.Context, req RenewRequest) (g Grant, err er
 		// turn a cluster-wide NTP fault into an outage.
 		_ = r.checkSkew(ctx, "renew", req.Requester, g.Now, *req.ClientNow, req.RemoteIP)
 	}
-	if err := r.checkFence(ctx, g, req.FencingTokens); err != nil {
+	if err := r.checkFence(ctx, g, req.FencingTokens, floor); err != nil {
 		return Grant{}, err
 	}
 	return g, nil
@@ -242,9 +244,12 @@ func (r *Registry) mutate(ctx context.Context, op func() error) error {
 }
 
 // checkFence detects a store whose fencing counter went back (DESIGN §7): it is
-// below a token this process handed out, or below one a client holds.
-func (r *Registry) checkFence(ctx context.Context, g Grant, held []uint64) error {
-	top := r.maxFence.Load()
+// below floor (the highest token this process had handed out or seen before the
+// operation started), below a token of g, or below one a client holds. Tokens that
+// concurrent operations handed out meanwhile are not compared: the counter this
+// operation read may predate them, and that is no reset.
+func (r *Registry) checkFence(ctx context.Context, g Grant, held []uint64, floor uint64) error {
+	top := floor
 	for _, l := range g.Leases {
 		top = max(top, l.FencingToken)
 	}
@@ -279,7 +284,7 @@ func (r *Registry) recoverReset(ctx context.Context, why string) error {
 	if err != nil {
 		return Unavailable(err)
 	}
-	until := now.Add(r.cfg.LeaseDuration + r.cfg.Grace)
+	until := resetUntil(now, r.cfg.LeaseDuration+r.cfg.Grace)
 	s, recovered, err := r.store.Reset(ctx, r.sentinel, ResetParams{Nodes: r.cfg.Nodes, Until: until, MinFence: r.maxFence.Load()})
 	if err != nil {
 		return Unavailable(fmt.Errorf("recover from store reset: %w", err))

@@ -3,12 +3,17 @@
 // An ID is, from the most significant bit: one sign bit (always 0), a timestamp in
 // milliseconds since the layout's epoch, a node ID, and a sequence number within the
 // millisecond. The widths are set by a Layout; DefaultLayout is 41/12/10 bits on the
-// epoch 2026-01-01T00:00:00Z. The package uses the standard library only.
+// epoch 2026-01-01T00:00:00Z.
+//
+// A Generator mints IDs for one node ID, only with timestamps inside a lease window,
+// never a duplicate, without locks or allocations, and sleeps rather than spins when
+// a millisecond's sequence is used up. The package uses the standard library only.
 package snowflake
 
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -37,7 +42,8 @@ type Layout struct {
 }
 
 // Validate reports, wrapping ErrInvalidLayout, a width that is not positive, widths
-// that do not add up to 63, or a node or sequence field wider than 32 bits.
+// that do not add up to 63, a node or sequence field wider than 32 bits, a zero
+// epoch, or an epoch whose range (Epoch … End) does not fit int64 Unix milliseconds.
 func (l Layout) Validate() error {
 	if l.TimestampBits <= 0 || l.NodeBits <= 0 || l.SequenceBits <= 0 {
 		return fmt.Errorf("%w: every width must be positive (timestamp %d, node %d, sequence %d)",
@@ -51,6 +57,16 @@ func (l Layout) Validate() error {
 	}
 	if l.Epoch.IsZero() {
 		return fmt.Errorf("%w: epoch is not set", ErrInvalidLayout)
+	}
+	// Past these bounds Unix milliseconds overflow int64, and arithmetic on them
+	// could wrap a far-off time into the layout's range.
+	e := l.Epoch.UnixMilli()
+	if d := l.Epoch.Sub(time.UnixMilli(e)); d < 0 || d >= time.Millisecond {
+		return fmt.Errorf("%w: epoch %v is not representable in Unix milliseconds", ErrInvalidLayout, l.Epoch)
+	}
+	if e > math.MaxInt64-(int64(1)<<l.TimestampBits) {
+		return fmt.Errorf("%w: the layout's end (epoch + 2^%d ms) is not representable in Unix milliseconds",
+			ErrInvalidLayout, l.TimestampBits)
 	}
 	return nil
 }

@@ -6,12 +6,16 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/gateway"
+	"github.com/idkeeper/idkeeper/idempotency"
 )
 
 // devKeyFile holds the dev command's API key inside its data directory, so that a
@@ -19,16 +23,24 @@ import (
 const devKeyFile = "dev-api-key"
 
 // runDev is the dev command: a registry server on the embedded store in a data
-// directory, with an API key made on first start and printed with ready-to-paste
-// commands. It serves until ctx ends.
+// directory, with an API key made on first start, and a gateway in the same
+// process holding a lease from it; it prints both URLs with ready-to-paste
+// commands once the gateway can issue IDs. It serves until ctx ends, then stops
+// the gateway (which gives its node ID back) before the registry. If the gateway
+// loses its lease, dev stops too and exits with status 1.
 func runDev(ctx context.Context, args []string, env lookupEnv, stdout, stderr io.Writer) error {
 	fs := newFlagSet("dev", stderr)
 	listen := fs.String("listen", "127.0.0.1:8080", "address of the registry's REST API, host:port")
-	data := fs.String("data", "./data", "directory of the embedded store and the dev API key")
+	gwListen := fs.String("gateway-listen", "127.0.0.1:8081", "address of the gateway, host:port")
+	gwNodes := fs.Int("gateway-node-ids", 1, "node IDs the gateway leases, each good for 1,024,000 IDs/s")
+	data := fs.String("data", "./data", "directory of the embedded store, the gateway's idempotency records and the dev API key")
 	var lf logFlags
 	lf.register(fs)
 	if err := parseFlags(fs, args, env); err != nil {
 		return err
+	}
+	if *gwNodes < 1 || *gwNodes > idkeeper.MaxCount {
+		return usageError{&idkeeper.RangeError{Setting: "gateway-node-ids", Value: strconv.Itoa(*gwNodes), Min: "1", Max: strconv.Itoa(idkeeper.MaxCount)}}
 	}
 	if err := os.MkdirAll(*data, 0o700); err != nil {
 		return fmt.Errorf("create the data directory: %w", err)
@@ -38,6 +50,7 @@ func runDev(ctx context.Context, args []string, env lookupEnv, stdout, stderr io
 		return err
 	}
 	v, c := buildVersion()
+	log := lf.logger(stderr)
 	srv, err := startRegistryServer(ctx, serverConfig{
 		Listen:          *listen,
 		Store:           "bolt:" + filepath.Join(*data, "idkeeper.db"),
@@ -45,26 +58,73 @@ func runDev(ctx context.Context, args []string, env lookupEnv, stdout, stderr io
 		ShutdownTimeout: 5 * time.Second,
 		Version:         v,
 		Commit:          c,
-		Logger:          lf.logger(stderr),
+		Logger:          log,
 	})
 	if err != nil {
 		return err
 	}
 	base := "http://" + srv.Addr().String()
+	gw, err := startGateway(gatewayConfig{
+		Listen:           *gwListen,
+		ServerURL:        base,
+		APIKey:           key,
+		NodeIDs:          *gwNodes,
+		MaxCount:         gateway.DefaultMaxCount,
+		IdempotencyStore: "bolt:" + filepath.Join(*data, "gateway-idem.db"),
+		IdempotencyTTL:   idempotency.DefaultTTL,
+		ShutdownTimeout:  5 * time.Second,
+		Version:          v,
+		Commit:           c,
+		Logger:           log,
+	})
+	if err != nil {
+		return errors.Join(err, srv.shutdown())
+	}
+	if err := gw.waitOpen(ctx); err != nil {
+		if ctx.Err() != nil { // stopped while starting
+			return errors.Join(gw.shutdown(), srv.shutdown())
+		}
+		return errors.Join(fmt.Errorf("the gateway could not lease a node ID: %w", err), gw.shutdown(), srv.shutdown())
+	}
+	gwBase := "http://" + dialable(gw.Addr())
 	fmt.Fprintf(stdout, `IdKeeper %s is running on the embedded store %s
 
   registry  %s
   API key   %s
+  gateway   %s
 
-Try it:
+Get IDs from the gateway:
+  curl -s -X POST -H 'Content-Type: application/json' %s/v1/ids -d '{"count":5}'
+  curl -s -X POST -H 'Content-Type: application/json' '%s/v1/ids?format=string' -d '{"count":5}'
+  curl -s %s/v1/ids/<an ID>
+  curl -s %s/health
+
+Talk to the registry with the API key:
   curl -s -H 'X-API-Key: %s' %s/v1/leases/remaining
   curl -s -H 'X-API-Key: %s' -H 'Content-Type: application/json' %s/v1/leases \
        -d '{"requester":{"machineId":"my-laptop","pid":1234,"startedAt":"%s"},"count":2}'
 
 Stop with Ctrl-C.
-`, v, filepath.Join(*data, "idkeeper.db"), base, key, key, base, key, base,
+`, v, filepath.Join(*data, "idkeeper.db"), base, key, gwBase, gwBase, gwBase, gwBase, gwBase, key, base, key, base,
 		idkeeper.Millis(time.Now()).Format("2006-01-02T15:04:05.000Z"))
-	return srv.wait(ctx)
+	gwErr := gw.wait(ctx)
+	// The registry stops after the gateway, which gives its node ID back first.
+	stopped, cancel := context.WithCancel(context.Background())
+	cancel()
+	return errors.Join(gwErr, srv.wait(stopped))
+}
+
+// dialable is addr as a client reaches it: an unspecified host (":8081",
+// "0.0.0.0:8081") becomes localhost.
+func dialable(addr net.Addr) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return addr.String()
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return net.JoinHostPort(host, port)
 }
 
 // devAPIKey returns IDKEEPER_BOOTSTRAP_API_KEY when set, else the key kept in the

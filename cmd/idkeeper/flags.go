@@ -29,6 +29,9 @@ func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: idkeeper %s [flags]\n\nFlags (each also from the environment variable shown):\n", name)
 		fs.VisitAll(func(f *flag.Flag) {
+			if hiddenFlags[f.Name] {
+				return
+			}
 			def := ""
 			if f.DefValue != "" {
 				def = " (default " + f.DefValue + ")"

@@ -1,8 +1,10 @@
-// Command idkeeper is the IdKeeper binary: the registry server and its operator
-// tools. main only parses flags and the environment and wires the packages together.
+// Command idkeeper is the IdKeeper binary: the registry server, the ID gateway
+// and the operator tools. main only parses flags and the environment and wires
+// the packages together.
 //
 //	idkeeper dev             run everything locally on the embedded store
 //	idkeeper server          run the registry server (REST API, cleanup job, metrics)
+//	idkeeper gateway         run the ID gateway: batches of IDs over HTTP
 //	idkeeper apikey create   create an API key and print it once
 //	idkeeper version         print the version
 //
@@ -58,8 +60,9 @@ func usagef(format string, args ...any) error { return usageError{fmt.Errorf(for
 const usage = `Usage: idkeeper <command> [flags]
 
 Commands:
-  dev             run everything locally on the embedded store (prints a URL and an API key)
+  dev             run everything locally on the embedded store (prints the URLs and an API key)
   server          run the registry server
+  gateway         run the ID gateway (POST /v1/ids) against a registry server
   apikey create   create an API key and print it once
   version         print the version
 
@@ -80,6 +83,8 @@ func run(ctx context.Context, args []string, env lookupEnv, stdout, stderr io.Wr
 		err = runDev(ctx, rest, env, stdout, stderr)
 	case "server":
 		err = runServer(ctx, rest, env, stderr)
+	case "gateway":
+		err = runGateway(ctx, rest, env, stderr)
 	case "apikey":
 		err = runAPIKey(ctx, rest, env, stdout, stderr)
 	case "version", "--version", "-version":

@@ -48,6 +48,7 @@ type serverFlags struct {
 	log                                                      logFlags
 	firstLease, leaseDuration, grace, cleanupInterval, drain time.Duration
 	nodes                                                    int
+	unsafe                                                   unsafeFlags
 }
 
 func (f *serverFlags) register(fs *flag.FlagSet) {
@@ -65,6 +66,7 @@ func (f *serverFlags) register(fs *flag.FlagSet) {
 	fs.Var(prefixesFlag{&c.TrustedProxies}, "trusted-proxies", "comma-separated CIDR prefixes of reverse proxies whose X-Forwarded-For is believed")
 	fs.DurationVar(&f.drain, "shutdown-timeout", 20*time.Second, "how long a stopping server waits for requests in flight")
 	f.log.register(fs)
+	f.unsafe.register(fs)
 }
 
 // config checks the lease settings and returns the serverConfig. A zero or negative
@@ -108,6 +110,7 @@ func (f *serverFlags) config(env lookupEnv, stderr io.Writer) (serverConfig, err
 	c.ShutdownTimeout = f.drain
 	c.BootstrapAPIKey, _ = env(BootstrapKeyEnv)
 	c.Logger = f.log.logger(stderr)
+	f.unsafe.apply(&c)
 	c.Version, c.Commit = buildVersion()
 	return c, nil
 }

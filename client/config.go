@@ -1,0 +1,145 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"time"
+
+	"github.com/idkeeper/idkeeper"
+)
+
+// Defaults of Config (DESIGN §4).
+const (
+	DefaultRenewLoopDuration = 10 * time.Minute
+	DefaultMinRetryInterval  = 5 * time.Second
+	DefaultBackoffInitial    = 3 * time.Second
+	DefaultBackoffMax        = 60 * time.Second
+	DefaultBackoffMultiplier = 2.0
+	DefaultBackoffJitter     = 0.2
+	DefaultRequestTimeout    = 10 * time.Second
+)
+
+// Config configures a Session. Zero fields mean the default; ServerURL and APIKey
+// are required.
+type Config struct {
+	// ServerURL is the registry's base URL, e.g. "http://idkeeper:8080".
+	ServerURL string
+	// APIKey is sent as X-API-Key on every request.
+	APIKey string
+	// Count is the number of node IDs (generators) to lease: 1, at most 4096.
+	Count int
+	// HTTPClient sends the requests: http.DefaultClient. RequestTimeout bounds each
+	// request on top of whatever timeout it has.
+	HTTPClient *http.Client
+	// RequestTimeout bounds one Alloc, Renew or Remove request: 10 s. A request that
+	// runs out of it is a transport error (retried).
+	RequestTimeout time.Duration
+	// Logger receives the session's logs: slog.Default().
+	Logger *slog.Logger
+	// OnFatal is called once, after Open has succeeded, when the session loses its
+	// lease (the error wraps ErrLeaseLost). Issuing is already blocked when it is
+	// called. Default: log the error and os.Exit(1). It runs in a goroutine of the
+	// session (a timer's) with no lock held, so it may call Close.
+	OnFatal func(error)
+	// RenewLoopDuration caps the interval between Renew retries: 10 min.
+	RenewLoopDuration time.Duration
+	// MinRetryInterval is the shortest interval between Renew retries: 5 s.
+	MinRetryInterval time.Duration
+	// BackoffInitial, BackoffMax, BackoffMultiplier and BackoffJitter shape the Alloc
+	// retries of Open: the k-th retry waits min(BackoffMax, BackoffInitial ×
+	// BackoffMultiplier^k) × (1 ± BackoffJitter, uniformly): 3 s, 60 s, 2 and 0.2. A
+	// negative BackoffJitter turns jitter off.
+	BackoffInitial    time.Duration
+	BackoffMax        time.Duration
+	BackoffMultiplier float64
+	BackoffJitter     float64
+	// Requester identifies this process to the registry. Zero: ProcessRequester().
+	// Tests that run several sessions in one process give each its own.
+	Requester idkeeper.Requester
+	// Clock is the session's time source: SystemClock().
+	Clock Clock
+	// MaxBackwardStep is how far the wall clock may step back while the generators
+	// keep minting at their last timestamp (logical time) before they refuse with
+	// snowflake.ErrClockBackwards: snowflake.DefaultMaxBackwardStep (5 s); negative
+	// tolerates no step.
+	MaxBackwardStep time.Duration
+}
+
+// withDefaults checks c and fills in the defaults. It does no I/O.
+func (c Config) withDefaults() (Config, error) {
+	if c.ServerURL == "" {
+		return c, errors.New("idkeeper client: Config.ServerURL is required")
+	}
+	u, err := url.Parse(c.ServerURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return c, fmt.Errorf("idkeeper client: Config.ServerURL %q is not an http(s) URL", c.ServerURL)
+	}
+	if c.APIKey == "" {
+		return c, errors.New("idkeeper client: Config.APIKey is required")
+	}
+	if c.Count == 0 {
+		c.Count = 1
+	}
+	if c.Count < 1 || c.Count > idkeeper.MaxCount {
+		return c, fmt.Errorf("idkeeper client: Config.Count %d is outside 1..%d", c.Count, idkeeper.MaxCount)
+	}
+	if c.Requester != (idkeeper.Requester{}) {
+		if err := c.Requester.Validate(); err != nil {
+			return c, fmt.Errorf("idkeeper client: Config.Requester: %w", err)
+		}
+	}
+	if c.HTTPClient == nil {
+		c.HTTPClient = http.DefaultClient
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.OnFatal == nil {
+		log := c.Logger
+		c.OnFatal = func(err error) {
+			log.Error("idkeeper client: the lease is lost; exiting the process", "err", err)
+			os.Exit(1)
+		}
+	}
+	if c.Clock == nil {
+		c.Clock = SystemClock()
+	}
+	durations := []struct {
+		p   *time.Duration
+		def time.Duration
+		nm  string
+	}{
+		{&c.RequestTimeout, DefaultRequestTimeout, "RequestTimeout"},
+		{&c.RenewLoopDuration, DefaultRenewLoopDuration, "RenewLoopDuration"},
+		{&c.MinRetryInterval, DefaultMinRetryInterval, "MinRetryInterval"},
+		{&c.BackoffInitial, DefaultBackoffInitial, "BackoffInitial"},
+		{&c.BackoffMax, DefaultBackoffMax, "BackoffMax"},
+	}
+	for _, d := range durations {
+		if *d.p == 0 {
+			*d.p = d.def
+		}
+		if *d.p < 0 {
+			return c, fmt.Errorf("idkeeper client: Config.%s %v is negative", d.nm, *d.p)
+		}
+	}
+	if c.BackoffMultiplier == 0 {
+		c.BackoffMultiplier = DefaultBackoffMultiplier
+	}
+	if c.BackoffMultiplier < 1 {
+		return c, fmt.Errorf("idkeeper client: Config.BackoffMultiplier %v is below 1", c.BackoffMultiplier)
+	}
+	switch {
+	case c.BackoffJitter == 0:
+		c.BackoffJitter = DefaultBackoffJitter
+	case c.BackoffJitter < 0:
+		c.BackoffJitter = 0
+	case c.BackoffJitter >= 1:
+		return c, fmt.Errorf("idkeeper client: Config.BackoffJitter %v must be below 1", c.BackoffJitter)
+	}
+	return c, nil
+}

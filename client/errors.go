@@ -1,0 +1,89 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/idkeeper/idkeeper"
+)
+
+// Errors of a Session. Issuing also returns the generator's errors unchanged:
+// snowflake.ErrBeforeWindow (the node ID's window has not opened yet),
+// snowflake.ErrWindowEnded (the wall clock is past the lease's expiry),
+// snowflake.ErrClockBackwards, snowflake.ErrClockStalled and
+// snowflake.ErrTimestampOutOfRange; match them with errors.Is.
+var (
+	// ErrNotOpen: Open has not obtained a lease yet.
+	ErrNotOpen = errors.New("idkeeper client: session is not open: no lease is held yet")
+	// ErrClosed: Close was called; issuing stays blocked.
+	ErrClosed = errors.New("idkeeper client: session is closed")
+	// ErrLeaseLost is wrapped by every error that ends a session for good after it
+	// held a lease: the lease expired on the local monotonic clock, Renew answered
+	// that the server holds nothing (or fewer or other node IDs), or a renewed lease
+	// had already expired by the local clock. Issuing is blocked from that moment.
+	ErrLeaseLost = errors.New("idkeeper client: lease lost")
+	// ErrInvalidGrant is wrapped by the error Open returns when the server's Alloc
+	// answer fails validation (DESIGN §4): a layout whose widths are not all positive
+	// or do not add up to 63, a node ID outside 0..2^nodeBits−1, a lease already
+	// expired by the local clock, or not the node IDs asked for. Open does not retry.
+	ErrInvalidGrant = errors.New("idkeeper client: invalid grant")
+	// ErrRequesterInUse: another open Session of this process uses the same
+	// Requester. Two sessions of one requester would be granted the same node IDs.
+	ErrRequesterInUse = errors.New("idkeeper client: another session of this process holds this requester")
+)
+
+// errLeaseExpired is returned by issuing once the lease deadline has passed. It is
+// built once so that refusing does not allocate.
+var errLeaseExpired = fmt.Errorf("%w: the lease expired on the local monotonic clock", ErrLeaseLost)
+
+// ServerError is an answer of the registry other than 200: the status, the code of
+// its problem+json body (empty when the body was not problem+json), the body's
+// detail, and the body itself as received (at most 4 KiB) for logs.
+type ServerError struct {
+	Op     string // "alloc", "renew" or "remove"
+	Status int
+	Code   idkeeper.Code
+	Detail string
+	Body   string
+}
+
+func (e *ServerError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "idkeeper client: %s: server answered %d", e.Op, e.Status)
+	if e.Code != "" {
+		b.WriteString(" " + string(e.Code))
+	}
+	if e.Detail != "" {
+		b.WriteString(": " + e.Detail)
+	}
+	return b.String()
+}
+
+// transient reports whether an Alloc failing with e is worth retrying: a server or
+// store failure (5xx, 429), a clock the operator may still correct (409
+// CLOCK_SKEW_TOO_LARGE) and a pool that may free up (409 NODE_IDS_EXHAUSTED). Every
+// other answer (400, 401, 403, 404, 409 REQUESTER_COUNT_MISMATCH, …) is a
+// configuration or program error that retrying cannot fix.
+func (e *ServerError) transient() bool {
+	switch {
+	case e.Status >= 500, e.Status == 429, e.Status == 408:
+		return true
+	case e.Code == idkeeper.CodeClockSkewTooLarge, e.Code == idkeeper.CodeNodeIDsExhausted:
+		return true
+	}
+	return false
+}
+
+// MalformedError is a 200 answer whose body does not follow the HTTP contract. It is
+// retried like a transport error: it proves nothing about the lease.
+type MalformedError struct {
+	Op  string
+	Err error
+}
+
+func (e *MalformedError) Error() string {
+	return fmt.Sprintf("idkeeper client: %s: malformed answer: %v", e.Op, e.Err)
+}
+
+func (e *MalformedError) Unwrap() error { return e.Err }

@@ -1,0 +1,221 @@
+package client
+
+import (
+	"errors"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/idkeeper/idkeeper/snowflake"
+)
+
+// Generator mints IDs with one node ID of a Session. Session.Generator(i) returns
+// it, so that a worker goroutine can be pinned to one node ID (no shared
+// round-robin counter, strictly increasing IDs per worker). It obeys the session:
+// it issues only while the session's lease is valid, and Close drains it. Safe for
+// concurrent use; NextID does not allocate.
+type Generator struct {
+	s *Session
+	m atomic.Pointer[minter] // set once by Open
+	_ [48]byte
+	// Counters for the Prometheus collector, on their own cache line.
+	minted    atomic.Uint64
+	exhausted atomic.Uint64
+	backwards atomic.Uint64
+	_         [40]byte
+}
+
+// minter is a snowflake generator and what the issuing path needs of its layout.
+type minter struct {
+	gen     *snowflake.Generator
+	seqMask int64
+}
+
+// enter admits one issuing call: the gate is open and a lease is installed. The
+// caller mints, then checks valid() before handing anything out: one clock read per
+// call, and an ID is returned only if the lease was valid after it was minted, even
+// when the generator waited for its clock. Check makes the same two checks.
+func (s *Session) enter() error {
+	if s.gate.Add(1)&closedBit != 0 || s.deadline.Load() == notHeld {
+		s.exit()
+		return s.refusal()
+	}
+	return nil
+}
+
+func (s *Session) exit() {
+	if s.gate.Add(-1) == closedBit {
+		s.drainOnce.Do(func() { close(s.drained) })
+	}
+}
+
+// valid reports whether the lease deadline is still ahead on the monotonic clock.
+func (s *Session) valid() bool { return s.clk.Mono() < time.Duration(s.deadline.Load()) }
+
+// refusal is the error of a refused issuing call. It does not allocate.
+func (s *Session) refusal() error {
+	if r := s.halt.Load(); r != nil {
+		return r.err
+	}
+	if s.deadline.Load() == notHeld {
+		return ErrNotOpen
+	}
+	return errLeaseExpired
+}
+
+// NextID mints one ID, using the session's generators in turn. It fails with
+// ErrNotOpen, ErrClosed, an error wrapping ErrLeaseLost (the lease is over), or a
+// generator error (see the package's error list); it never returns a duplicate.
+func (s *Session) NextID() (int64, error) {
+	g := s.gens[0]
+	if n := uint64(len(s.gens)); n > 1 {
+		g = s.gens[s.rr.Add(1)%n]
+	}
+	return g.NextID()
+}
+
+// NextIDs fills dst with unique IDs in ascending order, spreading the work over the
+// session's generators a millisecond's sequence at a time. It fills all of dst or
+// returns an error (those of NextID); after an error the IDs already written to dst
+// are dropped, never handed out again: a gap. It does not allocate.
+func (s *Session) NextIDs(dst []int64) error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.exit()
+	n := uint64(len(s.gens))
+	at := s.rr.Add(1)
+	for filled := 0; filled < len(dst); at++ {
+		if !s.valid() {
+			return s.refusal()
+		}
+		g := s.gens[at%n]
+		m := g.m.Load()
+		k := min(len(dst)-filled, int(m.seqMask)+1)
+		if err := g.fill(m, dst[filled:filled+k]); err != nil {
+			return err
+		}
+		filled += k
+	}
+	if !s.valid() {
+		return s.refusal()
+	}
+	if n > 1 {
+		slices.Sort(dst)
+	}
+	return nil
+}
+
+// Generator returns the session's i-th generator, 0 ≤ i < NumGenerators(); it
+// panics outside that range. The generators exist from New on; they issue once
+// Open has succeeded.
+func (s *Session) Generator(i int) *Generator { return s.gens[i] }
+
+// NumGenerators is Config.Count: the number of node IDs and generators.
+func (s *Session) NumGenerators() int { return len(s.gens) }
+
+// NodeID is the generator's node ID; -1 before Open succeeded.
+func (g *Generator) NodeID() int64 {
+	if m := g.m.Load(); m != nil {
+		return m.gen.Node()
+	}
+	return -1
+}
+
+// NextID mints one ID with this generator's node ID. Errors: as Session.NextID.
+// IDs from one Generator are strictly increasing.
+func (g *Generator) NextID() (int64, error) {
+	s := g.s
+	if err := s.enter(); err != nil {
+		return 0, err
+	}
+	m := g.m.Load()
+	id, err := m.gen.NextID()
+	switch {
+	case err != nil:
+		g.note(err)
+	case !s.valid():
+		id, err = 0, s.refusal()
+	default:
+		g.minted.Add(1)
+		if id&m.seqMask == m.seqMask {
+			g.exhausted.Add(1)
+		}
+	}
+	s.exit()
+	return id, err
+}
+
+// NextIDs fills dst with ascending IDs of this generator, all or nothing, as
+// Session.NextIDs.
+func (g *Generator) NextIDs(dst []int64) error {
+	s := g.s
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.exit()
+	if !s.valid() {
+		return s.refusal()
+	}
+	if err := g.fill(g.m.Load(), dst); err != nil {
+		return err
+	}
+	if !s.valid() {
+		return s.refusal()
+	}
+	return nil
+}
+
+// fill mints len(dst) IDs; the caller has entered the gate.
+func (g *Generator) fill(m *minter, dst []int64) error {
+	n, err := m.gen.NextIDs(dst)
+	g.minted.Add(uint64(n))
+	for _, id := range dst[:n] {
+		if id&m.seqMask == m.seqMask {
+			g.exhausted.Add(1)
+		}
+	}
+	if err != nil {
+		g.note(err)
+	}
+	return err
+}
+
+func (g *Generator) note(err error) {
+	if errors.Is(err, snowflake.ErrClockBackwards) {
+		g.backwards.Add(1)
+	}
+}
+
+// Check returns nil when issuing can succeed now, else the reason: the issuing
+// path's own refusal (ErrNotOpen, ErrClosed, an error wrapping ErrLeaseLost), or a
+// *snowflake.WindowError when the wall clock lies outside a generator's window
+// (before a cooling node ID's NotBefore, or after ExpiresAt). Serve it as the
+// health check: it is never green while issuing fails for lack of a lease.
+func (s *Session) Check() error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	s.exit()
+	if !s.valid() {
+		return s.refusal()
+	}
+	ms := s.clk.Now().UnixMilli()
+	for _, g := range s.gens {
+		nb, ex := g.m.Load().gen.Window()
+		first := nb.UnixMilli()
+		if nb.Sub(time.UnixMilli(first)) > 0 {
+			first++
+		}
+		switch {
+		case !nb.IsZero() && ms < first:
+			return &snowflake.WindowError{Err: snowflake.ErrBeforeWindow, NotBefore: nb, ExpiresAt: ex}
+		case !ex.IsZero() && ms > ex.UnixMilli():
+			return &snowflake.WindowError{Err: snowflake.ErrWindowEnded, NotBefore: nb, ExpiresAt: ex}
+		}
+	}
+	return nil
+}
+
+// Healthy reports whether Check returns nil.
+func (s *Session) Healthy() bool { return s.Check() == nil }

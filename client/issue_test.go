@@ -1,0 +1,337 @@
+package client_test
+
+import (
+	"errors"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/client"
+	"github.com/idkeeper/idkeeper/client/clienttest"
+	"github.com/idkeeper/idkeeper/snowflake"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// countingClock counts wall-clock reads, to tell when a generator is waiting.
+type countingClock struct {
+	*clienttest.Clock
+	reads atomic.Int64
+}
+
+func (c *countingClock) Now() time.Time {
+	c.reads.Add(1)
+	return c.Clock.Now()
+}
+
+// Close blocks new issuing, waits for the call in flight, and only then sends
+// Remove, whose mintedUpTo covers the ID that call minted.
+func TestCloseDrainsInFlightCallBeforeRemove(t *testing.T) {
+	e := newEnv(t, idkeeper.Config{})
+	cc := &countingClock{Clock: e.clk}
+	cfg := e.config()
+	cfg.Clock = cc
+	cfg.MaxBackwardStep = 3 * time.Second // bounds the generator's wait for the frozen clock
+	s := e.open(cfg)
+
+	if err := s.NextIDs(make([]int64, 1024)); err != nil { // the millisecond's whole sequence
+		t.Fatal(err)
+	}
+	type result struct {
+		id  int64
+		err error
+	}
+	inFlight := make(chan result, 1)
+	reads := cc.reads.Load()
+	go func() {
+		id, err := s.NextID()
+		inFlight <- result{id, err}
+	}()
+	// The caller waits for the next millisecond, reading the clock as it goes.
+	for deadline := time.Now().Add(wait); cc.reads.Load() < reads+3; {
+		if time.Now().After(deadline) {
+			t.Fatal("the caller did not start waiting")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	for deadline := time.Now().Add(wait); ; {
+		if err := s.Check(); errors.Is(err, client.ErrClosed) { // mints nothing
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Close did not block issuing")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond) // Remove must not go out while the call is in flight
+	if n := e.proxy.count(removePath); n != 0 {
+		t.Fatalf("Remove sent while a NextID was in flight")
+	}
+	select {
+	case <-closed:
+		t.Fatal("Close returned before the drain")
+	default:
+	}
+
+	e.clk.Advance(time.Millisecond) // the waiting caller mints in the next millisecond
+	r := <-inFlight
+	if r.err != nil {
+		t.Fatalf("the drained call failed: %v", r.err)
+	}
+	if p, _ := idkeeper.DefaultLayout.Decode(r.id); !p.Time.Equal(t0.Add(time.Millisecond)) {
+		t.Fatalf("drained ID at %v, want t0+1ms", p.Time)
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	rm := e.proxy.requests(removePath)
+	if len(rm) != 1 || rm[0]["mintedUpTo"] != "2026-03-01T12:00:00.001Z" {
+		t.Fatalf("Remove %v, want mintedUpTo t0+1ms: the drained call's ID", rm)
+	}
+}
+
+// Many callers race with Close: no duplicate, every ID at or below the mintedUpTo
+// that Remove carries, and nothing issued once Close has returned.
+func TestCloseWithConcurrentCallers(t *testing.T) {
+	e := newEnv(t, idkeeper.Config{})
+	cfg := e.config()
+	cfg.Count = 2
+	s := e.open(cfg)
+
+	stop := make(chan struct{})
+	var ticker sync.WaitGroup
+	ticker.Go(func() { // the clock moves on, so that the sequence never runs dry for long
+		for i := 0; i < 200_000; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			e.clk.Advance(time.Millisecond)
+			time.Sleep(20 * time.Microsecond)
+		}
+	})
+	var workers sync.WaitGroup
+	ids := make([][]int64, 8)
+	var started atomic.Int64
+	for w := range ids {
+		workers.Go(func() {
+			for i := 0; i < 50_000; i++ {
+				id, err := s.NextID()
+				if errors.Is(err, client.ErrClosed) {
+					return
+				}
+				if err != nil {
+					t.Errorf("NextID: %v", err)
+					return
+				}
+				ids[w] = append(ids[w], id)
+				started.Add(1)
+			}
+		})
+	}
+	for deadline := time.Now().Add(wait); started.Load() < 2000 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.NextID(); !errors.Is(err, client.ErrClosed) {
+		t.Fatalf("NextID after Close: %v", err)
+	}
+	workers.Wait()
+	close(stop)
+	ticker.Wait()
+
+	rm := e.proxy.requests(removePath)
+	if len(rm) != 1 {
+		t.Fatalf("%d Remove, want 1", len(rm))
+	}
+	upTo, err := time.Parse(time.RFC3339Nano, rm[0]["mintedUpTo"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := slices.Concat(ids...)
+	if len(all) < 2000 {
+		t.Fatalf("only %d IDs minted", len(all))
+	}
+	slices.Sort(all)
+	if len(slices.Compact(slices.Clone(all))) != len(all) {
+		t.Fatal("duplicate IDs")
+	}
+	top, _ := idkeeper.DefaultLayout.Decode(all[len(all)-1])
+	if top.Time.After(upTo) {
+		t.Fatalf("an ID at %v lies after mintedUpTo %v", top.Time, upTo)
+	}
+	if !top.Time.Equal(upTo) {
+		t.Errorf("mintedUpTo %v is not the latest minted time %v", upTo, top.Time)
+	}
+}
+
+// NextIDs returns ascending IDs spread over the generators; NextID goes round robin;
+// Generator(i) pins node ID i.
+func TestIssuingOverSeveralGenerators(t *testing.T) {
+	e := newEnv(t, idkeeper.Config{})
+	cfg := e.config()
+	cfg.Count = 3
+	s := e.open(cfg)
+	leases := s.Leases()
+	layout := s.Layout()
+
+	buf := make([]int64, 3000) // three generators hold 3 × 1024 in one millisecond
+	if err := s.NextIDs(buf); err != nil {
+		t.Fatal(err)
+	}
+	nodes := map[int64]int{}
+	for i, id := range buf {
+		if i > 0 && id <= buf[i-1] {
+			t.Fatalf("NextIDs not strictly ascending at %d", i)
+		}
+		p, _ := layout.Decode(id)
+		nodes[p.Node]++
+	}
+	if len(nodes) != 3 {
+		t.Fatalf("NextIDs used node IDs %v, want all three", nodes)
+	}
+
+	e.clk.Advance(time.Millisecond)
+	var order []int64
+	for range 6 {
+		id, err := s.NextID()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, _ := layout.Decode(id)
+		order = append(order, p.Node)
+	}
+	for i := 3; i < 6; i++ {
+		if order[i] != order[i-3] || order[i] == order[i-1] {
+			t.Fatalf("NextID node order %v is not round robin", order)
+		}
+	}
+
+	for i, l := range leases {
+		g := s.Generator(i)
+		if g.NodeID() != l.NodeID {
+			t.Fatalf("Generator(%d).NodeID = %d, want %d", i, g.NodeID(), l.NodeID)
+		}
+		var last int64
+		for range 5 {
+			id, err := g.NextID()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p, _ := layout.Decode(id); p.Node != l.NodeID || id <= last {
+				t.Fatalf("Generator(%d) minted %d (node %d) after %d", i, id, p.Node, last)
+			}
+			last = id
+		}
+		batch := make([]int64, 10)
+		if err := g.NextIDs(batch); err != nil || !slices.IsSorted(batch) || batch[0] <= last {
+			t.Fatalf("Generator(%d).NextIDs = %v, %v", i, batch, err)
+		}
+	}
+	if s.NumGenerators() != 3 {
+		t.Errorf("NumGenerators = %d", s.NumGenerators())
+	}
+}
+
+// The clock stepping back within MaxBackwardStep keeps issuing (logical time); past
+// it issuing is refused with ErrClockBackwards, never spinning.
+func TestClockStepBack(t *testing.T) {
+	e := newEnv(t, idkeeper.Config{})
+	cfg := e.config()
+	cfg.MaxBackwardStep = time.Second
+	s := e.open(cfg)
+	e.clk.Advance(10 * time.Second)
+	first, err := s.NextID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.clk.StepWall(-500 * time.Millisecond)
+	id, err := s.NextID()
+	if err != nil || id <= first {
+		t.Fatalf("after a small step back: %d, %v; want an ID above %d", id, err, first)
+	}
+	e.clk.StepWall(-time.Second)
+	if _, err := s.NextID(); !errors.Is(err, snowflake.ErrClockBackwards) {
+		t.Fatalf("after a large step back: %v, want ErrClockBackwards", err)
+	}
+}
+
+// The collector reports IDs minted, exhausted sequences, refused backward steps,
+// lease time left and health.
+func TestCollector(t *testing.T) {
+	e := newEnv(t, idkeeper.Config{})
+	cfg := e.config()
+	cfg.Count = 2
+	cfg.MaxBackwardStep = time.Second
+	s := e.open(cfg)
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(client.NewCollector(s))
+
+	if err := s.Generator(0).NextIDs(make([]int64, 1024)); err != nil { // one whole millisecond
+		t.Fatal(err)
+	}
+	if _, err := s.Generator(1).NextID(); err != nil {
+		t.Fatal(err)
+	}
+	e.clk.StepWall(-2 * time.Second)
+	if _, err := s.Generator(1).NextID(); !errors.Is(err, snowflake.ErrClockBackwards) {
+		t.Fatal(err)
+	}
+	e.clk.Advance(time.Hour)
+	n0, n1 := strconv.FormatInt(s.Leases()[0].NodeID, 10), strconv.FormatInt(s.Leases()[1].NodeID, 10)
+	want := map[string]float64{
+		"idkeeper_client_ids_minted_total{node=" + n0 + "}":         1024,
+		"idkeeper_client_ids_minted_total{node=" + n1 + "}":         1,
+		"idkeeper_client_sequence_exhausted_total{node=" + n0 + "}": 1,
+		"idkeeper_client_sequence_exhausted_total{node=" + n1 + "}": 0,
+		"idkeeper_client_clock_backwards_total{node=" + n0 + "}":    0,
+		"idkeeper_client_clock_backwards_total{node=" + n1 + "}":    1,
+		"idkeeper_client_lease_seconds_left":                        (lease - time.Hour).Seconds(),
+		"idkeeper_client_healthy":                                   1,
+	}
+	if got := gather(t, reg); !maps.Equal(got, want) {
+		t.Fatalf("metrics\n got %v\nwant %v", got, want)
+	}
+	s.Close()
+	if got := gather(t, reg); got["idkeeper_client_healthy"] != 0 || got["idkeeper_client_lease_seconds_left"] != 0 {
+		t.Errorf("after Close: %v", got)
+	}
+}
+
+// gather returns every sample of g as "name{label=value,…}" → value.
+func gather(t *testing.T, g prometheus.Gatherer) map[string]float64 {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			key := mf.GetName()
+			if len(m.GetLabel()) > 0 {
+				var ls []string
+				for _, l := range m.GetLabel() {
+					ls = append(ls, l.GetName()+"="+l.GetValue())
+				}
+				key += "{" + strings.Join(ls, ",") + "}"
+			}
+			v := m.GetCounter().GetValue()
+			if m.GetGauge() != nil {
+				v = m.GetGauge().GetValue()
+			}
+			out[key] = v
+		}
+	}
+	return out
+}

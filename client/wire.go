@@ -1,0 +1,239 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/snowflake"
+)
+
+// timeFormat is the wire format of every time (DESIGN §10): RFC 3339, UTC, ms.
+const timeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+// maxAnswer bounds the bodies read from the server.
+const maxAnswer = 4 << 20
+
+// maxLoggedBody bounds the error body kept in a ServerError.
+const maxLoggedBody = 4 << 10
+
+// Lease is one node ID the session holds. Times are the server's, UTC to the ms.
+type Lease struct {
+	NodeID int64
+	// NotBefore is the first millisecond the generator may mint with.
+	NotBefore time.Time
+	// ExpiresAt is the last millisecond it may mint with, and the end of the lease.
+	ExpiresAt time.Time
+	// FencingToken grows with every new grant of the registry; hand it to downstream
+	// stores that must fence off a previous holder of the node ID.
+	FencingToken uint64
+}
+
+// grant is a decoded 200 answer of Alloc or Renew.
+type grant struct {
+	layout    snowflake.Layout // Alloc only
+	leases    []Lease
+	serverNow time.Time
+}
+
+type api struct {
+	base    string
+	key     string
+	hc      *http.Client
+	timeout time.Duration
+}
+
+type wireRequester struct {
+	MachineID string `json:"machineId"`
+	PID       int    `json:"pid"`
+	StartedAt string `json:"startedAt"`
+}
+
+func requesterOf(r idkeeper.Requester) wireRequester {
+	return wireRequester{MachineID: r.MachineID, PID: r.PID, StartedAt: formatTime(r.StartedAt)}
+}
+
+type allocBody struct {
+	Requester    wireRequester `json:"requester"`
+	Count        int           `json:"count"`
+	ClientUtcNow string        `json:"clientUtcNow"`
+}
+
+type renewBody struct {
+	Requester     wireRequester `json:"requester"`
+	ClientUtcNow  string        `json:"clientUtcNow"`
+	FencingTokens []uint64      `json:"fencingTokens"`
+}
+
+type removeBody struct {
+	Requester  wireRequester `json:"requester"`
+	MintedUpTo string        `json:"mintedUpTo,omitempty"`
+}
+
+type wireLayout struct {
+	Epoch         string `json:"epoch"`
+	TimestampBits int    `json:"timestampBits"`
+	NodeBits      int    `json:"nodeBits"`
+	SequenceBits  int    `json:"sequenceBits"`
+}
+
+type wireLease struct {
+	NodeID       *int64  `json:"nodeId"`
+	NotBefore    string  `json:"notBefore"`
+	ExpiresAt    string  `json:"expiresAt"`
+	FencingToken *uint64 `json:"fencingToken"`
+}
+
+type grantAnswer struct {
+	Layout       *wireLayout  `json:"layout"`
+	Leases       *[]wireLease `json:"leases"`
+	ServerUtcNow string       `json:"serverUtcNow"`
+}
+
+type removeAnswer struct {
+	Removed *int `json:"removed"`
+}
+
+type problem struct {
+	Code   idkeeper.Code `json:"code"`
+	Detail string        `json:"detail"`
+	Title  string        `json:"title"`
+}
+
+func formatTime(t time.Time) string { return t.UTC().Format(timeFormat) }
+
+func (a *api) alloc(ctx context.Context, r idkeeper.Requester, count int, clientNow time.Time) (grant, error) {
+	body := allocBody{Requester: requesterOf(r), Count: count, ClientUtcNow: formatTime(clientNow)}
+	var ans grantAnswer
+	if err := a.post(ctx, "alloc", "/v1/leases", body, &ans); err != nil {
+		return grant{}, err
+	}
+	if ans.Layout == nil {
+		return grant{}, &MalformedError{Op: "alloc", Err: errors.New(`no "layout" member`)}
+	}
+	epoch, err := parseTime(ans.Layout.Epoch, "layout.epoch")
+	if err != nil {
+		return grant{}, &MalformedError{Op: "alloc", Err: err}
+	}
+	g, err := decodeGrant("alloc", ans)
+	g.layout = snowflake.Layout{Epoch: epoch, TimestampBits: ans.Layout.TimestampBits,
+		NodeBits: ans.Layout.NodeBits, SequenceBits: ans.Layout.SequenceBits}
+	return g, err
+}
+
+func (a *api) renew(ctx context.Context, r idkeeper.Requester, clientNow time.Time, tokens []uint64) (grant, error) {
+	body := renewBody{Requester: requesterOf(r), ClientUtcNow: formatTime(clientNow), FencingTokens: tokens}
+	var ans grantAnswer
+	if err := a.post(ctx, "renew", "/v1/leases/renew", body, &ans); err != nil {
+		return grant{}, err
+	}
+	return decodeGrant("renew", ans)
+}
+
+// remove releases the requester's leases; a zero mintedUpTo is left out.
+func (a *api) remove(ctx context.Context, r idkeeper.Requester, mintedUpTo time.Time) (int, error) {
+	body := removeBody{Requester: requesterOf(r)}
+	if !mintedUpTo.IsZero() {
+		body.MintedUpTo = formatTime(mintedUpTo)
+	}
+	var ans removeAnswer
+	if err := a.post(ctx, "remove", "/v1/leases/remove", body, &ans); err != nil {
+		return 0, err
+	}
+	if ans.Removed == nil {
+		return 0, &MalformedError{Op: "remove", Err: errors.New(`no "removed" member`)}
+	}
+	return *ans.Removed, nil
+}
+
+func decodeGrant(op string, ans grantAnswer) (grant, error) {
+	if ans.Leases == nil {
+		return grant{}, &MalformedError{Op: op, Err: errors.New(`no "leases" member`)}
+	}
+	now, err := parseTime(ans.ServerUtcNow, "serverUtcNow")
+	if err != nil {
+		return grant{}, &MalformedError{Op: op, Err: err}
+	}
+	g := grant{serverNow: now, leases: make([]Lease, 0, len(*ans.Leases))}
+	for i, wl := range *ans.Leases {
+		if wl.NodeID == nil || wl.FencingToken == nil {
+			return grant{}, &MalformedError{Op: op, Err: fmt.Errorf("leases[%d] lacks nodeId or fencingToken", i)}
+		}
+		l := Lease{NodeID: *wl.NodeID, FencingToken: *wl.FencingToken}
+		if l.NotBefore, err = parseTime(wl.NotBefore, fmt.Sprintf("leases[%d].notBefore", i)); err != nil {
+			return grant{}, &MalformedError{Op: op, Err: err}
+		}
+		if l.ExpiresAt, err = parseTime(wl.ExpiresAt, fmt.Sprintf("leases[%d].expiresAt", i)); err != nil {
+			return grant{}, &MalformedError{Op: op, Err: err}
+		}
+		g.leases = append(g.leases, l)
+	}
+	return g, nil
+}
+
+func parseTime(s, field string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, fmt.Errorf("%s is missing", field)
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%s: %w", field, err)
+	}
+	return t.UTC(), nil
+}
+
+// post sends body as JSON and decodes a 200 answer into out. Errors: a transport
+// error (wrapped, with the context's error when it ran out), *ServerError for any
+// other status, *MalformedError for a 200 whose body is not the expected JSON.
+func (a *api) post(ctx context.Context, op, path string, body, out any) error {
+	payload, err := json.Marshal(body)
+	if err != nil {
+		return fmt.Errorf("idkeeper client: %s: encode request: %w", op, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, a.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.base+path, bytes.NewReader(payload))
+	if err != nil {
+		return fmt.Errorf("idkeeper client: %s: %w", op, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, application/problem+json")
+	req.Header.Set("X-API-Key", a.key)
+	resp, err := a.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("idkeeper client: %s: %w", op, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	if err != nil {
+		return fmt.Errorf("idkeeper client: %s: read answer: %w", op, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return serverError(op, resp, data)
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return &MalformedError{Op: op, Err: err}
+	}
+	return nil
+}
+
+func serverError(op string, resp *http.Response, data []byte) *ServerError {
+	e := &ServerError{Op: op, Status: resp.StatusCode, Body: string(data[:min(len(data), maxLoggedBody)])}
+	if strings.Contains(resp.Header.Get("Content-Type"), "json") {
+		var p problem
+		if json.Unmarshal(data, &p) == nil {
+			e.Code, e.Detail = p.Code, p.Detail
+			if e.Detail == "" {
+				e.Detail = p.Title
+			}
+		}
+	}
+	return e
+}

@@ -1,0 +1,355 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/bolt"
+	idkclient "github.com/idkeeper/idkeeper/client"
+	"github.com/idkeeper/idkeeper/gateway"
+	"github.com/idkeeper/idkeeper/idempotency"
+	"github.com/idkeeper/idkeeper/redis"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// ConsumerKeysEnv names the environment variable of the gateway's consumer keys,
+// comma-separated, in the syntax of a --consumer-keys-file line. Like the bootstrap
+// key it is an environment variable only: a flag would show the keys in ps.
+const ConsumerKeysEnv = "IDKEEPER_CONSUMER_KEYS"
+
+// DefaultIdempotencyStore is the --idempotency-store default.
+const DefaultIdempotencyStore = "bolt:./data/gateway-idem.db"
+
+// gatewayConfig is everything a gateway is built from. runGateway fills it from
+// flags and the environment; idkeeper dev fills it itself.
+type gatewayConfig struct {
+	Listen              string // host:port; ":0" picks a free port
+	ServerURL           string // the registry
+	APIKey              string // the registry API key the session leases with
+	NodeIDs             int
+	MaxCount            int
+	IdempotencyStore    string // "none", "bolt:PATH", "redis://…" or "rediss://…"
+	IdempotencyTTL      time.Duration
+	IdempotencyRequired bool
+	RedisPrefix         string
+	ConsumerKeys        *gateway.ConsumerKeys // nil or empty: no authentication
+	ShutdownTimeout     time.Duration
+	Version, Commit     string
+	Logger              *slog.Logger
+	Requester           idkeeper.Requester // zero: this process's (idkclient.ProcessRequester)
+}
+
+// gatewayFlags binds the gateway command's flags to a gatewayConfig.
+type gatewayFlags struct {
+	cfg      gatewayConfig
+	log      logFlags
+	keysFile string
+}
+
+func (f *gatewayFlags) register(fs *flag.FlagSet) {
+	c := &f.cfg
+	fs.StringVar(&c.Listen, "listen", ":8081", "address to serve the gateway on, host:port")
+	fs.StringVar(&c.ServerURL, "server", "", "the registry's base URL, e.g. http://idkeeper:8080 (required)")
+	fs.StringVar(&c.APIKey, "api-key", "", "registry API key to lease node IDs with (required; prefer IDKEEPER_API_KEY: a flag shows in ps)")
+	fs.IntVar(&c.NodeIDs, "node-ids", 1, "node IDs to lease, each good for 1,024,000 IDs/s; 1.."+strconv.Itoa(idkeeper.MaxCount))
+	fs.IntVar(&c.MaxCount, "max-count", gateway.DefaultMaxCount, "largest count of one POST /v1/ids; 1.."+strconv.Itoa(gateway.MaxMaxCount))
+	fs.StringVar(&c.IdempotencyStore, "idempotency-store", DefaultIdempotencyStore, "where Idempotency-Key records live: bolt:PATH (one gateway), redis://[:PASSWORD@]HOST:PORT/DB or rediss://… (gateways sharing work), or none")
+	fs.DurationVar(&c.IdempotencyTTL, "idempotency-ttl", idempotency.DefaultTTL, "how long an answer is replayed for its Idempotency-Key")
+	fs.BoolVar(&c.IdempotencyRequired, "idempotency-required", false, "answer POST /v1/ids without an Idempotency-Key with 400 IDEMPOTENCY_KEY_REQUIRED")
+	fs.StringVar(&c.RedisPrefix, "redis-prefix", "", "prefix of the Redis keys of the idempotency records (default: the redis package's, which the registry uses too)")
+	fs.StringVar(&f.keysFile, "consumer-keys-file", "", "file of the keys consumers present in X-API-Key: one per line, SHA-256 hex or the key itself; with "+ConsumerKeysEnv+" unset too, no authentication")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "how long a stopping gateway waits for requests in flight")
+	f.log.register(fs)
+}
+
+// config checks the settings and returns the gatewayConfig, consumer keys read.
+func (f *gatewayFlags) config(env lookupEnv, stderr io.Writer) (gatewayConfig, error) {
+	c := f.cfg
+	u, err := url.Parse(c.ServerURL)
+	switch {
+	case c.ServerURL == "":
+		return c, usagef("--server is required: the registry's base URL, e.g. http://idkeeper:8080")
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		return c, usagef("--server %q: want an http:// or https:// URL", c.ServerURL)
+	case c.APIKey == "":
+		return c, usagef("--api-key (or IDKEEPER_API_KEY) is required: the registry API key to lease node IDs with")
+	case c.NodeIDs < 1 || c.NodeIDs > idkeeper.MaxCount:
+		return c, usageError{&idkeeper.RangeError{Setting: "node-ids", Value: strconv.Itoa(c.NodeIDs), Min: "1", Max: strconv.Itoa(idkeeper.MaxCount)}}
+	case c.MaxCount < 1 || c.MaxCount > gateway.MaxMaxCount:
+		return c, usageError{&idkeeper.RangeError{Setting: "max-count", Value: strconv.Itoa(c.MaxCount), Min: "1", Max: strconv.Itoa(gateway.MaxMaxCount)}}
+	case c.IdempotencyTTL < time.Millisecond:
+		return c, usagef("--idempotency-ttl %s: want at least 1ms", c.IdempotencyTTL)
+	case c.ShutdownTimeout <= 0:
+		return c, usagef("--shutdown-timeout %s: want a positive duration", c.ShutdownTimeout)
+	case c.IdempotencyRequired && c.IdempotencyStore == "none":
+		return c, usagef("--idempotency-required needs an --idempotency-store")
+	}
+	if err := checkIdempotencyStore(c.IdempotencyStore); err != nil {
+		return c, err
+	}
+	var keys *gateway.ConsumerKeys
+	if f.keysFile != "" {
+		b, err := os.ReadFile(f.keysFile)
+		if err != nil {
+			return c, usagef("--consumer-keys-file: %v", err)
+		}
+		if keys, err = gateway.ParseConsumerKeys(string(b), f.keysFile); err != nil {
+			return c, usageError{err}
+		}
+		if keys.Len() == 0 {
+			return c, usagef("--consumer-keys-file %s holds no key", f.keysFile)
+		}
+	}
+	if v, ok := env(ConsumerKeysEnv); ok && strings.TrimSpace(v) != "" {
+		fromEnv, err := gateway.ParseConsumerKeys(v, ConsumerKeysEnv)
+		if err != nil {
+			return c, usageError{err}
+		}
+		keys = keys.Merge(fromEnv)
+	}
+	c.ConsumerKeys = keys
+	c.Logger = f.log.logger(stderr)
+	c.Version, c.Commit = buildVersion()
+	return c, nil
+}
+
+func checkIdempotencyStore(spec string) error {
+	switch {
+	case spec == "none", strings.HasPrefix(spec, "redis://"), strings.HasPrefix(spec, "rediss://"):
+		return nil
+	case strings.HasPrefix(spec, "bolt:") && spec != "bolt:":
+		return nil
+	}
+	return usagef("--idempotency-store %q: want bolt:PATH, redis://HOST:PORT/DB, rediss://HOST:PORT/DB or none", redactURL(spec))
+}
+
+// runGateway is the gateway command: it serves until ctx ends or the session
+// loses its lease (exit status 1), then shuts down.
+func runGateway(ctx context.Context, args []string, env lookupEnv, stderr io.Writer) error {
+	fs := newFlagSet("gateway", stderr)
+	var f gatewayFlags
+	f.register(fs)
+	if err := parseFlags(fs, args, env); err != nil {
+		return err
+	}
+	cfg, err := f.config(env, stderr)
+	if err != nil {
+		return err
+	}
+	g, err := startGateway(cfg)
+	if err != nil {
+		return err
+	}
+	return g.wait(ctx)
+}
+
+// gatewayServer is a running gateway: its session, idempotency store and HTTP
+// listener.
+type gatewayServer struct {
+	cfg      gatewayConfig
+	log      *slog.Logger
+	sess     *idkclient.Session
+	idem     io.Closer // nil without an idempotency store
+	http     *http.Server
+	ln       net.Listener
+	served   chan error    // the result of http.Server.Serve
+	fatal    chan error    // the session's lost lease
+	openDone chan struct{} // closed when Open has returned; then openErr is set
+	openErr  error
+}
+
+// startGateway opens the idempotency store, starts serving on cfg.Listen, and
+// starts opening the session in the background: until it holds its lease, issuance
+// and /health answer 503 while /livez is green, so a supervisor does not restart a
+// gateway that waits for its registry. The session's OnFatal ends the gateway
+// (wait returns an error) rather than the process, so that it shuts down
+// gracefully; the process then exits with status 1 for its supervisor to restart.
+func startGateway(cfg gatewayConfig) (_ *gatewayServer, err error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	g := &gatewayServer{cfg: cfg, log: log, served: make(chan error, 1), fatal: make(chan error, 1), openDone: make(chan struct{})}
+	var store idkeeper.IdempotencyStore
+	switch spec := cfg.IdempotencyStore; {
+	case spec == "none" || spec == "":
+	case strings.HasPrefix(spec, "bolt:"):
+		path := strings.TrimPrefix(spec, "bolt:")
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return nil, fmt.Errorf("create the idempotency store's directory: %w", err)
+		}
+		s, err := bolt.OpenIdempotency(path, bolt.Options{Timeout: boltLockTimeout})
+		if errors.Is(err, bolt.ErrLocked) {
+			return nil, fmt.Errorf("%w (one gateway per bolt file: gateways that share work share a redis:// store)", err)
+		}
+		if err != nil {
+			return nil, err
+		}
+		store, g.idem = s, s
+	default:
+		s, err := redis.OpenIdempotency(spec, redis.Options{Prefix: cfg.RedisPrefix, Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("open the redis idempotency store %s: %w", redactURL(spec), err)
+		}
+		store, g.idem = s, s
+	}
+	defer func() {
+		if err != nil && g.idem != nil {
+			_ = g.idem.Close()
+		}
+	}()
+	var svc *idempotency.Service
+	if store != nil {
+		if svc, err = idempotency.New(store, idempotency.Config{TTL: cfg.IdempotencyTTL, Required: cfg.IdempotencyRequired, Logger: log}); err != nil {
+			return nil, err
+		}
+	}
+
+	g.sess, err = idkclient.New(idkclient.Config{
+		ServerURL: cfg.ServerURL,
+		APIKey:    cfg.APIKey,
+		Count:     cfg.NodeIDs,
+		Logger:    log,
+		Requester: cfg.Requester,
+		OnFatal: func(err error) {
+			select {
+			case g.fatal <- err:
+			default:
+			}
+		},
+	})
+	if err != nil {
+		return nil, usageError{err}
+	}
+	promReg := prometheus.NewRegistry()
+	promReg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		collectors.NewBuildInfoCollector(),
+		idkclient.NewCollector(g.sess),
+	)
+	gw := gateway.New(g.sess, gateway.Options{
+		MaxCount:     cfg.MaxCount,
+		Idempotency:  svc,
+		ConsumerKeys: cfg.ConsumerKeys,
+		Logger:       log,
+		Registerer:   promReg,
+		Gatherer:     promReg,
+		Version:      cfg.Version,
+		Commit:       cfg.Commit,
+	})
+	if g.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	g.http = &http.Server{
+		Handler:           gw.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	go func() { g.served <- g.http.Serve(g.ln) }()
+	go func() {
+		g.openErr = g.sess.Open(context.Background()) // Close ends it
+		close(g.openDone)
+	}()
+	idem := "none"
+	if store != nil {
+		idem = redactURL(cfg.IdempotencyStore)
+	}
+	log.Info("gateway listening; leasing node IDs", "addr", g.ln.Addr().String(), "server", redactURL(cfg.ServerURL),
+		"nodeIds", cfg.NodeIDs, "maxCount", cfg.MaxCount, "idempotencyStore", idem, "idempotencyRequired", cfg.IdempotencyRequired,
+		"consumerKeys", cfg.ConsumerKeys.Len(), "version", cfg.Version)
+	return g, nil
+}
+
+// Addr is the address the gateway listens on.
+func (g *gatewayServer) Addr() net.Addr { return g.ln.Addr() }
+
+// waitOpen waits until the session holds its lease and returns nil, or returns
+// Open's error, or ctx's.
+func (g *gatewayServer) waitOpen(ctx context.Context) error {
+	select {
+	case <-g.openDone:
+		return g.openErr
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// wait serves until ctx ends, serving fails, Open fails, or the session loses its
+// lease; then it shuts down.
+func (g *gatewayServer) wait(ctx context.Context) error {
+	var cause error
+	opened := g.openDone
+	for cause == nil {
+		select {
+		case <-ctx.Done():
+			g.log.Info("stopping: draining requests in flight", "timeout", g.cfg.ShutdownTimeout)
+			return g.shutdown()
+		case err := <-g.served:
+			cause = fmt.Errorf("HTTP server failed: %w", err)
+		case err := <-g.fatal:
+			cause = fmt.Errorf("the gateway lost its lease and cannot issue IDs any more: %w", err)
+		case <-opened:
+			opened = nil
+			if g.openErr != nil {
+				cause = fmt.Errorf("lease node IDs from %s: %w", redactURL(g.cfg.ServerURL), g.openErr)
+				break
+			}
+			g.log.Info("gateway ready: issuing IDs", "nodeIds", nodeIDsOf(g.sess.Leases()))
+		}
+	}
+	g.log.Error("stopping", "err", cause)
+	return errors.Join(cause, g.shutdown())
+}
+
+func nodeIDsOf(ls []idkclient.Lease) []int64 {
+	ids := make([]int64, len(ls))
+	for i, l := range ls {
+		ids[i] = l.NodeID
+	}
+	return ids
+}
+
+// shutdown stops accepting connections and waits for requests in flight (at most
+// ShutdownTimeout), then closes the session (drain, then Remove: the node IDs are
+// free at once) and the idempotency store.
+func (g *gatewayServer) shutdown() error {
+	ctx, cancel := context.WithTimeout(context.Background(), g.cfg.ShutdownTimeout)
+	defer cancel()
+	var errs []error
+	if err := g.http.Shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("drain HTTP requests: %w", err))
+		_ = g.http.Close()
+	}
+	if err := g.sess.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("release the node IDs: %w", err))
+	}
+	if g.idem != nil {
+		if err := g.idem.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close the idempotency store: %w", err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	g.log.Info("gateway stopped")
+	return nil
+}

@@ -1,0 +1,138 @@
+package gateway
+
+import (
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+)
+
+// Buffers larger than these are not kept for reuse: a rare huge request must not
+// pin its memory for good.
+const (
+	maxPooledIDs  = 1 << 16
+	maxPooledJSON = 1 << 21
+)
+
+// buffers are one request's scratch space, pooled so that issuing allocates
+// nothing per ID: the body, the IDs, and their JSON.
+type buffers struct {
+	body []byte
+	ids  []int64
+	out  []byte
+}
+
+var bufferPool = sync.Pool{New: func() any { return &buffers{body: make([]byte, 0, 512)} }}
+
+func putBuffers(b *buffers) {
+	if cap(b.ids) > maxPooledIDs {
+		b.ids = nil
+	}
+	if cap(b.out) > maxPooledJSON {
+		b.out = nil
+	}
+	bufferPool.Put(b)
+}
+
+// issue serves POST /v1/ids.
+func (s *Server) issue(w http.ResponseWriter, r *http.Request) {
+	f, err := parseQuery(r.URL.RawQuery)
+	if err != nil {
+		writeProblem(w, err)
+		return
+	}
+	if err := checkContentType(r.Header.Get("Content-Type")); err != nil {
+		writeProblem(w, err)
+		return
+	}
+	if r.ContentLength > MaxBodyBytes {
+		writeProblem(w, errTooLarge)
+		return
+	}
+	b := bufferPool.Get().(*buffers)
+	defer putBuffers(b)
+	b.body, err = readBody(r.Body, b.body)
+	if err != nil {
+		writeProblem(w, err)
+		return
+	}
+	count, err := decodeCount(b.body, s.maxCount)
+	if err != nil {
+		writeProblem(w, err)
+		return
+	}
+	b.ids = slices.Grow(b.ids[:0], count)[:count]
+	if err := s.mint(b.ids); err != nil {
+		writeProblem(w, unavailable(err))
+		return
+	}
+	b.out = appendIDs(b.out[:0], b.ids, f)
+	h := w.Header()
+	h["Content-Type"] = hdrJSON
+	h["Cache-Control"] = hdrNoStore
+	h["X-Content-Type-Options"] = hdrNosniff
+	// net/http computes the length of a short answer itself; a long one would be
+	// sent chunked without it.
+	if len(b.out) >= 2048 {
+		h.Set("Content-Length", strconv.Itoa(len(b.out)))
+	}
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b.out)
+	s.m.issued.Add(float64(count))
+}
+
+// mint fills dst, all or nothing. A request larger than one millisecond of one
+// generator is split into up to NumGenerators chunks minted in parallel; the
+// chunks interleave by timestamp, so the whole is sorted again. When a chunk fails
+// the others still finish (they write into dst), and everything is dropped.
+func (s *Server) mint(dst []int64) error {
+	n := s.src.NumGenerators()
+	chunk := 1024
+	if l, ok := s.currentLayout(); ok {
+		chunk = int(l.MaxSequence()) + 1
+	}
+	parts := min(n, (len(dst)+chunk-1)/chunk)
+	if parts <= 1 {
+		return s.src.NextIDs(dst)
+	}
+	size := (len(dst) + parts - 1) / parts
+	errs := make([]error, parts)
+	var wg sync.WaitGroup
+	for i := 1; i < parts; i++ {
+		part := dst[i*size : min((i+1)*size, len(dst))]
+		wg.Go(func() { errs[i] = s.src.NextIDs(part) })
+	}
+	errs[0] = s.src.NextIDs(dst[:size])
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	slices.Sort(dst)
+	return nil
+}
+
+// appendIDs appends {"ids":[…]} and a newline to out, the IDs as JSON numbers or
+// strings.
+func appendIDs(out []byte, ids []int64, f format) []byte {
+	per := 20 // 19 digits and a comma
+	if f == formatString {
+		per += 2
+	}
+	out = slices.Grow(out, len(`{"ids":[]}`)+1+len(ids)*per)
+	out = append(out, `{"ids":[`...)
+	for i, id := range ids {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		if f == formatString {
+			out = append(out, '"')
+			out = strconv.AppendInt(out, id, 10)
+			out = append(out, '"')
+		} else {
+			out = strconv.AppendInt(out, id, 10)
+		}
+	}
+	return append(out, "]}\n"...)
+}

@@ -1,0 +1,90 @@
+package snowflake
+
+import (
+	"sync"
+	"testing"
+	"time"
+)
+
+// reportRate reports IDs per second and the fraction of the layout's ceiling that
+// rate is for the given number of generators. The ceiling is time-bound, so run with
+// -benchtime of at least 1s.
+func reportRate(b *testing.B, ids int, elapsed time.Duration, generators int) {
+	b.Helper()
+	rate := float64(ids) / elapsed.Seconds()
+	b.ReportMetric(rate, "ids/s")
+	b.ReportMetric(rate/float64(generators*int(DefaultLayout.IDsPerSecond())), "ceiling-fraction")
+}
+
+// BenchmarkNextID measures one generator on the default layout, called from one
+// goroutine.
+func BenchmarkNextID(b *testing.B) {
+	g, err := New(DefaultLayout, 1, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	start := time.Now()
+	for b.Loop() {
+		if _, err := g.NextID(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportRate(b, b.N, time.Since(start), 1)
+}
+
+// BenchmarkNextIDParallel4 measures four generators, each driven by its own
+// goroutine, on however many CPUs GOMAXPROCS allows. Its ceiling is 4 × 1,024,000
+// IDs/s.
+func BenchmarkNextIDParallel4(b *testing.B) {
+	const n = 4
+	gens := make([]*Generator, n)
+	for i := range gens {
+		g, err := New(DefaultLayout, int64(i), Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		gens[i] = g
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i, g := range gens {
+		count := b.N / n
+		if i < b.N%n {
+			count++
+		}
+		wg.Go(func() {
+			for range count {
+				if _, err := g.NextID(); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	reportRate(b, b.N, time.Since(start), n)
+}
+
+// BenchmarkNextIDs measures one generator filling batches of 256 IDs; each op is one
+// ID, so ns/op and allocs/op compare with BenchmarkNextID.
+func BenchmarkNextIDs(b *testing.B) {
+	g, err := New(DefaultLayout, 1, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var buf [256]int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	for done := 0; done < b.N; {
+		k, err := g.NextIDs(buf[:min(len(buf), b.N-done)])
+		if err != nil {
+			b.Fatal(err)
+		}
+		done += k
+	}
+	reportRate(b, b.N, time.Since(start), 1)
+}
