@@ -29,10 +29,37 @@ const (
 	CodeInternal               Code = "INTERNAL"                 // 500
 )
 
-// Status is the HTTP status that goes with a code; 500 for an unknown one.
+// Error codes of the Idempotency-Key component (package idempotency), sent by
+// every service that uses it.
+const (
+	// CodeIdempotencyKeyRequired (400): the operation requires an Idempotency-Key
+	// and the request has none.
+	CodeIdempotencyKeyRequired Code = "IDEMPOTENCY_KEY_REQUIRED"
+	// CodeIdempotencyKeyInvalid (400): the Idempotency-Key is malformed or repeated.
+	CodeIdempotencyKeyInvalid Code = "IDEMPOTENCY_KEY_INVALID"
+	// CodeIdempotencyInProgress (409, Retry-After): a request with the same key
+	// and the same fingerprint is still running.
+	CodeIdempotencyInProgress Code = "IDEMPOTENCY_REQUEST_IN_PROGRESS"
+	// CodeIdempotencyKeyReused (422): the key was first used for another request.
+	CodeIdempotencyKeyReused Code = "IDEMPOTENCY_KEY_REUSED_WITH_DIFFERENT_REQUEST"
+)
+
+// Error codes of the ID gateway (package gateway).
+const (
+	// CodeCountTooLarge (400): count is above the gateway's largest; the problem
+	// carries a maxCount member.
+	CodeCountTooLarge Code = "COUNT_TOO_LARGE"
+	// CodeIssuingUnavailable (503, Retry-After): the gateway cannot mint now: it
+	// holds no lease yet, has lost it, a node ID is still cooling, or the clock is
+	// unusable. No ID of the request was handed out.
+	CodeIssuingUnavailable Code = "ISSUING_UNAVAILABLE"
+)
+
+// Status is the HTTP status that goes with a code; it covers every code above,
+// and is 500 for an unknown one.
 func (c Code) Status() int {
 	switch c {
-	case CodeInvalidRequest:
+	case CodeInvalidRequest, CodeIdempotencyKeyRequired, CodeIdempotencyKeyInvalid, CodeCountTooLarge:
 		return 400
 	case CodeAPIKeyMissing, CodeAPIKeyInvalid, CodeAPIKeyExpired:
 		return 401
@@ -42,13 +69,15 @@ func (c Code) Status() int {
 		return 404
 	case CodeMethodNotAllowed:
 		return 405
-	case CodeConflict, CodeClockSkewTooLarge, CodeRequesterCountMismatch, CodeNodeIDsExhausted:
+	case CodeConflict, CodeClockSkewTooLarge, CodeRequesterCountMismatch, CodeNodeIDsExhausted, CodeIdempotencyInProgress:
 		return 409
 	case CodeBodyTooLarge:
 		return 413
 	case CodeUnsupportedMediaType:
 		return 415
-	case CodeStoreUnavailable, CodeNotReady:
+	case CodeIdempotencyKeyReused:
+		return 422
+	case CodeStoreUnavailable, CodeNotReady, CodeIssuingUnavailable:
 		return 503
 	}
 	return 500

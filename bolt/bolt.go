@@ -119,6 +119,25 @@ var (
 // Open opens or creates the store file at path. It waits up to opts.Timeout for the
 // file lock and returns an error wrapping ErrLocked when another process keeps it.
 func Open(path string, opts Options) (*Store, error) {
+	db, err := openFile(path, opts)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{db: db, clock: opts.clock(), log: opts.Logger}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if err := db.Update(createBuckets); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("bolt: open %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// openFile opens or creates the bbolt file at path, mode 0600. It waits up to
+// opts.Timeout for the file lock (DefaultTimeout when zero, forever when negative)
+// and returns an error wrapping ErrLocked when another process keeps it.
+func openFile(path string, opts Options) (*bbolt.DB, error) {
 	timeout := opts.Timeout
 	switch {
 	case timeout == 0:
@@ -133,18 +152,15 @@ func Open(path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bolt: open %s: %w", path, err)
 	}
-	s := &Store{db: db, clock: opts.Clock, log: opts.Logger}
-	if s.clock == nil {
-		s.clock = time.Now
+	return db, nil
+}
+
+// clock is opts.Clock, or time.Now when it is nil.
+func (opts Options) clock() idkeeper.Clock {
+	if opts.Clock == nil {
+		return time.Now
 	}
-	if s.log == nil {
-		s.log = slog.Default()
-	}
-	if err := db.Update(createBuckets); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("bolt: open %s: %w", path, err)
-	}
-	return s, nil
+	return opts.Clock
 }
 
 func createBuckets(tx *bbolt.Tx) error {

@@ -5,12 +5,10 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
-	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/idkeeper/idkeeper"
 )
@@ -49,25 +47,11 @@ const purgeBatch = 16
 // Timeout of opts (Logger is unused). It waits up to opts.Timeout for the file lock
 // and returns an error wrapping ErrLocked when another process keeps it.
 func OpenIdempotency(path string, opts Options) (*IdempotencyStore, error) {
-	timeout := opts.Timeout
-	switch {
-	case timeout == 0:
-		timeout = DefaultTimeout
-	case timeout < 0:
-		timeout = 0 // bbolt waits forever
-	}
-	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: timeout})
-	if errors.Is(err, berrors.ErrTimeout) {
-		return nil, fmt.Errorf("%w: %s (waited %s): %w", ErrLocked, path, timeout, err)
-	}
+	db, err := openFile(path, opts)
 	if err != nil {
-		return nil, fmt.Errorf("bolt: open %s: %w", path, err)
+		return nil, err
 	}
-	clock := opts.Clock
-	if clock == nil {
-		clock = time.Now
-	}
-	return &IdempotencyStore{db: db, clock: clock, own: true}, nil
+	return &IdempotencyStore{db: db, clock: opts.clock(), own: true}, nil
 }
 
 // Idempotency returns an IdempotencyStore in the Store's own file, on the Store's

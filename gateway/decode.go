@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
-	"mime"
 	"net/url"
 	"slices"
 	"strconv"
@@ -72,25 +71,6 @@ func parseQuery(raw string) (format, error) {
 		}
 	}
 	return f, nil
-}
-
-// checkContentType accepts application/json with no charset or charset=utf-8, as
-// the registry does.
-func checkContentType(ct string) error {
-	if ct == "application/json" {
-		return nil
-	}
-	if ct == "" {
-		return idkeeper.Errorf(idkeeper.CodeUnsupportedMediaType, "the Content-Type header is missing; send application/json")
-	}
-	mt, params, err := mime.ParseMediaType(ct)
-	if err != nil || mt != "application/json" {
-		return idkeeper.Errorf(idkeeper.CodeUnsupportedMediaType, "Content-Type %q is not supported; send application/json", ct)
-	}
-	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
-		return idkeeper.Errorf(idkeeper.CodeUnsupportedMediaType, "charset %q is not supported; send UTF-8", cs)
-	}
-	return nil
 }
 
 var errTooLarge = idkeeper.Errorf(idkeeper.CodeBodyTooLarge, "the request body is larger than %d bytes", MaxBodyBytes)

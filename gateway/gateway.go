@@ -235,7 +235,7 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, idkeeper.Invalidf("id", "%v", err))
 		return
 	}
-	writeJSON(w, http.StatusOK, "application/json", decodeResponse{
+	writeJSON(w, decodeResponse{
 		ID: strconv.FormatInt(id, 10), Time: p.Time.UTC().Format(TimeFormat), NodeID: p.Node, Sequence: p.Sequence,
 	})
 }
@@ -265,7 +265,7 @@ func (s *Server) version(w http.ResponseWriter, _ *http.Request) {
 	if l, ok := s.currentLayout(); ok {
 		v.Layout = &layoutJSON{Epoch: l.Epoch.UTC().Format(TimeFormat), TimestampBits: l.TimestampBits, NodeBits: l.NodeBits, SequenceBits: l.SequenceBits}
 	}
-	writeJSON(w, http.StatusOK, "application/json", v)
+	writeJSON(w, v)
 }
 
 type statusResponse struct {
@@ -288,7 +288,7 @@ func (s *Server) health(w http.ResponseWriter, _ *http.Request) {
 		writeProblem(w, unavailable(err))
 		return
 	}
-	writeJSON(w, http.StatusOK, "application/json", statusResponse{Status: "ok"})
+	writeJSON(w, statusResponse{Status: "ok"})
 }
 
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
@@ -296,7 +296,7 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 		writeProblem(w, &idkeeper.Error{Code: idkeeper.CodeNotReady, Message: "the gateway cannot issue IDs now: " + err.Error(), Err: err})
 		return
 	}
-	writeJSON(w, http.StatusOK, "application/json", statusResponse{Status: "ready"})
+	writeJSON(w, statusResponse{Status: "ready"})
 }
 
 var errEnded = &idkeeper.Error{Code: CodeIssuingUnavailable,
@@ -311,5 +311,5 @@ func (s *Server) livez(w http.ResponseWriter, _ *http.Request) {
 		default:
 		}
 	}
-	writeJSON(w, http.StatusOK, "application/json", statusResponse{Status: "ok"})
+	writeJSON(w, statusResponse{Status: "ok"})
 }

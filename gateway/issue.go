@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+
+	"github.com/idkeeper/idkeeper/internal/problem"
 )
 
 // Buffers larger than these are not kept for reuse: a rare huge request must not
@@ -41,7 +43,7 @@ func (s *Server) issue(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, err)
 		return
 	}
-	if err := checkContentType(r.Header.Get("Content-Type")); err != nil {
+	if err := problem.CheckJSONContentType(r.Header.Get("Content-Type")); err != nil {
 		writeProblem(w, err)
 		return
 	}
@@ -68,9 +70,7 @@ func (s *Server) issue(w http.ResponseWriter, r *http.Request) {
 	}
 	b.out = appendIDs(b.out[:0], b.ids, f)
 	h := w.Header()
-	h["Content-Type"] = hdrJSON
-	h["Cache-Control"] = hdrNoStore
-	h["X-Content-Type-Options"] = hdrNosniff
+	problem.SetHeaders(h, "application/json")
 	// net/http computes the length of a short answer itself; a long one would be
 	// sent chunked without it.
 	if len(b.out) >= 2048 {

@@ -17,13 +17,12 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"mime"
 	"net/http"
 	"net/netip"
-	"strings"
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/internal/problem"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -143,7 +142,7 @@ func (s *Server) v1(h apiFunc) http.Handler {
 
 // readBody returns the request body after checking its media type and size.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	if err := checkContentType(r.Header.Get("Content-Type")); err != nil {
+	if err := problem.CheckJSONContentType(r.Header.Get("Content-Type")); err != nil {
 		return nil, err
 	}
 	if r.ContentLength > s.opts.MaxBodyBytes {
@@ -163,21 +162,6 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 
 func tooLarge(limit int64) error {
 	return idkeeper.Errorf(idkeeper.CodeBodyTooLarge, "the request body is larger than %d bytes", limit)
-}
-
-// checkContentType accepts application/json, with no charset or charset=utf-8.
-func checkContentType(ct string) error {
-	if ct == "" {
-		return idkeeper.Errorf(idkeeper.CodeUnsupportedMediaType, "the Content-Type header is missing; send application/json")
-	}
-	mt, params, err := mime.ParseMediaType(ct)
-	if err != nil || mt != "application/json" {
-		return idkeeper.Errorf(idkeeper.CodeUnsupportedMediaType, "Content-Type %q is not supported; send application/json", ct)
-	}
-	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
-		return idkeeper.Errorf(idkeeper.CodeUnsupportedMediaType, "charset %q is not supported; send UTF-8", cs)
-	}
-	return nil
 }
 
 func (s *Server) alloc(w http.ResponseWriter, r *http.Request, remoteIP string) (any, error) {

@@ -55,27 +55,15 @@ import (
 	"github.com/idkeeper/idkeeper"
 )
 
-// Error codes of the component, sent as the `code` member of problem+json.
+// Error codes of the component, sent as the `code` member of problem+json. They
+// are the idkeeper.CodeIdempotency… codes under their older names here;
+// idkeeper.Code.Status gives their HTTP status.
 const (
-	CodeKeyRequired idkeeper.Code = "IDEMPOTENCY_KEY_REQUIRED"                      // 400
-	CodeKeyInvalid  idkeeper.Code = "IDEMPOTENCY_KEY_INVALID"                       // 400
-	CodeInProgress  idkeeper.Code = "IDEMPOTENCY_REQUEST_IN_PROGRESS"               // 409
-	CodeKeyReused   idkeeper.Code = "IDEMPOTENCY_KEY_REUSED_WITH_DIFFERENT_REQUEST" // 422
+	CodeKeyRequired = idkeeper.CodeIdempotencyKeyRequired // 400 IDEMPOTENCY_KEY_REQUIRED
+	CodeKeyInvalid  = idkeeper.CodeIdempotencyKeyInvalid  // 400 IDEMPOTENCY_KEY_INVALID
+	CodeInProgress  = idkeeper.CodeIdempotencyInProgress  // 409 IDEMPOTENCY_REQUEST_IN_PROGRESS
+	CodeKeyReused   = idkeeper.CodeIdempotencyKeyReused   // 422 IDEMPOTENCY_KEY_REUSED_WITH_DIFFERENT_REQUEST
 )
-
-// Status is the HTTP status of code: the component's own codes, then
-// idkeeper.Code.Status.
-func Status(code idkeeper.Code) int {
-	switch code {
-	case CodeKeyRequired, CodeKeyInvalid:
-		return http.StatusBadRequest
-	case CodeInProgress:
-		return http.StatusConflict
-	case CodeKeyReused:
-		return http.StatusUnprocessableEntity
-	}
-	return code.Status()
-}
 
 // Defaults for zero Config fields.
 const (

@@ -3,7 +3,6 @@ package idempotency
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/internal/problem"
 )
 
 // HeaderReplayed is the response header set to "true" on a replayed response.
@@ -155,52 +155,20 @@ func (rec *recorder) response() Response {
 	return Response{Status: rec.status, Header: rec.sent, Body: rec.body.Bytes()}
 }
 
-// problemTypeBase is the http package's: clients see one family of problem types.
-const problemTypeBase = "https://idkeeper.dev/problems/"
-
 // RetryAfterUnavailable is the Retry-After of a 503 STORE_UNAVAILABLE, in seconds.
 const RetryAfterUnavailable = 5
 
-var problemTitles = map[idkeeper.Code]string{
-	CodeKeyRequired: "Idempotency key required",
-	CodeKeyInvalid:  "Idempotency key invalid",
-	CodeInProgress:  "Request with this idempotency key in progress",
-	CodeKeyReused:   "Idempotency key reused with a different request",
-}
-
-// writeProblem sends err as RFC 9457 problem+json with a code member, in the
-// shape the http package uses.
+// writeProblem sends err as RFC 9457 problem+json in the registry's shape (see
+// internal/problem), with Retry-After on a 409 IDEMPOTENCY_REQUEST_IN_PROGRESS
+// (RetryAfterInProgress) and on a 503 (RetryAfterUnavailable).
 func writeProblem(w http.ResponseWriter, err error) {
-	code := idkeeper.ErrorCode(err)
-	status := Status(code)
-	title := problemTitles[code]
-	if title == "" {
-		title = http.StatusText(status)
-	}
-	p := map[string]any{
-		"type":   problemTypeBase + strings.ReplaceAll(strings.ToLower(string(code)), "_", "-"),
-		"title":  title,
-		"status": status,
-		"detail": idkeeper.ErrorMessage(err),
-		"code":   string(code),
-	}
-	var e *idkeeper.Error
-	if errors.As(err, &e) && e.Field != "" {
-		p["field"] = e.Field
-	}
-	b, _ := json.Marshal(p)
-	b = append(b, '\n')
-	h := w.Header()
+	p := problem.From(err)
+	retryAfter := 0
 	switch {
-	case code == CodeInProgress:
-		h.Set("Retry-After", strconv.Itoa(int(RetryAfterInProgress.Seconds())))
-	case status == http.StatusServiceUnavailable:
-		h.Set("Retry-After", strconv.Itoa(RetryAfterUnavailable))
+	case p.Code == CodeInProgress:
+		retryAfter = int(RetryAfterInProgress.Seconds())
+	case p.Status == http.StatusServiceUnavailable:
+		retryAfter = RetryAfterUnavailable
 	}
-	h.Set("Content-Type", "application/problem+json")
-	h.Set("Content-Length", strconv.Itoa(len(b)))
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
+	_ = p.Write(w, retryAfter)
 }

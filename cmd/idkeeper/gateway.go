@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -22,8 +21,6 @@ import (
 	"github.com/idkeeper/idkeeper/gateway"
 	"github.com/idkeeper/idkeeper/idempotency"
 	"github.com/idkeeper/idkeeper/redis"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
 // ConsumerKeysEnv names the environment variable of the gateway's consumer keys,
@@ -164,9 +161,7 @@ type gatewayServer struct {
 	log      *slog.Logger
 	sess     *idkclient.Session
 	idem     io.Closer // nil without an idempotency store
-	http     *http.Server
-	ln       net.Listener
-	served   chan error    // the result of http.Server.Serve
+	api      *httpService
 	fatal    chan error    // the session's lost lease
 	openDone chan struct{} // closed when Open has returned; then openErr is set
 	openErr  error
@@ -183,7 +178,7 @@ func startGateway(cfg gatewayConfig) (_ *gatewayServer, err error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	g := &gatewayServer{cfg: cfg, log: log, served: make(chan error, 1), fatal: make(chan error, 1), openDone: make(chan struct{})}
+	g := &gatewayServer{cfg: cfg, log: log, fatal: make(chan error, 1), openDone: make(chan struct{})}
 	var store idkeeper.IdempotencyStore
 	switch spec := cfg.IdempotencyStore; {
 	case spec == "none" || spec == "":
@@ -235,13 +230,7 @@ func startGateway(cfg gatewayConfig) (_ *gatewayServer, err error) {
 	if err != nil {
 		return nil, usageError{err}
 	}
-	promReg := prometheus.NewRegistry()
-	promReg.MustRegister(
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		collectors.NewBuildInfoCollector(),
-		idkclient.NewCollector(g.sess),
-	)
+	promReg := newPromRegistry(idkclient.NewCollector(g.sess))
 	gw := gateway.New(g.sess, gateway.Options{
 		MaxCount:     cfg.MaxCount,
 		Idempotency:  svc,
@@ -252,19 +241,9 @@ func startGateway(cfg gatewayConfig) (_ *gatewayServer, err error) {
 		Version:      cfg.Version,
 		Commit:       cfg.Commit,
 	})
-	if g.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	if g.api, err = startHTTP(cfg.Listen, gw.Handler(), log); err != nil {
+		return nil, err
 	}
-	g.http = &http.Server{
-		Handler:           gw.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
-	go func() { g.served <- g.http.Serve(g.ln) }()
 	go func() {
 		g.openErr = g.sess.Open(context.Background()) // Close ends it
 		close(g.openDone)
@@ -273,14 +252,14 @@ func startGateway(cfg gatewayConfig) (_ *gatewayServer, err error) {
 	if store != nil {
 		idem = redactURL(cfg.IdempotencyStore)
 	}
-	log.Info("gateway listening; leasing node IDs", "addr", g.ln.Addr().String(), "server", redactURL(cfg.ServerURL),
+	log.Info("gateway listening; leasing node IDs", "addr", g.api.Addr().String(), "server", redactURL(cfg.ServerURL),
 		"nodeIds", cfg.NodeIDs, "maxCount", cfg.MaxCount, "idempotencyStore", idem, "idempotencyRequired", cfg.IdempotencyRequired,
 		"consumerKeys", cfg.ConsumerKeys.Len(), "version", cfg.Version)
 	return g, nil
 }
 
 // Addr is the address the gateway listens on.
-func (g *gatewayServer) Addr() net.Addr { return g.ln.Addr() }
+func (g *gatewayServer) Addr() net.Addr { return g.api.Addr() }
 
 // waitOpen waits until the session holds its lease and returns nil, or returns
 // Open's error, or ctx's.
@@ -303,7 +282,7 @@ func (g *gatewayServer) wait(ctx context.Context) error {
 		case <-ctx.Done():
 			g.log.Info("stopping: draining requests in flight", "timeout", g.cfg.ShutdownTimeout)
 			return g.shutdown()
-		case err := <-g.served:
+		case err := <-g.api.served:
 			cause = fmt.Errorf("HTTP server failed: %w", err)
 		case err := <-g.fatal:
 			cause = fmt.Errorf("the gateway lost its lease and cannot issue IDs any more: %w", err)
@@ -332,22 +311,11 @@ func nodeIDsOf(ls []idkclient.Lease) []int64 {
 // ShutdownTimeout), then closes the session (drain, then Remove: the node IDs are
 // free at once) and the idempotency store.
 func (g *gatewayServer) shutdown() error {
-	ctx, cancel := context.WithTimeout(context.Background(), g.cfg.ShutdownTimeout)
-	defer cancel()
-	var errs []error
-	if err := g.http.Shutdown(ctx); err != nil {
-		errs = append(errs, fmt.Errorf("drain HTTP requests: %w", err))
-		_ = g.http.Close()
-	}
-	if err := g.sess.Close(); err != nil {
-		errs = append(errs, fmt.Errorf("release the node IDs: %w", err))
-	}
+	steps := []closeStep{{"release the node IDs", g.sess.Close}}
 	if g.idem != nil {
-		if err := g.idem.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("close the idempotency store: %w", err))
-		}
+		steps = append(steps, closeStep{"close the idempotency store", g.idem.Close})
 	}
-	if err := errors.Join(errs...); err != nil {
+	if err := g.api.shutdown(g.cfg.ShutdownTimeout, steps...); err != nil {
 		return err
 	}
 	g.log.Info("gateway stopped")

@@ -15,8 +15,6 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	idkhttp "github.com/idkeeper/idkeeper/http"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
 // BootstrapKeyEnv names the environment variable whose value the server stores as
@@ -140,9 +138,7 @@ type registryServer struct {
 	log   *slog.Logger
 	store idkeeper.Store
 	reg   *idkeeper.Registry
-	http  *http.Server
-	ln    net.Listener
-	done  chan error // the result of http.Server.Serve
+	api   *httpService
 }
 
 // startRegistryServer validates cfg, opens the store and the registry (node pool,
@@ -178,12 +174,7 @@ func startRegistryServer(ctx context.Context, cfg serverConfig) (_ *registryServ
 		}
 	}()
 
-	promReg := prometheus.NewRegistry()
-	promReg.MustRegister(
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		collectors.NewBuildInfoCollector(),
-	)
+	promReg := newPromRegistry()
 	metrics := idkhttp.NewMetrics(promReg)
 	rc.Observer = metrics
 	var reg *idkeeper.Registry
@@ -217,25 +208,13 @@ func startRegistryServer(ctx context.Context, cfg serverConfig) (_ *registryServ
 		Commit:         cfg.Commit,
 		Gatherer:       promReg,
 	})
-	ln, err := net.Listen("tcp", cfg.Listen)
+	web, err := startHTTP(cfg.Listen, api.Handler(), log)
 	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+		return nil, err
 	}
-	s := &registryServer{
-		cfg: cfg, log: log, store: store, reg: reg, ln: ln, done: make(chan error, 1),
-		http: &http.Server{
-			Handler:           api.Handler(),
-			ReadHeaderTimeout: 10 * time.Second,
-			ReadTimeout:       30 * time.Second,
-			WriteTimeout:      30 * time.Second,
-			IdleTimeout:       2 * time.Minute,
-			MaxHeaderBytes:    64 << 10,
-			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		},
-	}
-	go func() { s.done <- s.http.Serve(ln) }()
+	s := &registryServer{cfg: cfg, log: log, store: store, reg: reg, api: web}
 	rcfg := reg.Config()
-	log.Info("listening", "addr", ln.Addr().String(), "store", redactURL(cfg.Store),
+	log.Info("listening", "addr", web.Addr().String(), "store", redactURL(cfg.Store),
 		"version", cfg.Version, "commit", cfg.Commit,
 		"nodes", rcfg.Nodes, "firstLease", rcfg.FirstLease, "leaseDuration", rcfg.LeaseDuration,
 		"cleanupGrace", rcfg.Grace, "cleanupInterval", rcfg.CleanupInterval,
@@ -244,7 +223,7 @@ func startRegistryServer(ctx context.Context, cfg serverConfig) (_ *registryServ
 }
 
 // Addr is the address the server listens on.
-func (s *registryServer) Addr() net.Addr { return s.ln.Addr() }
+func (s *registryServer) Addr() net.Addr { return s.api.Addr() }
 
 // wait serves until ctx ends or serving fails, then shuts down.
 func (s *registryServer) wait(ctx context.Context) error {
@@ -252,7 +231,7 @@ func (s *registryServer) wait(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 		s.log.Info("stopping: draining requests in flight", "timeout", s.cfg.ShutdownTimeout)
-	case serveErr = <-s.done:
+	case serveErr = <-s.api.served:
 		s.log.Error("HTTP server failed", "err", serveErr)
 	}
 	err := s.shutdown()
@@ -265,20 +244,10 @@ func (s *registryServer) wait(ctx context.Context) error {
 // shutdown stops accepting connections, waits for requests in flight (at most
 // ShutdownTimeout), then stops the registry's jobs and closes the store.
 func (s *registryServer) shutdown() error {
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
-	defer cancel()
-	var errs []error
-	if err := s.http.Shutdown(ctx); err != nil {
-		errs = append(errs, fmt.Errorf("drain HTTP requests: %w", err))
-		_ = s.http.Close()
-	}
-	if err := s.reg.Close(); err != nil {
-		errs = append(errs, fmt.Errorf("stop the registry: %w", err))
-	}
-	if err := s.store.Close(); err != nil {
-		errs = append(errs, fmt.Errorf("close the store: %w", err))
-	}
-	if err := errors.Join(errs...); err != nil {
+	if err := s.api.shutdown(s.cfg.ShutdownTimeout,
+		closeStep{"stop the registry", s.reg.Close},
+		closeStep{"close the store", s.store.Close},
+	); err != nil {
 		return err
 	}
 	s.log.Info("stopped")

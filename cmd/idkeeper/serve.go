@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// newPromRegistry returns a Prometheus registry with the collectors every idkeeper
+// process exports (Go runtime, process, build info), then extra.
+func newPromRegistry(extra ...prometheus.Collector) *prometheus.Registry {
+	r := prometheus.NewRegistry()
+	r.MustRegister(append([]prometheus.Collector{
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		collectors.NewBuildInfoCollector(),
+	}, extra...)...)
+	return r
+}
+
+// httpService is an http.Server serving its own listener in the background.
+type httpService struct {
+	srv    *http.Server
+	ln     net.Listener
+	served chan error // receives the result of Serve, once
+}
+
+// startHTTP listens on addr (host:port; ":0" picks a free port) and serves h in
+// the background, with the timeouts and header limit of every idkeeper listener;
+// the server's own errors go to log at warn level. Serve's result arrives on
+// served; it is http.ErrServerClosed after shutdown.
+func startHTTP(addr string, h http.Handler, log *slog.Logger) (*httpService, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	s := &httpService{ln: ln, served: make(chan error, 1), srv: &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}}
+	go func() { s.served <- s.srv.Serve(ln) }()
+	return s, nil
+}
+
+// Addr is the address the service listens on.
+func (s *httpService) Addr() net.Addr { return s.ln.Addr() }
+
+// closeStep is a resource that shutdown closes once the HTTP requests have drained.
+type closeStep struct {
+	what  string // what closing does, for the error: "close the store"
+	close func() error
+}
+
+// shutdown stops accepting connections and waits for the requests in flight, at
+// most timeout (then it closes the connections left); then it runs every step in
+// order, the later ones even when an earlier one fails. It returns the errors of
+// all, joined, each prefixed with what failed; nil when everything went well.
+func (s *httpService) shutdown(timeout time.Duration, steps ...closeStep) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var errs []error
+	if err := s.srv.Shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("drain HTTP requests: %w", err))
+		_ = s.srv.Close()
+	}
+	for _, st := range steps {
+		if err := st.close(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", st.what, err))
+		}
+	}
+	return errors.Join(errs...)
+}

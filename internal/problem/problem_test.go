@@ -1,0 +1,107 @@
+package problem
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/idkeeper/idkeeper"
+)
+
+func TestWriteBytes(t *testing.T) {
+	err := fmt.Errorf("wrapped: %w", &idkeeper.Error{
+		Code: idkeeper.CodeCountTooLarge, Message: "too <many>", Field: "count", Err: errors.New("secret cause"),
+		Details: map[string]any{"maxCount": 50, "code": "HIJACK", "status": 200, "type": "x", "title": "x", "detail": "x", "field": "x", "instance": "x"},
+	})
+	w := httptest.NewRecorder()
+	if e := From(err).Write(w, 3); e != nil {
+		t.Fatal(e)
+	}
+	const want = `{"code":"COUNT_TOO_LARGE","detail":"too \u003cmany\u003e","field":"count","maxCount":50,"status":400,` +
+		`"title":"Count too large","type":"https://idkeeper.dev/problems/count-too-large"}` + "\n"
+	if w.Code != 400 || w.Body.String() != want {
+		t.Fatalf("%d %s\nwant %s", w.Code, w.Body, want)
+	}
+	h := w.Header()
+	for name, v := range map[string]string{"Content-Type": ContentType, "Content-Length": fmt.Sprint(len(want)),
+		"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff", "Retry-After": "3"} {
+		if h.Get(name) != v {
+			t.Errorf("%s: %q, want %q", name, h.Get(name), v)
+		}
+	}
+
+	w = httptest.NewRecorder()
+	_ = From(idkeeper.Errorf(idkeeper.CodeNotReady, "no")).Write(w, 0)
+	if _, ok := w.Header()["Retry-After"]; ok {
+		t.Fatal("Retry-After without being asked for")
+	}
+}
+
+func TestFrom(t *testing.T) {
+	for _, err := range []error{nil, errors.New("disk on fire at /var/lib/x")} {
+		p := From(err)
+		if p.Code != idkeeper.CodeInternal || p.Status != 500 || p.Body["detail"] != "internal error" ||
+			p.Body["title"] != "Internal server error" || p.Body["type"] != "https://idkeeper.dev/problems/internal" {
+			t.Fatalf("%v: %+v", err, p)
+		}
+	}
+	p := From(idkeeper.Errorf(idkeeper.CodeNodeIDsExhausted, "no"))
+	if _, ok := p.Body["field"]; ok || p.Status != 409 || p.Body["status"] != 409 {
+		t.Fatalf("%+v", p)
+	}
+	// A code without a title of its own gets the status text.
+	if got := Title("SOMETHING_NEW"); got != "Internal Server Error" {
+		t.Fatal(got)
+	}
+}
+
+// TestTitles: every code with a title has a status of its own, so Code.Status
+// covers every code a service sends.
+func TestTitles(t *testing.T) {
+	for code, title := range Titles {
+		if title == "" || (code.Status() == 500 && code != idkeeper.CodeInternal) {
+			t.Errorf("%s: title %q, status %d", code, title, code.Status())
+		}
+	}
+}
+
+func TestWriteJSONUnencodable(t *testing.T) {
+	w := httptest.NewRecorder()
+	if err := WriteJSON(w, 200, "application/json", map[string]any{"f": func() {}}); err == nil {
+		t.Fatal("no error")
+	}
+	const want = `{"type":"https://idkeeper.dev/problems/internal","title":"Internal server error","status":500,"code":"INTERNAL"}` + "\n"
+	if w.Code != 500 || w.Body.String() != want || w.Header().Get("Content-Type") != ContentType {
+		t.Fatalf("%d %v %s", w.Code, w.Header(), w.Body)
+	}
+}
+
+func TestSetHeaders(t *testing.T) {
+	h := http.Header{}
+	SetHeaders(h, "text/plain; charset=utf-8")
+	if h.Get("Content-Type") != "text/plain; charset=utf-8" || h.Get("Cache-Control") != "no-store" || h.Get("X-Content-Type-Options") != "nosniff" {
+		t.Fatal(h)
+	}
+	if n := testing.AllocsPerRun(100, func() { SetHeaders(h, "application/json"); SetHeaders(h, ContentType) }); n != 0 {
+		t.Fatalf("%v allocations", n)
+	}
+}
+
+func TestCheckJSONContentType(t *testing.T) {
+	for ct, ok := range map[string]bool{
+		"application/json":                  true,
+		"application/json; charset=utf-8":   true,
+		"Application/JSON; Charset=UTF-8":   true,
+		"":                                  false,
+		"text/plain":                        false,
+		"application/json; charset=latin-1": false,
+		"application/json;;":                false,
+	} {
+		err := CheckJSONContentType(ct)
+		if (err == nil) != ok || (err != nil && idkeeper.ErrorCode(err) != idkeeper.CodeUnsupportedMediaType) {
+			t.Errorf("%q: %v", ct, err)
+		}
+	}
+}
