@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,11 +15,9 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
-	"github.com/idkeeper/idkeeper/bolt"
 	"github.com/idkeeper/idkeeper/client"
 	"github.com/idkeeper/idkeeper/client/clienttest"
-	idkhttp "github.com/idkeeper/idkeeper/http"
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/idkeeper/idkeeper/internal/registrytest"
 )
 
 // t0 is where every test's clocks start.
@@ -57,33 +54,17 @@ type env struct {
 func newEnv(t *testing.T, cfg idkeeper.Config) *env {
 	t.Helper()
 	e := &env{t: t, clk: clienttest.NewClock(t0), logs: &syncBuffer{}, fatal: make(chan error, 16)}
-	quiet := slog.New(slog.DiscardHandler)
-	st, err := bolt.Open(filepath.Join(t.TempDir(), "idk.db"), bolt.Options{Clock: e.serverNow, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	cfg.Logger = quiet
 	if cfg.CleanupInterval == 0 {
 		cfg.CleanupInterval = time.Hour // tests run Cleanup themselves
 	}
-	reg, err := idkeeper.NewRegistry(st, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := reg.Open(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { reg.Close() })
-	if _, err := reg.EnsureAPIKey(context.Background(), testKey, "client tests"); err != nil {
-		t.Fatal(err)
-	}
-	e.reg = reg
-	srv := idkhttp.NewServer(reg, idkhttp.Options{Logger: quiet, Gatherer: prometheus.NewRegistry()})
-	e.proxy = &proxy{next: srv.Handler(), faults: map[string]fault{}}
-	ts := httptest.NewServer(e.proxy)
-	t.Cleanup(ts.Close)
-	e.url, e.hc = ts.URL, ts.Client()
+	srv := registrytest.Start(t, registrytest.Options{
+		Config: cfg, Clock: e.serverNow, APIKey: testKey, KeyName: "client tests",
+		Wrap: func(h http.Handler) http.Handler {
+			e.proxy = &proxy{next: h, faults: map[string]fault{}}
+			return e.proxy
+		},
+	})
+	e.reg, e.url, e.hc = srv.Registry, srv.URL, srv.Client
 	return e
 }
 
@@ -266,22 +247,7 @@ func rewrite(edit func(m map[string]any)) fault {
 }
 
 // syncBuffer is a log sink safe for concurrent writers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type syncBuffer struct{ registrytest.SyncBuffer }
 
 func (b *syncBuffer) count(s string) int { return strings.Count(b.String(), s) }
 

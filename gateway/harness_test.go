@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -18,10 +17,9 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
-	"github.com/idkeeper/idkeeper/bolt"
 	"github.com/idkeeper/idkeeper/client"
 	"github.com/idkeeper/idkeeper/gateway"
-	idkhttp "github.com/idkeeper/idkeeper/http"
+	"github.com/idkeeper/idkeeper/internal/registrytest"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -45,25 +43,11 @@ type registry struct {
 // startRegistry starts a registry whose clock is clock (the system clock when nil).
 func startRegistry(t testing.TB, clock func() time.Time) *registry {
 	t.Helper()
-	st, err := bolt.Open(filepath.Join(t.TempDir(), "idk.db"), bolt.Options{Clock: clock, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	reg, err := idkeeper.NewRegistry(st, idkeeper.Config{Logger: quiet, CleanupInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := reg.Open(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { reg.Close() })
-	if _, err := reg.EnsureAPIKey(context.Background(), registryKey, "gateway tests"); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(idkhttp.NewServer(reg, idkhttp.Options{Logger: quiet, Gatherer: prometheus.NewRegistry()}).Handler())
-	t.Cleanup(srv.Close)
-	return &registry{url: srv.URL, hc: srv.Client(), reg: reg}
+	srv := registrytest.Start(t, registrytest.Options{
+		Config: idkeeper.Config{CleanupInterval: time.Hour}, Clock: clock, Logger: quiet,
+		APIKey: registryKey, KeyName: "gateway tests",
+	})
+	return &registry{url: srv.URL, hc: srv.Client, reg: srv.Registry}
 }
 
 var pids atomic.Int64

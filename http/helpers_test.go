@@ -2,7 +2,6 @@ package http_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -11,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +18,7 @@ import (
 	idkhttp "github.com/idkeeper/idkeeper/http"
 	"github.com/idkeeper/idkeeper/internal/fakeclock"
 	"github.com/idkeeper/idkeeper/internal/redistest"
+	"github.com/idkeeper/idkeeper/internal/registrytest"
 	"github.com/idkeeper/idkeeper/redis"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -98,30 +97,13 @@ func newHarness(t testing.TB, clk *fakeclock.Clock, st idkeeper.Store, rs *redis
 	prom := prometheus.NewRegistry()
 	metrics := idkhttp.NewMetrics(prom)
 	s.cfg.Logger, s.cfg.Observer = log, metrics
-	reg, err := idkeeper.NewRegistry(st, s.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if err := reg.Open(ctx); err != nil {
-		t.Fatal(err)
-	}
-	metrics.CollectPool(reg)
-	if _, err := reg.EnsureAPIKey(ctx, testKey, "test"); err != nil {
-		t.Fatal(err)
-	}
-	if s.opts.Logger == nil {
-		s.opts.Logger = log
-	}
 	s.opts.Gatherer = prom
-	srv := httptest.NewServer(idkhttp.NewServer(reg, s.opts).Handler())
-	t.Cleanup(func() {
-		srv.Close()
-		_ = reg.Close()
-		_ = st.Close()
+	srv := registrytest.Start(t, registrytest.Options{
+		Config: s.cfg, Store: st, APIKey: testKey, KeyName: "test", HTTP: s.opts,
+		Opened: func(reg *idkeeper.Registry) { metrics.CollectPool(reg) },
 	})
-	return &harness{t: t, clk: clk, store: st, reg: reg, srv: srv, prom: prom, logs: logs, redis: rs,
-		client: srv.Client(), apiKey: testKey, baseURL: srv.URL}
+	return &harness{t: t, clk: clk, store: st, reg: srv.Registry, srv: srv.HTTP, prom: prom, logs: logs, redis: rs,
+		client: srv.Client, apiKey: testKey, baseURL: srv.URL}
 }
 
 // response is one HTTP answer, its JSON body decoded.
@@ -263,19 +245,4 @@ func quietLogger() *slog.Logger {
 }
 
 // syncBuffer is a log sink that tests may read while the server writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type syncBuffer = registrytest.SyncBuffer

@@ -1,0 +1,126 @@
+// Package registrytest starts a real registry for tests: a store (a bbolt file in
+// t.TempDir() unless the caller brings one), the registry engine, an API key and
+// the http package's handler served by httptest on loopback. Everything it starts
+// is closed by t.Cleanup.
+//
+// It is test support: it may import the http adapter, so only external test
+// packages (package http_test) of http may use it.
+package registrytest
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+
+	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/bolt"
+	idkhttp "github.com/idkeeper/idkeeper/http"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// TB is the part of testing.TB the helper uses.
+type TB interface {
+	Helper()
+	Fatal(args ...any)
+	TempDir() string
+	Cleanup(func())
+}
+
+// Options says what differs between callers. The zero value serves a bolt
+// registry on the system clock with the default config, logging nowhere.
+type Options struct {
+	// Config is the registry's config (pool size, lease settings, cleanup interval,
+	// observer). A nil Logger becomes Logger.
+	Config idkeeper.Config
+	// Clock is the bolt store's clock (a fake clock's Now); nil means time.Now.
+	// Unused when Store is set.
+	Clock idkeeper.Clock
+	// Store, when set, is the store to serve instead of a new bolt file. The
+	// helper closes it at the end of the test.
+	Store idkeeper.Store
+	// Logger is the bolt store's and, unless Config.Logger or HTTP.Logger is set,
+	// the registry's and the server's logger; nil means a discarding logger.
+	Logger *slog.Logger
+	// APIKey is the key the registry stores (DefaultAPIKey when empty), named
+	// KeyName ("tests" when empty).
+	APIKey, KeyName string
+	// HTTP are the server's options. A nil Gatherer becomes a fresh prometheus
+	// registry.
+	HTTP idkhttp.Options
+	// Opened, when set, runs after the registry opened, before the key is stored.
+	Opened func(*idkeeper.Registry)
+	// Wrap, when set, wraps the server's handler (a fault-injecting proxy).
+	Wrap func(http.Handler) http.Handler
+}
+
+// DefaultAPIKey is the API key stored when Options.APIKey is empty.
+const DefaultAPIKey = "idk_registrytest-key-0123456789abcdefghij"
+
+// Server is a registry served on loopback.
+type Server struct {
+	URL      string       // the server's base URL
+	Client   *http.Client // a client for URL
+	APIKey   string       // the stored API key
+	Registry *idkeeper.Registry
+	Store    idkeeper.Store
+	HTTP     *httptest.Server
+}
+
+// Start starts a registry server as o says; t.Cleanup closes the server, then the
+// registry, then the store.
+func Start(t TB, o Options) *Server {
+	t.Helper()
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.APIKey == "" {
+		o.APIKey = DefaultAPIKey
+	}
+	if o.KeyName == "" {
+		o.KeyName = "tests"
+	}
+	st := o.Store
+	if st == nil {
+		bs, err := bolt.Open(filepath.Join(t.TempDir(), "idk.db"), bolt.Options{Clock: o.Clock, Logger: o.Logger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st = bs
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	cfg := o.Config
+	if cfg.Logger == nil {
+		cfg.Logger = o.Logger
+	}
+	reg, err := idkeeper.NewRegistry(st, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := reg.Open(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = reg.Close() })
+	if o.Opened != nil {
+		o.Opened(reg)
+	}
+	if _, err := reg.EnsureAPIKey(ctx, o.APIKey, o.KeyName); err != nil {
+		t.Fatal(err)
+	}
+	hopts := o.HTTP
+	if hopts.Logger == nil {
+		hopts.Logger = cfg.Logger
+	}
+	if hopts.Gatherer == nil {
+		hopts.Gatherer = prometheus.NewRegistry()
+	}
+	var h http.Handler = idkhttp.NewServer(reg, hopts).Handler()
+	if o.Wrap != nil {
+		h = o.Wrap(h)
+	}
+	ts := httptest.NewServer(h)
+	t.Cleanup(ts.Close)
+	return &Server{URL: ts.URL, Client: ts.Client(), APIKey: o.APIKey, Registry: reg, Store: st, HTTP: ts}
+}
