@@ -1,0 +1,187 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Binaries are the programs a chaos run starts, built once per test binary.
+type Binaries struct {
+	Server       string // ./cmd/idkeeper, production build
+	ServerUnsafe string // ./cmd/idkeeper -tags chaos_unsafe: negative-control switches
+	Client       string // ./internal/chaos/cmd/chaosclient, production build of the library
+	ClientUnsafe string // chaosclient -tags chaos_unsafe
+}
+
+// Build compiles the binaries into dir, without the race detector: the children
+// must run at full speed, and the library's races are what its own tests look for.
+func Build(dir string) (Binaries, error) {
+	b := Binaries{
+		Server:       filepath.Join(dir, "idkeeper"),
+		ServerUnsafe: filepath.Join(dir, "idkeeper-unsafe"),
+		Client:       filepath.Join(dir, "chaosclient"),
+		ClientUnsafe: filepath.Join(dir, "chaosclient-unsafe"),
+	}
+	const mod = "github.com/idkeeper/idkeeper"
+	for _, job := range []struct{ out, pkg, tags string }{
+		{b.Server, mod + "/cmd/idkeeper", ""},
+		{b.ServerUnsafe, mod + "/cmd/idkeeper", "chaos_unsafe"},
+		{b.Client, mod + "/internal/chaos/cmd/chaosclient", ""},
+		{b.ClientUnsafe, mod + "/internal/chaos/cmd/chaosclient", "chaos_unsafe"},
+	} {
+		args := []string{"build", "-o", job.out}
+		if job.tags != "" {
+			args = append(args, "-tags", job.tags)
+		}
+		cmd := exec.Command("go", append(args, job.pkg)...)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return b, fmt.Errorf("go build %s: %v\n%s", job.pkg, err, out)
+		}
+	}
+	return b, nil
+}
+
+// process is a child process whose output goes to a log file. It is killed
+// (SIGKILL) when the test binary dies (Pdeathsig) and by the run's cleanup.
+type process struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+	log  *os.File
+
+	mu      sync.Mutex
+	stopped bool // SIGSTOP sent, no SIGCONT yet
+}
+
+func startProcess(name, logPath string, env []string, bin string, args ...string) (*process, error) {
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &process{name: name, cmd: cmd, done: make(chan struct{}), log: f}
+	go func() {
+		_ = cmd.Wait()
+		f.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// PID is the process ID.
+func (p *process) PID() int { return p.cmd.Process.Pid }
+
+// exited reports whether the process has ended.
+func (p *process) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// kill sends SIGKILL and waits for the exit.
+func (p *process) kill() {
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+}
+
+// stop sends SIGSTOP; cont sends SIGCONT.
+func (p *process) stop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stopped = true
+	_ = p.cmd.Process.Signal(syscall.SIGSTOP)
+}
+
+func (p *process) cont() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stopped = false
+	_ = p.cmd.Process.Signal(syscall.SIGCONT)
+}
+
+// terminate sends SIGTERM (after SIGCONT if stopped) and waits up to grace for a
+// clean exit, then kills. It reports whether the process exited by itself with
+// status 0.
+func (p *process) terminate(grace time.Duration) bool {
+	if p.exited() {
+		return p.cmd.ProcessState.Success()
+	}
+	p.mu.Lock()
+	if p.stopped {
+		_ = p.cmd.Process.Signal(syscall.SIGCONT)
+		p.stopped = false
+	}
+	p.mu.Unlock()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return p.cmd.ProcessState.Success()
+	case <-time.After(grace):
+		p.kill()
+		return false
+	}
+}
+
+// freePort asks the kernel for a free loopback port.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// waitHTTP polls url until it answers 200, the process exits, or timeout passes.
+func waitHTTP(ctx context.Context, p *process, url string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	hc := &http.Client{Timeout: 500 * time.Millisecond}
+	for {
+		resp, err := hc.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if p.exited() {
+			return fmt.Errorf("%s exited before %s answered (see %s)", p.name, url, p.log.Name())
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("%s: %s did not answer 200 within %v: %v", p.name, url, timeout, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// lockOwnerPID extracts the PID from a job lock owner "host:pid:suffix" (the
+// registry's default owner).
+func lockOwnerPID(owner string) (int, bool) {
+	parts := strings.Split(owner, ":")
+	if len(parts) < 3 {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(parts[len(parts)-2])
+	return pid, err == nil
+}
