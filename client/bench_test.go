@@ -41,8 +41,12 @@ func reportRate(b *testing.B, ids int, elapsed time.Duration) {
 
 // BenchmarkSessionNextID mints through Session.NextID, one goroutine, one node ID,
 // default layout: bound by the 1,024,000 IDs/s ceiling of a node ID.
-func BenchmarkSessionNextID(b *testing.B) {
-	s := benchSession(b, idkeeper.Config{}, 1)
+func BenchmarkSessionNextID(b *testing.B) { benchNextID(b, idkeeper.Config{}) }
+
+// benchNextID mints through Session.NextID of a one-node session on one goroutine
+// and reports the rate.
+func benchNextID(b *testing.B, cfg idkeeper.Config) {
+	s := benchSession(b, cfg, 1)
 	b.ReportAllocs()
 	start := time.Now()
 	for b.Loop() {
@@ -119,17 +123,7 @@ func BenchmarkSessionNextIDs(b *testing.B) {
 // BenchmarkSessionOverhead measures the cost of one Session.NextID call where the
 // sequence never runs out (wideLayout); BenchmarkGeneratorOverhead is the bare
 // snowflake generator on the same layout, for comparison.
-func BenchmarkSessionOverhead(b *testing.B) {
-	s := benchSession(b, idkeeper.Config{Layout: wideLayout}, 1)
-	b.ReportAllocs()
-	start := time.Now()
-	for b.Loop() {
-		if _, err := s.NextID(); err != nil {
-			b.Fatal(err)
-		}
-	}
-	reportRate(b, b.N, time.Since(start))
-}
+func BenchmarkSessionOverhead(b *testing.B) { benchNextID(b, idkeeper.Config{Layout: wideLayout}) }
 
 func BenchmarkGeneratorOverhead(b *testing.B) {
 	g, err := snowflake.New(wideLayout, 1, snowflake.Options{})
