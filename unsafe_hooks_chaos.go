@@ -46,10 +46,10 @@ var staleViews sync.Map // *Registry → []NodeID
 // does that resumes from a long pause between its read and its writes. The stale
 // window is one cleanup interval, so the race happens on every run, not once in a
 // blue moon. Freeing keeps watermarks, as Reclaim does.
-func (r *Registry) reclaim(ctx context.Context) (int, error) {
+func (r *Registry) reclaim(ctx context.Context, gd Guard) (int, error) {
 	f, ok := r.store.(unsafeFreer)
 	if !unsafeUnconditionalReclaim || !ok {
-		return r.store.Reclaim(ctx, r.cfg.Grace)
+		return r.store.Reclaim(ctx, gd, r.cfg.Grace)
 	}
 	now, err := r.store.Now(ctx)
 	if err != nil {
