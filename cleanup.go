@@ -45,4 +45,3 @@ func (r *Registry) Cleanup(ctx context.Context) (reclaimed int, ran bool, err er
 	}
 	return reclaimed, true, nil
 }
-

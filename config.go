@@ -63,8 +63,8 @@ type Config struct {
 	// hands out no receipts and takes no token as evidence, and holders cannot keep
 	// their leases over a store reset.
 	ReceiptSecret []byte
-	Logger   *slog.Logger // slog.Default()
-	Observer Observer     // no-op
+	Logger        *slog.Logger // slog.Default()
+	Observer      Observer     // no-op
 	// OnReset runs after the registry recovered from a store reset (DESIGN §7), for
 	// example to create the bootstrap API key again, before requests are served
 	// again. Errors are logged.

@@ -3,7 +3,6 @@ package idkeeper
 import (
 	"errors"
 	"fmt"
-	"time"
 )
 
 // Code is a stable, machine-readable error code, sent as the `code` member of a
@@ -30,8 +29,8 @@ const (
 	CodeStoreUnavailable       Code = "STORE_UNAVAILABLE"        // 503
 	CodeNotReady               Code = "NOT_READY"                // 503
 	CodeStoreNotInitialised    Code = "STORE_NOT_INITIALISED"    // 503
-	CodeStoreRecovering        Code = "STORE_RECOVERING"         // 503, Retry-After
-	CodeStoreClockSkew         Code = "STORE_CLOCK_SKEW"         // 503, Retry-After
+	CodeStoreRecovering        Code = "STORE_RECOVERING"         // 503
+	CodeStoreClockSkew         Code = "STORE_CLOCK_SKEW"         // 503
 	CodeInternal               Code = "INTERNAL"                 // 500
 )
 
@@ -99,8 +98,6 @@ type Error struct {
 	Field   string         // the request field at fault, for INVALID_REQUEST
 	Details map[string]any // extension members, e.g. skew and threshold
 	Err     error          // the cause, never shown to clients
-	// RetryAfter, when positive, is sent as the Retry-After header of the answer.
-	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string {

@@ -24,10 +24,6 @@ const (
 	PhaseReady Phase = "ready"
 )
 
-// RecoveringRetryAfter is the Retry-After of a 503 answered while the registry
-// waits for the store or recovers it.
-const RecoveringRetryAfter = 5 * time.Second
-
 // resetProbeInterval is how often the registry checks the store for a reset, a
 // wrong clock or an initialisation while no request comes.
 const resetProbeInterval = 5 * time.Second
@@ -89,7 +85,7 @@ func (r *Registry) Serving() error {
 	case PhaseUninitialised:
 		return ErrNotInitialised
 	}
-	return &Error{Code: CodeStoreRecovering, RetryAfter: RecoveringRetryAfter,
+	return &Error{Code: CodeStoreRecovering,
 		Message: "the registry is checking or recovering its store after a reset; retry shortly"}
 }
 
@@ -110,7 +106,7 @@ func (r *Registry) Ready(ctx context.Context) error {
 }
 
 func (r *Registry) clockErr() error {
-	return &Error{Code: CodeStoreClockSkew, RetryAfter: RecoveringRetryAfter,
+	return &Error{Code: CodeStoreClockSkew,
 		Message: fmt.Sprintf("the store's clock is %s from this registry's, more than %s: no grants, renewals or "+
 			"reclaims until they agree; check NTP on both", time.Duration(r.clockSkew.Load()), r.cfg.StoreClockTolerance),
 		Details: map[string]any{"offsetMs": time.Duration(r.clockSkew.Load()).Milliseconds(),
@@ -258,7 +254,7 @@ func (r *Registry) recoverReset(ctx context.Context, why, from string) error {
 	res, err := r.store.Reset(ctx, ResetParams{Seen: seen, Nodes: r.cfg.Nodes, Until: until, MinFence: r.state.maxToken()})
 	if err != nil {
 		r.log.Error("store reset detected, recovery failed; retrying", "reason", why, "err", err)
-		return &Error{Code: CodeStoreRecovering, RetryAfter: RecoveringRetryAfter,
+		return &Error{Code: CodeStoreRecovering,
 			Message: "the registry is recovering its store after a reset; retry shortly", Err: err}
 	}
 	r.setGeneration(res.Generation)

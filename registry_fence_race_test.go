@@ -4,7 +4,6 @@ import (
 	"context"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/bolt"
@@ -19,8 +18,8 @@ type heldRenew struct {
 	answered, leave chan struct{}
 }
 
-func (h *heldRenew) Renew(ctx context.Context, r idkeeper.Requester, d time.Duration) (idkeeper.Grant, error) {
-	g, err := h.Store.Renew(ctx, r, d)
+func (h *heldRenew) Renew(ctx context.Context, gd idkeeper.Guard, p idkeeper.RenewParams) (idkeeper.Grant, error) {
+	g, err := h.Store.Renew(ctx, gd, p)
 	if h.armed {
 		close(h.answered)
 		<-h.leave
@@ -48,7 +47,7 @@ func TestConcurrentGrantIsNoFenceRegression(t *testing.T) {
 	h.armed = true
 	done := make(chan error, 1)
 	go func() {
-		_, err := e.reg.Renew(ctx, idkeeper.RenewRequest{Requester: who(1), FencingTokens: []uint64{g1.Leases[0].FencingToken}})
+		_, err := e.reg.Renew(ctx, idkeeper.RenewRequest{Requester: who(1), Receipts: receipts(g1)})
 		done <- err
 	}()
 	<-h.answered
