@@ -65,10 +65,12 @@ type Config struct {
 	ReceiptSecret []byte
 	Logger        *slog.Logger // slog.Default()
 	Observer      Observer     // no-op
-	// OnReset runs after the registry recovered from a store reset (DESIGN §7), for
-	// example to create the bootstrap API key again, before requests are served
-	// again. Errors are logged.
-	OnReset func(ctx context.Context) error
+	// OnAdopt runs each time the registry adopts a store generation — at start,
+	// once an uninitialised store has been initialised, after recovering from a
+	// reset (DESIGN §7) — before it serves requests under it: the place to store the
+	// bootstrap API key, which a store that lost its data has lost too. Errors are
+	// logged; serving starts anyway.
+	OnAdopt func(ctx context.Context) error
 }
 
 // RangeError reports a setting outside its range. Its message names the setting and

@@ -182,6 +182,9 @@ func (r *Registry) CheckStore(ctx context.Context) error {
 			return err
 		}
 	}
+	if st.Nodes > r.cfg.Nodes {
+		return Invalidf("nodes", "the store holds %d node IDs; a pool of %d would drop some", st.Nodes, r.cfg.Nodes)
+	}
 	if st.Nodes < r.cfg.Nodes {
 		if err := r.store.Grow(ctx, r.guard(false), r.cfg.Nodes); err != nil {
 			if errors.Is(err, ErrStoreReset) {
@@ -194,11 +197,15 @@ func (r *Registry) CheckStore(ctx context.Context) error {
 	return nil
 }
 
-// adopt makes g the registry's generation, saves it and starts serving.
+// adopt makes g the registry's generation, saves it, runs OnAdopt and starts
+// serving.
 func (r *Registry) adopt(ctx context.Context, g Generation) error {
 	r.recoverMu.Lock()
 	defer r.recoverMu.Unlock()
-	first := r.Generation().IsZero() && r.state.seen().IsZero()
+	if r.Phase() == PhaseReady && r.Generation().ID == g.ID {
+		return nil
+	}
+	first := r.state.seen().IsZero()
 	r.setGeneration(g)
 	if err := r.syncState(ctx); err != nil {
 		return err
@@ -206,6 +213,7 @@ func (r *Registry) adopt(ctx context.Context, g Generation) error {
 	if first {
 		r.log.Info("adopted the store's generation", "generation", g.Number, "id", g.ID, "origin", g.Origin)
 	}
+	r.onAdopt(ctx)
 	r.setPhase(PhaseReady)
 	return nil
 }
@@ -258,6 +266,15 @@ func (r *Registry) recoverReset(ctx context.Context, why, from string) error {
 			Message: "the registry is recovering its store after a reset; retry shortly", Err: err}
 	}
 	r.setGeneration(res.Generation)
+	// The recovery covers whatever a change of the replication ID meant: adopt the
+	// current one, or the next check would take the same change for another reset.
+	if rs, ok := r.store.(replicationIDer); ok {
+		if id, err := rs.ReplicationID(ctx); err == nil {
+			r.state.update(func(s *ReplicaState) bool { changed := s.ReplicationID != id; s.ReplicationID = id; return changed })
+		} else {
+			r.log.Warn("read the replication ID after a recovery", "err", err)
+		}
+	}
 	if err := r.syncState(ctx); err != nil {
 		return err
 	}
@@ -265,13 +282,18 @@ func (r *Registry) recoverReset(ctx context.Context, why, from string) error {
 	r.log.Error("store reset detected and recovered: every node ID nobody claims is quarantined until "+
 		until.Format(time.RFC3339)+"; holders keep their leases when their Renew shows their receipts",
 		"reason", why, "until", until, "generation", res.Generation.Number, "newGeneration", res.NewGeneration)
-	if r.cfg.OnReset != nil {
-		if err := r.cfg.OnReset(ctx); err != nil {
-			r.log.Error("after store reset", "err", err)
-		}
-	}
+	r.onAdopt(ctx)
 	r.setPhase(PhaseReady)
 	return nil
+}
+
+func (r *Registry) onAdopt(ctx context.Context) {
+	if r.cfg.OnAdopt == nil {
+		return
+	}
+	if err := r.cfg.OnAdopt(ctx); err != nil {
+		r.log.Error("after adopting the store's generation", "err", err)
+	}
 }
 
 // RecoverReset treats the store as reset, for signals found outside the store's

@@ -416,7 +416,10 @@ func TestKeyLookupOnAWipedStoreRecoversFirst(t *testing.T) {
 	st, _ := files.open(nil)
 	sw := storetest.NewSwap(st)
 	var reg *idkeeper.Registry
-	e := openEnv(t, sw, clk, idkeeper.Config{Nodes: 4, OnReset: func(ctx context.Context) error {
+	e := openEnv(t, sw, clk, idkeeper.Config{Nodes: 4, OnAdopt: func(ctx context.Context) error {
+		if reg == nil { // Open adopting the first generation: stored below
+			return nil
+		}
 		_, _, err := reg.EnsureBootstrapKey(ctx, bootstrap)
 		return err
 	}})

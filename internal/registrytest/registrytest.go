@@ -111,10 +111,10 @@ func Start(t TB, o Options) *Server {
 		reg *idkeeper.Registry
 		err error
 	)
-	if cfg.OnReset == nil {
+	if cfg.OnAdopt == nil {
 		// As the server does with its bootstrap key: a store that lost its data gets
 		// the key again after the recovery.
-		cfg.OnReset = func(ctx context.Context) error {
+		cfg.OnAdopt = func(ctx context.Context) error {
 			_, err := reg.EnsureAPIKey(ctx, o.APIKey, o.KeyName)
 			return err
 		}
