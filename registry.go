@@ -189,11 +189,15 @@ func (r *Registry) Renew(ctx context.Context, req RenewRequest) (g Grant, err er
 		return Grant{}, err
 	}
 	claims := r.verify(req)
+	raised := false
 	for _, c := range claims {
-		if r.state.raiseToken(c.Token) {
-			if err := r.syncState(ctx); err != nil {
-				return Grant{}, err
-			}
+		// A verified receipt proves its token was handed out: the guard below then
+		// finds a store that never reached it, however this replica missed it.
+		raised = r.state.raiseToken(c.Token) || raised
+	}
+	if raised {
+		if err := r.syncState(ctx); err != nil {
+			return Grant{}, err
 		}
 	}
 	p := RenewParams{Requester: req.Requester, KeyID: req.KeyID, Duration: r.cfg.LeaseDuration, Grace: r.cfg.Grace, Claims: claims}

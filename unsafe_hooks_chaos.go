@@ -33,7 +33,7 @@ func resetUntil(now time.Time, d time.Duration) time.Time {
 // unsafeFreer is a store that frees node IDs whoever holds them (the redis store
 // in a chaos_unsafe build).
 type unsafeFreer interface {
-	UnsafeFree(ctx context.Context, nodes ...NodeID) (int, error)
+	UnsafeFree(ctx context.Context, g Guard, nodes ...NodeID) (int, error)
 }
 
 // staleViews holds, per Registry, the node IDs the previous cleanup run read as
@@ -70,5 +70,5 @@ func (r *Registry) reclaim(ctx context.Context, gd Guard) (int, error) {
 	if len(stale) == 0 {
 		return 0, nil
 	}
-	return f.UnsafeFree(ctx, stale...)
+	return f.UnsafeFree(ctx, gd, stale...)
 }

@@ -191,7 +191,8 @@ func (m *Metrics) Evidence(kind string, n int) {
 
 // CollectPool registers, with the Registerer given to NewMetrics, gauges of reg's
 // node pool that are read with reg.Remaining at every scrape. When the store does not
-// answer, idkeeper_store_up is 0 and the pool gauges are left out of that scrape.
+// answer, or the registry does not serve (it waits for init or recovers a reset),
+// idkeeper_store_up is 0 and the pool gauges are left out of that scrape.
 // It panics when called twice, and does nothing when NewMetrics got a nil Registerer.
 func (m *Metrics) CollectPool(reg *idkeeper.Registry) {
 	if m.reg == nil {
@@ -216,7 +217,7 @@ func newPoolCollector(reg *idkeeper.Registry) *poolCollector {
 		leased:      d("nodes_leased", "Node IDs held by a lease that has not expired."),
 		inGrace:     d("nodes_in_grace", "Node IDs held by an expired lease inside the cleanup grace period."),
 		quarantined: d("nodes_quarantined", "Free node IDs not allocatable before their quarantine ends."),
-		up:          d("store_up", "1 when the lease store answered the scrape's pool query, else 0."),
+		up:          d("store_up", "1 when the registry answered the scrape's pool query (it serves, and its store answers), else 0."),
 	}
 }
 
