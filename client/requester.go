@@ -109,4 +109,3 @@ func parseStart(selfStat, procStat string) (time.Time, error) {
 	}
 	return time.Time{}, errors.New("no btime in /proc/stat")
 }
-

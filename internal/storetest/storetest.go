@@ -159,10 +159,10 @@ func req(i int) idkeeper.Requester {
 
 // env is one open store on a fake clock, with the facts a test tracks about it.
 type env struct {
-	t        *testing.T
-	ctx      context.Context
-	clock    *fakeclock.Clock
-	s        idkeeper.Store
+	t     *testing.T
+	ctx   context.Context
+	clock *fakeclock.Clock
+	s     idkeeper.Store
 	nodes int                 // pool size
 	fence uint64              // highest fencing token seen
 	gen   idkeeper.Generation // the generation adopted
