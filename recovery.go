@@ -145,7 +145,10 @@ func (r *Registry) checkClock(storeNow time.Time) {
 // the clocks and grows the pool to Config.Nodes. The probe calls it every few
 // seconds; Open once.
 func (r *Registry) CheckStore(ctx context.Context) error {
-	from := r.Generation().ID
+	// What the store is compared with is taken before it is read: a grant that
+	// completes between the read and the comparison raises what this replica knows,
+	// and must not look like a counter that went back.
+	from, known := r.Generation().ID, r.state.maxToken()
 	st, err := r.store.Status(ctx)
 	if err != nil {
 		return Unavailable(err)
@@ -169,9 +172,9 @@ func (r *Registry) CheckStore(ctx context.Context) error {
 	case st.Generation.ID != seen.ID:
 		return r.recoverReset(ctx, fmt.Sprintf("the store holds generation %d (%s, %s), this registry saw %d (%s)",
 			st.Generation.Number, st.Generation.ID, st.Generation.Origin, seen.Number, seen.ID), from)
-	case st.Fence < r.state.maxToken():
+	case st.Fence < known:
 		return r.recoverReset(ctx, fmt.Sprintf("the store's fencing counter %d is below token %d, known to be handed out",
-			st.Fence, r.state.maxToken()), from)
+			st.Fence, known), from)
 	}
 	if err := r.checkReplication(ctx, from); err != nil {
 		return err
