@@ -155,7 +155,7 @@ func TestRedisRestartWithAOFAlwaysIsNoReset(t *testing.T) {
 
 // appendfsync everysec keeps the data over a restart of the process, but a crash
 // of the machine can lose the last second: the store cannot vouch for the change,
-// so it is a reset (the sentinel survived; only the replication ID tells).
+// so it is a reset (the generation survived; only the replication ID tells).
 func TestRedisRestartWithAOFEverySecIsReset(t *testing.T) {
 	srv := redistest.Start(t, redistest.WithAOFEverySec())
 	e, _ := openRedisEnv(t, srv, redis.Options{})

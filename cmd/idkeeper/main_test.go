@@ -378,43 +378,20 @@ func initInProcess(t *testing.T, store string, extra ...string) string {
 // session and then more (when not nil) against it, stops it through its context
 // and returns its log.
 func serveInProcess(t *testing.T, store string, more func(c *client), extra ...string) string {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	pr, pw := io.Pipe()
-	args := append([]string{"server", "--listen", "127.0.0.1:0", "--store", store, "--log-format", "json", "--cleanup-grace", "0"}, extra...)
-	done := make(chan int, 1)
-	go func() {
-		code := run(ctx, args, func(k string) (string, bool) {
-			if k == BootstrapKeyEnv {
-				return bootstrapKey, true
-			}
-			return "", false
-		}, io.Discard, pw)
-		pw.Close()
-		done <- code
-	}()
-	logs := &lockedBuffer{}
-	addr := make(chan string, 1)
-	scanned := make(chan struct{})
-	go func() { scanLogs(pr, logs, addr); close(scanned) }()
-	select {
-	case a := <-addr:
-		c := &client{t: t, base: "http://" + a, key: bootstrapKey}
-		curlSession(c, 4096, 0, 10*time.Minute)
-		if more != nil {
-			more(c)
-		}
-	case code := <-done:
-		t.Fatalf("server exited with %d:\n%s", code, logs)
-	case <-time.After(20 * time.Second):
-		t.Fatalf("server did not start:\n%s", logs)
+	t.Helper()
+	s, code := startInProcess(t, append([]string{"--store", store, "--cleanup-grace", "0"}, extra...), bootstrapEnv)
+	if s.base == "" {
+		t.Fatalf("server exited with %d:\n%s", code, s.logs)
 	}
-	cancel()
-	if code := <-done; code != exitOK {
-		t.Fatalf("exit %d:\n%s", code, logs)
+	c := s.client(bootstrapKey)
+	curlSession(c, 4096, 0, 10*time.Minute)
+	if more != nil {
+		more(c)
 	}
-	<-scanned
-	return logs.String()
+	if code := s.stop(); code != exitOK {
+		t.Fatalf("exit %d:\n%s", code, s.logs)
+	}
+	return s.logs.String()
 }
 
 func TestAPIKeyCreate(t *testing.T) {
