@@ -41,8 +41,10 @@ func APIKeyFor(secret, description string, now, expiresAt time.Time) APIKey {
 }
 
 // Authenticate checks a presented X-API-Key. Errors: API_KEY_MISSING,
-// API_KEY_INVALID (unknown key, compared in constant time), API_KEY_EXPIRED,
-// STORE_UNAVAILABLE.
+// API_KEY_INVALID (unknown or revoked key, compared in constant time),
+// API_KEY_EXPIRED, STORE_UNAVAILABLE, and STORE_RECOVERING when the key cannot be
+// found because the store lost its data: a key the registry merely cannot read yet
+// is never answered 401 (DESIGN §7).
 func (r *Registry) Authenticate(ctx context.Context, presented string) (APIKey, error) {
 	if presented == "" {
 		return APIKey{}, Errorf(CodeAPIKeyMissing, "the X-API-Key header is required")
@@ -50,28 +52,110 @@ func (r *Registry) Authenticate(ctx context.Context, presented string) (APIKey, 
 	id, hash := HashAPIKey(presented)
 	k, err := r.store.APIKey(ctx, id)
 	if errors.Is(err, ErrNotFound) {
+		if err := r.confirmGeneration(ctx); err != nil {
+			return APIKey{}, err
+		}
+		k, err = r.store.APIKey(ctx, id) // the recovery may have stored it again (bootstrap key)
+	}
+	if errors.Is(err, ErrNotFound) {
 		return APIKey{}, Errorf(CodeAPIKeyInvalid, "the API key is not valid")
 	}
 	if err != nil {
 		return APIKey{}, Unavailable(err)
 	}
-	if subtle.ConstantTimeCompare(hash, k.Hash) != 1 {
+	now := r.cfg.Clock()
+	switch {
+	case subtle.ConstantTimeCompare(hash, k.Hash) != 1:
 		return APIKey{}, Errorf(CodeAPIKeyInvalid, "the API key is not valid")
-	}
-	if k.Expired(r.cfg.Clock()) {
+	case k.Revoked():
+		return APIKey{}, Errorf(CodeAPIKeyInvalid, "the API key was revoked at %s", k.RevokedAt.UTC().Format(time.RFC3339))
+	case k.Expired(now):
 		return APIKey{}, Errorf(CodeAPIKeyExpired, "the API key expired at %s", k.ExpiresAt.UTC().Format(time.RFC3339))
 	}
+	r.touch(k.ID, now)
 	return k, nil
+}
+
+// confirmGeneration checks, when a key was not found, that the store still holds
+// the adopted generation; when it does not, the key may be gone with the store's
+// data: the store is recovered and the caller gets STORE_RECOVERING, or nil when
+// the recovery is done and the lookup may be repeated.
+func (r *Registry) confirmGeneration(ctx context.Context) error {
+	from := r.Generation().ID
+	st, err := r.store.Status(ctx)
+	if err != nil {
+		return Unavailable(err)
+	}
+	if st.Initialised && st.Generation.ID == from {
+		return nil
+	}
+	return r.recoverReset(ctx, "an API key lookup found the store without the adopted generation", from)
+}
+
+// touchEvery is how often a replica records a key's LastUsedAt.
+const touchEvery = time.Minute
+
+// touch records that key id was used at now, at most once a minute per key, in the
+// background: a request never waits for it.
+func (r *Registry) touch(id string, now time.Time) {
+	if last, ok := r.touched.Load(id); ok && now.Sub(last.(time.Time)) < touchEvery {
+		return
+	}
+	r.touched.Store(id, now)
+	r.wg.Go(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := r.store.TouchAPIKey(ctx, id, now); err != nil {
+			r.log.Debug("record an API key's use", "keyId", id, "err", err)
+		}
+	})
 }
 
 // EnsureAPIKey stores secret as a key with the given description unless a key with
 // that secret exists; created tells which. A secret shorter than MinAPIKeyLen is an
 // INVALID_REQUEST Error.
 func (r *Registry) EnsureAPIKey(ctx context.Context, secret, description string) (created bool, err error) {
+	return r.ensureKey(ctx, secret, description, false)
+}
+
+// EnsureBootstrapKey stores secret as the bootstrap key (APIKey.Bootstrap) unless
+// it exists, and revokes every other bootstrap key that is not revoked yet: a new
+// IDKEEPER_BOOTSTRAP_API_KEY retires the previous one. A bootstrap key that was
+// revoked (retired by a newer one) is not brought back: the error says so, and
+// retires nothing. created tells whether the key was stored; retired lists the
+// IDs of the keys revoked.
+func (r *Registry) EnsureBootstrapKey(ctx context.Context, secret string) (created bool, retired []string, err error) {
+	id, _ := HashAPIKey(secret)
+	if k, err := r.store.APIKey(ctx, id); err == nil && k.Revoked() {
+		return false, nil, Errorf(CodeConflict, "the bootstrap API key %s was revoked at %s (a newer bootstrap key retired it); "+
+			"set the current key in IDKEEPER_BOOTSTRAP_API_KEY", id, k.RevokedAt.UTC().Format(time.RFC3339))
+	}
+	created, err = r.ensureKey(ctx, secret, "bootstrap key (IDKEEPER_BOOTSTRAP_API_KEY)", true)
+	if err != nil {
+		return false, nil, err
+	}
+	keys, err := r.store.APIKeys(ctx)
+	if err != nil {
+		return created, nil, Unavailable(err)
+	}
+	now := r.cfg.Clock()
+	for _, k := range keys {
+		if k.Bootstrap && !k.Revoked() && k.ID != id {
+			if err := r.store.RevokeAPIKey(ctx, k.ID, now); err != nil && !errors.Is(err, ErrNotFound) {
+				return created, retired, Unavailable(err)
+			}
+			retired = append(retired, k.ID)
+		}
+	}
+	return created, retired, nil
+}
+
+func (r *Registry) ensureKey(ctx context.Context, secret, description string, bootstrap bool) (bool, error) {
 	if len(secret) < MinAPIKeyLen {
 		return false, Invalidf("apiKey", "an API key must be at least %d characters long", MinAPIKeyLen)
 	}
 	k := APIKeyFor(secret, description, r.cfg.Clock(), time.Time{})
+	k.Bootstrap = bootstrap
 	if _, err := r.store.APIKey(ctx, k.ID); err == nil {
 		return false, nil
 	} else if !errors.Is(err, ErrNotFound) {

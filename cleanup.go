@@ -25,8 +25,8 @@ func (r *Registry) Cleanup(ctx context.Context) (reclaimed int, ran bool, err er
 	if !ok {
 		return 0, false, nil
 	}
-	err = r.mutate(ctx, func() error {
-		reclaimed, err = r.reclaim(ctx)
+	err = r.mutate(ctx, true, func(gd Guard) error {
+		reclaimed, err = r.reclaim(ctx, gd)
 		return err
 	})
 	if now, nerr := r.store.Now(ctx); nerr == nil && now.After(lock.Until) {
@@ -37,36 +37,11 @@ func (r *Registry) Cleanup(ctx context.Context) (reclaimed int, ran bool, err er
 		r.log.Warn("release job lock", "job", CleanupJob, "err", uerr)
 	}
 	if err != nil {
-		return 0, true, r.storeErr(err)
+		return 0, true, err
 	}
 	r.obs.Reclaimed(reclaimed)
 	if reclaimed > 0 {
 		r.log.Info("cleanup reclaimed expired leases", "reclaimed", reclaimed, "grace", r.cfg.Grace)
 	}
 	return reclaimed, true, nil
-}
-
-// resetProbeInterval is how often the registry checks an idle store for a reset.
-const resetProbeInterval = 5 * time.Second
-
-func (r *Registry) cleanupLoop(ctx context.Context) {
-	defer r.wg.Done()
-	cleanup := time.NewTicker(r.cfg.CleanupInterval)
-	defer cleanup.Stop()
-	probe := time.NewTicker(min(resetProbeInterval, r.cfg.CleanupInterval))
-	defer probe.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-cleanup.C:
-			if _, _, err := r.Cleanup(ctx); err != nil && ctx.Err() == nil {
-				r.log.Error("cleanup job", "err", err)
-			}
-		case <-probe.C:
-			if err := r.CheckStore(ctx); err != nil && ctx.Err() == nil {
-				r.log.Warn("store check", "err", err)
-			}
-		}
-	}
 }

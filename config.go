@@ -46,14 +46,31 @@ type Config struct {
 	ShortLeases bool
 	// Owner names this replica in job locks. Default: host name, PID and a random suffix.
 	Owner string
-	// Clock is the registry's own wall clock, for API-key expiry (time.Now). Lease
-	// arithmetic never uses it: that is the store's clock.
-	Clock    Clock
-	Logger   *slog.Logger // slog.Default()
-	Observer Observer     // no-op
-	// OnReset runs after the registry recovered from a store reset (DESIGN §7), for
-	// example to create the bootstrap API key again. Errors are logged.
-	OnReset func(ctx context.Context) error
+	// Clock is the registry's own wall clock (time.Now), for API-key expiry and to
+	// check the store's clock against (DESIGN §7): when they differ by more than
+	// StoreClockTolerance the registry stops granting, renewing and reclaiming
+	// until they agree again. Lease arithmetic never uses it: that is the store's.
+	Clock Clock
+	// StoreClockTolerance is how far the store's clock may be from Clock:
+	// max(Grace / 2, 1 s) by default.
+	StoreClockTolerance time.Duration
+	// State keeps what this replica must remember across restarts (the store
+	// generation it adopted, the highest token known, the replication ID). Default:
+	// a MemoryState, which forgets it with the process; the server passes a file.
+	State StateKeeper
+	// ReceiptSecret, at least MinReceiptSecretLen bytes and the same on every
+	// replica, signs the leases' receipts (DESIGN §7). Without one the registry
+	// hands out no receipts and takes no token as evidence, and holders cannot keep
+	// their leases over a store reset.
+	ReceiptSecret []byte
+	Logger        *slog.Logger // slog.Default()
+	Observer      Observer     // no-op
+	// OnAdopt runs each time the registry adopts a store generation — at start,
+	// once an uninitialised store has been initialised, after recovering from a
+	// reset (DESIGN §7) — before it serves requests under it: the place to store the
+	// bootstrap API key, which a store that lost its data has lost too. Errors are
+	// logged; serving starts anyway.
+	OnAdopt func(ctx context.Context) error
 }
 
 // RangeError reports a setting outside its range. Its message names the setting and
@@ -135,6 +152,18 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Observer == nil {
 		c.Observer = nopObserver{}
 	}
+	if c.StoreClockTolerance == 0 {
+		c.StoreClockTolerance = max(c.Grace/2, time.Second)
+	}
+	if c.StoreClockTolerance < 0 {
+		return c, &RangeError{"store-clock-tolerance", c.StoreClockTolerance.String(), "0s", "∞"}
+	}
+	if c.State == nil {
+		c.State = &MemoryState{}
+	}
+	if n := len(c.ReceiptSecret); n > 0 && n < MinReceiptSecretLen {
+		return c, &RangeError{"receipt-secret", fmt.Sprintf("%d bytes", n), fmt.Sprintf("%d bytes", MinReceiptSecretLen), "∞"}
+	}
 	return c, nil
 }
 
@@ -150,9 +179,15 @@ type Observer interface {
 	Reclaimed(n int)
 	// JobLockOverrun reports a job that ran past its lock-at-most-for by overrun.
 	JobLockOverrun(job string, overrun time.Duration)
-	// StoreReset reports a detected store reset; recovered is false when another
-	// replica had recovered it already.
-	StoreReset(recovered bool)
+	// StoreReset reports a recovery from a store reset; newGeneration is false when
+	// the store held another replica's (or a newly initialised) generation.
+	StoreReset(newGeneration bool)
+	// Phase reports the registry's phase whenever it changes, and whether the
+	// store's clock agrees with its own (offset: store − own, last measured).
+	Phase(p Phase, clockOK bool, offset time.Duration)
+	// Evidence reports what a Renew's evidence came to: restored and contested node
+	// IDs, and ignored evidence by reason ("bad_receipt", "bare_token").
+	Evidence(kind string, n int)
 }
 
 type nopObserver struct{}
@@ -162,3 +197,5 @@ func (nopObserver) Skew(string, time.Duration, SkewLevel) {}
 func (nopObserver) Reclaimed(int)                         {}
 func (nopObserver) JobLockOverrun(string, time.Duration)  {}
 func (nopObserver) StoreReset(bool)                       {}
+func (nopObserver) Phase(Phase, bool, time.Duration)      {}
+func (nopObserver) Evidence(string, int)                  {}

@@ -16,16 +16,21 @@ const (
 	CodeAPIKeyInvalid          Code = "API_KEY_INVALID"          // 401
 	CodeAPIKeyExpired          Code = "API_KEY_EXPIRED"          // 401
 	CodeIPNotAllowed           Code = "IP_NOT_ALLOWED"           // 403
+	CodeLeaseNotOwned          Code = "LEASE_NOT_OWNED"          // 403
 	CodeNotFound               Code = "NOT_FOUND"                // 404
 	CodeMethodNotAllowed       Code = "METHOD_NOT_ALLOWED"       // 405
 	CodeConflict               Code = "CONFLICT"                 // 409
 	CodeClockSkewTooLarge      Code = "CLOCK_SKEW_TOO_LARGE"     // 409
 	CodeRequesterCountMismatch Code = "REQUESTER_COUNT_MISMATCH" // 409
 	CodeNodeIDsExhausted       Code = "NODE_IDS_EXHAUSTED"       // 409
+	CodeAPIKeyQuotaExceeded    Code = "API_KEY_QUOTA_EXCEEDED"   // 409
 	CodeUnsupportedMediaType   Code = "UNSUPPORTED_MEDIA_TYPE"   // 415
 	CodeBodyTooLarge           Code = "BODY_TOO_LARGE"           // 413
 	CodeStoreUnavailable       Code = "STORE_UNAVAILABLE"        // 503
 	CodeNotReady               Code = "NOT_READY"                // 503
+	CodeStoreNotInitialised    Code = "STORE_NOT_INITIALISED"    // 503
+	CodeStoreRecovering        Code = "STORE_RECOVERING"         // 503
+	CodeStoreClockSkew         Code = "STORE_CLOCK_SKEW"         // 503
 	CodeInternal               Code = "INTERNAL"                 // 500
 )
 
@@ -63,13 +68,14 @@ func (c Code) Status() int {
 		return 400
 	case CodeAPIKeyMissing, CodeAPIKeyInvalid, CodeAPIKeyExpired:
 		return 401
-	case CodeIPNotAllowed:
+	case CodeIPNotAllowed, CodeLeaseNotOwned:
 		return 403
 	case CodeNotFound:
 		return 404
 	case CodeMethodNotAllowed:
 		return 405
-	case CodeConflict, CodeClockSkewTooLarge, CodeRequesterCountMismatch, CodeNodeIDsExhausted, CodeIdempotencyInProgress:
+	case CodeConflict, CodeClockSkewTooLarge, CodeRequesterCountMismatch, CodeNodeIDsExhausted, CodeIdempotencyInProgress,
+		CodeAPIKeyQuotaExceeded:
 		return 409
 	case CodeBodyTooLarge:
 		return 413
@@ -77,7 +83,8 @@ func (c Code) Status() int {
 		return 415
 	case CodeIdempotencyKeyReused:
 		return 422
-	case CodeStoreUnavailable, CodeNotReady, CodeIssuingUnavailable:
+	case CodeStoreUnavailable, CodeNotReady, CodeIssuingUnavailable, CodeStoreNotInitialised, CodeStoreRecovering,
+		CodeStoreClockSkew:
 		return 503
 	}
 	return 500
@@ -146,9 +153,52 @@ var (
 	ErrNotFound = &Error{Code: CodeNotFound, Message: "not found"}
 	// ErrConflict: a record with that identity exists already.
 	ErrConflict = &Error{Code: CodeConflict, Message: "already exists"}
-	// ErrStoreReset: the store has lost its sentinel record or changed it behind this
-	// process's back (a restart without persistence, a failover to a replica that
-	// missed writes, a restore). Nothing was written. The registry recovers with
-	// Store.Reset and retries.
+	// ErrStoreReset: a guard found the store reset (ErrGenerationChanged) or missing
+	// writes (ErrFenceRegression): a restart without persistence, a failover to a
+	// replica that missed writes, a restore. Nothing was written. The registry
+	// recovers with Store.Reset and retries.
 	ErrStoreReset = errors.New("idkeeper: the store was reset or lost writes")
+	// ErrStoreClockSkew: a guard found the store's clock too far from the caller's
+	// (Guard.MaxSkew). Nothing was written.
+	ErrStoreClockSkew = errors.New("idkeeper: the store's clock disagrees with the registry's")
+	// ErrNotInitialised: the store holds no generation; `idkeeper init` creates one.
+	ErrNotInitialised = &Error{Code: CodeStoreNotInitialised,
+		Message: "the store is not initialised: run `idkeeper init --store …` once for a new deployment"}
 )
+
+// NotOwned is the LEASE_NOT_OWNED Error of a requester whose leases belong to
+// another API key. It names neither the other key nor the leases.
+func NotOwned() *Error {
+	return &Error{Code: CodeLeaseNotOwned, Message: "the requester's leases belong to another API key"}
+}
+
+// Exhausted is the NODE_IDS_EXHAUSTED Error of an Alloc that found fewer than
+// requested node IDs allocatable.
+func Exhausted(requested, remaining int) *Error {
+	return &Error{
+		Code:    CodeNodeIDsExhausted,
+		Message: fmt.Sprintf("%d node IDs requested, %d allocatable", requested, remaining),
+		Details: map[string]any{"requested": requested, "remaining": remaining},
+	}
+}
+
+// CountMismatch is the REQUESTER_COUNT_MISMATCH Error of an Alloc by a requester
+// that holds another number of node IDs.
+func CountMismatch(held, requested int) *Error {
+	return &Error{
+		Code:    CodeRequesterCountMismatch,
+		Message: fmt.Sprintf("the requester holds %d node IDs and asked for %d; remove them first", held, requested),
+		Details: map[string]any{"held": held, "requested": requested},
+	}
+}
+
+// QuotaExceeded is the API_KEY_QUOTA_EXCEEDED Error of an Alloc that would take
+// the key's leases past its quota.
+func QuotaExceeded(maxNodes, held, requested int) *Error {
+	return &Error{
+		Code: CodeAPIKeyQuotaExceeded,
+		Message: fmt.Sprintf("the API key may hold %d node IDs; it holds %d and asked for %d more",
+			maxNodes, held, requested),
+		Details: map[string]any{"maxNodes": maxNodes, "held": held, "requested": requested},
+	}
+}

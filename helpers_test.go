@@ -14,6 +14,31 @@ type recorder struct {
 	ops       []string
 	reclaimed int
 	resets    map[bool]int
+	phases    []idkeeper.Phase
+	clockOK   bool
+	evidence  map[string]int
+}
+
+func (r *recorder) Phase(p idkeeper.Phase, clockOK bool, _ time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.phases = append(r.phases, p)
+	r.clockOK = clockOK
+}
+
+func (r *recorder) Evidence(kind string, n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.evidence == nil {
+		r.evidence = map[string]int{}
+	}
+	r.evidence[kind] += n
+}
+
+func (r *recorder) evidenceCount(kind string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.evidence[kind]
 }
 
 func (r *recorder) Operation(op string, code idkeeper.Code, _ time.Duration) {
@@ -44,20 +69,24 @@ func (r *recorder) Reclaimed(n int) {
 
 func (r *recorder) JobLockOverrun(string, time.Duration) {}
 
-func (r *recorder) StoreReset(recovered bool) {
+func (r *recorder) StoreReset(newGeneration bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.resets == nil {
 		r.resets = map[bool]int{}
 	}
-	r.resets[recovered]++
+	r.resets[newGeneration]++
 }
 
-func (r *recorder) resetCount(recovered bool) int {
+// resetCount counts the recoveries that wrote a new generation (true) or kept
+// another one (false).
+func (r *recorder) resetCount(newGeneration bool) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.resets[recovered]
+	return r.resets[newGeneration]
 }
+
+func (r *recorder) resetsTotal() int { return r.resetCount(true) + r.resetCount(false) }
 
 // syncWriter is a log sink that goroutines may write to while the test reads it.
 type syncWriter struct {

@@ -13,6 +13,8 @@
 package idkeeper
 
 import (
+	"crypto/rand"
+	"encoding/base64"
 	"fmt"
 	"strconv"
 	"strings"
@@ -34,18 +36,37 @@ type NodeID int
 // MaxMachineIDLen is the longest machine ID a Requester may carry, in bytes.
 const MaxMachineIDLen = 256
 
-// Requester identifies one process: the machine it runs on, its PID and its start
-// time. The start time tells apart two processes that had the same PID, such as PID 1
-// in two runs of a container.
+// MaxInstanceLen is the longest instance a Requester may carry, in bytes.
+const MaxInstanceLen = 64
+
+// Requester identifies one client session (DESIGN §3): the machine it runs on, the
+// PID and start time of its process, and the session's instance. Machine ID, PID
+// and start time alone collide: container images bake one machine ID, every
+// container is PID 1, start times share the host's boot time at 10 ms resolution,
+// and two sessions of one process share all three. The instance, random per session
+// (NewInstance), tells them apart, so the idempotent Alloc never hands one lease to
+// two live generators.
 type Requester struct {
 	MachineID string
 	PID       int
 	StartedAt time.Time // kept to the millisecond
+	// Instance is the session's random instance: base64url characters (A–Z, a–z,
+	// 0–9, '-', '_'), at most MaxInstanceLen. Empty for callers that manage their own
+	// identity; the client library always sets one.
+	Instance string
+}
+
+// NewInstance returns a fresh random instance: 128 bits as 22 base64url characters.
+func NewInstance() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on Linux
+	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
 // Validate returns an INVALID_REQUEST Error naming the first bad field: an empty or
 // over-long machine ID, one with control characters or invalid UTF-8, a PID below 1,
-// or a zero start time.
+// a zero start time, or an instance that is too long or holds a character outside
+// base64url.
 func (r Requester) Validate() error {
 	switch {
 	case r.MachineID == "":
@@ -58,38 +79,50 @@ func (r Requester) Validate() error {
 		return Invalidf("requester.pid", "requester.pid must be at least 1")
 	case r.StartedAt.IsZero():
 		return Invalidf("requester.startedAt", "requester.startedAt is required")
+	case len(r.Instance) > MaxInstanceLen:
+		return Invalidf("requester.instance", "requester.instance is longer than %d characters", MaxInstanceLen)
+	case strings.ContainsFunc(r.Instance, notBase64URL):
+		return Invalidf("requester.instance", "requester.instance must hold base64url characters only (A-Z a-z 0-9 - _)")
 	}
 	return nil
 }
 
 func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
 
+func notBase64URL(r rune) bool {
+	return !('A' <= r && r <= 'Z' || 'a' <= r && r <= 'z' || '0' <= r && r <= '9' || r == '-' || r == '_')
+}
+
 // Key is the requester's canonical identity, stable across processes and stores:
-// "<pid>/<startedAt unix ms>/<machine ID>". Two requesters are the same process
-// exactly when their keys are equal.
+// "<pid>/<startedAt unix ms>/<instance>/<machine ID>". Two requesters are the same
+// session exactly when their keys are equal.
 func (r Requester) Key() string {
-	return strconv.Itoa(r.PID) + "/" + strconv.FormatInt(r.StartedAt.UnixMilli(), 10) + "/" + r.MachineID
+	return strconv.Itoa(r.PID) + "/" + strconv.FormatInt(r.StartedAt.UnixMilli(), 10) + "/" + r.Instance + "/" + r.MachineID
 }
 
 // ParseRequesterKey is the inverse of Requester.Key.
 func ParseRequesterKey(key string) (Requester, error) {
-	pid, rest, ok := strings.Cut(key, "/")
-	if !ok {
+	bad := func(err error) (Requester, error) {
+		if err != nil {
+			return Requester{}, fmt.Errorf("idkeeper: malformed requester key %q: %w", key, err)
+		}
 		return Requester{}, fmt.Errorf("idkeeper: malformed requester key %q", key)
 	}
-	ms, machine, ok := strings.Cut(rest, "/")
-	if !ok {
-		return Requester{}, fmt.Errorf("idkeeper: malformed requester key %q", key)
+	pid, rest, ok1 := strings.Cut(key, "/")
+	ms, rest, ok2 := strings.Cut(rest, "/")
+	instance, machine, ok3 := strings.Cut(rest, "/")
+	if !ok1 || !ok2 || !ok3 {
+		return bad(nil)
 	}
 	p, err := strconv.Atoi(pid)
 	if err != nil {
-		return Requester{}, fmt.Errorf("idkeeper: malformed requester key %q: %w", key, err)
+		return bad(err)
 	}
 	m, err := strconv.ParseInt(ms, 10, 64)
 	if err != nil {
-		return Requester{}, fmt.Errorf("idkeeper: malformed requester key %q: %w", key, err)
+		return bad(err)
 	}
-	return Requester{MachineID: machine, PID: p, StartedAt: time.UnixMilli(m).UTC()}, nil
+	return Requester{MachineID: machine, PID: p, StartedAt: time.UnixMilli(m).UTC(), Instance: instance}, nil
 }
 
 // String is the requester's key.
@@ -106,21 +139,35 @@ type Lease struct {
 	// ExpiresAt is the end of the lease and of its minting window (inclusive).
 	ExpiresAt time.Time
 	// FencingToken grows with every new grant, across all node IDs; Renew keeps it.
+	// It lies in 1..MaxFencingToken.
 	FencingToken uint64
 	GrantedAt    time.Time
 	RenewedAt    time.Time // zero until the first Renew
+	// KeyID is the public ID of the API key that allocated the lease: its owner
+	// (DESIGN §3). Renew and Remove with another key change nothing.
+	KeyID string
+	// Receipt is the lease's receipt (Receipts), set by the Registry on the leases
+	// it returns; stores leave it empty.
+	Receipt string
 }
 
 // Expired reports whether the lease has ended at now.
 func (l Lease) Expired(now time.Time) bool { return now.After(l.ExpiresAt) }
+
+// MaxFencingToken is the largest fencing token: 2^53−1, exact in JSON, JavaScript
+// and Lua. Tokens are 1..MaxFencingToken; the counter never wraps.
+const MaxFencingToken = 1<<53 - 1
 
 // Grant is the answer of Alloc and Renew.
 type Grant struct {
 	Leases []Lease // sorted by NodeID; empty from Renew means "holds nothing"
 	Now    time.Time
 	// Fence is the store's fencing counter after the operation: the highest token it
-	// has ever handed out. A value below a token already seen shows lost writes.
+	// has ever handed out.
 	Fence uint64
+	// Restored are the node IDs a Renew restored from its claims after a reset, and
+	// Contested those it found claimed twice and quarantined (RenewParams.Claims).
+	Restored, Contested []NodeID
 }
 
 // Counts is the state of the node pool at one instant. Total = Remaining + Leased +
@@ -135,11 +182,55 @@ type Counts struct {
 
 // NodeState is what the store keeps of one node ID, for operators and tests.
 type NodeState struct {
-	NodeID           NodeID
-	Lease            *Lease    // nil when free
-	Watermark        time.Time // latest expiry ever granted (or attested by Remove); never deleted
+	NodeID NodeID
+	Lease  *Lease // nil when free
+	// Watermark is the store's own: the latest expiry it ever granted for the node
+	// (or one attested by Remove). It is never deleted.
+	Watermark time.Time
+	// Floor is the watermark floor a store reset raised (zero when none): a new
+	// grant's window starts after max(Watermark, Floor).
+	Floor            time.Time
 	QuarantinedUntil time.Time // zero when never quarantined
+	// LastToken is the fencing token of the node's latest grant the store knows of
+	// (a restored lease counts); 0 when never granted.
+	LastToken uint64
+	// Restorable is set by a store reset and cleared by the next grant, restore or
+	// contest of the node: while it is set, an authentic claim of a grant the store
+	// forgot may restore the lease (RenewParams.Claims).
+	Restorable bool
 }
+
+// Fenced is the node's effective watermark: max(Watermark, Floor). A new grant's
+// NotBefore is Fenced + 1 ms.
+func (n NodeState) Fenced() time.Time {
+	if n.Floor.After(n.Watermark) {
+		return n.Floor
+	}
+	return n.Watermark
+}
+
+// Origin tells how a store generation began.
+type Origin string
+
+// Origins of a generation (DESIGN §7).
+const (
+	OriginFresh     Origin = "fresh"     // initialised by `idkeeper init` (or dev) on an empty store
+	OriginRecovered Origin = "recovered" // written by a registry that recovered the store from a reset
+)
+
+// Generation identifies one life of a store's data: the sentinel record written at
+// initialisation and at every recovery (DESIGN §7). A registry that has seen a
+// generation and finds the store without one, or with another, treats the store as
+// reset.
+type Generation struct {
+	ID     string // random; a new one marks a new generation
+	Number uint64 // 1 at initialisation, one more at each recovery that wrote a new generation
+	Origin Origin
+	At     time.Time // when it was written or last recovered (store clock)
+}
+
+// IsZero reports whether g is no generation at all.
+func (g Generation) IsZero() bool { return g.ID == "" }
 
 // SkewLevel is the registry's verdict on a requester's clock.
 type SkewLevel string
@@ -169,7 +260,18 @@ type APIKey struct {
 	Description string
 	CreatedAt   time.Time
 	ExpiresAt   time.Time // zero: never expires
+	// MaxNodes is the key's quota: the most node IDs its leases may hold at once;
+	// 0 means no quota.
+	MaxNodes int
+	// Bootstrap marks the key stored from IDKEEPER_BOOTSTRAP_API_KEY: a new bootstrap
+	// key retires (revokes) the previous one.
+	Bootstrap  bool
+	RevokedAt  time.Time // zero while not revoked; a revoked key authenticates nothing
+	LastUsedAt time.Time // updated at most once a minute per replica; zero: never used
 }
+
+// Revoked reports whether the key has been revoked.
+func (k APIKey) Revoked() bool { return !k.RevokedAt.IsZero() }
 
 // Expired reports whether the key has expired at now.
 func (k APIKey) Expired(now time.Time) bool { return !k.ExpiresAt.IsZero() && !now.Before(k.ExpiresAt) }

@@ -26,14 +26,23 @@ type AllocRequest struct {
 	Count     int        // 1..MaxCount
 	ClientNow *time.Time // the client's clock at send time; nil skips the skew check
 	RemoteIP  string     // for logs only
+	// Key is the authenticated API key: the owner of the new leases, whose
+	// MaxNodes quota applies.
+	Key APIKey
 }
 
 // RenewRequest extends the leases of a Requester.
 type RenewRequest struct {
-	Requester     Requester
-	ClientNow     *time.Time
-	FencingTokens []uint64 // the tokens the client holds, to detect a store that lost writes
+	Requester Requester
+	ClientNow *time.Time
+	// Receipts are the receipts of the leases the client holds (Lease.Receipt):
+	// the only evidence of handed-out tokens the registry believes.
+	Receipts []string
+	// FencingTokens are the tokens the client holds, as older clients send them.
+	// Nobody can verify a bare token: they are counted and otherwise ignored.
+	FencingTokens []uint64
 	RemoteIP      string
+	KeyID         string // the authenticated API key; it must own the leases
 }
 
 // RemoveRequest releases the leases of a Requester.
@@ -42,20 +51,29 @@ type RemoveRequest struct {
 	// MintedUpTo is the highest timestamp the client minted, after draining; zero
 	// when unknown. See LeaseStore.Remove.
 	MintedUpTo time.Time
+	KeyID      string // the authenticated API key; it must own the leases
 }
 
-// Registry is the lease policy over a Store: validation, clock-skew checks, store-reset
-// recovery (DESIGN §7) and the cleanup job. Its methods are safe for concurrent use.
+// Registry is the lease policy over a Store: validation, ownership, clock-skew
+// checks, store-reset detection and recovery (DESIGN §7), receipts and the cleanup
+// job. Its methods are safe for concurrent use.
 type Registry struct {
-	store Store
-	cfg   Config
-	log   *slog.Logger
-	obs   Observer
+	store    Store
+	cfg      Config
+	log      *slog.Logger
+	obs      Observer
+	receipts *receiptSigner // nil without a secret
 
-	sentinelMu sync.Mutex // serialises recovery
-	sentinel   string
-	maxFence   atomic.Uint64 // highest token handed out or seen by this process
-	replID     atomic.Pointer[string]
+	state stateSaver // the replica's state, kept through cfg.State
+
+	genMu     sync.RWMutex
+	gen       Generation // the generation adopted; zero before
+	recoverMu sync.Mutex // serialises recoveries and adoptions
+
+	phase     atomic.Pointer[Phase]
+	clockOK   atomic.Bool
+	clockSkew atomic.Int64 // store − own, ns, last measured
+	touched   sync.Map     // API key ID → time.Time of the last TouchAPIKey
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -71,7 +89,13 @@ func NewRegistry(store Store, cfg Config) (*Registry, error) {
 	if cfg.Owner == "" {
 		cfg.Owner = defaultOwner()
 	}
-	return &Registry{store: store, cfg: cfg, log: cfg.Logger, obs: cfg.Observer}, nil
+	r := &Registry{store: store, cfg: cfg, log: cfg.Logger, obs: cfg.Observer, state: stateSaver{keeper: cfg.State}}
+	if len(cfg.ReceiptSecret) > 0 {
+		r.receipts = &receiptSigner{secret: slices.Clone(cfg.ReceiptSecret)}
+	}
+	r.setPhase(PhaseStarting)
+	r.clockOK.Store(true)
+	return r, nil
 }
 
 func defaultOwner() string {
@@ -90,47 +114,18 @@ func (r *Registry) Layout() Layout { return r.cfg.Layout }
 // Store returns the underlying store.
 func (r *Registry) Store() Store { return r.store }
 
-// Open initialises the store's node pool and starts the cleanup job. A fresh store
-// is logged; a pool smaller than the stored one is an error.
-func (r *Registry) Open(ctx context.Context) error {
-	res, err := r.store.Init(ctx, r.cfg.Nodes)
-	if err != nil {
-		return fmt.Errorf("initialise store: %w", err)
-	}
-	r.sentinelMu.Lock()
-	r.sentinel = res.Sentinel
-	r.sentinelMu.Unlock()
-	if rs, ok := r.store.(replicationIDer); ok {
-		id, err := rs.ReplicationID(ctx)
-		if err != nil {
-			return fmt.Errorf("read the store's replication ID: %w", err)
-		}
-		r.replID.Store(&id)
-	}
-	if res.Fresh {
-		r.log.Warn("initialised an empty store as a new registry; if this store held leases before "+
-			"(a Redis restart without persistence), running clients may still mint with them",
-			"nodes", r.cfg.Nodes)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r.cancel = cancel
-	r.wg.Add(1)
-	go r.cleanupLoop(ctx)
-	return nil
-}
-
-// Close stops the cleanup job and waits for it. It does not close the store.
-func (r *Registry) Close() error {
-	if r.cancel != nil {
-		r.cancel()
-		r.wg.Wait()
-	}
-	return nil
+// Generation is the store generation the registry adopted; zero before.
+func (r *Registry) Generation() Generation {
+	r.genMu.RLock()
+	defer r.genMu.RUnlock()
+	return r.gen
 }
 
 // Alloc grants node IDs (LeaseStore.Alloc) after checking the request and the
 // client's clock. Errors: INVALID_REQUEST, CLOCK_SKEW_TOO_LARGE (skew > grace, when
-// grace > 0), REQUESTER_COUNT_MISMATCH, NODE_IDS_EXHAUSTED, STORE_UNAVAILABLE.
+// grace > 0), LEASE_NOT_OWNED, REQUESTER_COUNT_MISMATCH, API_KEY_QUOTA_EXCEEDED,
+// NODE_IDS_EXHAUSTED, and the 503s of Serving, STORE_CLOCK_SKEW and
+// STORE_UNAVAILABLE.
 func (r *Registry) Alloc(ctx context.Context, req AllocRequest) (g Grant, err error) {
 	start := time.Now()
 	defer func() { r.obs.Operation("alloc", ErrorCode(err), time.Since(start)) }()
@@ -143,6 +138,9 @@ func (r *Registry) Alloc(ctx context.Context, req AllocRequest) (g Grant, err er
 	if req.Count > r.cfg.Nodes {
 		return Grant{}, Invalidf("count", "count %d is larger than the pool of %d node IDs", req.Count, r.cfg.Nodes)
 	}
+	if err := r.Serving(); err != nil {
+		return Grant{}, err
+	}
 	if req.ClientNow != nil {
 		now, err := r.store.Now(ctx)
 		if err != nil {
@@ -152,70 +150,157 @@ func (r *Registry) Alloc(ctx context.Context, req AllocRequest) (g Grant, err er
 			return Grant{}, err
 		}
 	}
-	floor := r.maxFence.Load()
-	err = r.mutate(ctx, func() error {
-		g, err = r.store.Alloc(ctx, req.Requester, req.Count, r.cfg.FirstLease)
+	p := AllocParams{Requester: req.Requester, KeyID: req.Key.ID, Count: req.Count, First: r.cfg.FirstLease, MaxNodes: req.Key.MaxNodes}
+	err = r.mutate(ctx, true, func(gd Guard) error {
+		g, err = r.store.Alloc(ctx, gd, p)
 		return err
 	})
 	if err != nil {
-		return Grant{}, r.storeErr(err)
-	}
-	if err := r.checkFence(ctx, g, nil, floor); err != nil {
 		return Grant{}, err
 	}
-	r.log.Info("alloc", "requester", req.Requester.Key(), "count", req.Count, "nodes", nodeIDs(g.Leases), "remoteIp", req.RemoteIP)
+	if err := r.learnToken(ctx, g.Fence); err != nil {
+		return Grant{}, err
+	}
+	r.sign(g.Leases)
+	r.log.Info("alloc", "requester", req.Requester.Key(), "keyId", req.Key.ID, "count", req.Count,
+		"nodes", nodeIDs(g.Leases), "remoteIp", req.RemoteIP)
 	return g, nil
 }
 
 // Renew extends every lease of the requester to the full lease duration. It is never
 // rejected for clock skew. An empty Grant.Leases means the requester holds nothing.
+// The receipts are checked: a verified one is evidence (a store whose counter is
+// below its token lost writes, DESIGN §7) and, after a reset, a claim that restores
+// the holder's lease; one that does not verify is logged, counted and ignored.
+// Errors: INVALID_REQUEST, LEASE_NOT_OWNED, and the 503s of Serving,
+// STORE_CLOCK_SKEW and STORE_UNAVAILABLE.
 func (r *Registry) Renew(ctx context.Context, req RenewRequest) (g Grant, err error) {
 	start := time.Now()
 	defer func() { r.obs.Operation("renew", ErrorCode(err), time.Since(start)) }()
 	if err := req.Requester.Validate(); err != nil {
 		return Grant{}, err
 	}
-	floor := r.maxFence.Load()
-	err = r.mutate(ctx, func() error {
-		g, err = r.store.Renew(ctx, req.Requester, r.cfg.LeaseDuration)
+	for i, t := range req.FencingTokens {
+		if t < 1 || t > MaxFencingToken {
+			return Grant{}, Invalidf(fmt.Sprintf("fencingTokens[%d]", i), "fencing tokens are between 1 and 2^53-1")
+		}
+	}
+	if err := r.Serving(); err != nil {
+		return Grant{}, err
+	}
+	claims := r.verify(req)
+	raised := false
+	for _, c := range claims {
+		// A verified receipt proves its token was handed out: the guard below then
+		// finds a store that never reached it, however this replica missed it.
+		raised = r.state.raiseToken(c.Token) || raised
+	}
+	if raised {
+		if err := r.syncState(ctx); err != nil {
+			return Grant{}, err
+		}
+	}
+	p := RenewParams{Requester: req.Requester, KeyID: req.KeyID, Duration: r.cfg.LeaseDuration, Grace: r.cfg.Grace, Claims: claims}
+	err = r.mutate(ctx, true, func(gd Guard) error {
+		g, err = r.store.Renew(ctx, gd, p)
 		return err
 	})
 	if err != nil {
-		return Grant{}, r.storeErr(err)
+		return Grant{}, err
 	}
 	if req.ClientNow != nil {
 		// Renew is never refused for skew: a renewing client is safe, refusing it would
 		// turn a cluster-wide NTP fault into an outage.
 		_ = r.checkSkew(ctx, "renew", req.Requester, g.Now, *req.ClientNow, req.RemoteIP)
 	}
-	if err := r.checkFence(ctx, g, req.FencingTokens, floor); err != nil {
+	if len(g.Restored) > 0 {
+		r.obs.Evidence("restored", len(g.Restored))
+		r.log.Warn("leases restored from their receipts after a store reset", "requester", req.Requester.Key(),
+			"keyId", req.KeyID, "nodes", g.Restored)
+	}
+	if len(g.Contested) > 0 {
+		r.obs.Evidence("contested", len(g.Contested))
+		r.log.Error("node IDs claimed twice after a store reset: both holders stopped, the node IDs quarantined",
+			"requester", req.Requester.Key(), "keyId", req.KeyID, "nodes", g.Contested)
+	}
+	if err := r.learnToken(ctx, g.Fence); err != nil {
 		return Grant{}, err
 	}
+	r.sign(g.Leases)
 	return g, nil
 }
 
+// verify turns the request's receipts into claims, counting and logging what it
+// must ignore: receipts that do not verify, and bare fencing tokens.
+func (r *Registry) verify(req RenewRequest) []Claim {
+	if n := len(req.FencingTokens); n > 0 && len(req.Receipts) == 0 {
+		r.obs.Evidence("bare_token", n)
+	}
+	if r.receipts == nil || len(req.Receipts) == 0 {
+		if len(req.Receipts) > 0 {
+			r.obs.Evidence("bad_receipt", len(req.Receipts))
+		}
+		return nil
+	}
+	claims := make([]Claim, 0, len(req.Receipts))
+	bad := 0
+	for _, s := range req.Receipts {
+		c, err := r.receipts.verify(s, req.Requester, req.KeyID)
+		if err != nil {
+			bad++
+			continue
+		}
+		claims = append(claims, c)
+	}
+	if bad > 0 {
+		r.obs.Evidence("bad_receipt", bad)
+		r.log.Warn("renew with receipts that do not verify: ignored (another replica's secret, or forged)",
+			"requester", req.Requester.Key(), "keyId", req.KeyID, "bad", bad, "remoteIp", req.RemoteIP)
+	}
+	return claims
+}
+
+// sign sets the receipt of every lease.
+func (r *Registry) sign(ls []Lease) {
+	if r.receipts == nil {
+		return
+	}
+	for i := range ls {
+		ls[i].Receipt = r.receipts.sign(ls[i])
+	}
+}
+
 // Remove releases every lease of the requester at once and returns how many.
+// Errors: INVALID_REQUEST, LEASE_NOT_OWNED, and the 503s of Serving and
+// STORE_UNAVAILABLE.
 func (r *Registry) Remove(ctx context.Context, req RemoveRequest) (n int, err error) {
 	start := time.Now()
 	defer func() { r.obs.Operation("remove", ErrorCode(err), time.Since(start)) }()
 	if err := req.Requester.Validate(); err != nil {
 		return 0, err
 	}
-	err = r.mutate(ctx, func() error {
-		n, err = r.store.Remove(ctx, req.Requester, req.MintedUpTo)
+	if err := r.Serving(); err != nil {
+		return 0, err
+	}
+	p := RemoveParams{Requester: req.Requester, KeyID: req.KeyID, MintedUpTo: req.MintedUpTo}
+	err = r.mutate(ctx, false, func(gd Guard) error {
+		n, err = r.store.Remove(ctx, gd, p)
 		return err
 	})
 	if err != nil {
-		return 0, r.storeErr(err)
+		return 0, err
 	}
 	if n > 0 {
-		r.log.Info("remove", "requester", req.Requester.Key(), "released", n)
+		r.log.Info("remove", "requester", req.Requester.Key(), "keyId", req.KeyID, "released", n)
 	}
 	return n, nil
 }
 
 // Remaining returns the state of the pool.
 func (r *Registry) Remaining(ctx context.Context) (Counts, error) {
+	if err := r.Serving(); err != nil {
+		return Counts{}, err
+	}
 	c, err := r.store.Counts(ctx)
 	if err != nil {
 		return Counts{}, r.storeErr(err)
@@ -223,134 +308,55 @@ func (r *Registry) Remaining(ctx context.Context) (Counts, error) {
 	return c, nil
 }
 
-// Ready reports whether the store answers.
-func (r *Registry) Ready(ctx context.Context) error {
-	if err := r.store.Ping(ctx); err != nil {
-		return Unavailable(err)
+// guard is the Guard of a guarded call now: the adopted generation, the highest
+// token known, and, when clocked, the registry's clock to compare the store's with.
+func (r *Registry) guard(clocked bool) Guard {
+	g := Guard{Generation: r.Generation().ID, MinFence: r.state.maxToken()}
+	if clocked {
+		g.Now, g.MaxSkew = r.cfg.Clock(), r.cfg.StoreClockTolerance
 	}
-	return nil
+	return g
 }
 
-// mutate runs op; when the store reports a reset it recovers and runs op once more.
-func (r *Registry) mutate(ctx context.Context, op func() error) error {
-	err := op()
-	if !errors.Is(err, ErrStoreReset) {
-		return err
-	}
-	if err := r.recoverReset(ctx, "sentinel record missing or changed"); err != nil {
-		return err
-	}
-	return op()
-}
-
-// checkFence detects a store whose fencing counter went back (DESIGN §7): it is
-// below floor (the highest token this process had handed out or seen before the
-// operation started), below a token of g, or below one a client holds. Tokens that
-// concurrent operations handed out meanwhile are not compared: the counter this
-// operation read may predate them, and that is no reset.
-func (r *Registry) checkFence(ctx context.Context, g Grant, held []uint64, floor uint64) error {
-	top := floor
-	for _, l := range g.Leases {
-		top = max(top, l.FencingToken)
-	}
-	seen := top
-	for _, t := range held {
-		seen = max(seen, t)
-	}
-	if g.Fence >= seen {
-		for {
-			cur := r.maxFence.Load()
-			if top <= cur || r.maxFence.CompareAndSwap(cur, top) {
-				return nil
-			}
+// mutate runs op under a guard. When the guard finds the store reset or missing
+// writes, it recovers the store (DESIGN §7) and runs op once more; a stale grant
+// is never returned. When it finds the clocks apart, it stops serving Alloc, Renew
+// and cleanup until the probe finds them agreeing again.
+func (r *Registry) mutate(ctx context.Context, clocked bool, op func(Guard) error) error {
+	gd := r.guard(clocked)
+	err := op(gd)
+	if errors.Is(err, ErrStoreReset) {
+		if err := r.recoverReset(ctx, err.Error(), gd.Generation); err != nil {
+			return err
 		}
+		err = op(r.guard(clocked))
 	}
-	for {
-		cur := r.maxFence.Load()
-		if seen <= cur || r.maxFence.CompareAndSwap(cur, seen) {
-			break
-		}
+	if errors.Is(err, ErrStoreClockSkew) {
+		r.clockDisagrees(err)
+		return r.clockErr()
 	}
-	return r.recoverReset(ctx, fmt.Sprintf("fencing counter %d is below token %d already handed out", g.Fence, seen))
-}
-
-// recoverReset makes a reset store safe (DESIGN §7): every node ID quarantined and
-// every watermark raised to now + lease duration + grace, the fencing counter raised
-// past every token seen.
-func (r *Registry) recoverReset(ctx context.Context, why string) error {
-	r.sentinelMu.Lock()
-	defer r.sentinelMu.Unlock()
-	now, err := r.store.Now(ctx)
-	if err != nil {
-		return Unavailable(err)
+	if errors.Is(err, ErrStoreReset) {
+		return Unavailable(err) // reset again at once: let the client retry
 	}
-	until := resetUntil(now, r.cfg.LeaseDuration+r.cfg.Grace)
-	s, recovered, err := r.store.Reset(ctx, r.sentinel, ResetParams{Nodes: r.cfg.Nodes, Until: until, MinFence: r.maxFence.Load()})
-	if err != nil {
-		return Unavailable(fmt.Errorf("recover from store reset: %w", err))
-	}
-	r.sentinel = s
-	r.obs.StoreReset(recovered)
-	if recovered {
-		r.log.Error("store reset detected: every node ID is quarantined until "+until.Format(time.RFC3339),
-			"reason", why, "until", until)
-	} else {
-		r.log.Warn("store reset detected and already recovered by another replica", "reason", why)
-	}
-	if r.cfg.OnReset != nil {
-		if err := r.cfg.OnReset(ctx); err != nil {
-			r.log.Error("after store reset", "err", err)
-		}
-	}
-	return nil
-}
-
-// CheckStore probes the store for a reset while no request comes (a mutating no-op
-// checks the sentinel) and recovers when it finds one.
-// A store that tells its replication ID (Redis) is also checked for a change of it,
-// which can be a failover to a replica that missed writes or a restart that lost
-// some, but also a restart that lost nothing. The change is a reset unless the
-// store vouches that no acknowledged write can have been lost (ReplicationChangeSafe:
-// a promoted replica that acknowledged every grant and renewal, or a restart with
-// every write fsynced before its reply); then it is logged and the new ID adopted.
-// The new ID is adopted only once the change is handled, so a failed check is
-// repeated.
-func (r *Registry) CheckStore(ctx context.Context) error {
-	if rs, ok := r.store.(replicationIDer); ok {
-		id, err := rs.ReplicationID(ctx)
-		if err != nil {
-			return Unavailable(err)
-		}
-		prev := r.replID.Load()
-		if prev != nil && *prev != id {
-			safe, why, err := rs.ReplicationChangeSafe(ctx, *prev)
-			if err != nil {
-				return Unavailable(err)
-			}
-			if safe {
-				r.log.Warn("replication ID changed; no acknowledged write can have been lost",
-					"from", *prev, "to", id, "why", why)
-			} else if err := r.recoverReset(ctx, "replication ID changed from "+*prev+" to "+id+": "+why); err != nil {
-				return err
-			}
-		}
-		r.replID.CompareAndSwap(prev, &id)
-	}
-	err := r.mutate(ctx, func() error { return r.store.Quarantine(ctx, time.Time{}) })
 	return r.storeErr(err)
 }
 
-// replicationIDer is a store that can tell the replication ID of its data set, and
-// whether a change of it from prev can have lost acknowledged writes.
-type replicationIDer interface {
-	ReplicationID(ctx context.Context) (string, error)
-	ReplicationChangeSafe(ctx context.Context, prev string) (safe bool, why string, err error)
+// learnToken raises the highest token known to t (the store's counter after a
+// grant) and makes it durable before the grant is answered, so that a store that
+// loses the grant is caught even if this replica restarts meanwhile.
+func (r *Registry) learnToken(ctx context.Context, t uint64) error {
+	if !r.state.raiseToken(t) {
+		return nil
+	}
+	return r.syncState(ctx)
 }
 
-// RecoverReset treats the store as reset, for replication-ID changes and other
-// signals found outside the store's own methods.
-func (r *Registry) RecoverReset(ctx context.Context, why string) error {
-	return r.recoverReset(ctx, why)
+func (r *Registry) syncState(ctx context.Context) error {
+	if err := r.state.Sync(ctx); err != nil {
+		return &Error{Code: CodeStoreUnavailable, Message: "the registry cannot save its state; retry later",
+			Err: fmt.Errorf("save the replica state: %w", err)}
+	}
+	return nil
 }
 
 func (r *Registry) storeErr(err error) error {

@@ -68,9 +68,11 @@ func TestRedisRestartWithoutPersistenceQuarantinesEverything(t *testing.T) {
 	}
 }
 
-// A second replica on the same Redis adopts the recovery of the first instead of
-// quarantining again.
-func TestRedisResetRecoveredOnceAcrossReplicas(t *testing.T) {
+// A second replica on the same Redis finds the generation the first one wrote
+// while recovering: whatever its origin, it recovers the store itself too (DESIGN
+// §7), raising the quarantine to its own now + lease + grace, but keeps that
+// generation, so the first sees no change and nothing ping-pongs.
+func TestRedisResetRecoveredByEveryReplicaOneGeneration(t *testing.T) {
 	srv := redistest.Start(t)
 	clk := fakeclock.New(t0)
 	open := func() idkeeper.Store {
@@ -96,8 +98,22 @@ func TestRedisResetRecoveredOnceAcrossReplicas(t *testing.T) {
 		t.Fatalf("a %v, b %v", a.obs.resets, b.obs.resets)
 	}
 	ns, _ := b.store.Node(ctx, 0)
-	if want := t0.Add(48*time.Hour + 10*time.Minute); !ns.QuarantinedUntil.Equal(want) {
-		t.Fatalf("quarantine until %v, want %v (set once, by the first replica)", ns.QuarantinedUntil, want)
+	if want := t0.Add(time.Hour + 48*time.Hour + 10*time.Minute); !ns.QuarantinedUntil.Equal(want) || !ns.Floor.Equal(want) {
+		t.Fatalf("node 0 = %+v, want quarantine and floor at %v (raised again by the second replica)", ns, want)
+	}
+	if ga, gb := a.reg.Generation(), b.reg.Generation(); ga.ID != gb.ID || ga.Number != 2 || gb.Number != 2 {
+		t.Fatalf("generations a %+v, b %+v; want the one a wrote", a.reg.Generation(), b.reg.Generation())
+	}
+	for range 2 {
+		if err := a.reg.CheckStore(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.reg.CheckStore(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a.obs.resetsTotal() != 1 || b.obs.resetsTotal() != 1 {
+		t.Fatalf("the replicas went on recovering: a %v, b %v", a.obs.resets, b.obs.resets)
 	}
 }
 
@@ -139,7 +155,7 @@ func TestRedisRestartWithAOFAlwaysIsNoReset(t *testing.T) {
 
 // appendfsync everysec keeps the data over a restart of the process, but a crash
 // of the machine can lose the last second: the store cannot vouch for the change,
-// so it is a reset (the sentinel survived; only the replication ID tells).
+// so it is a reset (the generation survived; only the replication ID tells).
 func TestRedisRestartWithAOFEverySecIsReset(t *testing.T) {
 	srv := redistest.Start(t, redistest.WithAOFEverySec())
 	e, _ := openRedisEnv(t, srv, redis.Options{})
@@ -298,5 +314,101 @@ func TestRedisReplicationChangeRecheckedAfterFailure(t *testing.T) {
 	}
 	if e.obs.resetCount(true) != 1 {
 		t.Fatalf("the change was forgotten after a failed check: resets %v", e.obs.resets)
+	}
+}
+
+// Issue #8 item 6: the same as TestRedisRestartWithAOFEverySecIsReset, but the
+// registry restarts too (a host reboot): what it compares against (the replication
+// ID, the highest token) comes from its state, so the loss is still caught, at
+// Open, before any grant.
+func TestRedisRestartDuringARegistryRestartIsReset(t *testing.T) {
+	srv := redistest.Start(t, redistest.WithAOFEverySec())
+	clk := fakeclock.New(t0)
+	state := &idkeeper.MemoryState{}
+	open := func() *redis.Store {
+		st, err := redis.Open(srv.URL(), redis.Options{Clock: clk.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		return st
+	}
+	cfg := idkeeper.Config{Nodes: 32, State: state}
+	e := openEnv(t, open(), clk, cfg)
+	ctx := context.Background()
+	g, err := e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: who(1), Count: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.reg.Close(); err != nil {
+		t.Fatal(err)
+	}
+	srv.Restart(t) // while the registry is down
+
+	again := startEnv(t, open(), clk, cfg)
+	if again.obs.resetCount(true) != 1 || again.reg.Phase() != idkeeper.PhaseReady {
+		t.Fatalf("the restarted registry: resets %v, phase %s", again.obs.resets, again.reg.Phase())
+	}
+	if !strings.Contains(again.logs.String(), "appendfsync everysec") {
+		t.Fatalf("the reset's reason does not name the setting:\n%s", again.logs)
+	}
+	if c, err := again.reg.Remaining(ctx); err != nil || c.Quarantined != 30 || c.Leased != 2 {
+		t.Fatalf("counts after the restart: %+v %v", c, err)
+	}
+	if rg, err := again.reg.Renew(ctx, idkeeper.RenewRequest{Requester: who(1), Receipts: receipts(g)}); err != nil || len(rg.Leases) != 2 {
+		t.Fatalf("renew after the restart: %+v %v", rg, err)
+	}
+}
+
+// Issue #8 item 7: a reset's quarantine is acknowledged by replicas like a grant.
+// With the replica down the recovery fails (and the registry stays recovering:
+// 503, no grant) instead of writing a quarantine a failover would forget; once the
+// replica is back it completes and the replica has it.
+func TestRedisResetIsAcknowledgedByReplicas(t *testing.T) {
+	primary, replica := redistest.Start(t), redistest.Start(t)
+	replica.ReplicaOf(t, primary)
+	e, _ := openRedisEnv(t, primary, redis.Options{WaitReplicas: 1, WaitTimeout: 2 * time.Second})
+	ctx := context.Background()
+	if _, err := e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: who(1), Count: 2}); err != nil {
+		t.Fatal(err)
+	}
+	replica.Stop(t)
+	rdb := goredis.NewClient(&goredis.Options{Addr: primary.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	if err := rdb.FlushAll(ctx).Err(); err != nil { // the store loses its data
+		t.Fatal(err)
+	}
+	_, err := e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: who(2), Count: 1})
+	if idkeeper.ErrorCode(err) != idkeeper.CodeStoreRecovering {
+		t.Fatalf("alloc while the reset cannot be acknowledged: %v, want STORE_RECOVERING", err)
+	}
+	if e.reg.Phase() != idkeeper.PhaseRecovering || e.obs.resetsTotal() != 0 {
+		t.Fatalf("phase %s, resets %v", e.reg.Phase(), e.obs.resets)
+	}
+	if err := e.reg.Serving(); idkeeper.ErrorCode(err) != idkeeper.CodeStoreRecovering {
+		t.Fatalf("serving while recovering: %v", err)
+	}
+
+	replica.Restart(t)
+	replica.ReplicaOf(t, primary)
+	if err := e.reg.CheckStore(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The failed attempt wrote its generation on the primary before WAIT failed; the
+	// acknowledged one raises everything again and adopts it.
+	if e.reg.Phase() != idkeeper.PhaseReady || e.obs.resetsTotal() != 1 {
+		t.Fatalf("after the replica came back: phase %s, resets %v", e.reg.Phase(), e.obs.resets)
+	}
+	ro := goredis.NewClient(&goredis.Options{Addr: replica.Addr()})
+	t.Cleanup(func() { ro.Close() })
+	st, err := redis.Open("", redis.Options{Client: ro})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err := st.Status(ctx); err != nil || s.Generation.ID != e.reg.Generation().ID {
+		t.Fatalf("the replica's generation: %+v %v, want %s", s, err, e.reg.Generation().ID)
+	}
+	if ns, err := st.Node(ctx, 5); err != nil || !ns.QuarantinedUntil.Equal(t0.Add(48*time.Hour+10*time.Minute)) {
+		t.Fatalf("the replica's node 5: %+v %v", ns, err)
 	}
 }

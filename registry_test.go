@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,9 +25,13 @@ type env struct {
 	clk   *fakeclock.Clock
 	logs  *syncWriter
 	obs   *recorder
+	cfg   idkeeper.Config
 }
 
-// newEnv opens a registry over a real bbolt file with a fake clock.
+// testSecret is the receipt secret of every test registry.
+var testSecret = []byte("receipt-secret-for-tests-0123456789abcdef")
+
+// newEnv opens a registry over a real bbolt file with a fake clock, initialised.
 func newEnv(t *testing.T, cfg idkeeper.Config) *env {
 	t.Helper()
 	clk := fakeclock.New(t0)
@@ -37,7 +43,26 @@ func newEnv(t *testing.T, cfg idkeeper.Config) *env {
 	return openEnv(t, st, clk, cfg)
 }
 
+// openEnv initialises st when it holds no generation (as `idkeeper init` does) and
+// opens a registry over it whose own clock is clk, with the test receipt secret.
 func openEnv(t *testing.T, st idkeeper.Store, clk *fakeclock.Clock, cfg idkeeper.Config) *env {
+	t.Helper()
+	nodes := cfg.Nodes
+	if nodes == 0 {
+		nodes = idkeeper.DefaultLayout.Nodes()
+	}
+	if s, err := st.Status(context.Background()); err != nil {
+		t.Fatal(err)
+	} else if !s.Initialised {
+		if _, err := st.Init(context.Background(), nodes); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return startEnv(t, st, clk, cfg)
+}
+
+// startEnv opens a registry over st as it is.
+func startEnv(t *testing.T, st idkeeper.Store, clk *fakeclock.Clock, cfg idkeeper.Config) *env {
 	t.Helper()
 	logs := &syncWriter{}
 	obs := &recorder{}
@@ -45,6 +70,12 @@ func openEnv(t *testing.T, st idkeeper.Store, clk *fakeclock.Clock, cfg idkeeper
 	cfg.Observer = obs
 	if cfg.CleanupInterval == 0 {
 		cfg.CleanupInterval = time.Hour // the loop must not interfere; tests call Cleanup
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clk.Now
+	}
+	if cfg.ReceiptSecret == nil {
+		cfg.ReceiptSecret = testSecret
 	}
 	reg, err := idkeeper.NewRegistry(st, cfg)
 	if err != nil {
@@ -54,11 +85,22 @@ func openEnv(t *testing.T, st idkeeper.Store, clk *fakeclock.Clock, cfg idkeeper
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { reg.Close() })
-	return &env{reg: reg, store: st, clk: clk, logs: logs, obs: obs}
+	return &env{reg: reg, store: st, clk: clk, logs: logs, obs: obs, cfg: cfg}
 }
 
+// who is requester pid; all share machine and start time, and each has its own
+// instance, as sessions of the client library do.
 func who(pid int) idkeeper.Requester {
-	return idkeeper.Requester{MachineID: "machine-a", PID: pid, StartedAt: t0.Add(-time.Hour)}
+	return idkeeper.Requester{MachineID: "machine-a", PID: pid, StartedAt: t0.Add(-time.Hour), Instance: fmt.Sprintf("i%d", pid)}
+}
+
+// receipts returns the receipts of a grant's leases.
+func receipts(g idkeeper.Grant) []string {
+	out := make([]string, len(g.Leases))
+	for i, l := range g.Leases {
+		out[i] = l.Receipt
+	}
+	return out
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -242,44 +284,6 @@ func TestScenarioAllocSameRenewRemainingRemove(t *testing.T) {
 	}
 }
 
-func TestFencingCounterBelowAHeldTokenQuarantinesEverything(t *testing.T) {
-	e := newEnv(t, idkeeper.Config{Nodes: 16})
-	ctx := context.Background()
-	g, err := e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: who(1), Count: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A client shows a token the store never reached: the store lost writes.
-	_, err = e.reg.Renew(ctx, idkeeper.RenewRequest{Requester: who(1), FencingTokens: []uint64{g.Leases[0].FencingToken + 100}})
-	if err != nil {
-		t.Fatalf("renew: %v", err)
-	}
-	until := e.clk.Now().Add(48*time.Hour + 10*time.Minute)
-	c, _ := e.reg.Remaining(ctx)
-	if c.Quarantined != 15 || c.Remaining != 0 {
-		t.Fatalf("after a fence regression: %+v", c)
-	}
-	ns, _ := e.store.Node(ctx, 5)
-	if ns.Watermark.Before(until) || ns.QuarantinedUntil.Before(until) {
-		t.Fatalf("node 5 not raised to %v: %+v", until, ns)
-	}
-	if e.obs.resetCount(true) != 1 {
-		t.Fatalf("resets observed: %v", e.obs.resets)
-	}
-	// New grants go on past every token seen, after the quarantine.
-	e.clk.Set(until.Add(time.Millisecond))
-	g2, err := e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: who(2), Count: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if g2.Leases[0].FencingToken <= g.Leases[0].FencingToken+100 {
-		t.Fatalf("token %d not above the one seen (%d)", g2.Leases[0].FencingToken, g.Leases[0].FencingToken+100)
-	}
-	if !g2.Leases[0].NotBefore.After(until) {
-		t.Fatalf("window starts %v, before the raised watermark %v", g2.Leases[0].NotBefore, until)
-	}
-}
-
 func TestCleanupRunsOnOneReplicaAtATime(t *testing.T) {
 	a := newEnv(t, idkeeper.Config{Nodes: 8, CleanupInterval: 10 * time.Minute})
 	b := openEnv(t, a.store, a.clk, idkeeper.Config{Nodes: 8, CleanupInterval: 10 * time.Minute, Owner: "replica-b"})
@@ -321,7 +325,7 @@ func TestCleanupKeepsLeasesInsideGrace(t *testing.T) {
 func TestAuthenticate(t *testing.T) {
 	e := newEnv(t, idkeeper.Config{})
 	ctx := context.Background()
-	secret, k := idkeeper.NewAPIKey("ci", t0, time.Now().Add(time.Hour))
+	secret, k := idkeeper.NewAPIKey("ci", t0, t0.Add(time.Hour))
 	if err := e.store.CreateAPIKey(ctx, k); err != nil {
 		t.Fatal(err)
 	}
@@ -337,7 +341,7 @@ func TestAuthenticate(t *testing.T) {
 			t.Errorf("%q: got %v, want %s", presented, err, code)
 		}
 	}
-	old, ok := idkeeper.NewAPIKey("old", t0, time.Now().Add(-time.Second))
+	old, ok := idkeeper.NewAPIKey("old", t0, t0.Add(-time.Second))
 	e.store.CreateAPIKey(ctx, ok)
 	if _, err := e.reg.Authenticate(ctx, old); idkeeper.ErrorCode(err) != idkeeper.CodeAPIKeyExpired {
 		t.Fatalf("expired key: %v", err)
@@ -354,5 +358,158 @@ func TestAuthenticate(t *testing.T) {
 	}
 	if _, err := e.reg.EnsureAPIKey(ctx, "short", "x"); idkeeper.ErrorCode(err) != idkeeper.CodeInvalidRequest {
 		t.Fatalf("short bootstrap key: %v", err)
+	}
+}
+
+// A revoked key authenticates nothing; a key's use is recorded (LastUsedAt).
+func TestRevokedKeyAndLastUse(t *testing.T) {
+	e := newEnv(t, idkeeper.Config{Nodes: 4})
+	ctx := context.Background()
+	secret, k := idkeeper.NewAPIKey("ci", t0, time.Time{})
+	if err := e.store.CreateAPIKey(ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.reg.Authenticate(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got, _ := e.store.APIKey(ctx, k.ID)
+		if got.LastUsedAt.Equal(t0) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("LastUsedAt = %v, want %v", got.LastUsedAt, t0)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := e.store.RevokeAPIKey(ctx, k.ID, t0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.reg.Authenticate(ctx, secret)
+	if idkeeper.ErrorCode(err) != idkeeper.CodeAPIKeyInvalid || !strings.Contains(err.Error(), "revoked") {
+		t.Fatalf("revoked key: %v", err)
+	}
+}
+
+// A new bootstrap key retires the previous one; the retired one is not brought
+// back by a replica still configured with it.
+func TestBootstrapKeyRotation(t *testing.T) {
+	e := newEnv(t, idkeeper.Config{Nodes: 4})
+	ctx := context.Background()
+	const k1, k2 = "idk_first-bootstrap-key-0123456789", "idk_second-bootstrap-key-012345678"
+	if created, retired, err := e.reg.EnsureBootstrapKey(ctx, k1); err != nil || !created || len(retired) != 0 {
+		t.Fatalf("first bootstrap key: %v %v %v", created, retired, err)
+	}
+	if created, _, err := e.reg.EnsureBootstrapKey(ctx, k1); err != nil || created {
+		t.Fatalf("same key again: %v %v", created, err)
+	}
+	id1, _ := idkeeper.HashAPIKey(k1)
+	created, retired, err := e.reg.EnsureBootstrapKey(ctx, k2)
+	if err != nil || !created || len(retired) != 1 || retired[0] != id1 {
+		t.Fatalf("rotation: %v %v %v", created, retired, err)
+	}
+	if _, err := e.reg.Authenticate(ctx, k1); idkeeper.ErrorCode(err) != idkeeper.CodeAPIKeyInvalid {
+		t.Fatalf("the retired key: %v", err)
+	}
+	if _, err := e.reg.Authenticate(ctx, k2); err != nil {
+		t.Fatalf("the new key: %v", err)
+	}
+	// A replica still configured with the old key neither revives it nor retires the new one.
+	if _, _, err := e.reg.EnsureBootstrapKey(ctx, k1); err == nil || !strings.Contains(err.Error(), "revoked") {
+		t.Fatalf("reviving the retired key: %v", err)
+	}
+	if _, err := e.reg.Authenticate(ctx, k2); err != nil {
+		t.Fatalf("the new key after the old replica: %v", err)
+	}
+	// A key made with apikey create is no bootstrap key: rotation leaves it alone.
+	other, k := idkeeper.NewAPIKey("service", t0, time.Time{})
+	e.store.CreateAPIKey(ctx, k)
+	if _, _, err := e.reg.EnsureBootstrapKey(ctx, "idk_third-bootstrap-key-0123456789"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.reg.Authenticate(ctx, other); err != nil {
+		t.Fatalf("a created key after a rotation: %v", err)
+	}
+}
+
+// A key's quota caps the node IDs its leases hold at once: 409
+// API_KEY_QUOTA_EXCEEDED, nothing granted.
+func TestKeyQuota(t *testing.T) {
+	e := newEnv(t, idkeeper.Config{Nodes: 16})
+	ctx := context.Background()
+	key := idkeeper.APIKey{ID: "quota", MaxNodes: 3}
+	if _, err := e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: who(1), Count: 2, Key: key}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: who(2), Count: 2, Key: key})
+	var ie *idkeeper.Error
+	if !errors.As(err, &ie) || ie.Code != idkeeper.CodeAPIKeyQuotaExceeded || ie.Code.Status() != 409 ||
+		ie.Details["maxNodes"] != 3 || ie.Details["held"] != 2 {
+		t.Fatalf("over the quota: %v", err)
+	}
+	if _, err := e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: who(2), Count: 1, Key: key}); err != nil {
+		t.Fatalf("up to the quota: %v", err)
+	}
+	if c, _ := e.reg.Remaining(ctx); c.Leased != 3 {
+		t.Fatalf("leased %d", c.Leased)
+	}
+}
+
+// countingState is a StateKeeper that counts its saves and can be slowed down.
+type countingState struct {
+	idkeeper.MemoryState
+	mu    sync.Mutex
+	saves int
+	delay time.Duration
+}
+
+func (c *countingState) Save(ctx context.Context, st idkeeper.ReplicaState) error {
+	time.Sleep(c.delay)
+	c.mu.Lock()
+	c.saves++
+	c.mu.Unlock()
+	return c.MemoryState.Save(ctx, st)
+}
+
+// Every new grant's token is durable in the replica state before the grant is
+// answered; concurrent grants share saves (group commit), renewals save nothing.
+func TestGrantsSaveTheStateBeforeAnswering(t *testing.T) {
+	state := &countingState{delay: 20 * time.Millisecond}
+	e := newEnv(t, idkeeper.Config{Nodes: 64, State: state})
+	ctx := context.Background()
+	base := state.saves
+	g, err := e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: who(1), Count: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := state.Load(ctx); st.MaxToken != g.Leases[0].FencingToken || st.Generation != e.reg.Generation() {
+		t.Fatalf("state after a grant: %+v, want token %d", st, g.Leases[0].FencingToken)
+	}
+	if state.saves != base+1 {
+		t.Fatalf("%d saves for one grant", state.saves-base)
+	}
+	before := state.saves
+	var wg sync.WaitGroup
+	for i := range 30 {
+		wg.Go(func() {
+			if _, err := e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: who(10 + i), Count: 1}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := state.saves - before; n >= 30 || n < 1 {
+		t.Fatalf("%d saves for 30 concurrent grants, want fewer (group commit)", n)
+	}
+	if st, _ := state.Load(ctx); st.MaxToken != 31 {
+		t.Fatalf("MaxToken %d after 31 grants", st.MaxToken)
+	}
+	before = state.saves
+	if _, err := e.reg.Renew(ctx, idkeeper.RenewRequest{Requester: who(1), Receipts: receipts(g)}); err != nil {
+		t.Fatal(err)
+	}
+	if state.saves != before {
+		t.Fatalf("a renewal saved the state %d times", state.saves-before)
 	}
 }

@@ -2,6 +2,8 @@ package idkeeper
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 )
 
@@ -12,8 +14,8 @@ import (
 // Every method is safe for concurrent use, by goroutines and by several processes
 // sharing one store. Every mutating method is atomic: it applies entirely or not at
 // all. Errors are a *Error with a Code (the lease errors below), ErrNotFound,
-// ErrConflict, ErrStoreReset, or any other error for a failing store, which the
-// Registry reports as STORE_UNAVAILABLE.
+// ErrConflict, an error wrapping ErrStoreReset or ErrStoreClockSkew, or any other
+// error for a failing store, which the Registry reports as STORE_UNAVAILABLE.
 type Store interface {
 	LeaseStore
 	LockStore
@@ -25,21 +27,102 @@ type Store interface {
 	Close() error
 }
 
+// Guard is what every guarded (mutating) lease method checks first, in the same
+// atomic step as its writes (DESIGN §7). When a check fails the method writes
+// nothing.
+type Guard struct {
+	// Generation is the ID of the generation the caller adopted. A store without a
+	// generation, or with another one, fails with an error wrapping ErrStoreReset.
+	Generation string
+	// MinFence is the highest fencing token the caller knows was handed out. A store
+	// whose fencing counter is below it lost writes: an error wrapping ErrStoreReset.
+	// A new grant's token is therefore strictly greater than MinFence.
+	MinFence uint64
+	// Now is the caller's own clock when it is not zero: a store whose clock differs
+	// from it by more than MaxSkew fails with an error wrapping ErrStoreClockSkew.
+	Now     time.Time
+	MaxSkew time.Duration
+}
+
+// StoreStatus is what a store tells about itself in one read.
+type StoreStatus struct {
+	Initialised bool       // false: no generation (an empty or wiped store)
+	Generation  Generation // zero when not initialised
+	Fence       uint64     // the fencing counter: the highest token handed out
+	Nodes       int        // pool size; 0 when not initialised
+	Now         time.Time  // the store's clock (the time authority)
+}
+
 // InitResult is the answer of LeaseStore.Init.
 type InitResult struct {
-	Sentinel string // the store's sentinel, now adopted by this Store value
-	Fresh    bool   // true when Init created the pool and the sentinel
+	Generation Generation
+	Fresh      bool // true when Init created the pool and the first generation
 }
 
 // ResetParams tell LeaseStore.Reset how to make a reset store safe again.
 type ResetParams struct {
-	Nodes int // pool size, as for Init
+	// Seen is the generation the caller adopted before; zero when it has adopted
+	// none.
+	Seen Generation
+	// Nodes is the pool size, as for Init; a smaller stored pool grows.
+	Nodes int
 	// Until is the quarantine end and watermark floor for every node ID:
 	// now + lease duration + grace.
 	Until time.Time
 	// MinFence is the lowest value the fencing counter may have afterwards: the
-	// highest token this process has handed out or seen.
+	// highest token the caller has handed out or seen. At most MaxFencingToken.
 	MinFence uint64
+}
+
+// ResetResult is the answer of LeaseStore.Reset.
+type ResetResult struct {
+	Generation Generation // the store's generation afterwards, to adopt
+	// NewGeneration is true when Reset wrote a new generation (the store had none,
+	// or the one the caller had seen), false when it kept another replica's.
+	NewGeneration bool
+}
+
+// AllocParams ask LeaseStore.Alloc for Count node IDs.
+type AllocParams struct {
+	Requester Requester
+	KeyID     string        // the owner of the new leases (the authenticated API key)
+	Count     int           // at least 1
+	First     time.Duration // length of a new lease
+	// MaxNodes is the key's quota: when positive, the key's leases may hold at most
+	// this many node IDs after the grant.
+	MaxNodes int
+}
+
+// Claim is an authentic statement that a lease was granted (a verified receipt,
+// DESIGN §7): node, token and window as the holder last learned them.
+type Claim struct {
+	NodeID    NodeID
+	Token     uint64
+	NotBefore time.Time
+	ExpiresAt time.Time
+}
+
+// RenewParams ask LeaseStore.Renew to extend the leases of Requester.
+type RenewParams struct {
+	Requester Requester
+	KeyID     string        // must own every lease of Requester
+	Duration  time.Duration // the lease duration
+	// Grace is the cleanup grace period, for the quarantine of a contested node.
+	Grace time.Duration
+	// Claims are the requester's verified receipts. A claim is live when its
+	// ExpiresAt is not before now, and it is news when its Token is greater than
+	// the node's LastToken: a grant the store has forgotten. A live claim that is
+	// news restores or contests the node; every other claim is ignored.
+	Claims []Claim
+}
+
+// RemoveParams ask LeaseStore.Remove to release the leases of Requester.
+type RemoveParams struct {
+	Requester Requester
+	KeyID     string // must own every lease of Requester
+	// MintedUpTo is the highest timestamp the holder minted, after draining; zero
+	// when unknown.
+	MintedUpTo time.Time
 }
 
 // LeaseStore keeps node IDs, leases, watermarks and quarantines.
@@ -47,94 +130,121 @@ type ResetParams struct {
 // All lease arithmetic uses the store's clock (Now), truncated to the millisecond.
 //
 // State of a node ID: it is held by one lease, or free. A free node is quarantined
-// (QuarantinedUntil > now: not allocatable), cooling (watermark ≥ now: allocatable,
-// but its holder must wait until NotBefore to mint), or ready (watermark < now).
-// Free node IDs are handed out least-recently-freed first, ready ones before cooling
-// ones; a cooling one is chosen by lowest watermark. Node IDs that were never held
+// (QuarantinedUntil > now: not allocatable), cooling (fenced watermark ≥ now:
+// allocatable, but its holder must wait until NotBefore to mint), or ready (fenced
+// watermark < now). The fenced watermark is max(Watermark, Floor) (NodeState). Free
+// node IDs are handed out least-recently-freed first, ready ones before cooling ones;
+// a cooling one is chosen by lowest fenced watermark. Node IDs that were never held
 // (a fresh pool, pool growth, nodes created by Reset) are freed in NodeID order at
 // the time they are created; node IDs freed by one call are freed in NodeID order.
 //
 // A never-used node's watermark is the zero time.Time, so its first grant's
 // NotBefore is the zero time + 1 ms: no lower bound for minting.
 //
-// Bad arguments (count < 1, an invalid Requester, nodes < 1) return an
-// INVALID_REQUEST Error. A mutating call before Init or Reset returns a plain error.
+// Bad arguments (count < 1, an invalid Requester, nodes < 1, a MinFence above
+// MaxFencingToken) return an INVALID_REQUEST Error and change nothing.
 //
 // The watermark of a node ID is never deleted and never falls below an ExpiresAt the
 // store has granted, except through Remove with mintedUpTo (see Remove).
 //
-// After Init or Reset, a Store value remembers the sentinel it adopted. Every
-// mutating method (Alloc, Renew, Remove, Reclaim, Quarantine) first checks, in the
-// same atomic step, that the store's sentinel still equals it; if not it writes
-// nothing and returns ErrStoreReset.
+// Guarded methods (Grow, Alloc, Renew, Remove, Reclaim, Quarantine) check their
+// Guard first, in the same atomic step as their writes. Ownership: a lease belongs
+// to the KeyID that allocated it; Alloc, Renew and Remove of a requester that holds
+// a lease of another key return a LEASE_NOT_OWNED Error and change nothing.
 type LeaseStore interface {
 	// Now is the store's clock (the time authority), truncated to the millisecond.
 	Now(ctx context.Context) (time.Time, error)
 
-	// Init prepares the pool of node IDs 0..nodes−1 and adopts the store's sentinel.
-	// On an empty store it creates the pool (every node ready, watermark zero) and a
-	// new random sentinel, and reports Fresh. On an initialised store it adopts the
-	// existing sentinel, adding node IDs when nodes grew; a smaller pool than the
-	// stored one returns an INVALID_REQUEST Error and changes nothing.
+	// Status reads the generation, the fencing counter, the pool size and the clock
+	// in one step. It never writes.
+	Status(ctx context.Context) (StoreStatus, error)
+
+	// Init initialises an empty store: it creates the pool of node IDs
+	// 0..nodes−1 (every node ready, watermark zero) and generation 1 with origin
+	// fresh, and reports Fresh. On an initialised store it changes nothing but the
+	// pool size, which it grows when nodes is larger; a smaller pool than the stored
+	// one returns an INVALID_REQUEST Error. Only `idkeeper init` (and dev, on its own
+	// embedded store) calls it: a registry never initialises a store by itself.
 	Init(ctx context.Context, nodes int) (InitResult, error)
 
-	// Reset makes a store that lost writes safe and adopts its new sentinel. old is
-	// the sentinel this process last adopted. If the store's sentinel is missing or
-	// equals old, Reset, in one atomic step: creates missing node IDs as Init does;
-	// raises every node's QuarantinedUntil and watermark to at least p.Until; raises
-	// the fencing counter to at least p.MinFence; writes a new sentinel; and reports
-	// recovered = true. Leases are kept (their holders may be real); a held node's
-	// quarantine applies when it is freed. A p.Nodes below the stored pool size keeps
-	// the stored pool. If the store holds another sentinel (another replica has
-	// recovered already), it only raises the fencing counter, adopts that sentinel
-	// and reports recovered = false.
-	Reset(ctx context.Context, old string, p ResetParams) (sentinel string, recovered bool, err error)
+	// Grow adds node IDs up to nodes, as Init does on an initialised store; a
+	// smaller pool than the stored one returns an INVALID_REQUEST Error.
+	Grow(ctx context.Context, g Guard, nodes int) error
 
-	// Alloc grants count node IDs to r.
+	// Reset makes a store that lost writes safe, in one atomic step: it creates the
+	// pool (or the missing node IDs) as Init does; raises every node's Floor and
+	// QuarantinedUntil to at least p.Until and sets Restorable, held nodes included
+	// (a held node's quarantine applies when it is freed); and raises the fencing
+	// counter to at least p.MinFence. Leases are kept: their holders may be real.
+	// When the store has no generation, or p.Seen's, it writes a new one (a new ID,
+	// Number max(stored, p.Seen) + 1, origin recovered); when it has another (another
+	// replica recovered it, or it was initialised anew), it keeps that one's ID and
+	// Number and sets its origin to recovered. Either way it returns the generation
+	// to adopt. Reset is not guarded.
+	Reset(ctx context.Context, p ResetParams) (ResetResult, error)
+
+	// Alloc grants p.Count node IDs to p.Requester.
 	//
-	// If r holds leases already: when it holds exactly count, Alloc returns them,
-	// raising each ExpiresAt to at least now+first (never shortening a lease) and each
-	// watermark to at least that ExpiresAt, with tokens and NotBefore unchanged; when
-	// it holds another number it returns a REQUESTER_COUNT_MISMATCH Error (Details
-	// "held", "requested") and changes nothing.
+	// If the requester holds leases already: when it holds exactly Count, Alloc
+	// returns them, raising each ExpiresAt to at least now+First (never shortening a
+	// lease) and each watermark to at least that ExpiresAt, with tokens and NotBefore
+	// unchanged; when it holds another number it returns a REQUESTER_COUNT_MISMATCH
+	// Error (Details "held", "requested") and changes nothing.
 	//
-	// Otherwise, when fewer than count node IDs are allocatable (free and not
-	// quarantined at now) it returns a NODE_IDS_EXHAUSTED Error (Details "requested",
-	// "remaining") and grants nothing. Else it picks count node IDs in the order
-	// described on LeaseStore and for each: increments the fencing counter and takes
-	// the new value as FencingToken; NotBefore = watermark + 1 ms; ExpiresAt =
-	// now+first; GrantedAt = now; watermark = max(watermark, ExpiresAt). A cooling node
-	// whose watermark lies past now+first gets NotBefore > ExpiresAt: an empty window
-	// until the holder's first Renew, which clients send at once (DESIGN §4).
+	// Otherwise: when MaxNodes > 0 and the key's leases hold more than MaxNodes −
+	// Count node IDs it returns an API_KEY_QUOTA_EXCEEDED Error (Details "maxNodes",
+	// "held", "requested"); when fewer than Count node IDs are allocatable (free and
+	// not quarantined at now) it returns a NODE_IDS_EXHAUSTED Error (Details
+	// "requested", "remaining"); a grant that would take the fencing counter past
+	// MaxFencingToken fails with a plain error. Nothing is granted then. Else it picks
+	// Count node IDs in the order described on LeaseStore and for each: increments
+	// the fencing counter and takes the new value as FencingToken and LastToken;
+	// NotBefore = fenced watermark + 1 ms; ExpiresAt = now+First; GrantedAt = now;
+	// KeyID = p.KeyID; Watermark = max(Watermark, ExpiresAt); Restorable cleared. A
+	// cooling node whose fenced watermark lies past now+First gets NotBefore >
+	// ExpiresAt: an empty window until the holder's first Renew, which clients send
+	// at once (DESIGN §4).
 	//
 	// Leases come back sorted by NodeID; Grant.Now is the store's now.
-	Alloc(ctx context.Context, r Requester, count int, first time.Duration) (Grant, error)
+	Alloc(ctx context.Context, g Guard, p AllocParams) (Grant, error)
 
-	// Renew extends every lease of r, expired or not, as long as it has not been
-	// reclaimed: ExpiresAt = max(ExpiresAt, now+d), RenewedAt = now, watermark =
-	// max(watermark, ExpiresAt). It returns the leases sorted by NodeID, an empty
-	// list when r holds nothing.
-	Renew(ctx context.Context, r Requester, d time.Duration) (Grant, error)
+	// Renew first handles p.Claims, in NodeID order, the live ones that are news
+	// (see RenewParams): a claim on a free node that is Restorable restores the lease
+	// for the requester and key — token Claim.Token, NotBefore = max(Claim.NotBefore,
+	// Watermark + 1 ms) (the store's own watermark, not the Floor), ExpiresAt =
+	// max(Claim.ExpiresAt, now+Duration), GrantedAt = now, LastToken = Token,
+	// Restorable cleared — and lists it in Grant.Restored; a claim on a node held by
+	// another requester contests it: that lease is deleted, the watermark raised to
+	// both ExpiresAts, the node quarantined until that watermark + Grace, LastToken
+	// raised to the claim's token, Restorable cleared, and the node listed in
+	// Grant.Contested, so neither claimant gets it.
+	//
+	// It then extends every lease of the requester, expired or not, as long as it
+	// has not been reclaimed: ExpiresAt = max(ExpiresAt, now+Duration), RenewedAt =
+	// now, watermark = max(watermark, ExpiresAt), and returns them sorted by NodeID,
+	// an empty list when the requester holds nothing.
+	Renew(ctx context.Context, g Guard, p RenewParams) (Grant, error)
 
-	// Remove releases every lease of r at once and returns how many there were (0
-	// when none). When mintedUpTo is not zero, the holder attests it minted nothing
-	// after it and never will; each released node's watermark then becomes
-	// max(min(mintedUpTo, ExpiresAt), NotBefore − 1 ms, QuarantinedUntil if later than
-	// now), so a released node ID is reusable at once. When mintedUpTo is zero the
-	// watermark stays. A released node goes to the back of the free order.
-	Remove(ctx context.Context, r Requester, mintedUpTo time.Time) (int, error)
+	// Remove releases every lease of p.Requester at once and returns how many there
+	// were (0 when none). When MintedUpTo is not zero, the holder attests it minted
+	// nothing after it and never will; each released node's watermark then becomes
+	// max(min(MintedUpTo, ExpiresAt), NotBefore − 1 ms, QuarantinedUntil if later
+	// than now), so a released node ID is reusable at once. When MintedUpTo is zero
+	// the watermark stays. The Floor never changes. A released node goes to the back
+	// of the free order.
+	Remove(ctx context.Context, g Guard, p RemoveParams) (int, error)
 
 	// Reclaim deletes the leases whose ExpiresAt + grace lies before now, each checked
 	// again in the same atomic step that deletes it (a lease renewed meanwhile stays),
 	// frees their node IDs (to the back of the free order, watermark unchanged) and
 	// returns how many it deleted. Reclaiming is idempotent: a second run at once
 	// deletes nothing.
-	Reclaim(ctx context.Context, grace time.Duration) (int, error)
+	Reclaim(ctx context.Context, g Guard, grace time.Duration) (int, error)
 
 	// Quarantine raises the QuarantinedUntil of the given node IDs to at least until
 	// (never lowers it). A held node keeps its lease; the quarantine applies when it is
 	// freed. Node IDs outside the pool return an INVALID_REQUEST Error.
-	Quarantine(ctx context.Context, until time.Time, nodes ...NodeID) error
+	Quarantine(ctx context.Context, g Guard, until time.Time, nodes ...NodeID) error
 
 	// Counts returns the state of the pool at the store's now, without scanning the
 	// pool: O(log n + k) at most, k being the leases in grace.
@@ -143,8 +253,13 @@ type LeaseStore interface {
 	// Leases returns every lease in the store, expired ones included, sorted by NodeID.
 	Leases(ctx context.Context) ([]Lease, error)
 
-	// Node returns the state of one node ID; ErrNotFound outside the pool.
+	// Node returns the state of one node ID; ErrNotFound outside the pool (and on a
+	// store that is not initialised).
 	Node(ctx context.Context, id NodeID) (NodeState, error)
+
+	// KeyHoldings returns how many node IDs the leases of each API key hold, keys
+	// holding none left out.
+	KeyHoldings(ctx context.Context) (map[string]int, error)
 }
 
 // Lock is a held job lock.
@@ -175,10 +290,14 @@ type KeyStore interface {
 	CreateAPIKey(ctx context.Context, k APIKey) error
 	// APIKey returns the key with that ID; ErrNotFound when there is none.
 	APIKey(ctx context.Context, id string) (APIKey, error)
-	// APIKeys returns every key, sorted by ID.
+	// APIKeys returns every key, revoked ones included, sorted by ID.
 	APIKeys(ctx context.Context) ([]APIKey, error)
-	// DeleteAPIKey deletes a key; ErrNotFound when there is none.
-	DeleteAPIKey(ctx context.Context, id string) error
+	// RevokeAPIKey sets the key's RevokedAt to at unless it is revoked already;
+	// ErrNotFound when there is none. The record stays, for operators.
+	RevokeAPIKey(ctx context.Context, id string, at time.Time) error
+	// TouchAPIKey raises the key's LastUsedAt to at (never lowers it); a missing
+	// key is no error.
+	TouchAPIKey(ctx context.Context, id string, at time.Time) error
 }
 
 // SkewStore keeps the last clock-skew observation per requester.
@@ -188,4 +307,30 @@ type SkewStore interface {
 	// SkewObservations returns the observations that have not lapsed, sorted by
 	// requester key, dropping lapsed ones as it goes.
 	SkewObservations(ctx context.Context) ([]SkewObservation, error)
+}
+
+// Reasons a guard fails, wrapped with ErrStoreReset by every store, so the Registry
+// can log why.
+var (
+	// ErrGenerationChanged: the store has no generation, or not the adopted one.
+	ErrGenerationChanged = errors.New("the store's generation is missing or changed")
+	// ErrFenceRegression: the store's fencing counter is below a token handed out.
+	ErrFenceRegression = errors.New("the store's fencing counter is below a token already handed out")
+)
+
+// Check applies g to a store's state read in the atomic step that is about to
+// write: its generation ID ("" when it has none), its fencing counter and its now.
+// It returns nil, or an error wrapping ErrStoreReset (and ErrGenerationChanged or
+// ErrFenceRegression) or ErrStoreClockSkew.
+func (g Guard) Check(generation string, fence uint64, now time.Time) error {
+	switch {
+	case generation == "" || generation != g.Generation:
+		return fmt.Errorf("%w: %w (adopted %q, found %q)", ErrStoreReset, ErrGenerationChanged, g.Generation, generation)
+	case fence < g.MinFence:
+		return fmt.Errorf("%w: %w (counter %d, token %d handed out)", ErrStoreReset, ErrFenceRegression, fence, g.MinFence)
+	case !g.Now.IsZero() && now.Sub(Millis(g.Now)).Abs() > g.MaxSkew:
+		return fmt.Errorf("%w: the store reads %s, the registry %s (at most %s apart)",
+			ErrStoreClockSkew, now.UTC().Format(time.RFC3339Nano), g.Now.UTC().Format(time.RFC3339Nano), g.MaxSkew)
+	}
+	return nil
 }

@@ -17,6 +17,6 @@ import (
 func resetUntil(now time.Time, d time.Duration) time.Time { return now.Add(d) }
 
 // reclaim is the cleanup job's reclaim: the store's conditional, atomic Reclaim.
-func (r *Registry) reclaim(ctx context.Context) (int, error) {
-	return r.store.Reclaim(ctx, r.cfg.Grace)
+func (r *Registry) reclaim(ctx context.Context, gd Guard) (int, error) {
+	return r.store.Reclaim(ctx, gd, r.cfg.Grace)
 }

@@ -33,7 +33,7 @@ func resetUntil(now time.Time, d time.Duration) time.Time {
 // unsafeFreer is a store that frees node IDs whoever holds them (the redis store
 // in a chaos_unsafe build).
 type unsafeFreer interface {
-	UnsafeFree(ctx context.Context, nodes ...NodeID) (int, error)
+	UnsafeFree(ctx context.Context, g Guard, nodes ...NodeID) (int, error)
 }
 
 // staleViews holds, per Registry, the node IDs the previous cleanup run read as
@@ -46,10 +46,10 @@ var staleViews sync.Map // *Registry → []NodeID
 // does that resumes from a long pause between its read and its writes. The stale
 // window is one cleanup interval, so the race happens on every run, not once in a
 // blue moon. Freeing keeps watermarks, as Reclaim does.
-func (r *Registry) reclaim(ctx context.Context) (int, error) {
+func (r *Registry) reclaim(ctx context.Context, gd Guard) (int, error) {
 	f, ok := r.store.(unsafeFreer)
 	if !unsafeUnconditionalReclaim || !ok {
-		return r.store.Reclaim(ctx, r.cfg.Grace)
+		return r.store.Reclaim(ctx, gd, r.cfg.Grace)
 	}
 	now, err := r.store.Now(ctx)
 	if err != nil {
@@ -70,5 +70,5 @@ func (r *Registry) reclaim(ctx context.Context) (int, error) {
 	if len(stale) == 0 {
 		return 0, nil
 	}
-	return f.UnsafeFree(ctx, stale...)
+	return f.UnsafeFree(ctx, gd, stale...)
 }

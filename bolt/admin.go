@@ -39,7 +39,7 @@ func (s *Store) TryLock(ctx context.Context, name, owner string, atMostFor time.
 	if name == "" {
 		return idkeeper.Lock{}, false, idkeeper.Invalidf("name", "a lock needs a name")
 	}
-	err = s.update(ctx, false, func(t *txn) error {
+	err = s.update(ctx, nil, func(t *txn) error {
 		b := t.tx.Bucket(bucketLocks)
 		if v := b.Get([]byte(name)); v != nil {
 			cur, err := decodeLock(v)
@@ -64,7 +64,7 @@ func (s *Store) TryLock(ctx context.Context, name, owner string, atMostFor time.
 // Unlock implements idkeeper.LockStore. A lock that has lapsed is not held, even
 // when nobody has taken it since.
 func (s *Store) Unlock(ctx context.Context, name, owner string, atLeastFor time.Duration) (held bool, err error) {
-	err = s.update(ctx, false, func(t *txn) error {
+	err = s.update(ctx, nil, func(t *txn) error {
 		b := t.tx.Bucket(bucketLocks)
 		v := b.Get([]byte(name))
 		if v == nil {
@@ -90,6 +90,15 @@ type apiKeyRec struct {
 	Description string `json:"description"`
 	CreatedAt   int64  `json:"createdAt"`
 	ExpiresAt   int64  `json:"expiresAt"`
+	MaxNodes    int    `json:"maxNodes,omitempty"`
+	Bootstrap   bool   `json:"bootstrap,omitempty"`
+	RevokedAt   int64  `json:"revokedAt"`
+	LastUsedAt  int64  `json:"lastUsedAt"`
+}
+
+func apiKeyRecOf(k idkeeper.APIKey) apiKeyRec {
+	return apiKeyRec{Hash: k.Hash, Description: k.Description, CreatedAt: timeMs(k.CreatedAt), ExpiresAt: timeMs(k.ExpiresAt),
+		MaxNodes: k.MaxNodes, Bootstrap: k.Bootstrap, RevokedAt: timeMs(k.RevokedAt), LastUsedAt: timeMs(k.LastUsedAt)}
 }
 
 func decodeAPIKey(id string, v []byte) (idkeeper.APIKey, error) {
@@ -97,7 +106,9 @@ func decodeAPIKey(id string, v []byte) (idkeeper.APIKey, error) {
 	if err := json.Unmarshal(v, &r); err != nil {
 		return idkeeper.APIKey{}, fmt.Errorf("corrupt API key %q: %w", id, err)
 	}
-	return idkeeper.APIKey{ID: id, Hash: r.Hash, Description: r.Description, CreatedAt: msTime(r.CreatedAt), ExpiresAt: msTime(r.ExpiresAt)}, nil
+	return idkeeper.APIKey{ID: id, Hash: r.Hash, Description: r.Description, CreatedAt: msTime(r.CreatedAt),
+		ExpiresAt: msTime(r.ExpiresAt), MaxNodes: r.MaxNodes, Bootstrap: r.Bootstrap, RevokedAt: msTime(r.RevokedAt),
+		LastUsedAt: msTime(r.LastUsedAt)}, nil
 }
 
 // CreateAPIKey implements idkeeper.KeyStore.
@@ -105,16 +116,59 @@ func (s *Store) CreateAPIKey(ctx context.Context, k idkeeper.APIKey) error {
 	if k.ID == "" {
 		return idkeeper.Invalidf("id", "an API key needs an ID")
 	}
-	v, err := json.Marshal(apiKeyRec{Hash: k.Hash, Description: k.Description, CreatedAt: timeMs(k.CreatedAt), ExpiresAt: timeMs(k.ExpiresAt)})
+	v, err := json.Marshal(apiKeyRecOf(k))
 	if err != nil {
 		return err
 	}
-	return s.update(ctx, false, func(t *txn) error {
+	return s.update(ctx, nil, func(t *txn) error {
 		b := t.tx.Bucket(bucketAPIKeys)
 		if b.Get([]byte(k.ID)) != nil {
 			return idkeeper.ErrConflict
 		}
 		return b.Put([]byte(k.ID), v)
+	})
+}
+
+// changeAPIKey applies fn to the key with that ID and stores it when fn reports a
+// change; missing is returned when there is no such key.
+func (s *Store) changeAPIKey(ctx context.Context, id string, missing error, fn func(*idkeeper.APIKey) bool) error {
+	return s.update(ctx, nil, func(t *txn) error {
+		b := t.tx.Bucket(bucketAPIKeys)
+		v := b.Get([]byte(id))
+		if v == nil {
+			return missing
+		}
+		k, err := decodeAPIKey(id, v)
+		if err != nil || !fn(&k) {
+			return err
+		}
+		nv, err := json.Marshal(apiKeyRecOf(k))
+		if err != nil {
+			return err
+		}
+		return b.Put([]byte(id), nv)
+	})
+}
+
+// RevokeAPIKey implements idkeeper.KeyStore.
+func (s *Store) RevokeAPIKey(ctx context.Context, id string, at time.Time) error {
+	return s.changeAPIKey(ctx, id, idkeeper.ErrNotFound, func(k *idkeeper.APIKey) bool {
+		if k.Revoked() {
+			return false
+		}
+		k.RevokedAt = idkeeper.Millis(at)
+		return true
+	})
+}
+
+// TouchAPIKey implements idkeeper.KeyStore.
+func (s *Store) TouchAPIKey(ctx context.Context, id string, at time.Time) error {
+	return s.changeAPIKey(ctx, id, nil, func(k *idkeeper.APIKey) bool {
+		if !idkeeper.Millis(at).After(k.LastUsedAt) {
+			return false
+		}
+		k.LastUsedAt = idkeeper.Millis(at)
+		return true
 	})
 }
 
@@ -146,17 +200,6 @@ func (s *Store) APIKeys(ctx context.Context) ([]idkeeper.APIKey, error) {
 	return out, err
 }
 
-// DeleteAPIKey implements idkeeper.KeyStore.
-func (s *Store) DeleteAPIKey(ctx context.Context, id string) error {
-	return s.update(ctx, false, func(t *txn) error {
-		b := t.tx.Bucket(bucketAPIKeys)
-		if b.Get([]byte(id)) == nil {
-			return idkeeper.ErrNotFound
-		}
-		return b.Delete([]byte(id))
-	})
-}
-
 // skewRec is the JSON record of a skew observation; times are Unix ms, durations
 // nanoseconds.
 type skewRec struct {
@@ -174,7 +217,7 @@ func (s *Store) RecordSkew(ctx context.Context, o idkeeper.SkewObservation, ttl 
 	if err := o.Requester.Validate(); err != nil {
 		return err
 	}
-	return s.update(ctx, false, func(t *txn) error {
+	return s.update(ctx, nil, func(t *txn) error {
 		v, err := json.Marshal(skewRec{
 			Skew: int64(o.Skew), Threshold: int64(o.Threshold), Level: string(o.Level), ObservedAt: timeMs(o.ObservedAt),
 			RemoteIP: o.RemoteIP, Operation: o.Operation, Until: t.now + ttl.Milliseconds(),
@@ -218,7 +261,7 @@ func (s *Store) SkewObservations(ctx context.Context) ([]idkeeper.SkewObservatio
 	if err != nil || len(lapsed) == 0 {
 		return out, err
 	}
-	err = s.update(ctx, false, func(t *txn) error {
+	err = s.update(ctx, nil, func(t *txn) error {
 		b := t.tx.Bucket(bucketSkew)
 		for _, k := range lapsed {
 			// Recorded again since the read: keep it.

@@ -1,6 +1,7 @@
 package bolt_test
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -28,14 +29,25 @@ func benchStore(b *testing.B, sync bool) (*bolt.Store, *fakeclock.Clock) {
 	if !sync {
 		s.NoSyncForTest()
 	}
-	if _, err := s.Init(b.Context(), benchPool); err != nil {
+	res, err := s.Init(b.Context(), benchPool)
+	if err != nil {
 		b.Fatal(err)
 	}
+	benchGuard = idkeeper.Guard{Generation: res.Generation.ID}
 	return s, clock
 }
 
+// benchGuard is the guard of the store benchStore opened last, without a clock
+// comparison; benchmarks run one after another.
+var benchGuard idkeeper.Guard
+
 func benchReq(i int) idkeeper.Requester {
-	return idkeeper.Requester{MachineID: "bench-host", PID: 1 + i, StartedAt: time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)}
+	return idkeeper.Requester{MachineID: "bench-host", PID: 1 + i, StartedAt: time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC),
+		Instance: "bench"}
+}
+
+func alloc(s *bolt.Store, ctx context.Context, r idkeeper.Requester, count int, d time.Duration) (idkeeper.Grant, error) {
+	return s.Alloc(ctx, benchGuard, idkeeper.AllocParams{Requester: r, KeyID: "bench", Count: count, First: d})
 }
 
 // fill leases n node IDs, 128 per requester, starting at requester first.
@@ -43,7 +55,7 @@ func fill(b *testing.B, s *bolt.Store, first, n int, d time.Duration) {
 	b.Helper()
 	for i := 0; n > 0; i++ {
 		count := min(n, 128)
-		if _, err := s.Alloc(b.Context(), benchReq(first+i), count, d); err != nil {
+		if _, err := alloc(s, b.Context(), benchReq(first+i), count, d); err != nil {
 			b.Fatal(err)
 		}
 		n -= count
@@ -66,11 +78,11 @@ func BenchmarkAllocRemove(b *testing.B) {
 			r := benchReq(0)
 			ctx := b.Context()
 			for b.Loop() {
-				if _, err := s.Alloc(ctx, r, 1, 10*time.Minute); err != nil {
+				if _, err := alloc(s, ctx, r, 1, 10*time.Minute); err != nil {
 					b.Fatal(err)
 				}
 				clock.Advance(time.Millisecond)
-				if _, err := s.Remove(ctx, r, clock.Now()); err != nil {
+				if _, err := s.Remove(ctx, benchGuard, idkeeper.RemoveParams{Requester: r, KeyID: "bench", MintedUpTo: clock.Now()}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -84,12 +96,12 @@ func BenchmarkRenew(b *testing.B) {
 	fill(b, s, 1000, 4000, time.Hour)
 	r := benchReq(0)
 	ctx := b.Context()
-	if _, err := s.Alloc(ctx, r, 4, 10*time.Minute); err != nil {
+	if _, err := alloc(s, ctx, r, 4, 10*time.Minute); err != nil {
 		b.Fatal(err)
 	}
 	for b.Loop() {
 		clock.Advance(time.Millisecond)
-		if g, err := s.Renew(ctx, r, 48*time.Hour); err != nil || len(g.Leases) != 4 {
+		if g, err := s.Renew(ctx, benchGuard, idkeeper.RenewParams{Requester: r, KeyID: "bench", Duration: 48 * time.Hour}); err != nil || len(g.Leases) != 4 {
 			b.Fatal(g, err)
 		}
 	}
@@ -104,7 +116,7 @@ func BenchmarkReclaim4096(b *testing.B) {
 		fill(b, s, round*100, benchPool, 10*time.Minute)
 		clock.Advance(time.Hour)
 		b.StartTimer()
-		if n, err := s.Reclaim(ctx, 10*time.Minute); err != nil || n != benchPool {
+		if n, err := s.Reclaim(ctx, benchGuard, 10*time.Minute); err != nil || n != benchPool {
 			b.Fatal(n, err)
 		}
 	}

@@ -16,23 +16,27 @@
 // trips). In index keys a time has its sign bit flipped, so that byte order is time
 // order.
 //
-//	meta        "version", "sentinel", "nodes" (pool size), "fence" (fencing counter),
-//	            "seq" (free-order counter), "held" (leases), "quarantined" (entries
-//	            of the quarantine index)
-//	nodes       node u32 → watermark i64 | quarantinedUntil i64 | freeSeq u64 | place u8
-//	            (one record per node ID, never deleted; place names the one index
-//	            below that holds the node: none while held, else ready, cooling
-//	            or quarantine)
+//	meta        "version" (schema, 2), "generation" (number u64 | at i64 | origin
+//	            len u8 | origin | ID; absent: not initialised), "nodes" (pool
+//	            size), "fence" (fencing counter), "seq" (free-order counter),
+//	            "held" (leases), "quarantined" (entries of the quarantine index)
+//	nodes       node u32 → watermark i64 | quarantinedUntil i64 | freeSeq u64 |
+//	            place u8 | floor i64 | lastToken u64 | restorable u8 (one record per
+//	            node ID, never deleted; place names the one index below that holds
+//	            the node: none while held, else ready, cooling or quarantine)
 //	leases      node u32 → notBefore i64 | expiresAt i64 | token u64 | grantedAt i64 |
-//	            renewedAt i64 | requester key
+//	            renewedAt i64 | requester key length u16 | requester key | key ID
 //	requesters  requester key → node u32 … (sorted)
+//	keyheld     key ID → node IDs its leases hold, u64 (absent: none)
 //	expiry      expiresAt | node u32 → ∅   (held nodes, by expiry: Reclaim, InGrace)
-//	ready       freeSeq u64 | node u32 → ∅   (free, watermark < now when placed)
-//	cooling     watermark | freeSeq u64 | node u32 → ∅   (free, watermark ≥ now)
+//	ready       freeSeq u64 | node u32 → ∅   (free, fenced watermark < now when placed)
+//	cooling     fenced watermark | freeSeq u64 | node u32 → ∅   (free, fenced watermark ≥ now)
 //	quarantine  quarantinedUntil | node u32 → ∅   (free, quarantined when placed)
 //	locks       name → lockedAt i64 | until i64 | owner
 //	apikeys     ID → JSON
 //	skew        requester key → JSON (with its lapse time)
+//
+// The fenced watermark is max(watermark, floor): the floor is what a reset raised.
 //
 // A free node gets the next free-order sequence number when it is freed, and keeps
 // it while it moves between the free indexes. Time moves nodes on by itself (a
@@ -49,7 +53,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
@@ -65,8 +68,9 @@ const DefaultTimeout = 5 * time.Second
 // ErrLocked is wrapped by the error of Open when another process holds the file.
 var ErrLocked = errors.New("bolt: the database file is locked by another process")
 
-// schemaVersion is the layout described in the package doc.
-const schemaVersion = 1
+// schemaVersion is the layout described in the package doc. Version 1 (before
+// generations, owners and floors) is not read: the file must be started anew.
+const schemaVersion = 2
 
 // Options configure Open. The zero value is usable.
 type Options struct {
@@ -84,9 +88,6 @@ type Store struct {
 	db    *bbolt.DB
 	clock idkeeper.Clock
 	log   *slog.Logger
-
-	mu       sync.Mutex
-	sentinel string // adopted by Init or Reset
 }
 
 var _ idkeeper.Store = (*Store)(nil)
@@ -96,6 +97,7 @@ var (
 	bucketNodes      = []byte("nodes")
 	bucketLeases     = []byte("leases")
 	bucketRequesters = []byte("requesters")
+	bucketKeyHeld    = []byte("keyheld")
 	bucketExpiry     = []byte("expiry")
 	bucketReady      = []byte("ready")
 	bucketCooling    = []byte("cooling")
@@ -104,11 +106,11 @@ var (
 	bucketAPIKeys    = []byte("apikeys")
 	bucketSkew       = []byte("skew")
 
-	allBuckets = [][]byte{bucketMeta, bucketNodes, bucketLeases, bucketRequesters, bucketExpiry,
+	allBuckets = [][]byte{bucketMeta, bucketNodes, bucketLeases, bucketRequesters, bucketKeyHeld, bucketExpiry,
 		bucketReady, bucketCooling, bucketQuarantine, bucketLocks, bucketAPIKeys, bucketSkew}
 
 	keyVersion     = []byte("version")
-	keySentinel    = []byte("sentinel")
+	keyGeneration  = []byte("generation")
 	keyNodes       = []byte("nodes")
 	keyFence       = []byte("fence")
 	keySeq         = []byte("seq")
@@ -131,6 +133,7 @@ func Open(path string, opts Options) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("bolt: open %s: %w", path, err)
 	}
+
 	return s, nil
 }
 
@@ -172,7 +175,9 @@ func createBuckets(tx *bbolt.Tx) error {
 	meta := tx.Bucket(bucketMeta)
 	if v := meta.Get(keyVersion); v != nil {
 		if got := getU64(v); got != schemaVersion {
-			return fmt.Errorf("schema version %d, this build reads %d", got, schemaVersion)
+			return fmt.Errorf("the file has schema version %d, this build reads only version %d: it was written "+
+				"by an older development build, which no release reads; start on a new file (and run `idkeeper init`)",
+				got, schemaVersion)
 		}
 		return nil
 	}
@@ -190,31 +195,7 @@ func (s *Store) Ping(ctx context.Context) error {
 // Now is the store's clock truncated to the millisecond.
 func (s *Store) Now(context.Context) (time.Time, error) { return idkeeper.Millis(s.clock()), nil }
 
-func (s *Store) adopted() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.sentinel
-}
-
-func (s *Store) swapSentinel(sentinel string) (old string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	old, s.sentinel = s.sentinel, sentinel
-	return old
-}
-
-// adopt makes s adopt sentinel as the transaction commits. It adopts it at once, in
-// the transaction, so that no write of another goroutine can come between the
-// commit and the adoption and fail with ErrStoreReset; update takes the adoption
-// back when the transaction fails.
-func (t *txn) adopt(s *Store, sentinel string) {
-	prev := s.swapSentinel(sentinel)
-	if !t.adopted {
-		t.adopted, t.prevSentinel = true, prev
-	}
-}
-
-func newSentinel() string {
+func newGenerationID() string {
 	b := make([]byte, 16)
 	rand.Read(b)
 	return hex.EncodeToString(b)
@@ -235,12 +216,9 @@ type txn struct {
 	tx                                *bbolt.Tx
 	now                               int64 // Unix ms
 	meta, nodes, leases, reqs, expiry *bbolt.Bucket
-	ready, cooling, quar              *bbolt.Bucket
+	ready, cooling, quar, keyHeld     *bbolt.Bucket
 	counters
 	loaded counters
-
-	adopted      bool   // the Store adopted a sentinel in this transaction
-	prevSentinel string // the one it had adopted before
 }
 
 func (s *Store) begin(tx *bbolt.Tx) *txn {
@@ -248,7 +226,7 @@ func (s *Store) begin(tx *bbolt.Tx) *txn {
 		tx: tx, now: idkeeper.Millis(s.clock()).UnixMilli(),
 		meta: tx.Bucket(bucketMeta), nodes: tx.Bucket(bucketNodes), leases: tx.Bucket(bucketLeases),
 		reqs: tx.Bucket(bucketRequesters), expiry: tx.Bucket(bucketExpiry), ready: tx.Bucket(bucketReady),
-		cooling: tx.Bucket(bucketCooling), quar: tx.Bucket(bucketQuarantine),
+		cooling: tx.Bucket(bucketCooling), quar: tx.Bucket(bucketQuarantine), keyHeld: tx.Bucket(bucketKeyHeld),
 	}
 	t.nodeCount = getU64(t.meta.Get(keyNodes))
 	t.fence = getU64(t.meta.Get(keyFence))
@@ -274,34 +252,28 @@ func (t *txn) flush() error {
 	return nil
 }
 
-// update runs fn in one read-write transaction. When guarded, it first checks that
-// the stored sentinel is the adopted one, else writes nothing and returns
-// ErrStoreReset.
-func (s *Store) update(ctx context.Context, guarded bool, fn func(*txn) error) error {
+// update runs fn in one read-write transaction. A guard, when not nil, is checked
+// first: when it fails nothing is written.
+func (s *Store) update(ctx context.Context, g *idkeeper.Guard, fn func(*txn) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	var t *txn
-	err := s.db.Update(func(tx *bbolt.Tx) error {
-		t = s.begin(tx)
-		if guarded {
-			want := s.adopted()
-			if want == "" {
-				return errors.New("the store value has adopted no sentinel: call Init first")
+	return wrap(s.db.Update(func(tx *bbolt.Tx) error {
+		t := s.begin(tx)
+		if g != nil {
+			gen, _, err := t.generation()
+			if err != nil {
+				return err
 			}
-			if string(t.meta.Get(keySentinel)) != want {
-				return idkeeper.ErrStoreReset
+			if err := g.Check(gen.ID, t.fence, msTime(t.now)); err != nil {
+				return err
 			}
 		}
 		if err := fn(t); err != nil {
 			return err
 		}
 		return t.flush()
-	})
-	if err != nil && t != nil && t.adopted {
-		s.swapSentinel(t.prevSentinel)
-	}
-	return wrap(err)
+	}))
 }
 
 // view runs fn in one read-only transaction.
@@ -315,7 +287,7 @@ func (s *Store) view(ctx context.Context, fn func(*txn) error) error {
 // wrap marks failures of bbolt itself; contract errors pass unchanged.
 func wrap(err error) error {
 	var de *idkeeper.Error
-	if err == nil || errors.As(err, &de) || errors.Is(err, idkeeper.ErrStoreReset) {
+	if err == nil || errors.As(err, &de) || errors.Is(err, idkeeper.ErrStoreReset) || errors.Is(err, idkeeper.ErrStoreClockSkew) {
 		return err
 	}
 	return fmt.Errorf("bolt: %w", err)

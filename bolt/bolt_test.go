@@ -1,12 +1,15 @@
 package bolt_test
 
 import (
+	"encoding/binary"
 	"errors"
 	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	bbolt "go.etcd.io/bbolt"
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/bolt"
@@ -38,7 +41,7 @@ func TestReopenKeepsState(t *testing.T) {
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "idkeeper.db")
 	clock := fakeclock.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-	r := idkeeper.Requester{MachineID: "host", PID: 7, StartedAt: clock.Now().Add(-time.Hour)}
+	r := idkeeper.Requester{MachineID: "host", PID: 7, StartedAt: clock.Now().Add(-time.Hour), Instance: "a"}
 
 	s, err := bolt.Open(path, bolt.Options{Clock: clock.Now, Logger: testLogger(t)})
 	if err != nil {
@@ -48,11 +51,12 @@ func TestReopenKeepsState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := s.Alloc(ctx, r, 3, 10*time.Minute)
+	gd := idkeeper.Guard{Generation: res.Generation.ID}
+	g, err := s.Alloc(ctx, gd, idkeeper.AllocParams{Requester: r, KeyID: "k", Count: 3, First: 10 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Quarantine(ctx, clock.Now().Add(time.Hour), 15); err != nil {
+	if err := s.Quarantine(ctx, gd, clock.Now().Add(time.Hour), 15); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := s.TryLock(ctx, "cleanup", "a", time.Hour); err != nil {
@@ -71,25 +75,27 @@ func TestReopenKeepsState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again.Fresh || again.Sentinel != res.Sentinel {
-		t.Fatalf("Init after reopening = %+v, want sentinel %q, not fresh", again, res.Sentinel)
+	if again.Fresh || again.Generation != res.Generation {
+		t.Fatalf("Init after reopening = %+v, want generation %+v, not fresh", again, res.Generation)
 	}
 	if c, err := s.Counts(ctx); err != nil || c != before {
 		t.Fatalf("Counts after reopening = %+v, %v; want %+v", c, err, before)
 	}
-	rg, err := s.Renew(ctx, r, time.Hour)
+	gd.MinFence = g.Fence
+	rg, err := s.Renew(ctx, gd, idkeeper.RenewParams{Requester: r, KeyID: "k", Duration: time.Hour})
 	if err != nil || len(rg.Leases) != 3 || rg.Fence != g.Fence {
 		t.Fatalf("Renew after reopening = %+v, %v", rg, err)
 	}
 	for i, l := range rg.Leases {
-		if l.NodeID != g.Leases[i].NodeID || l.FencingToken != g.Leases[i].FencingToken {
+		if l.NodeID != g.Leases[i].NodeID || l.FencingToken != g.Leases[i].FencingToken || l.KeyID != "k" {
 			t.Fatalf("lease %d after reopening = %+v, want %+v", i, l, g.Leases[i])
 		}
 	}
 	if _, ok, err := s.TryLock(ctx, "cleanup", "b", time.Hour); err != nil || ok {
 		t.Fatalf("TryLock of a held lock after reopening = %v, %v", ok, err)
 	}
-	next, err := s.Alloc(ctx, idkeeper.Requester{MachineID: "host", PID: 8, StartedAt: r.StartedAt}, 1, time.Minute)
+	next, err := s.Alloc(ctx, gd, idkeeper.AllocParams{Requester: idkeeper.Requester{MachineID: "host", PID: 7,
+		StartedAt: r.StartedAt, Instance: "b"}, KeyID: "k", Count: 1, First: time.Minute})
 	if err != nil || next.Leases[0].FencingToken != g.Fence+1 {
 		t.Fatalf("Alloc after reopening = %+v, %v; want token %d", next, err, g.Fence+1)
 	}
@@ -112,10 +118,31 @@ func TestOpenLockedFileTimesOut(t *testing.T) {
 	}
 }
 
-func TestMutatingBeforeInit(t *testing.T) {
-	s := open(t, filepath.Join(t.TempDir(), "idkeeper.db"), nil)
-	r := idkeeper.Requester{MachineID: "host", PID: 7, StartedAt: time.Now()}
-	if _, err := s.Alloc(t.Context(), r, 1, time.Minute); err == nil {
-		t.Fatal("Alloc before Init succeeded")
+// A file of the schema before generations and owners is refused with a message that
+// says what to do, and is left as it was.
+func TestOldSchemaRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "idkeeper.db")
+	db, err := bbolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bbolt.Tx) error {
+		b, err := tx.CreateBucket([]byte("meta"))
+		if err != nil {
+			return err
+		}
+		return b.Put([]byte("version"), binary.BigEndian.AppendUint64(nil, 1))
+	})
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := bolt.Open(path, bolt.Options{})
+	if err == nil {
+		s.Close()
+		t.Fatal("a schema 1 file opened")
+	}
+	if !strings.Contains(err.Error(), "schema version 1") || !strings.Contains(err.Error(), "idkeeper init") {
+		t.Fatalf("Open of a schema 1 file: %v; want the versions and what to do", err)
 	}
 }

@@ -61,27 +61,45 @@ const (
 
 // nodeRec is the record of one node ID.
 type nodeRec struct {
-	watermark int64 // Unix ms
-	quarUntil int64 // Unix ms
-	freeSeq   uint64
-	place     place
+	watermark  int64 // Unix ms; the store's own
+	quarUntil  int64 // Unix ms
+	freeSeq    uint64
+	place      place
+	floor      int64 // Unix ms; raised by a reset
+	lastToken  uint64
+	restorable bool
 }
 
-const nodeRecLen = 25
+// fenced is the node's effective watermark: max(watermark, floor).
+func (r nodeRec) fenced() int64 { return max(r.watermark, r.floor) }
+
+const nodeRecLen = 42
 
 func (r nodeRec) encode() []byte {
 	b := make([]byte, 0, nodeRecLen)
 	b = binary.BigEndian.AppendUint64(b, uint64(r.watermark))
 	b = binary.BigEndian.AppendUint64(b, uint64(r.quarUntil))
 	b = binary.BigEndian.AppendUint64(b, r.freeSeq)
-	return append(b, byte(r.place))
+	b = append(b, byte(r.place))
+	b = binary.BigEndian.AppendUint64(b, uint64(r.floor))
+	b = binary.BigEndian.AppendUint64(b, r.lastToken)
+	if r.restorable {
+		return append(b, 1)
+	}
+	return append(b, 0)
 }
 
 func decodeNode(b []byte) (nodeRec, error) {
 	if len(b) != nodeRecLen {
 		return nodeRec{}, fmt.Errorf("corrupt node record of %d bytes", len(b))
 	}
-	return nodeRec{watermark: getI64(b, 0), quarUntil: getI64(b, 8), freeSeq: binary.BigEndian.Uint64(b[16:]), place: place(b[24])}, nil
+	return nodeRec{watermark: getI64(b, 0), quarUntil: getI64(b, 8), freeSeq: binary.BigEndian.Uint64(b[16:]),
+		place: place(b[24]), floor: getI64(b, 25), lastToken: binary.BigEndian.Uint64(b[33:]), restorable: b[41] == 1}, nil
+}
+
+func (r nodeRec) state(id uint32) idkeeper.NodeState {
+	return idkeeper.NodeState{NodeID: idkeeper.NodeID(id), Watermark: msTime(r.watermark), Floor: msTime(r.floor),
+		QuarantinedUntil: msTime(r.quarUntil), LastToken: r.lastToken, Restorable: r.restorable}
 }
 
 // leaseRec is the record of one lease.
@@ -89,27 +107,35 @@ type leaseRec struct {
 	notBefore, expiresAt, grantedAt, renewedAt int64 // Unix ms
 	token                                      uint64
 	requester                                  string // Requester.Key
+	keyID                                      string // the owner
 }
 
-const leaseFixedLen = 40
+const leaseFixedLen = 42
 
 func (l leaseRec) encode() []byte {
-	b := make([]byte, 0, leaseFixedLen+len(l.requester))
+	b := make([]byte, 0, leaseFixedLen+len(l.requester)+len(l.keyID))
 	b = binary.BigEndian.AppendUint64(b, uint64(l.notBefore))
 	b = binary.BigEndian.AppendUint64(b, uint64(l.expiresAt))
 	b = binary.BigEndian.AppendUint64(b, l.token)
 	b = binary.BigEndian.AppendUint64(b, uint64(l.grantedAt))
 	b = binary.BigEndian.AppendUint64(b, uint64(l.renewedAt))
-	return append(b, l.requester...)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(l.requester)))
+	b = append(b, l.requester...)
+	return append(b, l.keyID...)
 }
 
 func decodeLease(b []byte) (leaseRec, error) {
 	if len(b) < leaseFixedLen {
 		return leaseRec{}, fmt.Errorf("corrupt lease record of %d bytes", len(b))
 	}
+	n := int(binary.BigEndian.Uint16(b[40:]))
+	if len(b) < leaseFixedLen+n {
+		return leaseRec{}, fmt.Errorf("corrupt lease record of %d bytes", len(b))
+	}
 	return leaseRec{
 		notBefore: getI64(b, 0), expiresAt: getI64(b, 8), token: binary.BigEndian.Uint64(b[16:]),
-		grantedAt: getI64(b, 24), renewedAt: getI64(b, 32), requester: string(b[leaseFixedLen:]),
+		grantedAt: getI64(b, 24), renewedAt: getI64(b, 32), requester: string(b[leaseFixedLen : leaseFixedLen+n]),
+		keyID: string(b[leaseFixedLen+n:]),
 	}, nil
 }
 
@@ -120,8 +146,26 @@ func (l leaseRec) lease(id uint32) (idkeeper.Lease, error) {
 	}
 	return idkeeper.Lease{
 		NodeID: idkeeper.NodeID(id), Requester: r, NotBefore: msTime(l.notBefore), ExpiresAt: msTime(l.expiresAt),
-		FencingToken: l.token, GrantedAt: msTime(l.grantedAt), RenewedAt: msTime(l.renewedAt),
+		FencingToken: l.token, GrantedAt: msTime(l.grantedAt), RenewedAt: msTime(l.renewedAt), KeyID: l.keyID,
 	}, nil
+}
+
+// encodeGeneration is number u64 | at i64 | origin length u8 | origin | ID.
+func encodeGeneration(g idkeeper.Generation) []byte {
+	b := binary.BigEndian.AppendUint64(nil, g.Number)
+	b = binary.BigEndian.AppendUint64(b, uint64(timeMs(g.At)))
+	b = append(b, byte(len(g.Origin)))
+	b = append(b, g.Origin...)
+	return append(b, g.ID...)
+}
+
+func decodeGeneration(b []byte) (idkeeper.Generation, error) {
+	if len(b) < 17 || len(b) < 17+int(b[16]) {
+		return idkeeper.Generation{}, fmt.Errorf("corrupt generation record of %d bytes", len(b))
+	}
+	n := int(b[16])
+	return idkeeper.Generation{Number: binary.BigEndian.Uint64(b), At: msTime(getI64(b, 8)),
+		Origin: idkeeper.Origin(b[17 : 17+n]), ID: string(b[17+n:])}, nil
 }
 
 func encodeIDs(ids []uint32) []byte {

@@ -6,9 +6,9 @@ import (
 	bbolt "go.etcd.io/bbolt"
 )
 
-// WipeForTest deletes every bucket of the file, as a restart without persistence
-// would lose everything, and leaves the Store value's adopted sentinel as it was:
-// the storetest.Wiper hook. It exists in test builds only.
+// WipeForTest deletes every bucket of the file, as a lost volume would lose
+// everything, generation included: the storetest.Wiper hook. It exists in test
+// builds only.
 func (s *Store) WipeForTest(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err

@@ -2,14 +2,24 @@ package bolt
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"slices"
 	"time"
 
-	bbolt "go.etcd.io/bbolt"
-
 	"github.com/idkeeper/idkeeper"
 )
+
+// Status implements idkeeper.LeaseStore.
+func (s *Store) Status(ctx context.Context) (idkeeper.StoreStatus, error) {
+	var st idkeeper.StoreStatus
+	err := s.view(ctx, func(t *txn) error {
+		g, ok, err := t.generation()
+		st = idkeeper.StoreStatus{Initialised: ok, Generation: g, Fence: t.fence, Nodes: int(t.nodeCount), Now: msTime(t.now)}
+		return err
+	})
+	return st, err
+}
 
 // Init implements idkeeper.LeaseStore.
 func (s *Store) Init(ctx context.Context, nodes int) (idkeeper.InitResult, error) {
@@ -17,31 +27,45 @@ func (s *Store) Init(ctx context.Context, nodes int) (idkeeper.InitResult, error
 		return idkeeper.InitResult{}, err
 	}
 	var res idkeeper.InitResult
-	err := s.update(ctx, false, func(t *txn) error {
-		if uint64(nodes) < t.nodeCount {
-			return idkeeper.Invalidf("nodes", "the store holds %d node IDs; a pool of %d would drop some", t.nodeCount, nodes)
-		}
-		if err := t.grow(nodes); err != nil {
+	err := s.update(ctx, nil, func(t *txn) error {
+		g, ok, err := t.generation()
+		if err != nil {
 			return err
 		}
-		if v := t.meta.Get(keySentinel); v != nil {
-			res.Sentinel = string(v)
-		} else {
-			res = idkeeper.InitResult{Sentinel: newSentinel(), Fresh: true}
-			if err := t.meta.Put(keySentinel, []byte(res.Sentinel)); err != nil {
-				return err
-			}
+		if ok {
+			res.Generation = g
+			return t.growTo(nodes)
 		}
-		t.adopt(s, res.Sentinel)
-		return nil
+		res = idkeeper.InitResult{Fresh: true, Generation: idkeeper.Generation{
+			ID: newGenerationID(), Number: 1, Origin: idkeeper.OriginFresh, At: msTime(t.now)}}
+		if err := t.growTo(nodes); err != nil {
+			return err
+		}
+		return t.meta.Put(keyGeneration, encodeGeneration(res.Generation))
 	})
 	if err != nil {
 		return idkeeper.InitResult{}, err
 	}
 	if res.Fresh {
-		s.log.Info("bolt: created a new node pool", "nodes", nodes)
+		s.log.Info("bolt: initialised a new node pool", "nodes", nodes, "generation", res.Generation.ID)
 	}
 	return res, nil
+}
+
+// growTo grows the pool to nodes; a smaller pool is an INVALID_REQUEST Error.
+func (t *txn) growTo(nodes int) error {
+	if uint64(nodes) < t.nodeCount {
+		return idkeeper.Invalidf("nodes", "the store holds %d node IDs; a pool of %d would drop some", t.nodeCount, nodes)
+	}
+	return t.grow(nodes)
+}
+
+// Grow implements idkeeper.LeaseStore.
+func (s *Store) Grow(ctx context.Context, g idkeeper.Guard, nodes int) error {
+	if err := checkPool(nodes); err != nil {
+		return err
+	}
+	return s.update(ctx, &g, func(t *txn) error { return t.growTo(nodes) })
 }
 
 func checkPool(nodes int) error {
@@ -53,99 +77,97 @@ func checkPool(nodes int) error {
 
 // Reset implements idkeeper.LeaseStore. It never shrinks the pool: a p.Nodes below
 // the stored size leaves the size as it is.
-func (s *Store) Reset(ctx context.Context, old string, p idkeeper.ResetParams) (string, bool, error) {
+func (s *Store) Reset(ctx context.Context, p idkeeper.ResetParams) (idkeeper.ResetResult, error) {
 	if err := checkPool(p.Nodes); err != nil {
-		return "", false, err
+		return idkeeper.ResetResult{}, err
 	}
-	var (
-		sentinel  string
-		recovered bool
-	)
+	if p.MinFence > idkeeper.MaxFencingToken {
+		return idkeeper.ResetResult{}, idkeeper.Invalidf("minFence", "a fencing counter above 2^53-1 is no token")
+	}
+	var res idkeeper.ResetResult
 	until := timeMs(p.Until)
-	err := s.update(ctx, false, func(t *txn) error {
+	err := s.update(ctx, nil, func(t *txn) error {
 		t.fence = max(t.fence, p.MinFence)
-		if v := t.meta.Get(keySentinel); v != nil && string(v) != old {
-			sentinel = string(v)
-			t.adopt(s, sentinel)
-			return nil
-		}
 		if err := t.grow(p.Nodes); err != nil {
 			return err
 		}
 		for id := range uint32(t.nodeCount) {
 			err := t.modify(id, func(r *nodeRec) {
-				r.quarUntil = max(r.quarUntil, until)
-				r.watermark = max(r.watermark, until)
+				r.quarUntil, r.floor, r.restorable = max(r.quarUntil, until), max(r.floor, until), true
 			})
 			if err != nil {
 				return err
 			}
 		}
-		sentinel, recovered = newSentinel(), true
-		if err := t.meta.Put(keySentinel, []byte(sentinel)); err != nil {
+		cur, ok, err := t.generation()
+		if err != nil {
 			return err
 		}
-		t.adopt(s, sentinel)
-		return nil
+		if !ok || cur.ID == p.Seen.ID {
+			res = idkeeper.ResetResult{NewGeneration: true, Generation: idkeeper.Generation{ID: newGenerationID(),
+				Number: max(cur.Number, p.Seen.Number) + 1, Origin: idkeeper.OriginRecovered, At: msTime(t.now)}}
+		} else {
+			cur.Origin, cur.At = idkeeper.OriginRecovered, msTime(t.now)
+			res = idkeeper.ResetResult{Generation: cur}
+		}
+		return t.meta.Put(keyGeneration, encodeGeneration(res.Generation))
 	})
 	if err != nil {
-		return "", false, err
+		return idkeeper.ResetResult{}, err
 	}
-	if recovered {
-		s.log.Warn("bolt: the store lost writes; every node ID is quarantined and its watermark raised",
-			"until", p.Until, "minFence", p.MinFence)
-	}
-	return sentinel, recovered, nil
+	s.log.Warn("bolt: the store lost writes; every node ID is quarantined and its watermark floor raised",
+		"until", p.Until, "minFence", p.MinFence, "generation", res.Generation.Number)
+	return res, nil
 }
 
 // Alloc implements idkeeper.LeaseStore.
-func (s *Store) Alloc(ctx context.Context, r idkeeper.Requester, count int, first time.Duration) (idkeeper.Grant, error) {
-	if err := r.Validate(); err != nil {
+func (s *Store) Alloc(ctx context.Context, g idkeeper.Guard, p idkeeper.AllocParams) (idkeeper.Grant, error) {
+	if err := p.Requester.Validate(); err != nil {
 		return idkeeper.Grant{}, err
 	}
-	if count < 1 {
-		return idkeeper.Grant{}, idkeeper.Invalidf("count", "count must be at least 1, got %d", count)
+	if p.Count < 1 {
+		return idkeeper.Grant{}, idkeeper.Invalidf("count", "count must be at least 1, got %d", p.Count)
 	}
-	var g idkeeper.Grant
-	err := s.update(ctx, true, func(t *txn) error {
+	var gr idkeeper.Grant
+	err := s.update(ctx, &g, func(t *txn) error {
 		if err := t.promote(); err != nil {
 			return err
 		}
-		key := r.Key()
-		exp := t.now + first.Milliseconds()
-		held, err := t.heldBy(key)
+		key := p.Requester.Key()
+		exp := t.now + p.First.Milliseconds()
+		held, err := t.owned(key, p.KeyID)
 		if err != nil {
 			return err
 		}
 		if len(held) > 0 {
-			if len(held) != count {
-				return &idkeeper.Error{
-					Code:    idkeeper.CodeRequesterCountMismatch,
-					Message: "the requester holds a different number of node IDs; remove them first",
-					Details: map[string]any{"held": len(held), "requested": count},
-				}
+			if len(held) != p.Count {
+				return idkeeper.CountMismatch(len(held), p.Count)
 			}
 			for _, id := range held {
 				if err := t.extend(id, exp, false); err != nil {
 					return err
 				}
 			}
-			g, err = t.grant(held)
+			gr, err = t.grant(held)
 			return err
 		}
-		if free := int(t.nodeCount - t.held - t.quarantineSize); free < count {
-			return &idkeeper.Error{
-				Code:    idkeeper.CodeNodeIDsExhausted,
-				Message: "not enough free node IDs",
-				Details: map[string]any{"requested": count, "remaining": free},
-			}
+		if n := t.keyHeldBy(p.KeyID); p.MaxNodes > 0 && n+p.Count > p.MaxNodes {
+			return idkeeper.QuotaExceeded(p.MaxNodes, n, p.Count)
 		}
-		ids, err := t.pick(count)
+		if free := int(t.nodeCount - t.held - t.quarantineSize); free < p.Count {
+			return idkeeper.Exhausted(p.Count, free)
+		}
+		if t.fence+uint64(p.Count) > idkeeper.MaxFencingToken {
+			return fmt.Errorf("the fencing counter %d cannot grow by %d past 2^53-1", t.fence, p.Count)
+		}
+		ids, err := t.pick(p.Count)
 		if err != nil {
 			return err
 		}
 		for _, id := range ids {
-			if err := t.take(id, key, exp); err != nil {
+			t.fence++
+			if err := t.take(id, leaseRec{expiresAt: exp, grantedAt: t.now, renewedAt: zeroMs, token: t.fence,
+				requester: key, keyID: p.KeyID}, true); err != nil {
 				return err
 			}
 		}
@@ -153,14 +175,35 @@ func (s *Store) Alloc(ctx context.Context, r idkeeper.Requester, count int, firs
 		if err := t.reqs.Put([]byte(key), encodeIDs(ids)); err != nil {
 			return err
 		}
-		g, err = t.grant(ids)
+		gr, err = t.grant(ids)
 		return err
 	})
-	return g, err
+	return gr, err
 }
 
-// take grants a free node to the requester with key, until exp.
-func (t *txn) take(id uint32, key string, exp int64) error {
+// owned returns the node IDs the requester with key holds, sorted, or
+// LEASE_NOT_OWNED when one of them belongs to another API key.
+func (t *txn) owned(key, keyID string) ([]uint32, error) {
+	ids, err := t.heldBy(key)
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range ids {
+		l, err := t.lease(id)
+		if err != nil {
+			return nil, err
+		}
+		if l.keyID != keyID {
+			return nil, idkeeper.NotOwned()
+		}
+	}
+	return ids, nil
+}
+
+// take gives a free node to l's requester: a new grant (NotBefore after the fenced
+// watermark) when fresh, else a restored lease whose NotBefore l already carries.
+// The caller updates the requester index.
+func (t *txn) take(id uint32, l leaseRec, fresh bool) error {
 	r, err := t.node(id)
 	if err != nil {
 		return err
@@ -168,9 +211,10 @@ func (t *txn) take(id uint32, key string, exp int64) error {
 	if err := t.unplace(id, &r); err != nil {
 		return err
 	}
-	t.fence++
-	l := leaseRec{notBefore: r.watermark + 1, expiresAt: exp, grantedAt: t.now, renewedAt: zeroMs, token: t.fence, requester: key}
-	r.watermark = max(r.watermark, exp)
+	if fresh {
+		l.notBefore = r.fenced() + 1
+	}
+	r.watermark, r.lastToken, r.restorable = max(r.watermark, l.expiresAt), l.token, false
 	if err := t.putNode(id, r); err != nil {
 		return err
 	}
@@ -178,7 +222,10 @@ func (t *txn) take(id uint32, key string, exp int64) error {
 		return err
 	}
 	t.held++
-	return t.expiry.Put(timeNodeKey(exp, id), nil)
+	if err := t.keyHolds(l.keyID, 1); err != nil {
+		return err
+	}
+	return t.expiry.Put(timeNodeKey(l.expiresAt, id), nil)
 }
 
 // extend raises a lease's expiry to at least exp and the node's watermark with it;
@@ -232,36 +279,115 @@ func (t *txn) grant(ids []uint32) (idkeeper.Grant, error) {
 }
 
 // Renew implements idkeeper.LeaseStore.
-func (s *Store) Renew(ctx context.Context, r idkeeper.Requester, d time.Duration) (idkeeper.Grant, error) {
-	if err := r.Validate(); err != nil {
+func (s *Store) Renew(ctx context.Context, g idkeeper.Guard, p idkeeper.RenewParams) (idkeeper.Grant, error) {
+	if err := p.Requester.Validate(); err != nil {
 		return idkeeper.Grant{}, err
 	}
-	var g idkeeper.Grant
-	err := s.update(ctx, true, func(t *txn) error {
-		ids, err := t.heldBy(r.Key())
+	var gr idkeeper.Grant
+	err := s.update(ctx, &g, func(t *txn) error {
+		key := p.Requester.Key()
+		if _, err := t.owned(key, p.KeyID); err != nil {
+			return err
+		}
+		restored, contested, err := t.claims(key, p)
+		if err != nil {
+			return err
+		}
+		ids, err := t.heldBy(key)
 		if err != nil {
 			return err
 		}
 		for _, id := range ids {
-			if err := t.extend(id, t.now+d.Milliseconds(), true); err != nil {
+			if err := t.extend(id, t.now+p.Duration.Milliseconds(), true); err != nil {
 				return err
 			}
 		}
-		g, err = t.grant(ids)
+		gr, err = t.grant(ids)
+		gr.Restored, gr.Contested = restored, contested
 		return err
 	})
-	return g, err
+	return gr, err
+}
+
+// claims handles a Renew's claims (idkeeper.LeaseStore.Renew), in node ID order,
+// updating the requester index of the requester with key.
+func (t *txn) claims(key string, p idkeeper.RenewParams) (restored, contested []idkeeper.NodeID, err error) {
+	cs := slices.Clone(p.Claims)
+	slices.SortFunc(cs, func(a, b idkeeper.Claim) int { return int(a.NodeID - b.NodeID) })
+	for _, c := range cs {
+		if c.NodeID < 0 || uint64(c.NodeID) >= t.nodeCount || timeMs(c.ExpiresAt) < t.now {
+			continue
+		}
+		id := uint32(c.NodeID)
+		r, err := t.node(id)
+		if err != nil {
+			return nil, nil, err
+		}
+		if c.Token <= r.lastToken {
+			continue
+		}
+		if r.place == placeHeld {
+			l, err := t.lease(id)
+			if err != nil {
+				return nil, nil, err
+			}
+			if l.requester == key {
+				continue
+			}
+			if err := t.contest(id, l, c, p.Grace); err != nil {
+				return nil, nil, err
+			}
+			contested = append(contested, c.NodeID)
+			continue
+		}
+		if !r.restorable {
+			continue
+		}
+		exp := max(timeMs(c.ExpiresAt), t.now+p.Duration.Milliseconds())
+		l := leaseRec{notBefore: max(timeMs(c.NotBefore), r.watermark+1), expiresAt: exp, grantedAt: t.now,
+			renewedAt: zeroMs, token: c.Token, requester: key, keyID: p.KeyID}
+		if err := t.take(id, l, false); err != nil {
+			return nil, nil, err
+		}
+		ids, err := t.heldBy(key)
+		if err != nil {
+			return nil, nil, err
+		}
+		ids = append(ids, id)
+		slices.Sort(ids)
+		if err := t.reqs.Put([]byte(key), encodeIDs(ids)); err != nil {
+			return nil, nil, err
+		}
+		restored = append(restored, c.NodeID)
+	}
+	return restored, contested, nil
+}
+
+// contest stops both claims on a held node: l's lease is deleted and the node
+// quarantined past both windows + grace.
+func (t *txn) contest(id uint32, l leaseRec, c idkeeper.Claim, grace time.Duration) error {
+	rec, err := t.node(id)
+	if err != nil {
+		return err
+	}
+	rec.watermark = max(rec.watermark, l.expiresAt, timeMs(c.ExpiresAt))
+	rec.quarUntil = max(rec.quarUntil, rec.watermark+grace.Milliseconds())
+	rec.lastToken, rec.restorable = c.Token, false
+	if err := t.release(id, &rec, l); err != nil {
+		return err
+	}
+	return t.dropHeld(l.requester, id)
 }
 
 // Remove implements idkeeper.LeaseStore.
-func (s *Store) Remove(ctx context.Context, r idkeeper.Requester, mintedUpTo time.Time) (int, error) {
-	if err := r.Validate(); err != nil {
+func (s *Store) Remove(ctx context.Context, g idkeeper.Guard, p idkeeper.RemoveParams) (int, error) {
+	if err := p.Requester.Validate(); err != nil {
 		return 0, err
 	}
 	var n int
-	err := s.update(ctx, true, func(t *txn) error {
-		key := r.Key()
-		ids, err := t.heldBy(key)
+	err := s.update(ctx, &g, func(t *txn) error {
+		key := p.Requester.Key()
+		ids, err := t.owned(key, p.KeyID)
 		if err != nil || len(ids) == 0 {
 			return err
 		}
@@ -277,8 +403,8 @@ func (s *Store) Remove(ctx context.Context, r idkeeper.Requester, mintedUpTo tim
 			if err != nil {
 				return err
 			}
-			if !mintedUpTo.IsZero() {
-				wm := max(min(timeMs(mintedUpTo), l.expiresAt), l.notBefore-1)
+			if !p.MintedUpTo.IsZero() {
+				wm := max(min(timeMs(p.MintedUpTo), l.expiresAt), l.notBefore-1)
 				if rec.quarUntil > t.now {
 					wm = max(wm, rec.quarUntil)
 				}
@@ -303,6 +429,9 @@ func (t *txn) release(id uint32, r *nodeRec, l leaseRec) error {
 	if err := t.expiry.Delete(timeNodeKey(l.expiresAt, id)); err != nil {
 		return err
 	}
+	if err := t.keyHolds(l.keyID, -1); err != nil {
+		return err
+	}
 	t.held--
 	t.seq++
 	r.freeSeq = t.seq
@@ -310,9 +439,9 @@ func (t *txn) release(id uint32, r *nodeRec, l leaseRec) error {
 }
 
 // Reclaim implements idkeeper.LeaseStore.
-func (s *Store) Reclaim(ctx context.Context, grace time.Duration) (int, error) {
+func (s *Store) Reclaim(ctx context.Context, g idkeeper.Guard, grace time.Duration) (int, error) {
 	var n int
-	err := s.update(ctx, true, func(t *txn) error {
+	err := s.update(ctx, &g, func(t *txn) error {
 		if err := t.promote(); err != nil {
 			return err
 		}
@@ -354,9 +483,9 @@ func (t *txn) dropHeld(key string, id uint32) error {
 }
 
 // Quarantine implements idkeeper.LeaseStore.
-func (s *Store) Quarantine(ctx context.Context, until time.Time, nodes ...idkeeper.NodeID) error {
+func (s *Store) Quarantine(ctx context.Context, g idkeeper.Guard, until time.Time, nodes ...idkeeper.NodeID) error {
 	ms := timeMs(until)
-	return s.update(ctx, true, func(t *txn) error {
+	return s.update(ctx, &g, func(t *txn) error {
 		for _, id := range nodes {
 			if id < 0 || uint64(id) >= t.nodeCount {
 				return idkeeper.Invalidf("nodes", "node ID %d is outside the pool of %d", id, t.nodeCount)
@@ -369,80 +498,4 @@ func (s *Store) Quarantine(ctx context.Context, until time.Time, nodes ...idkeep
 		}
 		return nil
 	})
-}
-
-// Counts implements idkeeper.LeaseStore. It costs O(log n + k), k being the
-// expired leases not yet reclaimed plus the ended quarantines not yet promoted.
-func (s *Store) Counts(ctx context.Context) (idkeeper.Counts, error) {
-	var c idkeeper.Counts
-	err := s.view(ctx, func(t *txn) error {
-		inGrace := countWhile(t.expiry, func(k []byte) bool { return keyTime(k) < t.now })
-		ended := countWhile(t.quar, func(k []byte) bool { return keyTime(k) <= t.now })
-		quarantined := int(t.quarantineSize) - ended
-		c = idkeeper.Counts{
-			Total:       int(t.nodeCount),
-			Remaining:   int(t.nodeCount) - int(t.held) - quarantined,
-			Leased:      int(t.held) - inGrace,
-			InGrace:     inGrace,
-			Quarantined: quarantined,
-		}
-		return nil
-	})
-	return c, err
-}
-
-func countWhile(b *bbolt.Bucket, ok func(k []byte) bool) int {
-	n := 0
-	c := b.Cursor()
-	for k, _ := c.First(); k != nil && ok(k); k, _ = c.Next() {
-		n++
-	}
-	return n
-}
-
-// Leases implements idkeeper.LeaseStore.
-func (s *Store) Leases(ctx context.Context) ([]idkeeper.Lease, error) {
-	var out []idkeeper.Lease
-	err := s.view(ctx, func(t *txn) error {
-		out = make([]idkeeper.Lease, 0, t.held)
-		return t.leases.ForEach(func(k, v []byte) error {
-			rec, err := decodeLease(v)
-			if err != nil {
-				return err
-			}
-			l, err := rec.lease(keyNode(k))
-			out = append(out, l)
-			return err
-		})
-	})
-	return out, err
-}
-
-// Node implements idkeeper.LeaseStore.
-func (s *Store) Node(ctx context.Context, id idkeeper.NodeID) (idkeeper.NodeState, error) {
-	var st idkeeper.NodeState
-	err := s.view(ctx, func(t *txn) error {
-		if id < 0 || uint64(id) >= t.nodeCount {
-			return idkeeper.ErrNotFound
-		}
-		r, err := t.node(uint32(id))
-		if err != nil {
-			return err
-		}
-		st = idkeeper.NodeState{NodeID: id, Watermark: msTime(r.watermark), QuarantinedUntil: msTime(r.quarUntil)}
-		if r.place != placeHeld {
-			return nil
-		}
-		rec, err := t.lease(uint32(id))
-		if err != nil {
-			return err
-		}
-		l, err := rec.lease(uint32(id))
-		st.Lease = &l
-		return err
-	})
-	if err != nil {
-		return idkeeper.NodeState{}, err
-	}
-	return st, nil
 }

@@ -5,6 +5,8 @@ import (
 	"slices"
 
 	bbolt "go.etcd.io/bbolt"
+
+	"github.com/idkeeper/idkeeper"
 )
 
 func (t *txn) node(id uint32) (nodeRec, error) {
@@ -33,7 +35,7 @@ func (t *txn) grow(n int) error {
 	}
 	for id := uint32(t.nodeCount); id < uint32(n); id++ {
 		t.seq++
-		r := nodeRec{watermark: zeroMs, quarUntil: zeroMs, freeSeq: t.seq, place: placeReady}
+		r := nodeRec{watermark: zeroMs, quarUntil: zeroMs, floor: zeroMs, freeSeq: t.seq, place: placeReady}
 		if err := t.ready.Put(seqNodeKey(r.freeSeq, id), nil); err != nil {
 			return err
 		}
@@ -52,7 +54,7 @@ func (t *txn) unplace(id uint32, r *nodeRec) error {
 	case placeReady:
 		err = t.ready.Delete(seqNodeKey(r.freeSeq, id))
 	case placeCooling:
-		err = t.cooling.Delete(coolingKey(r.watermark, r.freeSeq, id))
+		err = t.cooling.Delete(coolingKey(r.fenced(), r.freeSeq, id))
 	case placeQuarantine:
 		err = t.quar.Delete(timeNodeKey(r.quarUntil, id))
 		t.quarantineSize--
@@ -70,12 +72,12 @@ func (t *txn) place(id uint32, r *nodeRec) error {
 		r.place = placeQuarantine
 		err = t.quar.Put(timeNodeKey(r.quarUntil, id), nil)
 		t.quarantineSize++
-	case r.watermark < t.now:
+	case r.fenced() < t.now:
 		r.place = placeReady
 		err = t.ready.Put(seqNodeKey(r.freeSeq, id), nil)
 	default:
 		r.place = placeCooling
-		err = t.cooling.Put(coolingKey(r.watermark, r.freeSeq, id), nil)
+		err = t.cooling.Put(coolingKey(r.fenced(), r.freeSeq, id), nil)
 	}
 	if err != nil {
 		return err
@@ -135,7 +137,7 @@ func collect(b *bbolt.Bucket, ok func(k []byte) bool, limit int) [][]byte {
 func always([]byte) bool { return true }
 
 // pick takes count free node IDs out of the free indexes: ready ones first, least
-// recently freed first, then cooling ones, lowest watermark first.
+// recently freed first, then cooling ones, lowest fenced watermark first.
 func (t *txn) pick(count int) ([]uint32, error) {
 	keys := collect(t.ready, always, count)
 	if len(keys) < count {
@@ -150,3 +152,28 @@ func (t *txn) pick(count int) ([]uint32, error) {
 	}
 	return ids, nil
 }
+
+// generation reads the generation record; ok is false when there is none.
+func (t *txn) generation() (g idkeeper.Generation, ok bool, err error) {
+	v := t.meta.Get(keyGeneration)
+	if v == nil {
+		return idkeeper.Generation{}, false, nil
+	}
+	g, err = decodeGeneration(v)
+	return g, err == nil, err
+}
+
+// keyHeldKey is the keyheld bucket's key of an API key ID: prefixed, since bbolt
+// keys cannot be empty and a key ID may be.
+func keyHeldKey(key string) []byte { return append([]byte{'k'}, key...) }
+
+// keyHolds adds delta to the node IDs key's leases hold.
+func (t *txn) keyHolds(key string, delta int) error {
+	n := int64(getU64(t.keyHeld.Get(keyHeldKey(key)))) + int64(delta)
+	if n <= 0 {
+		return t.keyHeld.Delete(keyHeldKey(key))
+	}
+	return t.keyHeld.Put(keyHeldKey(key), putU64(uint64(n)))
+}
+
+func (t *txn) keyHeldBy(key string) int { return int(getU64(t.keyHeld.Get(keyHeldKey(key)))) }

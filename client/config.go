@@ -57,8 +57,10 @@ type Config struct {
 	BackoffMax        time.Duration
 	BackoffMultiplier float64
 	BackoffJitter     float64
-	// Requester identifies this process to the registry. Zero: ProcessRequester().
-	// Tests that run several sessions in one process give each its own.
+	// Requester identifies this process to the registry: machine ID, PID and start
+	// time. Zero: ProcessRequester(). Whatever it holds, the session sets its
+	// Instance to a fresh random one of its own (DESIGN §3), so sessions never share
+	// a requester.
 	Requester idkeeper.Requester
 	// Clock is the session's time source: SystemClock().
 	Clock Clock
@@ -88,7 +90,9 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("idkeeper client: Config.Count %d is outside 1..%d", c.Count, idkeeper.MaxCount)
 	}
 	if c.Requester != (idkeeper.Requester{}) {
-		if err := c.Requester.Validate(); err != nil {
+		r := c.Requester
+		r.Instance = ""
+		if err := r.Validate(); err != nil {
 			return c, fmt.Errorf("idkeeper client: Config.Requester: %w", err)
 		}
 	}

@@ -19,20 +19,29 @@
 //
 // # Lease lifecycle
 //
-// Open (or Start) sends Alloc with this process's identity (ProcessRequester:
-// machine ID, PID, process start time) and retries with exponential backoff (3 s,
-// ×2, up to 60 s, ±20 % jitter) while the answer may change: transport errors,
-// timeouts, 5xx, 408, 429, 409 CLOCK_SKEW_TOO_LARGE (the server's reason is logged verbatim; the session
-// starts by itself once NTP has fixed the clock) and 409 NODE_IDS_EXHAUSTED. Other
-// refusals and a grant that fails validation (layout widths, node ID range, a lease
-// already expired by the local clock) end Open with an error at once. Open then
-// renews once at once, to prove the renew path.
+// Open (or Start) sends Alloc with the session's identity — this process's
+// (ProcessRequester: machine ID, PID, process start time) plus a random instance
+// the session draws for itself and never reuses (DESIGN §3), so that two
+// sessions, of one process or of two containers of one image, are never taken for
+// one — and retries with exponential backoff (3 s, ×2, up to 60 s, ±20 % jitter)
+// while the answer may change: transport errors, timeouts, 5xx (the registry
+// waiting for `idkeeper init` or recovering a reset store among them), 408, 429,
+// 409 CLOCK_SKEW_TOO_LARGE (the server's reason is logged verbatim; the session
+// starts by itself once NTP has fixed the clock), 409 NODE_IDS_EXHAUSTED and 409
+// API_KEY_QUOTA_EXCEEDED. Other refusals (401, 403 LEASE_NOT_OWNED, …) and a grant
+// that fails validation (layout widths, node ID range, a lease already expired by
+// the local clock) end Open with an error at once. Open then renews once at once,
+// to prove the renew path.
 //
 // The session renews at half the lease. A failed renew (transport error, timeout,
 // any non-200 status, malformed answer) is retried after min(RenewLoopDuration,
 // time left / 4), at least 5 s. A well-formed answer that shows the lease gone (an
 // empty list, fewer or other node IDs or fencing tokens) or already expired is fatal.
 // Every Alloc and Renew carries clientUtcNow, so the server measures clock skew.
+// Every Renew also carries the leases' receipts (Lease.Receipt), the registry's
+// signed statements of them: when the registry's store lost its data, they let it
+// restore the session's leases instead of answering that it holds nothing, and the
+// session mints on (a restored lease's window may start later, never earlier).
 //
 // The lease is valid until a deadline on the monotonic clock: the send time of the
 // last successful Alloc or Renew plus the lease time granted (expiresAt −

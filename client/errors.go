@@ -28,9 +28,6 @@ var (
 	// or do not add up to 63, a node ID outside 0..2^nodeBits−1, a lease already
 	// expired by the local clock, or not the node IDs asked for. Open does not retry.
 	ErrInvalidGrant = errors.New("idkeeper client: invalid grant")
-	// ErrRequesterInUse: another open Session of this process uses the same
-	// Requester. Two sessions of one requester would be granted the same node IDs.
-	ErrRequesterInUse = errors.New("idkeeper client: another session of this process holds this requester")
 )
 
 // errLeaseExpired is returned by issuing once the lease deadline has passed. It is
@@ -69,7 +66,9 @@ func (e *ServerError) transient() bool {
 	switch {
 	case e.Status >= 500, e.Status == 429, e.Status == 408:
 		return true
-	case e.Code == idkeeper.CodeClockSkewTooLarge, e.Code == idkeeper.CodeNodeIDsExhausted:
+	case e.Code == idkeeper.CodeClockSkewTooLarge, e.Code == idkeeper.CodeNodeIDsExhausted,
+		e.Code == idkeeper.CodeAPIKeyQuotaExceeded:
+		// Other holders may give node IDs (or the key's quota) back.
 		return true
 	}
 	return false

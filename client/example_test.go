@@ -126,6 +126,10 @@ func startDemoRegistry(cfg idkeeper.Config) (serverURL, apiKey string, stop func
 	if err != nil {
 		log.Fatal(err)
 	}
+	// A new deployment is initialised once, as `idkeeper init` does.
+	if _, err := st.Init(context.Background(), 64); err != nil { // the registry grows it to its pool
+		log.Fatal(err)
+	}
 	cfg.Logger = quiet
 	reg, err := idkeeper.NewRegistry(st, cfg)
 	if err != nil {

@@ -53,12 +53,18 @@ type env struct {
 
 func newEnv(t *testing.T, cfg idkeeper.Config) *env {
 	t.Helper()
+	return newEnvOn(t, cfg, nil)
+}
+
+// newEnvOn is newEnv on the given store (a new bolt file when nil).
+func newEnvOn(t *testing.T, cfg idkeeper.Config, st idkeeper.Store) *env {
+	t.Helper()
 	e := &env{t: t, clk: clienttest.NewClock(t0), logs: &syncBuffer{}, fatal: make(chan error, 16)}
 	if cfg.CleanupInterval == 0 {
 		cfg.CleanupInterval = time.Hour // tests run Cleanup themselves
 	}
 	srv := registrytest.Start(t, registrytest.Options{
-		Config: cfg, Clock: e.serverNow, APIKey: testKey, KeyName: "client tests",
+		Config: cfg, Clock: e.serverNow, APIKey: testKey, KeyName: "client tests", Store: st,
 		Wrap: func(h http.Handler) http.Handler {
 			e.proxy = &proxy{next: h, faults: map[string]fault{}}
 			return e.proxy
@@ -261,12 +267,15 @@ func (e *env) storeLeases() []idkeeper.Lease {
 	return ls
 }
 
-// removeBehindBack deletes the requester's leases in the store, as an operator or a
+// testKeyID is the ID of testKey, the owner of the sessions' leases.
+var testKeyID, _ = idkeeper.HashAPIKey(testKey)
+
+// removeBehindBack deletes the session's leases in the store, as an operator or a
 // reclaim after a long pause would, without telling the session. With zero
 // mintedUpTo the watermarks stay at the leases' expiries.
-func (e *env) removeBehindBack(r idkeeper.Requester) {
+func (e *env) removeBehindBack(s *client.Session) {
 	e.t.Helper()
-	if _, err := e.reg.Remove(context.Background(), idkeeper.RemoveRequest{Requester: r}); err != nil {
+	if _, err := e.reg.Remove(context.Background(), idkeeper.RemoveRequest{Requester: s.Requester(), KeyID: testKeyID}); err != nil {
 		e.t.Fatal(err)
 	}
 }

@@ -80,8 +80,11 @@ func TestRequestsCarryClientUtcNow(t *testing.T) {
 	if len(allocs) != 1 || len(renews) != 2 {
 		t.Fatalf("%d allocs and %d renews, want 1 and 2", len(allocs), len(renews))
 	}
-	r := cfg.Requester
-	wantReq := map[string]any{"machineId": r.MachineID, "pid": float64(r.PID), "startedAt": "2026-03-01T11:00:00.000Z"}
+	r := s.Requester()
+	if r.MachineID != cfg.Requester.MachineID || r.PID != cfg.Requester.PID || len(r.Instance) != 22 {
+		t.Fatalf("session requester %+v, want the configured one with an instance", r)
+	}
+	wantReq := map[string]any{"machineId": r.MachineID, "pid": float64(r.PID), "startedAt": "2026-03-01T11:00:00.000Z", "instance": r.Instance}
 	if !equalJSON(allocs[0]["requester"], wantReq) || allocs[0]["count"] != float64(1) {
 		t.Errorf("alloc body %v", allocs[0])
 	}
@@ -97,6 +100,12 @@ func TestRequestsCarryClientUtcNow(t *testing.T) {
 		tokens := []any{float64(s.Leases()[0].FencingToken)}
 		if got := renews[i]["fencingTokens"]; !equalJSON(got, tokens) {
 			t.Errorf("renew %d fencingTokens = %v, want %v", i, got, tokens)
+		}
+		if got, ok := renews[i]["receipts"].([]any); !ok || len(got) != 1 || got[0] == "" {
+			t.Errorf("renew %d receipts = %v, want the lease's receipt", i, renews[i]["receipts"])
+		}
+		if !equalJSON(renews[i]["requester"], wantReq) {
+			t.Errorf("renew %d requester %v, want the session's, instance included", i, renews[i]["requester"])
 		}
 	}
 	obs, err := e.reg.Store().SkewObservations(context.Background())
@@ -235,26 +244,25 @@ func TestOpenPermanentFailures(t *testing.T) {
 		}
 	})
 	t.Run("count mismatch", func(t *testing.T) {
-		cfg := e.config()
-		if _, err := e.reg.Alloc(context.Background(), idkeeper.AllocRequest{Requester: cfg.Requester, Count: 2}); err != nil {
-			t.Fatal(err)
-		}
-		s, _ := client.New(cfg)
+		e.proxy.set(allocPath, status(409, string(idkeeper.CodeRequesterCountMismatch)))
+		defer e.proxy.set(allocPath, nil)
+		before := e.proxy.count(allocPath)
+		s, _ := client.New(e.config())
 		var se *client.ServerError
 		if err := s.Open(context.Background()); !errors.As(err, &se) || se.Code != idkeeper.CodeRequesterCountMismatch {
 			t.Fatalf("Open = %v, want 409 REQUESTER_COUNT_MISMATCH", err)
 		}
-	})
-	t.Run("requester in use", func(t *testing.T) {
-		cfg := e.config()
-		e.open(cfg)
-		before := e.proxy.count(allocPath)
-		s, _ := client.New(cfg)
-		if err := s.Open(context.Background()); !errors.Is(err, client.ErrRequesterInUse) {
-			t.Fatalf("Open = %v, want ErrRequesterInUse", err)
+		if n := e.proxy.count(allocPath) - before; n != 1 {
+			t.Errorf("%d allocs sent, want 1 (no retry)", n)
 		}
-		if e.proxy.count(allocPath) != before {
-			t.Error("a request was sent")
+	})
+	t.Run("lease of another key", func(t *testing.T) {
+		e.proxy.set(allocPath, status(403, string(idkeeper.CodeLeaseNotOwned)))
+		defer e.proxy.set(allocPath, nil)
+		s, _ := client.New(e.config())
+		var se *client.ServerError
+		if err := s.Open(context.Background()); !errors.As(err, &se) || se.Code != idkeeper.CodeLeaseNotOwned {
+			t.Fatalf("Open = %v, want 403 LEASE_NOT_OWNED", err)
 		}
 	})
 	e.expectNoFatal()

@@ -116,8 +116,12 @@ func (s *Session) renewLocked() error {
 		return nil
 	}
 	tokens := make([]uint64, len(s.leases))
+	var receipts []string
 	for i, l := range s.leases {
 		tokens[i] = l.FencingToken
+		if l.Receipt != "" {
+			receipts = append(receipts, l.Receipt)
+		}
 	}
 	held := slices.Clone(s.leases)
 	s.mu.Unlock()
@@ -128,7 +132,7 @@ func (s *Session) renewLocked() error {
 		return s.lost(errLeaseExpired)
 	}
 	sent := s.clk.Mono()
-	g, err := s.api.renew(s.ctx, s.requester, s.clk.Now(), tokens)
+	g, err := s.api.renew(s.ctx, s.requester, s.clk.Now(), tokens, receipts)
 	if err == nil && !s.valid() {
 		return s.lost(errLeaseExpired)
 	}
@@ -152,10 +156,13 @@ func (s *Session) renewLocked() error {
 		return nil
 	}
 	for i, l := range g.leases {
-		// Renew never moves the window's start; a later one from the server is the
-		// safer one to keep.
+		// Renew never moves the window's start back; a later one from the server (a
+		// lease restored after a store reset) is the safer one to keep.
 		if held[i].NotBefore.After(l.NotBefore) {
 			g.leases[i].NotBefore = held[i].NotBefore
+		}
+		if l.Receipt == "" {
+			g.leases[i].Receipt = held[i].Receipt
 		}
 		s.gens[i].m.Load().gen.SetWindow(mintWindow(g.leases[i].NotBefore, l.ExpiresAt))
 	}

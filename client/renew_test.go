@@ -158,7 +158,7 @@ func TestRenewEmptyListIsFatal(t *testing.T) {
 	e := newEnv(t, idkeeper.Config{})
 	cfg := e.config()
 	s := e.open(cfg)
-	e.removeBehindBack(cfg.Requester)
+	e.removeBehindBack(s)
 	if _, err := s.NextID(); err != nil {
 		t.Fatalf("before the renew the session cannot know: %v", err)
 	}

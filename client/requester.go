@@ -36,11 +36,15 @@ var processRequester = sync.OnceValues(func() (idkeeper.Requester, error) {
 })
 
 // ProcessRequester returns this process's identity, the default Requester of a
-// Session: the machine ID (/etc/machine-id, else /var/lib/dbus/machine-id, else the
-// host name), the PID, and the process start time (from /proc on Linux, to 10 ms;
-// elsewhere the time this package was initialised), in UTC to the millisecond. The
-// start time tells apart two runs of a container whose process is always PID 1. It
-// is read once per process.
+// Session before it adds its instance: the machine ID (/etc/machine-id, else
+// /var/lib/dbus/machine-id, else the host name), the PID, and the process start time
+// (from /proc on Linux, to 10 ms; elsewhere the time this package was initialised),
+// in UTC to the millisecond. It is read once per process, and has no Instance.
+//
+// These three alone do not tell sessions apart (DESIGN §3): container images bake
+// one machine ID, every container is PID 1, start times share the host's boot time
+// at 10 ms resolution, and two sessions of one process share all three. Every
+// Session therefore adds a random instance of its own (idkeeper.NewInstance).
 func ProcessRequester() (idkeeper.Requester, error) { return processRequester() }
 
 // machineID returns the trimmed content of the first non-empty file of paths, else
@@ -105,15 +109,3 @@ func parseStart(selfStat, procStat string) (time.Time, error) {
 	}
 	return time.Time{}, errors.New("no btime in /proc/stat")
 }
-
-// requestersInUse holds the keys of the requesters of this process's open sessions.
-var requestersInUse sync.Map
-
-func claimRequester(r idkeeper.Requester) error {
-	if _, taken := requestersInUse.LoadOrStore(r.Key(), struct{}{}); taken {
-		return fmt.Errorf("%w: %s", ErrRequesterInUse, r.Key())
-	}
-	return nil
-}
-
-func releaseRequester(r idkeeper.Requester) { requestersInUse.Delete(r.Key()) }

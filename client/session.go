@@ -77,7 +77,6 @@ type Session struct {
 	opened      bool // Open has returned nil: losses go to OnFatal from then on
 	closing     bool
 	requester   idkeeper.Requester
-	claimed     bool
 	layout      snowflake.Layout
 	leases      []Lease
 	renewTimer  Timer
@@ -137,7 +136,7 @@ func Start(ctx context.Context, cfg Config) (*Session, error) {
 // first; ErrClosed when Close was called meanwhile; a *ServerError for an answer
 // that retrying cannot fix (400, 401, 403, 409 REQUESTER_COUNT_MISMATCH, …); an error
 // wrapping ErrInvalidGrant when the grant fails validation; an error wrapping
-// ErrLeaseLost when the first Renew proves the lease gone; ErrRequesterInUse.
+// ErrLeaseLost when the first Renew proves the lease gone.
 // OnFatal is not called for these. A session whose Open failed has ended: make a
 // new one to try again.
 func (s *Session) Open(ctx context.Context) error {
@@ -178,11 +177,12 @@ func (s *Session) open(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := claimRequester(r); err != nil {
-		return err
-	}
+	// The session's own instance, kept across its Alloc retries and never reused:
+	// no other session, of this process or of a twin container, can be answered
+	// this session's lease by the idempotent Alloc, nor remove it.
+	r.Instance = sessionInstance()
 	s.mu.Lock()
-	s.requester, s.claimed = r, true
+	s.requester = r
 	s.mu.Unlock()
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -392,17 +392,12 @@ func (s *Session) fail(cause error) bool {
 	return opened // else Open returns cause itself
 }
 
-// end closes Done with err as the reason, once, and gives the requester back.
+// end closes Done with err as the reason, once.
 func (s *Session) end(err error) {
 	s.endOnce.Do(func() {
 		s.mu.Lock()
 		s.err = err
-		claimed, r := s.claimed, s.requester
-		s.claimed = false
 		s.mu.Unlock()
-		if claimed {
-			releaseRequester(r)
-		}
 		s.cancel()
 		close(s.done)
 	})
@@ -433,7 +428,8 @@ func (s *Session) Err() error {
 	}
 }
 
-// Requester is the identity the session uses; zero before Open.
+// Requester is the identity the session uses, its own instance included; zero
+// before Open.
 func (s *Session) Requester() idkeeper.Requester {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -114,7 +114,7 @@ func TestNextHolderWaitsForItsWindow(t *testing.T) {
 	e := newEnv(t, idkeeper.Config{Nodes: 1, LeaseDuration: leaseLen})
 	cfgA := e.config()
 	a := e.open(cfgA)
-	e.removeBehindBack(cfgA.Requester) // no mintedUpTo: the watermark stays at A's expiry
+	e.removeBehindBack(a) // no mintedUpTo: the watermark stays at A's expiry
 	b := e.open(e.config())
 	nb := b.Leases()[0].NotBefore
 	if !nb.Equal(t0.Add(leaseLen + time.Millisecond)) {

@@ -34,6 +34,11 @@ type Lease struct {
 	// FencingToken grows with every new grant of the registry; hand it to downstream
 	// stores that must fence off a previous holder of the node ID.
 	FencingToken uint64
+	// Receipt is the registry's signed statement of this lease, sent back with every
+	// Renew: after a store reset it lets the registry restore the lease instead of
+	// ending the session (DESIGN §7). Opaque; empty from a registry without a
+	// receipt secret.
+	Receipt string
 }
 
 // grant is a decoded 200 answer of Alloc or Renew.
@@ -54,10 +59,11 @@ type wireRequester struct {
 	MachineID string `json:"machineId"`
 	PID       int    `json:"pid"`
 	StartedAt string `json:"startedAt"`
+	Instance  string `json:"instance,omitempty"`
 }
 
 func requesterOf(r idkeeper.Requester) wireRequester {
-	return wireRequester{MachineID: r.MachineID, PID: r.PID, StartedAt: formatTime(r.StartedAt)}
+	return wireRequester{MachineID: r.MachineID, PID: r.PID, StartedAt: formatTime(r.StartedAt), Instance: r.Instance}
 }
 
 type allocBody struct {
@@ -70,6 +76,7 @@ type renewBody struct {
 	Requester     wireRequester `json:"requester"`
 	ClientUtcNow  string        `json:"clientUtcNow"`
 	FencingTokens []uint64      `json:"fencingTokens"`
+	Receipts      []string      `json:"receipts,omitempty"`
 }
 
 type removeBody struct {
@@ -89,6 +96,7 @@ type wireLease struct {
 	NotBefore    string  `json:"notBefore"`
 	ExpiresAt    string  `json:"expiresAt"`
 	FencingToken *uint64 `json:"fencingToken"`
+	Receipt      string  `json:"receipt"`
 }
 
 type grantAnswer struct {
@@ -128,8 +136,8 @@ func (a *api) alloc(ctx context.Context, r idkeeper.Requester, count int, client
 	return g, err
 }
 
-func (a *api) renew(ctx context.Context, r idkeeper.Requester, clientNow time.Time, tokens []uint64) (grant, error) {
-	body := renewBody{Requester: requesterOf(r), ClientUtcNow: formatTime(clientNow), FencingTokens: tokens}
+func (a *api) renew(ctx context.Context, r idkeeper.Requester, clientNow time.Time, tokens []uint64, receipts []string) (grant, error) {
+	body := renewBody{Requester: requesterOf(r), ClientUtcNow: formatTime(clientNow), FencingTokens: tokens, Receipts: receipts}
 	var ans grantAnswer
 	if err := a.post(ctx, "renew", "/v1/leases/renew", body, &ans); err != nil {
 		return grant{}, err
@@ -166,7 +174,7 @@ func decodeGrant(op string, ans grantAnswer) (grant, error) {
 		if wl.NodeID == nil || wl.FencingToken == nil {
 			return grant{}, &MalformedError{Op: op, Err: fmt.Errorf("leases[%d] lacks nodeId or fencingToken", i)}
 		}
-		l := Lease{NodeID: *wl.NodeID, FencingToken: *wl.FencingToken}
+		l := Lease{NodeID: *wl.NodeID, FencingToken: *wl.FencingToken, Receipt: wl.Receipt}
 		if l.NotBefore, err = parseTime(wl.NotBefore, fmt.Sprintf("leases[%d].notBefore", i)); err != nil {
 			return grant{}, &MalformedError{Op: op, Err: err}
 		}

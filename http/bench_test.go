@@ -4,18 +4,32 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/localstate"
 )
 
 // The benchmarks measure one client calling the API over real HTTP on loopback
 // with keep-alive: JSON decoding, API-key check, registry and store, one request
 // at a time. bolt fsyncs every write; redis runs a Lua script per operation.
 
-// benchStores runs f on a fresh harness per store.
+// benchStores runs f on a fresh harness per store. The registry keeps its replica
+// state in a real file, as the server does: every new grant saves it before it is
+// answered.
 func benchStores(b *testing.B, f func(b *testing.B, h *harness)) {
-	b.Run("bolt", func(b *testing.B) { f(b, newBolt(b)) })
-	b.Run("redis", func(b *testing.B) { f(b, newRedis(b)) })
+	withState := withConfig(func(c *idkeeper.Config) {
+		st, err := localstate.Open(filepath.Join(b.TempDir(), "registry-state"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { st.Close() })
+		c.State = st
+	})
+	b.Run("bolt", func(b *testing.B) { f(b, newBolt(b, withState)) })
+	b.Run("redis", func(b *testing.B) { f(b, newRedis(b, withState)) })
 }
 
 // BenchmarkHTTPAllocRemove is one Alloc of one node ID and its Remove (with
@@ -33,12 +47,18 @@ func BenchmarkHTTPAllocRemove(b *testing.B) {
 	})
 }
 
-// BenchmarkHTTPRenew is one Renew of a requester holding 4 node IDs per iteration.
+// BenchmarkHTTPRenew is one Renew of a requester holding 4 node IDs per iteration,
+// with their fencing tokens and receipts, as the client library sends it.
 func BenchmarkHTTPRenew(b *testing.B) {
 	benchStores(b, func(b *testing.B, h *harness) {
 		who := requesterJSON(1)
-		mustPost(b, h, "/v1/leases", `{"requester":`+who+`,"count":4}`)
-		body := `{"requester":` + who + `,"clientUtcNow":"` + ts(start) + `","fencingTokens":[1,2,3,4]}`
+		g := h.post("/v1/leases", `{"requester":`+who+`,"count":4}`).ok(b).leases(b)
+		var receipts []string
+		for _, l := range g {
+			receipts = append(receipts, `"`+l.Receipt+`"`)
+		}
+		body := `{"requester":` + who + `,"clientUtcNow":"` + ts(start) + `","fencingTokens":[1,2,3,4],"receipts":[` +
+			strings.Join(receipts, ",") + `]}`
 		b.ReportAllocs()
 		for b.Loop() {
 			mustPost(b, h, "/v1/leases/renew", body)

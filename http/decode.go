@@ -30,7 +30,8 @@ import (
 // client runs on.
 const MaxPID = math.MaxUint32
 
-// maxFencingTokens bounds the tokens a Renew may carry: one per node ID at most.
+// maxFencingTokens bounds the tokens, and the receipts, a Renew may carry: one per
+// node ID at most.
 const maxFencingTokens = idkeeper.MaxCount
 
 // timeExample is shown in messages about a timestamp that does not parse.
@@ -38,9 +39,9 @@ const timeExample = "2026-01-01T00:00:00.000Z"
 
 var (
 	allocMembers     = []string{"requester", "count", "clientUtcNow"}
-	renewMembers     = []string{"requester", "clientUtcNow", "fencingTokens"}
+	renewMembers     = []string{"requester", "clientUtcNow", "fencingTokens", "receipts"}
 	removeMembers    = []string{"requester", "mintedUpTo"}
-	requesterMembers = []string{"machineId", "pid", "startedAt"}
+	requesterMembers = []string{"machineId", "pid", "startedAt", "instance"}
 )
 
 // decodeAllocRequest decodes the body of POST /v1/leases.
@@ -81,6 +82,9 @@ func decodeRenewRequest(body []byte) (idkeeper.RenewRequest, error) {
 		return idkeeper.RenewRequest{}, err
 	}
 	if req.FencingTokens, err = tokensMember(m, "fencingTokens"); err != nil {
+		return idkeeper.RenewRequest{}, err
+	}
+	if req.Receipts, err = receiptsMember(m, "receipts"); err != nil {
 		return idkeeper.RenewRequest{}, err
 	}
 	return req, nil
@@ -204,7 +208,7 @@ func jsonErrText(err error) string {
 func requesterMember(m members) (idkeeper.Requester, error) {
 	raw, ok := m["requester"]
 	if !ok {
-		return idkeeper.Requester{}, idkeeper.Invalidf("requester", "requester is required: {\"machineId\",\"pid\",\"startedAt\"}")
+		return idkeeper.Requester{}, idkeeper.Invalidf("requester", "requester is required: {\"machineId\",\"pid\",\"startedAt\",\"instance\"}")
 	}
 	rm, err := decodeObject(raw, "requester.", "requester", requesterMembers)
 	if err != nil {
@@ -226,8 +230,11 @@ func requesterMember(m members) (idkeeper.Requester, error) {
 	if started != nil {
 		r.StartedAt = *started
 	}
+	if r.Instance, err = stringMember(rm, "requester.", "instance"); err != nil {
+		return idkeeper.Requester{}, err
+	}
 	// Validate names the first missing or bad field in a fixed order (machineId, pid,
-	// startedAt), so the error does not depend on which members were sent.
+	// startedAt, instance), so the error does not depend on which members were sent.
 	if err := r.Validate(); err != nil {
 		return idkeeper.Requester{}, err
 	}
@@ -300,11 +307,38 @@ func tokensMember(m members, name string) ([]uint64, error) {
 	tokens := make([]uint64, len(items))
 	for i, it := range items {
 		v, err := strconv.ParseUint(string(it), 10, 64)
-		if err != nil {
+		if err != nil || v < 1 || v > idkeeper.MaxFencingToken {
 			f := fmt.Sprintf("%s[%d]", name, i)
-			return nil, idkeeper.Invalidf(f, "%s must be an integer between 0 and 2^64-1", f)
+			return nil, idkeeper.Invalidf(f, "%s must be an integer between 1 and 2^53-1 (%d)", f, uint64(idkeeper.MaxFencingToken))
 		}
 		tokens[i] = v
 	}
 	return tokens, nil
+}
+
+// receiptsMember reads an array of lease receipts (opaque strings of at most
+// idkeeper.MaxReceiptLen characters); nil when absent. Whether they verify is the
+// registry's business.
+func receiptsMember(m members, name string) ([]string, error) {
+	raw, ok := m[name]
+	if !ok {
+		return nil, nil
+	}
+	var items []json.RawMessage
+	if raw[0] != '[' || json.Unmarshal(raw, &items) != nil {
+		return nil, idkeeper.Invalidf(name, "%s must be an array of lease receipts (strings)", name)
+	}
+	if len(items) > maxFencingTokens {
+		return nil, idkeeper.Invalidf(name, "%s holds more than %d receipts", name, maxFencingTokens)
+	}
+	out := make([]string, len(items))
+	for i, it := range items {
+		var s string
+		if it[0] != '"' || json.Unmarshal(it, &s) != nil || len(s) > idkeeper.MaxReceiptLen {
+			f := fmt.Sprintf("%s[%d]", name, i)
+			return nil, idkeeper.Invalidf(f, "%s must be a receipt string of at most %d characters", f, idkeeper.MaxReceiptLen)
+		}
+		out[i] = s
+	}
+	return out, nil
 }

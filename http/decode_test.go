@@ -86,24 +86,31 @@ func TestDecodeInvalid(t *testing.T) {
 }
 
 func TestDecodeRenewRequest(t *testing.T) {
-	req, err := decodeRenewRequest([]byte(`{"requester":` + goodRequester + `,"clientUtcNow":"2026-03-01T10:00:00Z","fencingTokens":[9,18446744073709551615]}`))
+	req, err := decodeRenewRequest([]byte(`{"requester":` + goodRequester + `,"clientUtcNow":"2026-03-01T10:00:00Z","fencingTokens":[9,9007199254740991],"receipts":["abc",""]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(req.FencingTokens, []uint64{9, 1<<64 - 1}) || req.ClientNow == nil {
+	if !reflect.DeepEqual(req.FencingTokens, []uint64{9, 1<<53 - 1}) || req.ClientNow == nil || !reflect.DeepEqual(req.Receipts, []string{"abc", ""}) {
 		t.Fatalf("got %+v", req)
 	}
-	if req, err = decodeRenewRequest([]byte(`{"requester":` + goodRequester + `}`)); err != nil || req.FencingTokens != nil || req.ClientNow != nil {
+	if req, err = decodeRenewRequest([]byte(`{"requester":` + goodRequester + `}`)); err != nil || req.FencingTokens != nil || req.ClientNow != nil || req.Receipts != nil {
 		t.Fatalf("got %+v, %v", req, err)
 	}
+	// Issue #8 item 8: tokens are 1 … 2^53−1; anything else is refused at the door.
 	for body, field := range map[string]string{
-		`{"requester":` + goodRequester + `,"count":1}`:                 "count",
-		`{"requester":` + goodRequester + `,"fencingTokens":9}`:         "fencingTokens",
-		`{"requester":` + goodRequester + `,"fencingTokens":[1,-2]}`:    "fencingTokens[1]",
-		`{"requester":` + goodRequester + `,"fencingTokens":[1.5]}`:     "fencingTokens[0]",
-		`{"requester":` + goodRequester + `,"fencingTokens":["1"]}`:     "fencingTokens[0]",
-		`{"requester":` + goodRequester + `,"clientUtcNow":"tomorrow"}`: "clientUtcNow",
-		`{"clientUtcNow":"2026-03-01T10:00:00Z"}`:                       "requester",
+		`{"requester":` + goodRequester + `,"count":1}`:                                       "count",
+		`{"requester":` + goodRequester + `,"fencingTokens":9}`:                               "fencingTokens",
+		`{"requester":` + goodRequester + `,"fencingTokens":[1,-2]}`:                          "fencingTokens[1]",
+		`{"requester":` + goodRequester + `,"fencingTokens":[1.5]}`:                           "fencingTokens[0]",
+		`{"requester":` + goodRequester + `,"fencingTokens":["1"]}`:                           "fencingTokens[0]",
+		`{"requester":` + goodRequester + `,"fencingTokens":[0]}`:                             "fencingTokens[0]",
+		`{"requester":` + goodRequester + `,"fencingTokens":[1,9007199254740992]}`:            "fencingTokens[1]",
+		`{"requester":` + goodRequester + `,"fencingTokens":[18446744073709551615]}`:          "fencingTokens[0]",
+		`{"requester":` + goodRequester + `,"receipts":"abc"}`:                                "receipts",
+		`{"requester":` + goodRequester + `,"receipts":[1]}`:                                  "receipts[0]",
+		`{"requester":` + goodRequester + `,"receipts":["` + strings.Repeat("A", 129) + `"]}`: "receipts[0]",
+		`{"requester":` + goodRequester + `,"clientUtcNow":"tomorrow"}`:                       "clientUtcNow",
+		`{"clientUtcNow":"2026-03-01T10:00:00Z"}`:                                             "requester",
 	} {
 		_, err := decodeRenewRequest([]byte(body))
 		assertInvalid(t, err, field)
@@ -111,6 +118,24 @@ func TestDecodeRenewRequest(t *testing.T) {
 	many := `{"requester":` + goodRequester + `,"fencingTokens":[` + strings.Repeat("1,", idkeeper.MaxCount) + `1]}`
 	_, err = decodeRenewRequest([]byte(many))
 	assertInvalid(t, err, "fencingTokens")
+	many = `{"requester":` + goodRequester + `,"receipts":[` + strings.Repeat(`"a",`, idkeeper.MaxCount) + `"a"]}`
+	_, err = decodeRenewRequest([]byte(many))
+	assertInvalid(t, err, "receipts")
+}
+
+// The requester's instance is optional, base64url and bounded (DESIGN §10).
+func TestDecodeRequesterInstance(t *testing.T) {
+	withInstance := func(v string) string {
+		return `{"requester":{"machineId":"m","pid":1,"startedAt":"2026-03-01T10:00:00Z","instance":` + v + `},"count":1}`
+	}
+	req, err := decodeAllocRequest([]byte(withInstance(`"AbC-_09xyzABCDEFGHIJKL"`)))
+	if err != nil || req.Requester.Instance != "AbC-_09xyzABCDEFGHIJKL" {
+		t.Fatalf("got %+v, %v", req, err)
+	}
+	for _, v := range []string{`"a/b"`, `"a b"`, `"ä"`, `"` + strings.Repeat("a", 65) + `"`, `7`} {
+		_, err := decodeAllocRequest([]byte(withInstance(v)))
+		assertInvalid(t, err, "requester.instance")
+	}
 }
 
 func TestDecodeRemoveRequest(t *testing.T) {
@@ -147,7 +172,11 @@ func assertInvalid(t *testing.T, err error, field string) {
 // encodeRequester is the canonical wire form of a decoded requester, for the
 // round-trip property of the fuzz tests.
 func encodeRequester(r idkeeper.Requester) map[string]any {
-	return map[string]any{"machineId": r.MachineID, "pid": r.PID, "startedAt": formatTime(r.StartedAt)}
+	m := map[string]any{"machineId": r.MachineID, "pid": r.PID, "startedAt": formatTime(r.StartedAt)}
+	if r.Instance != "" {
+		m["instance"] = r.Instance
+	}
+	return m
 }
 
 func encodeTime(t *time.Time) any {
@@ -220,16 +249,25 @@ func FuzzDecodeAllocRequest(f *testing.F) {
 func FuzzDecodeRenewRequest(f *testing.F) {
 	fuzzSeeds(f,
 		`{"requester":`+goodRequester+`,"clientUtcNow":"2026-03-01T10:00:00.000Z","fencingTokens":[1,2,3]}`,
-		`{"requester":`+goodRequester+`,"fencingTokens":[]}`)
+		`{"requester":`+goodRequester+`,"fencingTokens":[]}`,
+		`{"requester":{"machineId":"m","pid":1,"startedAt":"2026-03-01T10:00:00Z","instance":"x_y-Z"},"receipts":["AQAAAAE"],"fencingTokens":[9007199254740991]}`)
 	f.Fuzz(func(t *testing.T, body []byte) {
 		req, err := decodeRenewRequest(body)
-		if err == nil && len(req.FencingTokens) > maxFencingTokens {
-			t.Fatalf("%d tokens", len(req.FencingTokens))
+		if err == nil && (len(req.FencingTokens) > maxFencingTokens || len(req.Receipts) > maxFencingTokens) {
+			t.Fatalf("%d tokens, %d receipts", len(req.FencingTokens), len(req.Receipts))
+		}
+		for _, tok := range req.FencingTokens {
+			if err == nil && (tok < 1 || tok > idkeeper.MaxFencingToken) {
+				t.Fatalf("token %d decoded", tok)
+			}
 		}
 		checkDecoded(t, err, req.Requester, []*time.Time{req.ClientNow}, func() (any, error) {
 			m := map[string]any{"requester": encodeRequester(req.Requester), "clientUtcNow": encodeTime(req.ClientNow)}
 			if req.FencingTokens != nil {
 				m["fencingTokens"] = req.FencingTokens
+			}
+			if req.Receipts != nil {
+				m["receipts"] = req.Receipts
 			}
 			b, _ := json.Marshal(m)
 			return decodeRenewRequest(b)

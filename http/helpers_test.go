@@ -86,7 +86,24 @@ func stores(t *testing.T, f func(t *testing.T, h *harness), opts ...option) {
 	t.Run("redis", func(t *testing.T) { f(t, newRedis(t, opts...)) })
 }
 
+// newHarnessNoInit serves a registry on a bolt file nobody initialised: it waits
+// for `idkeeper init`.
+func newHarnessNoInit(t testing.TB) *harness {
+	t.Helper()
+	clk := fakeclock.New(start)
+	st, err := bolt.Open(filepath.Join(t.TempDir(), "idkeeper.db"), bolt.Options{Clock: clk.Now, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newHarnessWith(t, clk, st, nil, true)
+}
+
 func newHarness(t testing.TB, clk *fakeclock.Clock, st idkeeper.Store, rs *redistest.Server, opts ...option) *harness {
+	t.Helper()
+	return newHarnessWith(t, clk, st, rs, false, opts...)
+}
+
+func newHarnessWith(t testing.TB, clk *fakeclock.Clock, st idkeeper.Store, rs *redistest.Server, noInit bool, opts ...option) *harness {
 	t.Helper()
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -99,7 +116,7 @@ func newHarness(t testing.TB, clk *fakeclock.Clock, st idkeeper.Store, rs *redis
 	s.cfg.Logger, s.cfg.Observer = log, metrics
 	s.opts.Gatherer = prom
 	srv := registrytest.Start(t, registrytest.Options{
-		Config: s.cfg, Store: st, APIKey: testKey, KeyName: "test", HTTP: s.opts,
+		Config: s.cfg, Store: st, Clock: clk.Now, APIKey: testKey, KeyName: "test", HTTP: s.opts, NoInit: noInit,
 		Opened: func(reg *idkeeper.Registry) { metrics.CollectPool(reg) },
 	})
 	return &harness{t: t, clk: clk, store: st, reg: srv.Registry, srv: srv.HTTP, prom: prom, logs: logs, redis: rs,
@@ -219,6 +236,7 @@ type lease struct {
 	NotBefore    string `json:"notBefore"`
 	ExpiresAt    string `json:"expiresAt"`
 	FencingToken uint64 `json:"fencingToken"`
+	Receipt      string `json:"receipt"`
 }
 
 func (r response) leases(t testing.TB) []lease {

@@ -26,7 +26,11 @@ const poolScrapeTimeout = 5 * time.Second
 //	idkeeper_cleanup_runs_total                   cleanup runs that held the job lock
 //	idkeeper_cleanup_reclaimed_total              leases reclaimed by cleanup
 //	idkeeper_job_lock_overruns_total{job}         jobs that ran past their lock-at-most-for
-//	idkeeper_store_resets_total{recovered}        store resets detected; recovered="false" when another replica recovered it
+//	idkeeper_store_resets_total{new_generation}   recoveries from a store reset; new_generation="false" when the store held another replica's
+//	idkeeper_registry_phase{phase}                1 for the registry's phase (starting, uninitialised, recovering, ready), else 0
+//	idkeeper_store_clock_ok                       1 while the store's clock agrees with this replica's, else 0
+//	idkeeper_store_clock_offset_seconds           store clock − this replica's clock, last measured
+//	idkeeper_renew_evidence_total{kind}           restored and contested node IDs, ignored evidence (bad_receipt, bare_token)
 //
 // and, after CollectPool, gauges read from the store at scrape time:
 //
@@ -41,7 +45,14 @@ type Metrics struct {
 	reclaimed prometheus.Counter
 	overruns  *prometheus.CounterVec
 	resets    *prometheus.CounterVec
+	phase     *prometheus.GaugeVec
+	clockOK   prometheus.Gauge
+	offset    prometheus.Gauge
+	evidence  *prometheus.CounterVec
 }
+
+// phases are the values of the phase label.
+var phases = []idkeeper.Phase{idkeeper.PhaseStarting, idkeeper.PhaseUninitialised, idkeeper.PhaseRecovering, idkeeper.PhaseReady}
 
 var _ idkeeper.Observer = (*Metrics)(nil)
 
@@ -80,10 +91,30 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"job"}),
 		resets: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "idkeeper_store_resets_total",
-			Help: "Detected store resets (lost writes, restore, failover); recovered=false when another replica had recovered already.",
-		}, []string{"recovered"}),
+			Help: "Recoveries from a store reset (lost writes, restore, failover); new_generation=false when the store held another replica's (or a newly initialised) generation.",
+		}, []string{"new_generation"}),
+		phase: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "idkeeper_registry_phase",
+			Help: "1 for the registry's current phase (starting, uninitialised, recovering, ready), 0 for the others.",
+		}, []string{"phase"}),
+		clockOK: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "idkeeper_store_clock_ok",
+			Help: "1 while the store's clock agrees with this replica's within the tolerance, else 0 (no grants, renewals or reclaims).",
+		}),
+		offset: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "idkeeper_store_clock_offset_seconds",
+			Help: "The store's clock minus this replica's, as last measured.",
+		}),
+		evidence: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "idkeeper_renew_evidence_total",
+			Help: "What renewals' evidence came to: restored and contested node IDs after a reset; ignored evidence (bad_receipt: a receipt that does not verify; bare_token: a fencing token without a receipt).",
+		}, []string{"kind"}),
 	}
-	cs := []prometheus.Collector{m.duration, m.skew, m.runs, m.reclaimed, m.overruns, m.resets}
+	cs := []prometheus.Collector{m.duration, m.skew, m.runs, m.reclaimed, m.overruns, m.resets, m.phase, m.clockOK, m.offset, m.evidence}
+	for _, k := range []string{"restored", "contested", "bad_receipt", "bare_token"} {
+		m.evidence.WithLabelValues(k)
+	}
+	m.Phase(idkeeper.PhaseStarting, true, 0)
 	for _, op := range operations {
 		v := prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "idkeeper_" + op + "_total",
@@ -132,13 +163,36 @@ func (m *Metrics) JobLockOverrun(job string, _ time.Duration) {
 }
 
 // StoreReset implements idkeeper.Observer.
-func (m *Metrics) StoreReset(recovered bool) {
-	m.resets.WithLabelValues(strconv.FormatBool(recovered)).Inc()
+func (m *Metrics) StoreReset(newGeneration bool) {
+	m.resets.WithLabelValues(strconv.FormatBool(newGeneration)).Inc()
+}
+
+// Phase implements idkeeper.Observer.
+func (m *Metrics) Phase(p idkeeper.Phase, clockOK bool, offset time.Duration) {
+	for _, q := range phases {
+		v := 0.0
+		if q == p {
+			v = 1
+		}
+		m.phase.WithLabelValues(string(q)).Set(v)
+	}
+	if clockOK {
+		m.clockOK.Set(1)
+	} else {
+		m.clockOK.Set(0)
+	}
+	m.offset.Set(offset.Seconds())
+}
+
+// Evidence implements idkeeper.Observer.
+func (m *Metrics) Evidence(kind string, n int) {
+	m.evidence.WithLabelValues(kind).Add(float64(n))
 }
 
 // CollectPool registers, with the Registerer given to NewMetrics, gauges of reg's
 // node pool that are read with reg.Remaining at every scrape. When the store does not
-// answer, idkeeper_store_up is 0 and the pool gauges are left out of that scrape.
+// answer, or the registry does not serve (it waits for init or recovers a reset),
+// idkeeper_store_up is 0 and the pool gauges are left out of that scrape.
 // It panics when called twice, and does nothing when NewMetrics got a nil Registerer.
 func (m *Metrics) CollectPool(reg *idkeeper.Registry) {
 	if m.reg == nil {
@@ -163,7 +217,7 @@ func newPoolCollector(reg *idkeeper.Registry) *poolCollector {
 		leased:      d("nodes_leased", "Node IDs held by a lease that has not expired."),
 		inGrace:     d("nodes_in_grace", "Node IDs held by an expired lease inside the cleanup grace period."),
 		quarantined: d("nodes_quarantined", "Free node IDs not allocatable before their quarantine ends."),
-		up:          d("store_up", "1 when the lease store answered the scrape's pool query, else 0."),
+		up:          d("store_up", "1 when the registry answered the scrape's pool query (it serves, and its store answers), else 0."),
 	}
 }
 

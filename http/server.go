@@ -3,8 +3,12 @@
 // Prometheus /metrics.
 //
 // Every /v1 route but /v1/version checks, in this order, the client's IP address
-// against the allow-list (403 IP_NOT_ALLOWED) and the X-API-Key header (401
-// API_KEY_MISSING, API_KEY_INVALID, API_KEY_EXPIRED). Request bodies are JSON
+// against the allow-list (403 IP_NOT_ALLOWED), that the registry serves (503
+// STORE_NOT_INITIALISED while it waits for `idkeeper init`, STORE_RECOVERING while
+// it recovers from a store reset, both with Retry-After: never a 401 for a key it
+// cannot read yet), and the X-API-Key header (401 API_KEY_MISSING, API_KEY_INVALID,
+// API_KEY_EXPIRED). Renew and Remove of leases another key allocated answer 403
+// LEASE_NOT_OWNED. Request bodies are JSON
 // (Content-Type application/json, at most Options.MaxBodyBytes), decoded strictly:
 // unknown or duplicate members, trailing data and out-of-range values are 400
 // INVALID_REQUEST with a "field" member, and nothing is written. Every error is an
@@ -54,6 +58,9 @@ type Options struct {
 	// Timeout bounds the store work of one request, API-key check included:
 	// DefaultTimeout. A request that runs out of it fails with 503 STORE_UNAVAILABLE.
 	Timeout time.Duration
+	// Durability, when set, is shown by /readyz: what the store's settings guarantee,
+	// e.g. that the operator accepted lost writes on a Redis restart.
+	Durability string
 }
 
 // Server serves the registry's REST API. It is safe for concurrent use.
@@ -98,9 +105,15 @@ func NewServer(reg *idkeeper.Registry, opts Options) *Server {
 // Handler returns the http.Handler that serves every route.
 func (s *Server) Handler() http.Handler { return s.handler }
 
+// caller is who sent a /v1 request that passed the IP and API-key checks.
+type caller struct {
+	remoteIP string
+	key      idkeeper.APIKey
+}
+
 // apiFunc handles one /v1 request that passed the IP and API-key checks. It returns
 // the 200 body, or an error sent as problem+json.
-type apiFunc func(w http.ResponseWriter, r *http.Request, remoteIP string) (any, error)
+type apiFunc func(w http.ResponseWriter, r *http.Request, c caller) (any, error)
 
 // v1 wraps h in the IP allow-list and API-key checks and the request timeout.
 func (s *Server) v1(h apiFunc) http.Handler {
@@ -120,6 +133,10 @@ func (s *Server) v1(h apiFunc) http.Handler {
 			s.writeProblem(w, r, idkeeper.Errorf(idkeeper.CodeIPNotAllowed, "requests from %s are not allowed", remote))
 			return
 		}
+		if err := s.reg.Serving(); err != nil {
+			s.writeProblem(w, r, err)
+			return
+		}
 		ctx, cancel := context.WithTimeout(r.Context(), s.opts.Timeout)
 		defer cancel()
 		r = r.WithContext(ctx)
@@ -131,7 +148,7 @@ func (s *Server) v1(h apiFunc) http.Handler {
 		if info := infoFrom(ctx); info != nil {
 			info.keyID = key.ID
 		}
-		body, err := h(w, r, remote)
+		body, err := h(w, r, caller{remoteIP: remote, key: key})
 		if err != nil {
 			s.writeProblem(w, r, err)
 			return
@@ -164,7 +181,7 @@ func tooLarge(limit int64) error {
 	return idkeeper.Errorf(idkeeper.CodeBodyTooLarge, "the request body is larger than %d bytes", limit)
 }
 
-func (s *Server) alloc(w http.ResponseWriter, r *http.Request, remoteIP string) (any, error) {
+func (s *Server) alloc(w http.ResponseWriter, r *http.Request, c caller) (any, error) {
 	body, err := s.readBody(w, r)
 	if err != nil {
 		return nil, err
@@ -173,7 +190,7 @@ func (s *Server) alloc(w http.ResponseWriter, r *http.Request, remoteIP string) 
 	if err != nil {
 		return nil, err
 	}
-	req.RemoteIP = remoteIP
+	req.RemoteIP, req.Key = c.remoteIP, c.key
 	g, err := s.reg.Alloc(r.Context(), req)
 	if err != nil {
 		return nil, err
@@ -181,7 +198,7 @@ func (s *Server) alloc(w http.ResponseWriter, r *http.Request, remoteIP string) 
 	return allocResponse{Layout: layoutOf(s.reg.Layout()), Leases: leasesOf(g.Leases, s.reg.Layout()), ServerUtcNow: formatTime(g.Now)}, nil
 }
 
-func (s *Server) renew(w http.ResponseWriter, r *http.Request, remoteIP string) (any, error) {
+func (s *Server) renew(w http.ResponseWriter, r *http.Request, c caller) (any, error) {
 	body, err := s.readBody(w, r)
 	if err != nil {
 		return nil, err
@@ -190,7 +207,7 @@ func (s *Server) renew(w http.ResponseWriter, r *http.Request, remoteIP string) 
 	if err != nil {
 		return nil, err
 	}
-	req.RemoteIP = remoteIP
+	req.RemoteIP, req.KeyID = c.remoteIP, c.key.ID
 	g, err := s.reg.Renew(r.Context(), req)
 	if err != nil {
 		return nil, err
@@ -198,7 +215,7 @@ func (s *Server) renew(w http.ResponseWriter, r *http.Request, remoteIP string) 
 	return renewResponse{Leases: leasesOf(g.Leases, s.reg.Layout()), ServerUtcNow: formatTime(g.Now)}, nil
 }
 
-func (s *Server) remove(w http.ResponseWriter, r *http.Request, _ string) (any, error) {
+func (s *Server) remove(w http.ResponseWriter, r *http.Request, c caller) (any, error) {
 	body, err := s.readBody(w, r)
 	if err != nil {
 		return nil, err
@@ -207,6 +224,7 @@ func (s *Server) remove(w http.ResponseWriter, r *http.Request, _ string) (any, 
 	if err != nil {
 		return nil, err
 	}
+	req.KeyID = c.key.ID
 	n, err := s.reg.Remove(r.Context(), req)
 	if err != nil {
 		return nil, err
@@ -214,7 +232,7 @@ func (s *Server) remove(w http.ResponseWriter, r *http.Request, _ string) (any, 
 	return removeResponse{Removed: n}, nil
 }
 
-func (s *Server) remaining(_ http.ResponseWriter, r *http.Request, _ string) (any, error) {
+func (s *Server) remaining(_ http.ResponseWriter, r *http.Request, _ caller) (any, error) {
 	c, err := s.reg.Remaining(r.Context())
 	if err != nil {
 		return nil, err
@@ -232,13 +250,21 @@ func (s *Server) livez(w http.ResponseWriter, _ *http.Request) {
 	s.writeJSON(w, statusResponse{Status: "ok"})
 }
 
-// readyz answers 200 when the store answers, else 503 NOT_READY.
+// readyz answers 200 with the store's generation (and durability, when set) when
+// the registry serves, its store answers and the two clocks agree; else 503 with
+// the reason's code: STORE_NOT_INITIALISED, STORE_RECOVERING, STORE_CLOCK_SKEW, or
+// NOT_READY when the store does not answer.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), min(s.opts.Timeout, 5*time.Second))
 	defer cancel()
 	if err := s.reg.Ready(ctx); err != nil {
-		s.writeProblem(w, r, &idkeeper.Error{Code: idkeeper.CodeNotReady, Message: "the lease store does not answer", Err: err})
+		if idkeeper.ErrorCode(err) == idkeeper.CodeStoreUnavailable {
+			err = &idkeeper.Error{Code: idkeeper.CodeNotReady, Message: "the lease store does not answer", Err: err}
+		}
+		s.writeProblem(w, r, err)
 		return
 	}
-	s.writeJSON(w, statusResponse{Status: "ready"})
+	g := s.reg.Generation()
+	s.writeJSON(w, readyResponse{Status: "ready", Durability: s.opts.Durability, Generation: generationJSON{
+		Number: g.Number, ID: g.ID, Origin: string(g.Origin), At: formatTime(g.At)}})
 }

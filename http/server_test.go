@@ -47,7 +47,7 @@ func scenario(t *testing.T, h *harness) {
 			t.Fatalf("notBefore %q", l.NotBefore)
 		}
 	}
-	assertKeys(t, mustJSON(firstLease(r)), "nodeId", "notBefore", "expiresAt", "fencingToken")
+	assertKeys(t, mustJSON(firstLease(r)), "nodeId", "notBefore", "expiresAt", "fencingToken", "receipt")
 
 	// The same requester and count again (a retry after a lost answer): the same node
 	// IDs and tokens, the first lease refreshed from now.
@@ -56,7 +56,8 @@ func scenario(t *testing.T, h *harness) {
 	for i := range first {
 		want := first[i]
 		want.ExpiresAt = ts(start.Add(11 * time.Minute))
-		if again[i] != want {
+		want.Receipt = again[i].Receipt // a new expiry, a new receipt
+		if again[i] != want || again[i].Receipt == first[i].Receipt {
 			t.Fatalf("idempotent alloc: %+v, want %+v", again[i], want)
 		}
 	}
@@ -163,7 +164,7 @@ func TestAPIKey(t *testing.T) {
 		{"POST", "/v1/leases/remove", `{"requester":` + requesterJSON(1) + `}`},
 		{"GET", "/v1/leases/remaining", ""},
 	}
-	past := time.Now().Add(-time.Hour)
+	past := h.clk.Now().Add(-time.Hour) // the registry's clock
 	const expired = "idk_expired-key-0123456789abcdefghij"
 	if err := h.store.CreateAPIKey(context.Background(), idkeeper.APIKeyFor(expired, "old", past.Add(-time.Hour), past)); err != nil {
 		t.Fatal(err)
@@ -383,18 +384,84 @@ func TestStoreDown(t *testing.T) {
 	})
 }
 
-// TestRenewDetectsLostWrites sends a fencing token the store never reached: the
-// registry treats the store as reset (DESIGN §7) and quarantines the free pool.
-func TestRenewDetectsLostWrites(t *testing.T) {
+// Issue #8 item 8 over HTTP: a bare fencing token, however high, and a receipt
+// that does not verify are no evidence: nothing is quarantined, the counters say
+// what was ignored. Out-of-range tokens are refused with 400.
+func TestUnverifiedEvidenceIsIgnored(t *testing.T) {
 	h := newBolt(t)
 	who := requesterJSON(1)
-	h.post("/v1/leases", `{"requester":`+who+`,"count":2}`).ok(t)
-	r := h.post("/v1/leases/renew", `{"requester":`+who+`,"fencingTokens":[1000000]}`).ok(t)
+	a := h.post("/v1/leases", `{"requester":`+who+`,"count":2}`).ok(t)
+	receipt := a.leases(t)[0].Receipt
+	if len(receipt) != 60 {
+		t.Fatalf("receipt %q", receipt)
+	}
+	r := h.post("/v1/leases/renew", `{"requester":`+who+`,"fencingTokens":[9007199254740991]}`).ok(t)
 	if len(r.leases(t)) != 2 {
 		t.Fatalf("renew: %s", r.raw)
 	}
-	assertCounts(t, h.get("/v1/leases/remaining").ok(t), 4096, 0, 2, 0, 4094)
-	if v := metricValue(t, h, "idkeeper_store_resets_total", "recovered", "true"); v != 1 {
-		t.Fatalf("idkeeper_store_resets_total{recovered=true} = %v", v)
+	forged := receipt[:20] + "AAAA" + receipt[24:]
+	h.post("/v1/leases/renew", `{"requester":`+requesterJSON(2)+`,"receipts":["`+receipt+`","`+forged+`"]}`).ok(t)
+	assertCounts(t, h.get("/v1/leases/remaining").ok(t), 4096, 4094, 2, 0, 0)
+	if v := metricValue(t, h, "idkeeper_store_resets_total", "new_generation", "true"); v != 0 {
+		t.Fatalf("idkeeper_store_resets_total = %v", v)
 	}
+	if v := metricValue(t, h, "idkeeper_renew_evidence_total", "kind", "bare_token"); v != 1 {
+		t.Fatalf("bare tokens counted %v", v)
+	}
+	if v := metricValue(t, h, "idkeeper_renew_evidence_total", "kind", "bad_receipt"); v != 2 {
+		t.Fatalf("bad receipts counted %v", v)
+	}
+	h.post("/v1/leases/renew", `{"requester":`+who+`,"fencingTokens":[18446744073709551615]}`).problem(t, idkeeper.CodeInvalidRequest)
+}
+
+// Issue #8 item 3 over HTTP: another API key can neither renew nor remove a lease,
+// and its forged mintedUpTo changes nothing.
+func TestLeaseNotOwned(t *testing.T) {
+	stores(t, func(t *testing.T, h *harness) {
+		const other = "idk_another-tenant-0123456789abcdefgh"
+		if _, err := h.reg.EnsureAPIKey(t.Context(), other, "other"); err != nil {
+			t.Fatal(err)
+		}
+		who := requesterJSON(1)
+		g := h.post("/v1/leases", `{"requester":`+who+`,"count":1}`).ok(t)
+		node := idkeeper.NodeID(g.leases(t)[0].NodeID)
+		before, _ := h.store.Node(t.Context(), node)
+		for _, c := range []struct{ path, body string }{
+			{"/v1/leases/remove", `{"requester":` + who + `,"mintedUpTo":"2026-01-01T00:00:00Z"}`},
+			{"/v1/leases/renew", `{"requester":` + who + `}`},
+			{"/v1/leases", `{"requester":` + who + `,"count":1}`},
+		} {
+			r := h.call("POST", c.path, c.body, "X-API-Key", other)
+			r.problem(t, idkeeper.CodeLeaseNotOwned)
+			if strings.Contains(string(r.raw), "test") {
+				t.Fatalf("the problem names the owner: %s", r.raw)
+			}
+		}
+		after, _ := h.store.Node(t.Context(), node)
+		if after.Lease == nil || !after.Watermark.Equal(before.Watermark) {
+			t.Fatalf("another key's calls changed the node: %+v, was %+v", after, before)
+		}
+		h.post("/v1/leases/remove", `{"requester":`+who+`}`).ok(t)
+	})
+}
+
+// Issue #8 item 12 over HTTP: right after the store lost its data, a request with
+// a valid key is answered after the recovery, never 401; the registry answers 503
+// STORE_NOT_INITIALISED (with Retry-After) while it waits for init.
+func TestNo401ForAKeyTheStoreLostTrack(t *testing.T) {
+	h := newRedis(t)
+	h.post("/v1/leases", `{"requester":`+requesterJSON(1)+`,"count":1}`).ok(t)
+	h.redis.Restart(t) // no persistence: everything is gone, the API key too
+	r := h.get("/v1/leases/remaining")
+	if r.status == http.StatusUnauthorized {
+		t.Fatalf("a valid key right after the reset: %d %s", r.status, r.raw)
+	}
+	assertCounts(t, r.ok(t), 4096, 0, 0, 0, 4096)
+
+	w := newHarnessNoInit(t)
+	p := w.get("/v1/leases/remaining").problem(t, idkeeper.CodeStoreNotInitialised)
+	if p.header.Get("Retry-After") == "" || !strings.Contains(p.body["detail"].(string), "idkeeper init") {
+		t.Fatalf("before init: %v %s", p.header, p.raw)
+	}
+	w.get("/readyz").problem(t, idkeeper.CodeStoreNotInitialised)
 }

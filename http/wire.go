@@ -29,6 +29,7 @@ type leaseJSON struct {
 	NotBefore    string          `json:"notBefore"`
 	ExpiresAt    string          `json:"expiresAt"`
 	FencingToken uint64          `json:"fencingToken"`
+	Receipt      string          `json:"receipt,omitempty"`
 }
 
 // leasesOf never returns nil: an empty list is sent as [], the definite "holds
@@ -42,7 +43,8 @@ func leasesOf(ls []idkeeper.Lease, layout idkeeper.Layout) []leaseJSON {
 		if nb.Before(layout.Epoch) {
 			nb = layout.Epoch
 		}
-		out[i] = leaseJSON{NodeID: l.NodeID, NotBefore: formatTime(nb), ExpiresAt: formatTime(l.ExpiresAt), FencingToken: l.FencingToken}
+		out[i] = leaseJSON{NodeID: l.NodeID, NotBefore: formatTime(nb), ExpiresAt: formatTime(l.ExpiresAt),
+			FencingToken: l.FencingToken, Receipt: l.Receipt}
 	}
 	return out
 }
@@ -78,4 +80,18 @@ type versionResponse struct {
 
 type statusResponse struct {
 	Status string `json:"status"`
+}
+
+// readyResponse is the 200 body of /readyz.
+type readyResponse struct {
+	Status     string         `json:"status"`
+	Generation generationJSON `json:"generation"`
+	Durability string         `json:"durability,omitempty"`
+}
+
+type generationJSON struct {
+	Number uint64 `json:"number"`
+	ID     string `json:"id"`
+	Origin string `json:"origin"`
+	At     string `json:"at"`
 }

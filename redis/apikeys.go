@@ -14,21 +14,46 @@ import (
 	"github.com/idkeeper/idkeeper"
 )
 
-// apiKeyRecord is the JSON of one API key in the apikeys hash.
+// apiKeyRecord is the JSON of one API key in the apikeys hash. Times are UTC
+// milliseconds; a zero time is stored as Go's zero time and reads back as zero.
 type apiKeyRecord struct {
 	Hash        []byte    `json:"hash"`
 	Description string    `json:"description,omitempty"`
 	CreatedAt   time.Time `json:"createdAt"`
 	ExpiresAt   time.Time `json:"expiresAt"`
+	MaxNodes    int       `json:"maxNodes,omitempty"`
+	Bootstrap   bool      `json:"bootstrap,omitempty"`
+	RevokedAt   time.Time `json:"revokedAt"`
+	LastUsedAt  time.Time `json:"lastUsedAt"`
+}
+
+func encodeAPIKey(k idkeeper.APIKey) (string, error) {
+	b, err := json.Marshal(apiKeyRecord{Hash: k.Hash, Description: k.Description, CreatedAt: idkeeper.Millis(k.CreatedAt),
+		ExpiresAt: idkeeper.Millis(k.ExpiresAt), MaxNodes: k.MaxNodes, Bootstrap: k.Bootstrap,
+		RevokedAt: idkeeper.Millis(k.RevokedAt), LastUsedAt: idkeeper.Millis(k.LastUsedAt)})
+	if err != nil {
+		return "", fmt.Errorf("redis: api key: %w", err)
+	}
+	return string(b), nil
+}
+
+func decodeAPIKey(id, v string) (idkeeper.APIKey, error) {
+	var r apiKeyRecord
+	if err := json.Unmarshal([]byte(v), &r); err != nil {
+		return idkeeper.APIKey{}, fmt.Errorf("redis: malformed api key %q: %w", id, err)
+	}
+	return idkeeper.APIKey{ID: id, Hash: r.Hash, Description: r.Description, CreatedAt: r.CreatedAt.UTC(),
+		ExpiresAt: r.ExpiresAt.UTC(), MaxNodes: r.MaxNodes, Bootstrap: r.Bootstrap, RevokedAt: r.RevokedAt.UTC(),
+		LastUsedAt: r.LastUsedAt.UTC()}, nil
 }
 
 // CreateAPIKey stores k; ErrConflict when its ID exists.
 func (s *Store) CreateAPIKey(ctx context.Context, k idkeeper.APIKey) error {
-	b, err := json.Marshal(apiKeyRecord{Hash: k.Hash, Description: k.Description, CreatedAt: k.CreatedAt.UTC(), ExpiresAt: k.ExpiresAt.UTC()})
+	rec, err := encodeAPIKey(k)
 	if err != nil {
-		return fmt.Errorf("redis: api key: %w", err)
+		return err
 	}
-	created, err := s.client.HSetNX(ctx, s.keys.apiKeys, k.ID, b).Result()
+	created, err := s.client.HSetNX(ctx, s.keys.apiKeys, k.ID, rec).Result()
 	if err != nil {
 		return fmt.Errorf("redis: create api key: %w", err)
 	}
@@ -40,17 +65,24 @@ func (s *Store) CreateAPIKey(ctx context.Context, k idkeeper.APIKey) error {
 
 // APIKey returns the key with that ID; ErrNotFound when there is none.
 func (s *Store) APIKey(ctx context.Context, id string) (idkeeper.APIKey, error) {
-	v, err := s.client.HGet(ctx, s.keys.apiKeys, id).Result()
-	if errors.Is(err, goredis.Nil) {
-		return idkeeper.APIKey{}, idkeeper.ErrNotFound
-	}
-	if err != nil {
-		return idkeeper.APIKey{}, fmt.Errorf("redis: api key: %w", err)
-	}
-	return decodeAPIKey(id, v)
+	k, _, err := s.apiKey(ctx, id)
+	return k, err
 }
 
-// APIKeys returns every key, sorted by ID.
+// apiKey returns the key with that ID and its record as stored.
+func (s *Store) apiKey(ctx context.Context, id string) (idkeeper.APIKey, string, error) {
+	v, err := s.client.HGet(ctx, s.keys.apiKeys, id).Result()
+	if errors.Is(err, goredis.Nil) {
+		return idkeeper.APIKey{}, "", idkeeper.ErrNotFound
+	}
+	if err != nil {
+		return idkeeper.APIKey{}, "", fmt.Errorf("redis: api key: %w", err)
+	}
+	k, err := decodeAPIKey(id, v)
+	return k, v, err
+}
+
+// APIKeys returns every key, revoked ones included, sorted by ID.
 func (s *Store) APIKeys(ctx context.Context) ([]idkeeper.APIKey, error) {
 	m, err := s.client.HGetAll(ctx, s.keys.apiKeys).Result()
 	if err != nil {
@@ -68,22 +100,60 @@ func (s *Store) APIKeys(ctx context.Context) ([]idkeeper.APIKey, error) {
 	return out, nil
 }
 
-// DeleteAPIKey deletes a key; ErrNotFound when there is none.
-func (s *Store) DeleteAPIKey(ctx context.Context, id string) error {
-	n, err := s.client.HDel(ctx, s.keys.apiKeys, id).Result()
-	if err != nil {
-		return fmt.Errorf("redis: delete api key: %w", err)
-	}
-	if n == 0 {
-		return idkeeper.ErrNotFound
-	}
-	return nil
+// RevokeAPIKey sets the key's RevokedAt to at unless it is revoked already;
+// ErrNotFound when there is none. The record stays.
+func (s *Store) RevokeAPIKey(ctx context.Context, id string, at time.Time) error {
+	return s.updateAPIKey(ctx, "revoke", id, true, func(k *idkeeper.APIKey) bool {
+		if k.Revoked() {
+			return false
+		}
+		k.RevokedAt = idkeeper.Millis(at)
+		return true
+	})
 }
 
-func decodeAPIKey(id, v string) (idkeeper.APIKey, error) {
-	var r apiKeyRecord
-	if err := json.Unmarshal([]byte(v), &r); err != nil {
-		return idkeeper.APIKey{}, fmt.Errorf("redis: malformed api key %q: %w", id, err)
+// TouchAPIKey raises the key's LastUsedAt to at, never lowering it; a missing key
+// is no error.
+func (s *Store) TouchAPIKey(ctx context.Context, id string, at time.Time) error {
+	return s.updateAPIKey(ctx, "touch", id, false, func(k *idkeeper.APIKey) bool {
+		if !idkeeper.Millis(at).After(k.LastUsedAt) {
+			return false
+		}
+		k.LastUsedAt = idkeeper.Millis(at)
+		return true
+	})
+}
+
+// updateAPIKey applies change to the key's record atomically: it reads the
+// record, and a script replaces it only when it is still the one read (compare
+// and set), else it starts over. change reports whether it changed anything.
+// mustExist makes a missing key ErrNotFound; else it is no error.
+func (s *Store) updateAPIKey(ctx context.Context, op, id string, mustExist bool, change func(*idkeeper.APIKey) bool) error {
+	for range 100 {
+		k, old, err := s.apiKey(ctx, id)
+		if errors.Is(err, idkeeper.ErrNotFound) {
+			if mustExist {
+				return idkeeper.ErrNotFound
+			}
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if !change(&k) {
+			return nil
+		}
+		rec, err := encodeAPIKey(k)
+		if err != nil {
+			return err
+		}
+		v, err := s.run(ctx, scriptAPIKeyCAS, []string{s.keys.apiKeys}, false, id, old, rec)
+		if err != nil {
+			return wrap(op+" api key", err)
+		}
+		if v == int64(1) {
+			return nil
+		}
 	}
-	return idkeeper.APIKey{ID: id, Hash: r.Hash, Description: r.Description, CreatedAt: r.CreatedAt.UTC(), ExpiresAt: r.ExpiresAt.UTC()}, nil
+	return fmt.Errorf("redis: %s api key %q: the record kept changing", op, id)
 }

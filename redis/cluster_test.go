@@ -1,6 +1,7 @@
 package redis_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -37,16 +38,20 @@ func TestCluster(t *testing.T) {
 		if now, err := s.Now(t.Context()); err != nil || time.Since(now).Abs() > time.Minute {
 			t.Fatalf("Now = %v, %v", now, err)
 		}
+		if safe, why, err := s.Durability(t.Context()); err != nil || safe || !strings.Contains(why, "persists nothing") {
+			t.Fatalf("Durability = %v, %q, %v; want not safe, no persistence", safe, why, err)
+		}
 	})
 
 	// WaitReplicas finds the primary of the slot; with no replica WAIT times out.
 	t.Run("WaitReplicas", func(t *testing.T) {
 		s := open(t, srv, redis.Options{Client: c, WaitReplicas: 1, WaitTimeout: 20 * time.Millisecond})
-		if _, err := s.Init(t.Context(), 2); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.Alloc(t.Context(), who(1), 1, time.Minute); err == nil {
+		g := initGuard(t, s, 2)
+		if _, err := s.Alloc(t.Context(), g, allocP(who(1), 1, time.Minute)); err == nil {
 			t.Fatal("Alloc waiting for a replica the cluster does not have succeeded")
+		}
+		if _, err := s.Reset(t.Context(), idkeeper.ResetParams{Nodes: 2, Until: t0}); err == nil {
+			t.Fatal("Reset waiting for a replica the cluster does not have succeeded")
 		}
 	})
 }

@@ -11,46 +11,77 @@
 // # Keys
 //
 // Every key carries the same hash tag, so they all live in one Redis Cluster slot
-// and scripts may touch them together. With the default prefix "idkeeper":
+// and scripts may touch them together. With the default prefix "idkeeper" (times
+// are Unix ms; Go's zero time.Time is its own negative value):
 //
-//	{idkeeper}:meta               hash: sentinel, nodes (pool size), fence (fencing counter), freeseq
-//	{idkeeper}:leases             hash: node ID → "notBefore,expiresAt,token,grantedAt,renewedAt,requester key" (Unix ms)
+//	{idkeeper}:meta               hash: gen (generation ID), gen:number, gen:origin ("fresh" or
+//	                              "recovered"), gen:at; nodes (pool size), fence (fencing counter),
+//	                              freeseq (free-order counter). No gen: not initialised
+//	{idkeeper}:leases             hash: node ID → "notBefore,expiresAt,token,grantedAt,renewedAt,n,<requester key><key ID>",
+//	                              n the byte length of the requester key (both may hold commas)
 //	{idkeeper}:requesters         hash: requester key → "3,17,42" (its node IDs, ascending)
+//	{idkeeper}:keyheld            hash: API key ID → node IDs its leases hold (absent: none)
 //	{idkeeper}:expiry             zset: held node ID by expiresAt: Reclaim, and Leased/InGrace counts
-//	{idkeeper}:watermarks         hash: node ID → watermark; never deleted
+//	{idkeeper}:watermarks         hash: node ID → its own watermark; never deleted
+//	{idkeeper}:floors             hash: node ID → watermark floor raised by Reset
 //	{idkeeper}:quarantine         hash: node ID → quarantined-until
+//	{idkeeper}:lasttokens         hash: node ID → token of its latest grant, restore or contest
+//	{idkeeper}:restorable         set: node IDs a Reset made restorable, until their next grant,
+//	                              restore or contest
 //	{idkeeper}:free:ready         zset: free node ID by free sequence (least recently freed first)
-//	{idkeeper}:free:cooling       zset: free node ID by watermark, for those whose watermark ≥ now
+//	{idkeeper}:free:cooling       zset: free node ID by fenced watermark, for those whose fenced watermark ≥ now
 //	{idkeeper}:free:quarantined   zset: free node ID by quarantined-until
 //	{idkeeper}:free:seq           hash: node ID → its free sequence number
 //	{idkeeper}:locks              hash: job name → "lockedAt,until,owner"
-//	{idkeeper}:apikeys            hash: key ID → JSON
+//	{idkeeper}:apikeys            hash: key ID → JSON (hash, description, createdAt, expiresAt,
+//	                              maxNodes, bootstrap, revokedAt, lastUsedAt)
 //	{idkeeper}:skew:<requester>   string: JSON observation, PEXPIRE ttl
 //	{idkeeper}:skew-index         zset: requester key by lapse time (store clock)
 //
-// A free node sits in exactly one of the three free sets; quarantine and cooling
-// end by the clock, and Alloc moves the nodes whose state changed to the ready
-// set before it picks, so no operation scans the pool: Alloc, Renew and Remove
-// cost O(k log n) for k node IDs, Counts O(log n), and Reclaim works in batches
-// (Options.ReclaimBatch) so that no script blocks Redis for long. Init and Reset
-// walk the pool once.
+// The fenced watermark of a node is max(watermark, floor). A free node sits in
+// exactly one of the three free sets; quarantine and cooling end by the clock, and
+// Alloc moves the nodes whose state changed to the ready set before it picks, so no
+// operation scans the pool: Alloc, Renew and Remove cost O(k log n) for k node IDs
+// (and claims), Counts O(log n), and Reclaim works in batches
+// (Options.ReclaimBatch) so that no script blocks Redis for long. Init, Grow and
+// Reset walk the pool (or its new part) once.
+//
+// # Guards and generations
+//
+// Every guarded script (Grow, Alloc, Renew, Remove, Reclaim, Quarantine) takes the
+// caller's idkeeper.Guard as its first arguments and checks it before its first
+// write: the generation ID in the meta hash, the fencing counter against MinFence,
+// and the script's now against Guard.Now. A failing check answers the state it
+// read, and the Go side turns it into the error idkeeper.Guard.Check gives for it.
+// The counter never passes idkeeper.MaxFencingToken (2^53−1), which Lua's numbers
+// hold exactly.
+//
+// Keys written by a build from before generations (a "sentinel" in the meta hash)
+// are not read: guarded calls find no generation, and Init and Reset refuse them.
 //
 // # What the Redis settings guarantee
 //
-// The store is only as durable as Redis is configured to be (DESIGN §7):
+// The store is only as durable as Redis is configured to be (DESIGN §7), and the
+// registry decides at start-up whether to trust it (Durability):
 //
 //   - No persistence (save "" and appendonly no): a restart loses everything. The
-//     next mutating call finds the sentinel gone and returns idkeeper.ErrStoreReset,
-//     and the registry quarantines the pool (Store.Reset).
-//   - RDB snapshots only: a crash loses the writes since the last snapshot, the
-//     sentinel survives, so the loss is not detected by it. Not recommended.
-//   - appendonly yes, appendfsync everysec: a crash of Redis loses nothing that was
-//     acknowledged; a crash of the machine loses up to about one second.
-//   - appendfsync always: nothing acknowledged is lost.
+//     next guarded call finds the generation gone and returns an error wrapping
+//     idkeeper.ErrStoreReset, and the registry recovers the store (Store.Reset:
+//     every node quarantined, watermark floors and the fencing counter raised).
+//   - RDB snapshots only: a crash loses the writes since the last snapshot; the
+//     generation survives, so only the fencing counter (a token the registry
+//     handed out above it) can reveal the loss. Not durable.
+//   - appendonly yes, appendfsync everysec (or no): a crash of Redis loses nothing
+//     that was acknowledged; a crash of the machine loses up to about one second.
+//     Durable only with Options.WaitReplicas ≥ 1.
+//   - appendonly yes, appendfsync always: nothing acknowledged is lost. Durable.
 //   - Replicas: replication is asynchronous; a failover can lose the last writes.
-//     The registry detects a new primary by ReplicationID. Options.WaitReplicas
-//     makes every Alloc and Renew wait until that many replicas have the write.
+//     Options.WaitReplicas makes every Alloc, Renew and Reset wait until that many
+//     replicas have the write, and fail otherwise. The registry detects a new
+//     primary by ReplicationID and asks ReplicationChangeSafe whether it can prove
+//     that no acknowledged write was lost.
 //   - maxmemory-policy must be noeviction: an evicted key is lost state.
 //
-// CheckConfig reports the settings that break these guarantees.
+// Durability gives the start-up verdict; CheckConfig reports the settings that
+// break these guarantees.
 package redis

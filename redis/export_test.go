@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// WipeForTest deletes every key of the store's prefix, sentinel included: what a
+// WipeForTest deletes every key of the store's prefix, generation included: what a
 // Redis restart without persistence does, for the contract suite's reset tests.
 func (s *Store) WipeForTest(ctx context.Context) error {
 	pattern := globEscape(strings.TrimSuffix(s.keys.meta, "meta")) + "*"

@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -14,126 +15,221 @@ import (
 	"github.com/idkeeper/idkeeper"
 )
 
-// Init prepares the pool, as idkeeper.LeaseStore says. On a fresh store it walks
-// the pool once, and so does growing it.
-func (s *Store) Init(ctx context.Context, nodes int) (idkeeper.InitResult, error) {
-	if nodes < 1 {
-		return idkeeper.InitResult{}, idkeeper.Invalidf("nodes", "the pool needs at least one node ID, got %d", nodes)
+// Status reads the generation, the fencing counter, the pool size and the clock in
+// one script, as idkeeper.LeaseStore says.
+func (s *Store) Status(ctx context.Context) (idkeeper.StoreStatus, error) {
+	v, err := s.run(ctx, scriptStatus, []string{s.keys.meta}, false, s.nowArg())
+	if err != nil {
+		return idkeeper.StoreStatus{}, wrap("status", err)
 	}
-	v, err := s.run(ctx, scriptInit, s.keys.lease, false, s.nowArg(), nodes, newSentinel())
+	a, ok := v.([]any)
+	if !ok || len(a) != 7 {
+		return idkeeper.StoreStatus{}, fmt.Errorf("redis: status: unexpected reply %v", v)
+	}
+	now, ok := a[6].(int64)
+	if !ok {
+		return idkeeper.StoreStatus{}, fmt.Errorf("redis: status: unexpected reply %v", v)
+	}
+	st := idkeeper.StoreStatus{Now: fromMs(now)}
+	if st.Fence, err = optionalUint(a[4]); err != nil {
+		return idkeeper.StoreStatus{}, fmt.Errorf("redis: status: %w", err)
+	}
+	if _, ok := a[0].(string); !ok {
+		return st, nil // not initialised: no generation, no pool
+	}
+	if st.Generation, err = generationReply(a[:4]); err != nil {
+		return idkeeper.StoreStatus{}, fmt.Errorf("redis: status: %w", err)
+	}
+	nodes, err := optionalUint(a[5])
+	if err != nil {
+		return idkeeper.StoreStatus{}, fmt.Errorf("redis: status: %w", err)
+	}
+	st.Initialised, st.Nodes = true, int(nodes)
+	return st, nil
+}
+
+// Init initialises an empty store, or grows the pool of an initialised one, as
+// idkeeper.LeaseStore says. It walks the new node IDs once.
+func (s *Store) Init(ctx context.Context, nodes int) (idkeeper.InitResult, error) {
+	if err := checkPool(nodes); err != nil {
+		return idkeeper.InitResult{}, err
+	}
+	v, err := s.run(ctx, scriptInit, s.keys.lease, false, s.nowArg(), nodes, newGenerationID())
 	if r, ok := asReply(err, errShrink); ok {
-		return idkeeper.InitResult{}, idkeeper.Invalidf("nodes",
-			"the store holds %d node IDs; the pool cannot shrink to %d", r.n, nodes)
+		return idkeeper.InitResult{}, shrinkError(r, nodes)
+	}
+	if _, ok := asReply(err, errOldLayout); ok {
+		return idkeeper.InitResult{}, s.oldLayout()
 	}
 	if err != nil {
 		return idkeeper.InitResult{}, wrap("init", err)
 	}
-	sentinel, fresh, err := sentinelReply(v)
+	g, fresh, err := generationFlagReply(v)
 	if err != nil {
-		return idkeeper.InitResult{}, err
+		return idkeeper.InitResult{}, fmt.Errorf("redis: init: %w", err)
 	}
-	s.adopt(sentinel)
 	if fresh {
-		s.log.Info("redis store initialised", "prefix", s.prefix, "nodes", nodes)
+		s.log.Info("redis store initialised", "prefix", s.prefix, "nodes", nodes, "generation", g.ID)
 	}
-	return idkeeper.InitResult{Sentinel: sentinel, Fresh: fresh}, nil
+	return idkeeper.InitResult{Generation: g, Fresh: fresh}, nil
 }
 
-// Reset recovers a store that lost writes, as idkeeper.LeaseStore says, in one
-// script that walks the pool once.
-func (s *Store) Reset(ctx context.Context, old string, p idkeeper.ResetParams) (string, bool, error) {
-	if p.Nodes < 1 {
-		return "", false, idkeeper.Invalidf("nodes", "the pool needs at least one node ID, got %d", p.Nodes)
+// Grow adds node IDs up to nodes under the guard, as idkeeper.LeaseStore says.
+func (s *Store) Grow(ctx context.Context, g idkeeper.Guard, nodes int) error {
+	if err := checkPool(nodes); err != nil {
+		return err
 	}
-	v, err := s.run(ctx, scriptReset, s.keys.lease, false, s.nowArg(), p.Nodes, ms(p.Until),
-		strconv.FormatUint(p.MinFence, 10), old, newSentinel())
-	if err != nil {
-		return "", false, wrap("reset", err)
+	_, err := s.runGuarded(ctx, scriptGrow, "grow", false, g, nodes)
+	if r, ok := asReply(err, errShrink); ok {
+		return shrinkError(r, nodes)
 	}
-	sentinel, recovered, err := sentinelReply(v)
-	if err != nil {
-		return "", false, err
-	}
-	s.adopt(sentinel)
-	if recovered {
-		s.log.Warn("redis store reset: every node ID quarantined", "until", idkeeper.Millis(p.Until),
-			"minFence", p.MinFence, "prefix", s.prefix)
-	} else {
-		s.log.Info("redis store already recovered by another replica; adopted its sentinel", "prefix", s.prefix)
-	}
-	return sentinel, recovered, nil
+	return err
 }
 
-func sentinelReply(v any) (string, bool, error) {
+func checkPool(nodes int) error {
+	if nodes < 1 {
+		return idkeeper.Invalidf("nodes", "the pool needs at least one node ID, got %d", nodes)
+	}
+	return nil
+}
+
+func shrinkError(r *scriptReply, nodes int) error {
+	return idkeeper.Invalidf("nodes", "the store holds %d node IDs; the pool cannot shrink to %d", r.n, nodes)
+}
+
+// Reset makes a store that lost writes safe, as idkeeper.LeaseStore says, in one
+// script that walks the pool once. With Options.WaitReplicas it waits for the
+// replicas like a grant does: a quarantine lost in a failover would be forgotten.
+func (s *Store) Reset(ctx context.Context, p idkeeper.ResetParams) (idkeeper.ResetResult, error) {
+	if err := checkPool(p.Nodes); err != nil {
+		return idkeeper.ResetResult{}, err
+	}
+	if p.MinFence > idkeeper.MaxFencingToken {
+		return idkeeper.ResetResult{}, idkeeper.Invalidf("minFence",
+			"a fencing counter of %d is above the last token 2^53-1", p.MinFence)
+	}
+	v, err := s.run(ctx, scriptReset, s.keys.lease, true, s.nowArg(), p.Nodes, ms(p.Until),
+		strconv.FormatUint(p.MinFence, 10), p.Seen.ID, strconv.FormatUint(p.Seen.Number, 10), newGenerationID())
+	if _, ok := asReply(err, errOldLayout); ok {
+		return idkeeper.ResetResult{}, s.oldLayout()
+	}
+	if err != nil {
+		return idkeeper.ResetResult{}, wrap("reset", err)
+	}
+	g, fresh, err := generationFlagReply(v)
+	if err != nil {
+		return idkeeper.ResetResult{}, fmt.Errorf("redis: reset: %w", err)
+	}
+	s.log.Warn("redis store reset: every node ID quarantined and its watermark floor raised",
+		"until", idkeeper.Millis(p.Until), "minFence", p.MinFence, "prefix", s.prefix,
+		"generation", g.Number, "newGeneration", fresh)
+	return idkeeper.ResetResult{Generation: g, NewGeneration: fresh}, nil
+}
+
+// generationReply decodes {id, number, origin, at} of a script.
+func generationReply(a []any) (idkeeper.Generation, error) {
+	id, ok := a[0].(string)
+	if !ok || id == "" {
+		return idkeeper.Generation{}, fmt.Errorf("malformed generation %v", a)
+	}
+	number, err := optionalUint(a[1])
+	if err != nil {
+		return idkeeper.Generation{}, err
+	}
+	origin, _ := a[2].(string)
+	var at int64
+	switch x := a[3].(type) {
+	case int64:
+		at = x
+	case string:
+		if at, err = strconv.ParseInt(x, 10, 64); err != nil {
+			return idkeeper.Generation{}, fmt.Errorf("malformed generation time %q", x)
+		}
+	default:
+		return idkeeper.Generation{}, fmt.Errorf("malformed generation %v", a)
+	}
+	return idkeeper.Generation{ID: id, Number: number, Origin: idkeeper.Origin(origin), At: fromMs(at)}, nil
+}
+
+// generationFlagReply decodes {id, number, origin, at, flag} of Init and Reset.
+func generationFlagReply(v any) (idkeeper.Generation, bool, error) {
 	a, ok := v.([]any)
-	if !ok || len(a) != 2 {
-		return "", false, fmt.Errorf("redis: unexpected script reply %v", v)
+	if !ok || len(a) != 5 {
+		return idkeeper.Generation{}, false, fmt.Errorf("unexpected reply %v", v)
 	}
-	sentinel, ok1 := a[0].(string)
-	flag, ok2 := a[1].(int64)
-	if !ok1 || !ok2 {
-		return "", false, fmt.Errorf("redis: unexpected script reply %v", v)
+	g, err := generationReply(a[:4])
+	if err != nil {
+		return idkeeper.Generation{}, false, err
 	}
-	return sentinel, flag == 1, nil
+	flag, ok := a[4].(int64)
+	if !ok {
+		return idkeeper.Generation{}, false, fmt.Errorf("unexpected reply %v", v)
+	}
+	return g, flag == 1, nil
 }
 
-// Alloc grants count node IDs to r, as idkeeper.LeaseStore says, without
-// scanning the pool.
-func (s *Store) Alloc(ctx context.Context, r idkeeper.Requester, count int, first time.Duration) (idkeeper.Grant, error) {
-	if count < 1 {
-		return idkeeper.Grant{}, idkeeper.Invalidf("count", "count must be at least 1, got %d", count)
+// Alloc grants p.Count node IDs to p.Requester, as idkeeper.LeaseStore says,
+// without scanning the pool.
+func (s *Store) Alloc(ctx context.Context, g idkeeper.Guard, p idkeeper.AllocParams) (idkeeper.Grant, error) {
+	if err := p.Requester.Validate(); err != nil {
+		return idkeeper.Grant{}, err
 	}
-	sentinel, err := s.adopted()
+	if p.Count < 1 {
+		return idkeeper.Grant{}, idkeeper.Invalidf("count", "count must be at least 1, got %d", p.Count)
+	}
+	v, err := s.runGuarded(ctx, scriptAlloc, "alloc", true, g, p.Requester.Key(), p.KeyID, p.Count,
+		p.First.Milliseconds(), max(p.MaxNodes, 0))
+	if r, ok := asReply(err, errMismatch); ok {
+		return idkeeper.Grant{}, idkeeper.CountMismatch(r.n, p.Count)
+	}
+	if r, ok := asReply(err, errQuota); ok {
+		return idkeeper.Grant{}, idkeeper.QuotaExceeded(p.MaxNodes, r.n, p.Count)
+	}
+	if r, ok := asReply(err, errExhausted); ok {
+		return idkeeper.Grant{}, idkeeper.Exhausted(p.Count, r.n)
+	}
 	if err != nil {
 		return idkeeper.Grant{}, err
 	}
-	v, err := s.run(ctx, scriptAlloc, s.keys.lease, true, sentinel, s.nowArg(), r.Key(), count, first.Milliseconds())
-	if rep, ok := asReply(err, errMismatch); ok {
-		return idkeeper.Grant{}, &idkeeper.Error{
-			Code:    idkeeper.CodeRequesterCountMismatch,
-			Message: fmt.Sprintf("the requester holds %d node IDs and asked for %d; remove them first", rep.n, count),
-			Details: map[string]any{"held": rep.n, "requested": count},
-		}
-	}
-	if rep, ok := asReply(err, errExhausted); ok {
-		return idkeeper.Grant{}, &idkeeper.Error{
-			Code:    idkeeper.CodeNodeIDsExhausted,
-			Message: fmt.Sprintf("%d node IDs requested, %d allocatable", count, rep.n),
-			Details: map[string]any{"requested": count, "remaining": rep.n},
-		}
-	}
-	if err != nil {
-		return idkeeper.Grant{}, wrap("alloc", err)
-	}
-	return grantReply(v, r)
+	return grantReply(v, p.Requester, false)
 }
 
-// Renew extends every lease of r, as idkeeper.LeaseStore says.
-func (s *Store) Renew(ctx context.Context, r idkeeper.Requester, d time.Duration) (idkeeper.Grant, error) {
-	sentinel, err := s.adopted()
+// Renew handles the claims and extends every lease of p.Requester, as
+// idkeeper.LeaseStore says.
+func (s *Store) Renew(ctx context.Context, g idkeeper.Guard, p idkeeper.RenewParams) (idkeeper.Grant, error) {
+	if err := p.Requester.Validate(); err != nil {
+		return idkeeper.Grant{}, err
+	}
+	args := []any{p.Requester.Key(), p.KeyID, p.Duration.Milliseconds(), p.Grace.Milliseconds()}
+	claims := slices.Clone(p.Claims)
+	slices.SortStableFunc(claims, func(a, b idkeeper.Claim) int { return cmp.Compare(a.NodeID, b.NodeID) })
+	for _, c := range claims {
+		// A token outside 1..MaxFencingToken was never handed out; a negative node
+		// ID lies outside every pool.
+		if c.NodeID < 0 || c.Token < 1 || c.Token > idkeeper.MaxFencingToken {
+			continue
+		}
+		args = append(args, int(c.NodeID), strconv.FormatUint(c.Token, 10), ms(c.NotBefore), ms(c.ExpiresAt))
+	}
+	v, err := s.runGuarded(ctx, scriptRenew, "renew", true, g, args...)
 	if err != nil {
 		return idkeeper.Grant{}, err
 	}
-	v, err := s.run(ctx, scriptRenew, s.keys.lease, true, sentinel, s.nowArg(), r.Key(), d.Milliseconds())
-	if err != nil {
-		return idkeeper.Grant{}, wrap("renew", err)
-	}
-	return grantReply(v, r)
+	return grantReply(v, p.Requester, true)
 }
 
-// Remove releases every lease of r, as idkeeper.LeaseStore says.
-func (s *Store) Remove(ctx context.Context, r idkeeper.Requester, mintedUpTo time.Time) (int, error) {
-	sentinel, err := s.adopted()
-	if err != nil {
+// Remove releases every lease of p.Requester, as idkeeper.LeaseStore says.
+func (s *Store) Remove(ctx context.Context, g idkeeper.Guard, p idkeeper.RemoveParams) (int, error) {
+	if err := p.Requester.Validate(); err != nil {
 		return 0, err
 	}
 	minted := ""
-	if !mintedUpTo.IsZero() {
-		minted = strconv.FormatInt(ms(mintedUpTo), 10)
+	if !p.MintedUpTo.IsZero() {
+		minted = strconv.FormatInt(ms(p.MintedUpTo), 10)
 	}
-	v, err := s.run(ctx, scriptRemove, s.keys.lease, false, sentinel, s.nowArg(), r.Key(), minted)
+	v, err := s.runGuarded(ctx, scriptRemove, "remove", false, g, p.Requester.Key(), p.KeyID, minted)
 	if err != nil {
-		return 0, wrap("remove", err)
+		return 0, err
 	}
 	n, ok := v.(int64)
 	if !ok {
@@ -143,18 +239,14 @@ func (s *Store) Remove(ctx context.Context, r idkeeper.Requester, mintedUpTo tim
 }
 
 // Reclaim deletes the leases past expiry + grace, as idkeeper.LeaseStore says,
-// in scripts of at most Options.ReclaimBatch leases each; it stops at the first
-// error, leaving the batches done so far applied.
-func (s *Store) Reclaim(ctx context.Context, grace time.Duration) (int, error) {
-	sentinel, err := s.adopted()
-	if err != nil {
-		return 0, err
-	}
+// in scripts of at most Options.ReclaimBatch leases each, each checking the guard;
+// it stops at the first error, leaving the batches done so far applied.
+func (s *Store) Reclaim(ctx context.Context, g idkeeper.Guard, grace time.Duration) (int, error) {
 	total := 0
 	for {
-		v, err := s.run(ctx, scriptReclaim, s.keys.lease, false, sentinel, s.nowArg(), grace.Milliseconds(), s.reclaimBatch)
+		v, err := s.runGuarded(ctx, scriptReclaim, "reclaim", false, g, grace.Milliseconds(), s.reclaimBatch)
 		if err != nil {
-			return total, wrap("reclaim", err)
+			return total, err
 		}
 		a, err := ints(v, 2)
 		if err != nil {
@@ -168,26 +260,16 @@ func (s *Store) Reclaim(ctx context.Context, grace time.Duration) (int, error) {
 }
 
 // Quarantine raises the quarantine of node IDs, as idkeeper.LeaseStore says.
-func (s *Store) Quarantine(ctx context.Context, until time.Time, nodes ...idkeeper.NodeID) error {
-	sentinel, err := s.adopted()
-	if err != nil {
-		return err
-	}
-	args := []any{sentinel, s.nowArg(), ms(until)}
+func (s *Store) Quarantine(ctx context.Context, g idkeeper.Guard, until time.Time, nodes ...idkeeper.NodeID) error {
+	args := []any{ms(until)}
 	for _, n := range nodes {
-		if n < 0 {
-			return idkeeper.Invalidf("nodes", "node ID %d is outside the pool", n)
-		}
 		args = append(args, int(n))
 	}
-	_, err = s.run(ctx, scriptQuarantine, s.keys.lease, false, args...)
-	if rep, ok := asReply(err, errInvalid); ok {
-		return idkeeper.Invalidf("nodes", "node ID %s is outside the pool", rep.arg)
+	_, err := s.runGuarded(ctx, scriptQuarantine, "quarantine", false, g, args...)
+	if r, ok := asReply(err, errInvalid); ok {
+		return idkeeper.Invalidf("nodes", "node ID %s is outside the pool", r.arg)
 	}
-	if err != nil {
-		return wrap("quarantine", err)
-	}
-	return nil
+	return err
 }
 
 // Counts returns the state of the pool at the store's now, in O(log n).
@@ -217,11 +299,12 @@ func (s *Store) Leases(ctx context.Context) ([]idkeeper.Lease, error) {
 		}
 		out = append(out, l)
 	}
-	slices.SortFunc(out, func(a, b idkeeper.Lease) int { return int(a.NodeID - b.NodeID) })
+	slices.SortFunc(out, func(a, b idkeeper.Lease) int { return cmp.Compare(a.NodeID, b.NodeID) })
 	return out, nil
 }
 
-// Node returns the state of one node ID; ErrNotFound outside the pool.
+// Node returns the state of one node ID; ErrNotFound outside the pool and on a
+// store without a generation.
 func (s *Store) Node(ctx context.Context, id idkeeper.NodeID) (idkeeper.NodeState, error) {
 	if id < 0 {
 		return idkeeper.NodeState{}, idkeeper.ErrNotFound
@@ -231,7 +314,7 @@ func (s *Store) Node(ctx context.Context, id idkeeper.NodeID) (idkeeper.NodeStat
 		return idkeeper.NodeState{}, wrap("node", err)
 	}
 	a, ok := v.([]any)
-	if !ok || len(a) != 4 {
+	if !ok || len(a) != 7 {
 		return idkeeper.NodeState{}, fmt.Errorf("redis: node: unexpected reply %v", v)
 	}
 	if pool, _ := a[0].(int64); int64(id) >= pool {
@@ -245,15 +328,40 @@ func (s *Store) Node(ctx context.Context, id idkeeper.NodeID) (idkeeper.NodeStat
 		}
 		st.Lease = &l
 	}
-	if st.Watermark, err = optionalTime(a[2]); err != nil {
-		return idkeeper.NodeState{}, err
+	for i, t := range []*time.Time{&st.Watermark, &st.Floor, &st.QuarantinedUntil} {
+		if *t, err = optionalTime(a[2+i]); err != nil {
+			return idkeeper.NodeState{}, fmt.Errorf("redis: node %d: %w", id, err)
+		}
 	}
-	if st.QuarantinedUntil, err = optionalTime(a[3]); err != nil {
-		return idkeeper.NodeState{}, err
+	if st.LastToken, err = optionalUint(a[5]); err != nil {
+		return idkeeper.NodeState{}, fmt.Errorf("redis: node %d: %w", id, err)
 	}
+	st.Restorable = a[6] == int64(1)
 	return st, nil
 }
 
+// KeyHoldings returns how many node IDs the leases of each API key hold, from the
+// per-key counts the lease scripts keep.
+func (s *Store) KeyHoldings(ctx context.Context) (map[string]int, error) {
+	m, err := s.client.HGetAll(ctx, s.keys.keyHeld).Result()
+	if err != nil {
+		return nil, fmt.Errorf("redis: key holdings: %w", err)
+	}
+	out := make(map[string]int, len(m))
+	for k, v := range m {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return nil, fmt.Errorf("redis: malformed holding %q of key %q", v, k)
+		}
+		if n > 0 {
+			out[k] = n
+		}
+	}
+	return out, nil
+}
+
+// optionalTime decodes a time in ms of a script reply; a missing one (false) is
+// the zero time.
 func optionalTime(v any) (time.Time, error) {
 	s, ok := v.(string)
 	if !ok {
@@ -261,62 +369,136 @@ func optionalTime(v any) (time.Time, error) {
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("redis: malformed time %q", s)
+		return time.Time{}, fmt.Errorf("malformed time %q", s)
 	}
 	return fromMs(n), nil
 }
 
-// parseLease decodes a lease record of the leases hash (see lease.lua).
-func parseLease(node, rec string) (idkeeper.Lease, error) {
-	f := strings.SplitN(rec, ",", 6)
-	if len(f) != 6 {
-		return idkeeper.Lease{}, fmt.Errorf("redis: malformed lease record of node %s", node)
+// optionalUint decodes a counter of a script reply; a missing one (false) is 0.
+func optionalUint(v any) (uint64, error) {
+	switch x := v.(type) {
+	case int64:
+		return uint64(x), nil
+	case string:
+		n, err := strconv.ParseUint(x, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("malformed counter %q", x)
+		}
+		return n, nil
 	}
-	var n [6]int64
-	var err error
-	if n[0], err = strconv.ParseInt(node, 10, 64); err != nil {
+	return 0, nil
+}
+
+// parseLease decodes a lease record of the leases hash (see lease.lua):
+// "expiresAt,renewedAt,notBefore,token,grantedAt,n,<requester key><key ID>", n
+// being the byte length of the requester key.
+func parseLease(node, rec string) (idkeeper.Lease, error) {
+	id, err := strconv.Atoi(node)
+	if err != nil {
 		return idkeeper.Lease{}, fmt.Errorf("redis: malformed node ID %q", node)
 	}
-	for i := 0; i < 5; i++ {
-		if n[i+1], err = strconv.ParseInt(f[i], 10, 64); err != nil {
-			return idkeeper.Lease{}, fmt.Errorf("redis: malformed lease record of node %s", node)
-		}
-	}
-	r, err := idkeeper.ParseRequesterKey(f[5])
+	l, req, err := decodeLease(rec)
 	if err != nil {
 		return idkeeper.Lease{}, fmt.Errorf("redis: lease of node %s: %w", node, err)
 	}
-	return lease(r, n[0], n[1], n[2], n[3], n[4], n[5]), nil
+	if l.Requester, err = idkeeper.ParseRequesterKey(req); err != nil {
+		return idkeeper.Lease{}, fmt.Errorf("redis: lease of node %s: %w", node, err)
+	}
+	l.NodeID = idkeeper.NodeID(id)
+	return l, nil
 }
 
-func lease(r idkeeper.Requester, node, nb, exp, tok, granted, renewed int64) idkeeper.Lease {
+// decodeLease decodes a lease record but for its node ID and requester, whose key
+// it returns.
+func decodeLease(rec string) (idkeeper.Lease, string, error) {
+	f := strings.SplitN(rec, ",", 7)
+	if len(f) != 7 {
+		return idkeeper.Lease{}, "", errors.New("malformed lease record")
+	}
+	var n [5]int64
+	for i := range n {
+		var err error
+		if n[i], err = strconv.ParseInt(f[i], 10, 64); err != nil {
+			return idkeeper.Lease{}, "", errors.New("malformed lease record")
+		}
+	}
+	size, err := strconv.Atoi(f[5])
+	if err != nil || size < 0 || size > len(f[6]) {
+		return idkeeper.Lease{}, "", errors.New("malformed lease record")
+	}
 	return idkeeper.Lease{
-		NodeID:       idkeeper.NodeID(node),
-		Requester:    r,
-		NotBefore:    fromMs(nb),
-		ExpiresAt:    fromMs(exp),
-		FencingToken: uint64(tok),
-		GrantedAt:    fromMs(granted),
-		RenewedAt:    fromMs(renewed),
-	}
+		ExpiresAt:    fromMs(n[0]),
+		RenewedAt:    fromMs(n[1]),
+		NotBefore:    fromMs(n[2]),
+		FencingToken: uint64(n[3]),
+		GrantedAt:    fromMs(n[4]),
+		KeyID:        f[6][size:],
+	}, f[6][:size], nil
 }
 
-// grantReply decodes {now, fence, node, notBefore, expiresAt, token, granted,
-// renewed, …}. The leases come sorted by node ID from the scripts.
-func grantReply(v any, r idkeeper.Requester) (idkeeper.Grant, error) {
-	a, err := ints(v, -1)
-	if err != nil {
-		return idkeeper.Grant{}, err
+// grantReply decodes {now, fence, node, record, …} of Alloc, or {now, fence,
+// #restored, #contested, restored…, contested…, node, record, …} of Renew
+// (claims). Every lease is r's.
+func grantReply(v any, r idkeeper.Requester, claims bool) (idkeeper.Grant, error) {
+	a, ok := v.([]any)
+	bad := func() (idkeeper.Grant, error) {
+		return idkeeper.Grant{}, fmt.Errorf("redis: unexpected grant reply %v", v)
 	}
-	if len(a) < 2 || (len(a)-2)%6 != 0 {
-		return idkeeper.Grant{}, fmt.Errorf("redis: unexpected grant reply of %d values", len(a))
+	next := func() (int64, bool) {
+		if len(a) == 0 {
+			return 0, false
+		}
+		n, ok := a[0].(int64)
+		a = a[1:]
+		return n, ok
+	}
+	if !ok {
+		return bad()
+	}
+	now, ok1 := next()
+	fence, ok2 := next()
+	if !ok1 || !ok2 {
+		return bad()
+	}
+	g := idkeeper.Grant{Now: fromMs(now), Fence: uint64(fence), Leases: []idkeeper.Lease{}}
+	if claims {
+		nr, ok1 := next()
+		nc, ok2 := next()
+		if !ok1 || !ok2 {
+			return bad()
+		}
+		for i := int64(0); i < nr+nc; i++ {
+			id, ok := next()
+			if !ok {
+				return bad()
+			}
+			if i < nr {
+				g.Restored = append(g.Restored, idkeeper.NodeID(id))
+			} else {
+				g.Contested = append(g.Contested, idkeeper.NodeID(id))
+			}
+		}
 	}
 	r.StartedAt = idkeeper.Millis(r.StartedAt)
-	g := idkeeper.Grant{Now: fromMs(a[0]), Fence: uint64(a[1]), Leases: []idkeeper.Lease{}}
-	for i := 2; i < len(a); i += 6 {
-		g.Leases = append(g.Leases, lease(r, a[i], a[i+1], a[i+2], a[i+3], a[i+4], a[i+5]))
+	for len(a) >= 2 {
+		node, ok1 := a[0].(string)
+		rec, ok2 := a[1].(string)
+		a = a[2:]
+		id, err := strconv.Atoi(node)
+		if !ok1 || !ok2 || err != nil {
+			return bad()
+		}
+		l, _, err := decodeLease(rec)
+		if err != nil {
+			return idkeeper.Grant{}, fmt.Errorf("redis: lease of node %d: %w", id, err)
+		}
+		l.NodeID, l.Requester = idkeeper.NodeID(id), r
+		g.Leases = append(g.Leases, l)
 	}
-	slices.SortFunc(g.Leases, func(x, y idkeeper.Lease) int { return int(x.NodeID - y.NodeID) })
+	if len(a) != 0 {
+		return bad()
+	}
+	slices.SortFunc(g.Leases, func(x, y idkeeper.Lease) int { return cmp.Compare(x.NodeID, y.NodeID) })
 	return g, nil
 }
 
@@ -337,9 +519,11 @@ func ints(v any, want int) ([]int64, error) {
 	return out, nil
 }
 
-// wrap names the operation on a failing store's error; ErrStoreReset passes as is.
+// wrap names the operation on a failing store's error; the errors of the contract
+// (ErrStoreReset, ErrStoreClockSkew, an *idkeeper.Error) pass as they are.
 func wrap(op string, err error) error {
-	if errors.Is(err, idkeeper.ErrStoreReset) {
+	var de *idkeeper.Error
+	if errors.Is(err, idkeeper.ErrStoreReset) || errors.Is(err, idkeeper.ErrStoreClockSkew) || errors.As(err, &de) {
 		return err
 	}
 	if errors.Is(err, goredis.Nil) {

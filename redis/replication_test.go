@@ -32,10 +32,8 @@ func TestReplicationChangeSafeOnRestart(t *testing.T) {
 			ctx := t.Context()
 			srv := redistest.Start(t, c.opts...)
 			s := open(t, srv, redis.Options{})
-			if _, err := s.Init(ctx, 4); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := s.Alloc(ctx, who(1), 1, time.Minute); err != nil {
+			g := initGuard(t, s, 4)
+			if _, err := s.Alloc(ctx, g, allocP(who(1), 1, time.Minute)); err != nil {
 				t.Fatal(err)
 			}
 			prev, err := s.ReplicationID(ctx)
@@ -67,10 +65,8 @@ func TestReplicationChangeSafeOnFailover(t *testing.T) {
 	replica.ReplicaOf(t, primary)
 
 	s := open(t, primary, redis.Options{WaitReplicas: 1, WaitTimeout: 2 * time.Second})
-	if _, err := s.Init(ctx, 4); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Alloc(ctx, who(1), 2, time.Minute); err != nil {
+	g := initGuard(t, s, 4)
+	if _, err := s.Alloc(ctx, g, allocP(who(1), 2, time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	prev, err := s.ReplicationID(ctx)

@@ -10,7 +10,6 @@ import (
 	neturl "net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -37,19 +36,22 @@ type Options struct {
 	// Prefix is the hash tag of every key: "{Prefix}:…". Default DefaultPrefix. It
 	// must not contain '{' or '}'. Stores with different prefixes share nothing.
 	Prefix string
-	// Logger receives store resets and recoveries. Default slog.Default().
+	// Logger receives store initialisations and resets. Default slog.Default().
 	Logger *slog.Logger
 	// Client, when set, is used instead of a client dialled from Open's url; Close
 	// leaves it open. It may be a *goredis.Client, *goredis.ClusterClient or a
 	// failover client.
 	Client goredis.UniversalClient
-	// WaitReplicas, when positive, makes every Alloc and Renew send WAIT
+	// WaitReplicas, when positive, makes every Alloc, Renew and Reset send WAIT
 	// WaitReplicas WaitTimeout on the connection that ran the script, and fail with
 	// a plain error (STORE_UNAVAILABLE to clients) when fewer replicas acknowledged
 	// the write in time. The write stands on the primary then, and retrying is safe:
-	// Alloc and Renew are idempotent per requester. An acknowledgement means the
-	// replicas received the write, not that they persisted it; a failover to one of
-	// them keeps it. Requires a *goredis.Client or *goredis.ClusterClient.
+	// Alloc and Renew are idempotent per requester, and a Reset repeated with the
+	// same ResetParams only raises what it raised already and keeps the generation
+	// the first one wrote. An acknowledgement means the replicas received the write,
+	// not that they persisted it; a failover to one of them keeps it, so a
+	// quarantine written by Reset is not lost silently. Requires a *goredis.Client
+	// or *goredis.ClusterClient.
 	WaitReplicas int
 	// WaitTimeout bounds each WAIT. Default DefaultWaitTimeout.
 	WaitTimeout time.Duration
@@ -70,9 +72,6 @@ type Store struct {
 	waitReplicas int
 	waitTimeout  time.Duration
 	reclaimBatch int
-
-	mu       sync.Mutex
-	sentinel string // adopted by Init or Reset; "" before
 }
 
 var _ idkeeper.Store = (*Store)(nil)
@@ -175,6 +174,7 @@ func (s *Store) Now(ctx context.Context) (time.Time, error) {
 type keys struct {
 	meta, leases, requesters, expiry, watermarks, quarantine string
 	ready, cooling, quarantined, freeSeq                     string
+	floors, lastTokens, restorable, keyHeld                  string
 	locks, apiKeys, skewIndex, skewPrefix                    string
 	lease                                                    []string // the KEYS of every lease script, in lease.lua's order
 }
@@ -186,33 +186,18 @@ func newKeys(prefix string) keys {
 		watermarks: t + "watermarks", quarantine: t + "quarantine",
 		ready: t + "free:ready", cooling: t + "free:cooling", quarantined: t + "free:quarantined",
 		freeSeq: t + "free:seq",
-		locks:   t + "locks", apiKeys: t + "apikeys", skewIndex: t + "skew-index", skewPrefix: t + "skew:",
+		floors:  t + "floors", lastTokens: t + "lasttokens", restorable: t + "restorable", keyHeld: t + "keyheld",
+		locks: t + "locks", apiKeys: t + "apikeys", skewIndex: t + "skew-index", skewPrefix: t + "skew:",
 	}
 	k.lease = []string{k.meta, k.leases, k.requesters, k.expiry, k.watermarks, k.quarantine,
-		k.ready, k.cooling, k.quarantined, k.freeSeq}
+		k.ready, k.cooling, k.quarantined, k.freeSeq, k.floors, k.lastTokens, k.restorable, k.keyHeld}
 	return k
 }
 
 func (k keys) skew(requesterKey string) string { return k.skewPrefix + requesterKey }
 
-// adopted returns the sentinel this Store adopted. Before Init or Reset there is
-// none, and no store sentinel can match it: ErrStoreReset, as for a changed one.
-func (s *Store) adopted() (string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.sentinel == "" {
-		return "", idkeeper.ErrStoreReset
-	}
-	return s.sentinel, nil
-}
-
-func (s *Store) adopt(sentinel string) {
-	s.mu.Lock()
-	s.sentinel = sentinel
-	s.mu.Unlock()
-}
-
-func newSentinel() string {
+// newGenerationID returns a random generation ID: 128 bits in hex.
+func newGenerationID() string {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
@@ -309,17 +294,21 @@ func (s *Store) runAndWait(ctx context.Context, c *goredis.Client, sc *goredis.S
 	return v, nil
 }
 
-// A script's error reply starts with one of these words and an argument.
+// A script's error reply starts with one of these words, then its arguments.
 const (
-	errReset     = "IDKRESET"
-	errMismatch  = "IDKMISMATCH"
-	errExhausted = "IDKEXHAUSTED"
-	errInvalid   = "IDKINVALID"
-	errShrink    = "IDKSHRINK"
+	errGuard     = "IDKGUARD"     // <fence> <now> <generation>: the Guard failed
+	errNotOwned  = "IDKNOTOWNED"  // the requester's leases belong to another key
+	errMismatch  = "IDKMISMATCH"  // <held>
+	errQuota     = "IDKQUOTA"     // <held by the key>
+	errExhausted = "IDKEXHAUSTED" // <remaining>
+	errFenceMax  = "IDKFENCEMAX"  // <fence>: the grant would pass MaxFencingToken
+	errInvalid   = "IDKINVALID"   // <node>: outside the pool
+	errShrink    = "IDKSHRINK"    // <stored pool size>
+	errOldLayout = "IDKOLDLAYOUT" // the keys were written by a build before generations
 )
 
-// scriptError maps the sentinel check's error reply to ErrStoreReset and the
-// domain error replies to *scriptReply, for the caller to decode.
+// scriptError maps the error replies of the scripts (words starting IDK) to
+// *scriptReply, for the caller to decode; other errors pass unchanged.
 func scriptError(err error) error {
 	if err == nil {
 		return nil
@@ -327,10 +316,7 @@ func scriptError(err error) error {
 	var re goredis.Error
 	if errors.As(err, &re) {
 		word, arg, _ := strings.Cut(strings.TrimPrefix(re.Error(), "ERR "), " ")
-		switch word {
-		case errReset:
-			return idkeeper.ErrStoreReset
-		case errMismatch, errExhausted, errInvalid, errShrink:
+		if strings.HasPrefix(word, "IDK") {
 			n, _ := strconv.Atoi(arg)
 			return &scriptReply{word: word, arg: arg, n: n}
 		}
@@ -338,8 +324,8 @@ func scriptError(err error) error {
 	return err
 }
 
-// scriptReply is a domain error reply of a script, before it becomes an
-// *idkeeper.Error.
+// scriptReply is an error reply of a script, before it becomes the error the
+// contract names.
 type scriptReply struct {
 	word, arg string
 	n         int
@@ -353,6 +339,68 @@ func asReply(err error, word string) (*scriptReply, bool) {
 		return r, true
 	}
 	return nil, false
+}
+
+// guardArgs are the first four arguments of a guarded script (lease.lua's guard):
+// the generation ID, MinFence, Now in ms ("" when zero) and MaxSkew in ms.
+func guardArgs(g idkeeper.Guard) []any {
+	now, skew := "", int64(-1)
+	if !g.Now.IsZero() {
+		now = strconv.FormatInt(ms(g.Now), 10)
+	}
+	if g.MaxSkew >= 0 {
+		// The two clocks are whole milliseconds apart: d > MaxSkew exactly when
+		// d > MaxSkew truncated to the millisecond.
+		skew = g.MaxSkew.Milliseconds()
+	}
+	return []any{g.Generation, strconv.FormatUint(g.MinFence, 10), now, skew}
+}
+
+// runGuarded runs a guarded lease script with g's arguments and now before args,
+// and maps the error replies every guarded script shares: the guard's (through
+// Guard.Check, so the error is the one the contract names), LEASE_NOT_OWNED and
+// the fencing counter's ceiling. Other error replies come back as *scriptReply.
+func (s *Store) runGuarded(ctx context.Context, sc *goredis.Script, op string, wait bool, g idkeeper.Guard, args ...any) (any, error) {
+	v, err := s.run(ctx, sc, s.keys.lease, wait, append(append(guardArgs(g), s.nowArg()), args...)...)
+	if err == nil {
+		return v, nil
+	}
+	var r *scriptReply
+	if !errors.As(err, &r) {
+		return nil, wrap(op, err)
+	}
+	switch r.word {
+	case errGuard:
+		return nil, guardError(g, r.arg)
+	case errNotOwned:
+		return nil, idkeeper.NotOwned()
+	case errFenceMax:
+		return nil, fmt.Errorf("redis: %s: the fencing counter %s cannot grow past 2^53-1", op, r.arg)
+	}
+	return nil, r
+}
+
+// guardError rebuilds the guard's failure from the store state the script read:
+// "<fence> <now> <generation>" ("" when the store has none).
+func guardError(g idkeeper.Guard, arg string) error {
+	f, rest, _ := strings.Cut(arg, " ")
+	n, gen, _ := strings.Cut(rest, " ")
+	fence, err1 := strconv.ParseUint(f, 10, 64)
+	now, err2 := strconv.ParseInt(n, 10, 64)
+	if err1 == nil && err2 == nil {
+		if err := g.Check(gen, fence, fromMs(now)); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("redis: the store refused the guard (%s)", arg)
+}
+
+// oldLayout is the error of Init and Reset on keys a build before generations
+// wrote: their records are not read, and not overwritten either.
+func (s *Store) oldLayout() error {
+	return fmt.Errorf("redis: the keys under {%s} were written by an older idkeeper build (before store "+
+		"generations), whose records this build does not read: delete them, or use another prefix, and run "+
+		"`idkeeper init`", s.prefix)
 }
 
 // ReplicationID is the master_replid of INFO replication of the node that holds

@@ -1,11 +1,13 @@
 package redis_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/internal/fakeclock"
 	"github.com/idkeeper/idkeeper/internal/redistest"
 	"github.com/idkeeper/idkeeper/redis"
 )
@@ -38,18 +40,16 @@ func TestWaitReplicas(t *testing.T) {
 	replicate(t, primary, replica)
 
 	s := open(t, primary, redis.Options{WaitReplicas: 1, WaitTimeout: 2 * time.Second})
-	if _, err := s.Init(ctx, 4); err != nil {
-		t.Fatal(err)
-	}
+	gd := initGuard(t, s, 4)
 	// A flushed script cache takes the EVAL fallback inside the WAIT pipeline.
 	if err := rawClient(t, primary).ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	g, err := s.Alloc(ctx, who(1), 2, time.Minute)
+	g, err := s.Alloc(ctx, gd, allocP(who(1), 2, time.Minute))
 	if err != nil {
 		t.Fatalf("Alloc with one replica acknowledging: %v", err)
 	}
-	if _, err := s.Renew(ctx, who(1), time.Hour); err != nil {
+	if _, err := s.Renew(ctx, gd, renewP(who(1), time.Hour)); err != nil {
 		t.Fatalf("Renew with one replica acknowledging: %v", err)
 	}
 	if n, err := rawClient(t, replica).HLen(ctx, "{"+prefixOf(t, s)+"}:leases").Result(); err != nil || n != 2 {
@@ -62,19 +62,19 @@ func TestWaitReplicas(t *testing.T) {
 	if _, err := s2.Init(ctx, 4); err != nil {
 		t.Fatal(err)
 	}
-	_, err = s2.Alloc(ctx, who(2), 1, time.Minute)
+	_, err = s2.Alloc(ctx, gd, allocP(who(2), 1, time.Minute))
 	if err == nil || !strings.Contains(err.Error(), "replicas") {
 		t.Fatalf("Alloc waiting for 2 of 1 replicas = %v, want an acknowledgement error", err)
 	}
 	if idkeeper.ErrorCode(err) != idkeeper.CodeInternal {
 		t.Fatalf("acknowledgement error %v is a domain error", err)
 	}
-	again, err := s.Alloc(ctx, who(1), 2, time.Minute)
+	again, err := s.Alloc(ctx, gd, allocP(who(1), 2, time.Minute))
 	if err != nil || again.Leases[0].FencingToken != g.Leases[0].FencingToken {
 		t.Fatalf("retry = %+v, %v", again, err)
 	}
 	// Domain errors pass through unchanged.
-	if _, err := s.Alloc(ctx, who(1), 3, time.Minute); idkeeper.ErrorCode(err) != idkeeper.CodeRequesterCountMismatch {
+	if _, err := s.Alloc(ctx, gd, allocP(who(1), 3, time.Minute)); idkeeper.ErrorCode(err) != idkeeper.CodeRequesterCountMismatch {
 		t.Fatalf("mismatch under WaitReplicas = %v", err)
 	}
 }
@@ -84,4 +84,53 @@ func prefixOf(t *testing.T, s *redis.Store) string {
 	t.Helper()
 	k := s.KeysForTest()[0]
 	return k[1:strings.IndexByte(k, '}')]
+}
+
+// Reset waits for the replicas like a grant: a quarantine that a failover could
+// lose is an error, not a silent success. With the replica up it succeeds, and the
+// replica holds the raised quarantine, floor, fence and the new generation.
+func TestWaitReplicasReset(t *testing.T) {
+	ctx := t.Context()
+	primary, replica := redistest.Start(t), redistest.Start(t)
+	replicate(t, primary, replica)
+	clk := fakeclock.New(t0)
+	s := open(t, primary, redis.Options{Clock: clk.Now, WaitReplicas: 1, WaitTimeout: 2 * time.Second})
+	res, err := s.Init(ctx, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Alloc(ctx, idkeeper.Guard{Generation: res.Generation.ID}, allocP(who(1), 1, time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	until := t0.Add(time.Hour)
+	rr, err := s.Reset(ctx, idkeeper.ResetParams{Seen: res.Generation, Nodes: 4, Until: until, MinFence: 10})
+	if err != nil || !rr.NewGeneration {
+		t.Fatalf("Reset with the replica acknowledging = %+v, %v", rr, err)
+	}
+	tag := "{" + prefixOf(t, s) + "}:"
+	raw := rawClient(t, replica)
+	untilMs := fmt.Sprint(until.UnixMilli())
+	for _, h := range []string{"quarantine", "floors"} {
+		m, err := raw.HGetAll(ctx, tag+h).Result()
+		if err != nil || len(m) != 4 {
+			t.Fatalf("replica's %s = %v, %v; want 4 nodes", h, m, err)
+		}
+		for node, v := range m {
+			if v != untilMs {
+				t.Fatalf("replica's %s of node %s = %s, want %s", h, node, v, untilMs)
+			}
+		}
+	}
+	meta, err := raw.HGetAll(ctx, tag+"meta").Result()
+	if err != nil || meta["gen"] != rr.Generation.ID || meta["fence"] != "10" {
+		t.Fatalf("replica's meta = %v, %v; want generation %s and fence 10", meta, err, rr.Generation.ID)
+	}
+
+	replica.Stop(t)
+	fast := open(t, primary, redis.Options{Clock: clk.Now, WaitReplicas: 1, WaitTimeout: 100 * time.Millisecond,
+		Prefix: prefixOf(t, s)})
+	_, err = fast.Reset(ctx, idkeeper.ResetParams{Seen: rr.Generation, Nodes: 4, Until: until.Add(time.Hour), MinFence: 10})
+	if err == nil || !strings.Contains(err.Error(), "replicas") || idkeeper.ErrorCode(err) != idkeeper.CodeInternal {
+		t.Fatalf("Reset with the replica stopped = %v, want a plain acknowledgement error", err)
+	}
 }

@@ -23,7 +23,8 @@ import (
 const devKeyFile = "dev-api-key"
 
 // runDev is the dev command: a registry server on the embedded store in a data
-// directory, with an API key made on first start, and a gateway in the same
+// directory (initialised on first start, with the replica state and the receipt
+// secret beside it), with an API key made on first start, and a gateway in the same
 // process holding a lease from it; it prints both URLs with ready-to-paste
 // commands once the gateway can issue IDs. It serves until ctx ends, then stops
 // the gateway (which gives its node ID back) before the registry. If the gateway
@@ -54,11 +55,13 @@ func runDev(ctx context.Context, args []string, env lookupEnv, stdout, stderr io
 	srv, err := startRegistryServer(ctx, serverConfig{
 		Listen:          *listen,
 		Store:           "bolt:" + filepath.Join(*data, "idkeeper.db"),
+		InitStore:       true, // dev's own embedded store; a server waits for `idkeeper init`
 		BootstrapAPIKey: key,
 		ShutdownTimeout: 5 * time.Second,
 		Version:         v,
 		Commit:          c,
 		Logger:          log,
+		Env:             env,
 	})
 	if err != nil {
 		return err

@@ -93,6 +93,9 @@ func waitLog(t *testing.T, logs *lockedBuffer, s string) {
 // over HTTP, stops the gateway with SIGTERM and sees the node IDs given back.
 func TestGatewayBinary(t *testing.T) {
 	dir := t.TempDir()
+	if out, err := exec.Command(binary, "init", "--store", "bolt:"+filepath.Join(dir, "idkeeper.db"), "--nodes", "8").CombinedOutput(); err != nil {
+		t.Fatalf("init: %v %s", err, out)
+	}
 	srv, srvLogs, srvAddr := startBinary(t, "listening", []string{BootstrapKeyEnv + "=" + bootstrapKey},
 		"server", "--listen", "127.0.0.1:0", "--store", "bolt:"+filepath.Join(dir, "idkeeper.db"), "--log-format", "json", "--nodes", "8")
 	reg := &client{t: t, base: "http://" + srvAddr, key: bootstrapKey}
@@ -206,7 +209,7 @@ func TestGatewayInProcess(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	srv, err := startRegistryServer(ctx, serverConfig{Listen: "127.0.0.1:0", Store: "bolt:" + filepath.Join(t.TempDir(), "r.db"),
-		BootstrapAPIKey: bootstrapKey, ShutdownTimeout: time.Second, Logger: quietLogger()})
+		InitStore: true, BootstrapAPIKey: bootstrapKey, ShutdownTimeout: time.Second, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

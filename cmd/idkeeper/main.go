@@ -3,9 +3,12 @@
 // the packages together.
 //
 //	idkeeper dev             run everything locally on the embedded store
+//	idkeeper init            initialise an empty store once, for a new deployment
 //	idkeeper server          run the registry server (REST API, cleanup job, metrics)
 //	idkeeper gateway         run the ID gateway: batches of IDs over HTTP
 //	idkeeper apikey create   create an API key and print it once
+//	idkeeper apikey list     list the API keys: use, quota, node IDs held
+//	idkeeper apikey revoke   revoke an API key
 //	idkeeper version         print the version
 //
 // Every flag can also be set in the environment as IDKEEPER_<FLAG>, upper case with
@@ -61,9 +64,12 @@ const usage = `Usage: idkeeper <command> [flags]
 
 Commands:
   dev             run everything locally on the embedded store (prints the URLs and an API key)
+  init            initialise an empty store once, for a new deployment
   server          run the registry server
   gateway         run the ID gateway (POST /v1/ids) against a registry server
   apikey create   create an API key and print it once
+  apikey list     list the API keys: last use, quota, node IDs held
+  apikey revoke   revoke an API key
   version         print the version
 
 Run "idkeeper <command> -h" for the flags of a command. Every flag can also be
@@ -81,6 +87,8 @@ func run(ctx context.Context, args []string, env lookupEnv, stdout, stderr io.Wr
 	switch cmd, rest := args[0], args[1:]; cmd {
 	case "dev":
 		err = runDev(ctx, rest, env, stdout, stderr)
+	case "init":
+		err = runInit(ctx, rest, env, stdout, stderr)
 	case "server":
 		err = runServer(ctx, rest, env, stderr)
 	case "gateway":

@@ -59,6 +59,15 @@ func TestBinary(t *testing.T) {
 	if !strings.HasPrefix(created, idkeeper.APIKeyPrefix) || strings.Contains(created, "\n") {
 		t.Fatalf("apikey create printed %q, want the key alone", out)
 	}
+	// A new deployment is initialised once; a second init changes nothing.
+	out, err = exec.Command(binary, "init", "--store", store, "--nodes", "8").Output()
+	if err != nil || !strings.Contains(string(out), "initialised bolt:") || !strings.Contains(string(out), "generation 1") {
+		t.Fatalf("init: %v %s", err, out)
+	}
+	out, err = exec.Command(binary, "init", "--store", store).Output()
+	if err != nil || !strings.Contains(string(out), "initialised already: generation 1") {
+		t.Fatalf("init again: %v %s", err, out)
+	}
 
 	cmd := exec.Command(binary, "server", "--listen", "127.0.0.1:0", "--store", store, "--log-format", "json", "--nodes", "8")
 	cmd.Env = append(os.Environ(),
@@ -95,8 +104,11 @@ func TestBinary(t *testing.T) {
 	curlSession(c, 8, 0, 5*time.Minute)
 	// The key made by apikey create works too.
 	(&client{t: t, base: base, key: created}).do("GET", "/v1/leases/remaining", "", 200)
-	c.do("GET", "/readyz", "", 200)
-	if m := c.raw("GET", "/metrics"); !strings.Contains(m, "idkeeper_nodes_total 8") || !strings.Contains(m, "go_goroutines") {
+	if r := c.do("GET", "/readyz", "", 200); r["generation"].(map[string]any)["number"] != 1.0 || !strings.Contains(r["durability"].(string), "fsync") {
+		t.Fatalf("readyz %v", r)
+	}
+	if m := c.raw("GET", "/metrics"); !strings.Contains(m, "idkeeper_nodes_total 8") || !strings.Contains(m, "go_goroutines") ||
+		!strings.Contains(m, `idkeeper_registry_phase{phase="ready"} 1`) {
 		t.Fatalf("metrics:\n%s", m)
 	}
 
@@ -114,13 +126,20 @@ func TestBinary(t *testing.T) {
 		t.Fatalf("server did not stop on SIGTERM:\n%s", logs)
 	}
 	all := logs.String()
-	for _, want := range []string{`"msg":"bootstrap API key created"`, `"msg":"http request"`, `"msg":"stopped"`} {
+	for _, want := range []string{`"msg":"bootstrap API key created"`, `"msg":"http request"`, `"msg":"stopped"`, `"msg":"generated a receipt secret"`} {
 		if !strings.Contains(all, want) {
 			t.Errorf("log lacks %s:\n%s", want, all)
 		}
 	}
 	if strings.Contains(all, bootstrapKey) || strings.Contains(all, created) {
 		t.Fatalf("an API key was logged:\n%s", all)
+	}
+	secret, err := os.ReadFile(filepath.Join(dir, "data", receiptSecretName))
+	if err != nil || strings.Contains(all, strings.TrimSpace(string(secret))) {
+		t.Fatalf("receipt secret %v, or logged", err)
+	}
+	if info, err := os.Stat(filepath.Join(dir, "data", stateFileName)); err != nil || info.Mode().Perm() != 0o600 {
+		t.Fatalf("state file beside the store: %v %v", info, err)
 	}
 }
 
@@ -310,14 +329,18 @@ func TestOutOfRangeRefusesToStart(t *testing.T) {
 
 func TestServerInProcess(t *testing.T) {
 	t.Run("bolt", func(t *testing.T) {
-		serveInProcess(t, "bolt:"+filepath.Join(t.TempDir(), "idkeeper.db"), nil)
+		store := "bolt:" + filepath.Join(t.TempDir(), "idkeeper.db")
+		initInProcess(t, store)
+		serveInProcess(t, store, nil)
 	})
 	t.Run("redis", func(t *testing.T) {
 		rs := redistest.Start(t)
+		initInProcess(t, rs.URL(), "--redis-prefix=cmdtest")
 		logs := serveInProcess(t, rs.URL(), func(c *client) {
 			// A Redis restart without persistence loses everything, the bootstrap key
-			// included. The registry's store probe notices the new replication ID,
-			// quarantines the pool and, through Config.OnReset, stores the key again.
+			// included. The registry's store probe finds the store empty, recovers it
+			// (quarantine, raised floors) and, through Config.OnAdopt, stores the key
+			// again before serving.
 			rs.Restart(t)
 			deadline := time.Now().Add(20 * time.Second)
 			for c.status("GET", "/v1/leases/remaining") != http.StatusOK {
@@ -329,9 +352,10 @@ func TestServerInProcess(t *testing.T) {
 			if r := c.do("GET", "/v1/leases/remaining", "", 200); r["quarantined"] != 4096.0 {
 				t.Fatalf("after reset: %v", r)
 			}
-		}, "--redis-prefix=cmdtest")
+		}, "--redis-prefix=cmdtest", "--accept-lost-writes-on-redis-restart", "--state-file", filepath.Join(t.TempDir(), "state"))
 		// redistest runs Redis without persistence: the server must say so.
-		if !strings.Contains(logs, "redis configuration") || !strings.Contains(logs, "persists nothing") {
+		if !strings.Contains(logs, "redis configuration") || !strings.Contains(logs, "persists nothing") ||
+			!strings.Contains(logs, "accept-lost-writes-on-redis-restart") {
 			t.Fatalf("no persistence warning:\n%s", logs)
 		}
 		if !strings.Contains(logs, "store reset detected") {
@@ -340,47 +364,34 @@ func TestServerInProcess(t *testing.T) {
 	})
 }
 
+// initInProcess runs idkeeper init on store.
+func initInProcess(t *testing.T, store string, extra ...string) string {
+	t.Helper()
+	code, stdout, stderr := runInProcess(context.Background(), append([]string{"init", "--store", store}, extra...), nil)
+	if code != exitOK {
+		t.Fatalf("init: exit %d: %s", code, stderr)
+	}
+	return stdout
+}
+
 // serveInProcess runs the server command in this process, runs the README's
 // session and then more (when not nil) against it, stops it through its context
 // and returns its log.
 func serveInProcess(t *testing.T, store string, more func(c *client), extra ...string) string {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	pr, pw := io.Pipe()
-	args := append([]string{"server", "--listen", "127.0.0.1:0", "--store", store, "--log-format", "json", "--cleanup-grace", "0"}, extra...)
-	done := make(chan int, 1)
-	go func() {
-		code := run(ctx, args, func(k string) (string, bool) {
-			if k == BootstrapKeyEnv {
-				return bootstrapKey, true
-			}
-			return "", false
-		}, io.Discard, pw)
-		pw.Close()
-		done <- code
-	}()
-	logs := &lockedBuffer{}
-	addr := make(chan string, 1)
-	scanned := make(chan struct{})
-	go func() { scanLogs(pr, logs, addr); close(scanned) }()
-	select {
-	case a := <-addr:
-		c := &client{t: t, base: "http://" + a, key: bootstrapKey}
-		curlSession(c, 4096, 0, 10*time.Minute)
-		if more != nil {
-			more(c)
-		}
-	case code := <-done:
-		t.Fatalf("server exited with %d:\n%s", code, logs)
-	case <-time.After(20 * time.Second):
-		t.Fatalf("server did not start:\n%s", logs)
+	t.Helper()
+	s, code := startInProcess(t, append([]string{"--store", store, "--cleanup-grace", "0"}, extra...), bootstrapEnv)
+	if s.base == "" {
+		t.Fatalf("server exited with %d:\n%s", code, s.logs)
 	}
-	cancel()
-	if code := <-done; code != exitOK {
-		t.Fatalf("exit %d:\n%s", code, logs)
+	c := s.client(bootstrapKey)
+	curlSession(c, 4096, 0, 10*time.Minute)
+	if more != nil {
+		more(c)
 	}
-	<-scanned
-	return logs.String()
+	if code := s.stop(); code != exitOK {
+		t.Fatalf("exit %d:\n%s", code, s.logs)
+	}
+	return s.logs.String()
 }
 
 func TestAPIKeyCreate(t *testing.T) {
@@ -422,8 +433,11 @@ func TestAPIKeyCreate(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"apikey"}, "want the subcommand create"},
-		{[]string{"apikey", "delete"}, "want the subcommand create"},
+		{[]string{"apikey"}, "want the subcommand create, list or revoke"},
+		{[]string{"apikey", "delete"}, "want the subcommand create, list or revoke"},
+		{[]string{"apikey", "create", "--store", "bolt:" + path, "--description", "x", "--max-nodes", "-1"}, "max-nodes = -1 is outside its range 0..4096"},
+		{[]string{"apikey", "revoke", "--store", "bolt:" + path}, "want the ID of the key"},
+		{[]string{"apikey", "list", "--store", "bolt:" + path, "--format", "xml"}, "want table or json"},
 		{[]string{"apikey", "create", "--store", "bolt:" + path}, "--description is required"},
 		{[]string{"apikey", "create", "--store", "bolt:" + path, "--description", "x", "--expires", "-1h"}, "is negative"},
 	} {

@@ -10,11 +10,14 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
 	"github.com/idkeeper/idkeeper"
 	idkhttp "github.com/idkeeper/idkeeper/http"
+	"github.com/idkeeper/idkeeper/localstate"
 )
 
 // BootstrapKeyEnv names the environment variable whose value the server stores as
@@ -30,7 +33,7 @@ type serverConfig struct {
 	Store           string // see openStore
 	RedisPrefix     string
 	RedisWait       int             // replicas every Alloc and Renew waits for; 0: none
-	Registry        idkeeper.Config // lease policy; Logger, Observer and OnReset are set by startRegistryServer
+	Registry        idkeeper.Config // lease policy; Logger, Observer and OnAdopt are set by startRegistryServer
 	AllowedIPs      []netip.Prefix
 	TrustedProxies  []netip.Prefix
 	BootstrapAPIKey string // stored as an API key when absent; empty: none
@@ -38,6 +41,20 @@ type serverConfig struct {
 	Version, Commit string
 	Logger          *slog.Logger
 	Clock           idkeeper.Clock // the bolt store's clock; time.Now when nil
+	// StateFile keeps what this replica must remember across restarts (DESIGN §7);
+	// empty: defaultStateFile.
+	StateFile string
+	// ReceiptSecretFile holds the receipt secret when IDKEEPER_RECEIPT_SECRET is not
+	// set; empty: a secret generated beside the state file.
+	ReceiptSecretFile string
+	// AcceptLostWrites starts the server on a Redis whose settings lose
+	// acknowledged writes on a restart, which it refuses otherwise.
+	AcceptLostWrites bool
+	// InitStore initialises an empty store at start, as `idkeeper init` does: for
+	// dev's own embedded store only.
+	InitStore bool
+	// Env reads secrets from the environment; os.LookupEnv when nil.
+	Env lookupEnv
 }
 
 // serverFlags binds the server command's flags to a serverConfig.
@@ -62,6 +79,9 @@ func (f *serverFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.nodes, "nodes", idkeeper.DefaultLayout.Nodes(), "pool size: node IDs 0..nodes-1; 1.."+strconv.Itoa(idkeeper.DefaultLayout.Nodes()))
 	fs.Var(prefixesFlag{&c.AllowedIPs}, "allowed-ips", "comma-separated CIDR prefixes or addresses allowed to call the /v1 API (empty: all)")
 	fs.Var(prefixesFlag{&c.TrustedProxies}, "trusted-proxies", "comma-separated CIDR prefixes of reverse proxies whose X-Forwarded-For is believed")
+	fs.StringVar(&c.StateFile, "state-file", "", "file where this replica keeps what it must remember across restarts to detect a store that lost writes (default: beside the bolt file, or ./data/"+stateFileName+")")
+	fs.StringVar(&c.ReceiptSecretFile, "receipt-secret-file", "", "file holding the secret (at least 32 bytes, the same on every replica) that signs lease receipts; "+ReceiptSecretEnv+" may hold it instead (default: one generated beside the state file)")
+	fs.BoolVar(&c.AcceptLostWrites, "accept-lost-writes-on-redis-restart", false, "start even though Redis persists too little to keep acknowledged grants over a restart (no AOF, or appendfsync not always without --redis-wait-replicas); every such restart then quarantines the whole pool for lease + grace")
 	fs.DurationVar(&f.drain, "shutdown-timeout", 20*time.Second, "how long a stopping server waits for requests in flight")
 	f.log.register(fs)
 	f.unsafe.register(fs)
@@ -107,6 +127,7 @@ func (f *serverFlags) config(env lookupEnv, stderr io.Writer) (serverConfig, err
 	}
 	c.ShutdownTimeout = f.drain
 	c.BootstrapAPIKey, _ = env(BootstrapKeyEnv)
+	c.Env = env
 	c.Logger = f.log.logger(stderr)
 	f.unsafe.apply(&c)
 	c.Version, c.Commit = buildVersion()
@@ -132,19 +153,24 @@ func runServer(ctx context.Context, args []string, env lookupEnv, stderr io.Writ
 	return srv.wait(ctx)
 }
 
-// registryServer is a running registry: store, registry engine and HTTP listener.
+// registryServer is a running registry: store, replica state, registry engine and
+// HTTP listener.
 type registryServer struct {
 	cfg   serverConfig
 	log   *slog.Logger
 	store idkeeper.Store
+	state *localstate.File
 	reg   *idkeeper.Registry
 	api   *httpService
 }
 
-// startRegistryServer validates cfg, opens the store and the registry (node pool,
-// cleanup job), stores the bootstrap API key and starts serving on cfg.Listen.
-// The settings are checked before the store is touched; a setting out of range is a
-// usageError wrapping an *idkeeper.RangeError.
+// startRegistryServer validates cfg, opens the store (refusing a Redis that would
+// lose acknowledged writes on a restart unless accepted), the replica state and
+// the registry (which adopts the store's generation, recovers a reset store, or
+// waits for `idkeeper init`; cleanup job), stores the bootstrap API key before
+// serving, and starts serving on cfg.Listen. The settings are checked before the
+// store is touched; a setting out of range is a usageError wrapping an
+// *idkeeper.RangeError.
 func startRegistryServer(ctx context.Context, cfg serverConfig) (_ *registryServer, err error) {
 	log := cfg.Logger
 	if log == nil {
@@ -173,14 +199,51 @@ func startRegistryServer(ctx context.Context, cfg serverConfig) (_ *registryServ
 			_ = store.Close()
 		}
 	}()
+	durability, err := checkDurability(ctx, store, cfg.AcceptLostWrites, log)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.InitStore {
+		nodes := rc.Nodes
+		if nodes == 0 {
+			nodes = idkeeper.DefaultLayout.Nodes()
+		}
+		if _, err := initStore(ctx, store, nodes, log); err != nil {
+			return nil, err
+		}
+	}
+	statePath := cfg.StateFile
+	if statePath == "" {
+		statePath = defaultStateFile(cfg.Store)
+	}
+	state, err := localstate.Open(statePath)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = state.Close()
+		}
+	}()
+	env := cfg.Env
+	if env == nil {
+		env = os.LookupEnv
+	}
+	secret, source, generated, err := receiptSecret(env, cfg.ReceiptSecretFile, filepath.Join(filepath.Dir(statePath), receiptSecretName))
+	if err != nil {
+		return nil, err
+	}
+	logReceiptSecret(log, cfg.Store, source, generated)
+	rc.State, rc.ReceiptSecret = state, secret
 
 	promReg := newPromRegistry()
 	metrics := idkhttp.NewMetrics(promReg)
 	rc.Observer = metrics
 	var reg *idkeeper.Registry
 	if cfg.BootstrapAPIKey != "" {
-		// After a store reset the key may be gone with the rest of the data.
-		rc.OnReset = func(ctx context.Context) error { return ensureBootstrapKey(ctx, reg, cfg.BootstrapAPIKey, log) }
+		// Before serving any generation it adopts: a store that lost its data lost the
+		// key too, and a new store has none yet.
+		rc.OnAdopt = func(ctx context.Context) error { return ensureBootstrapKey(ctx, reg, cfg.BootstrapAPIKey, log) }
 	}
 	if reg, err = idkeeper.NewRegistry(store, rc); err != nil {
 		return nil, err
@@ -194,11 +257,6 @@ func startRegistryServer(ctx context.Context, cfg serverConfig) (_ *registryServ
 		}
 	}()
 	metrics.CollectPool(reg)
-	if cfg.BootstrapAPIKey != "" {
-		if err := ensureBootstrapKey(ctx, reg, cfg.BootstrapAPIKey, log); err != nil {
-			return nil, err
-		}
-	}
 
 	api := idkhttp.NewServer(reg, idkhttp.Options{
 		Logger:         log,
@@ -207,15 +265,16 @@ func startRegistryServer(ctx context.Context, cfg serverConfig) (_ *registryServ
 		Version:        cfg.Version,
 		Commit:         cfg.Commit,
 		Gatherer:       promReg,
+		Durability:     durability,
 	})
 	web, err := startHTTP(cfg.Listen, api.Handler(), log)
 	if err != nil {
 		return nil, err
 	}
-	s := &registryServer{cfg: cfg, log: log, store: store, reg: reg, api: web}
+	s := &registryServer{cfg: cfg, log: log, store: store, state: state, reg: reg, api: web}
 	rcfg := reg.Config()
 	log.Info("listening", "addr", web.Addr().String(), "store", redactURL(cfg.Store),
-		"version", cfg.Version, "commit", cfg.Commit,
+		"version", cfg.Version, "commit", cfg.Commit, "phase", reg.Phase(), "stateFile", statePath,
 		"nodes", rcfg.Nodes, "firstLease", rcfg.FirstLease, "leaseDuration", rcfg.LeaseDuration,
 		"cleanupGrace", rcfg.Grace, "cleanupInterval", rcfg.CleanupInterval,
 		"allowedIps", prefixesFlag{&cfg.AllowedIPs}.String())
@@ -246,6 +305,7 @@ func (s *registryServer) wait(ctx context.Context) error {
 func (s *registryServer) shutdown() error {
 	if err := s.api.shutdown(s.cfg.ShutdownTimeout,
 		closeStep{"stop the registry", s.reg.Close},
+		closeStep{"close the replica state", s.state.Close},
 		closeStep{"close the store", s.store.Close},
 	); err != nil {
 		return err
@@ -254,10 +314,10 @@ func (s *registryServer) shutdown() error {
 	return nil
 }
 
-// ensureBootstrapKey stores the bootstrap API key unless it is there, logging
-// which; the key itself is never logged.
+// ensureBootstrapKey stores the bootstrap API key unless it is there, retiring the
+// previous bootstrap key, and logs what it did; the key itself is never logged.
 func ensureBootstrapKey(ctx context.Context, reg *idkeeper.Registry, secret string, log *slog.Logger) error {
-	created, err := reg.EnsureAPIKey(ctx, secret, "bootstrap key ("+BootstrapKeyEnv+")")
+	created, retired, err := reg.EnsureBootstrapKey(ctx, secret)
 	if err != nil {
 		return fmt.Errorf("store the bootstrap API key: %w", err)
 	}
@@ -266,6 +326,9 @@ func ensureBootstrapKey(ctx context.Context, reg *idkeeper.Registry, secret stri
 		log.Info("bootstrap API key created", "keyId", id)
 	} else {
 		log.Debug("bootstrap API key present", "keyId", id)
+	}
+	for _, old := range retired {
+		log.Warn("retired the previous bootstrap API key: it authenticates nothing from now on", "keyId", old, "newKeyId", id)
 	}
 	return nil
 }

@@ -79,3 +79,36 @@ func redactURL(spec string) string {
 	}
 	return u.Redacted()
 }
+
+// durabilityChecker is a store that can tell whether a restart of its server keeps
+// every acknowledged write (the redis store).
+type durabilityChecker interface {
+	Durability(ctx context.Context) (safe bool, why string, err error)
+}
+
+// checkDurability decides at start-up what a restart of the store can lose
+// (DESIGN §7): a Redis that would lose acknowledged writes is refused unless the
+// operator accepts it with --accept-lost-writes-on-redis-restart. It returns the
+// text /readyz shows.
+func checkDurability(ctx context.Context, s idkeeper.Store, accept bool, log *slog.Logger) (string, error) {
+	d, ok := s.(durabilityChecker)
+	if !ok {
+		return "bbolt file: every write is fsynced before it is answered", nil
+	}
+	safe, why, err := d.Durability(ctx)
+	if err != nil {
+		return "", fmt.Errorf("check the Redis persistence settings: %w", err)
+	}
+	if safe {
+		return why, nil
+	}
+	if !accept {
+		return "", fmt.Errorf("refusing to start: %s. A routine Redis restart would lose acknowledged grants, "+
+			"and the registry would have to quarantine every node ID for lease + grace (48h10m by default). Set "+
+			"appendonly yes and appendfsync always, or run replicas with --redis-wait-replicas 1; or accept the "+
+			"risk explicitly with --accept-lost-writes-on-redis-restart", why)
+	}
+	log.Warn("--accept-lost-writes-on-redis-restart: Redis may lose acknowledged writes on a restart; each such "+
+		"restart quarantines the whole pool for lease + grace", "settings", why)
+	return "accepted lost writes on a Redis restart (--accept-lost-writes-on-redis-restart): " + why, nil
+}

@@ -59,6 +59,14 @@ type Report struct {
 	LivenessPoints            int // heal points judged for property 5
 	Violations                map[string]int
 	Examples                  map[string][]string
+
+	// What the servers logged (RunScenario reads their logs after the run):
+	// recoveries from a store reset, leases restored from receipts and node IDs
+	// contested after one.
+	Resets, Restored, Contested int
+	// Forged calls another API key sent for the clients' requesters, and those
+	// the registry accepted with an effect (a lease removed or renewed): must be 0.
+	Forged, ForgedRefused, ForgedAccepted int
 }
 
 // Failed reports whether any property was violated.
@@ -83,6 +91,13 @@ func (r *Report) String() string {
 	fmt.Fprintf(&b, "%d clients, %d sessions, %d grants, %d IDs checked, %d faults, %d leases lost, "+
 		"%d opens given up, %d allocs refused, %d issuing calls refused, %d liveness points judged\n",
 		r.Clients, r.Sessions, r.Grants, r.IDs, r.Faults, r.Lost, r.OpenFailed, r.AllocRefused, r.Refused, r.LivenessPoints)
+	if r.Resets+r.Restored+r.Contested > 0 {
+		fmt.Fprintf(&b, "servers: %d store resets recovered, %d restores from receipts, %d contests\n", r.Resets, r.Restored, r.Contested)
+	}
+	if r.Forged > 0 {
+		fmt.Fprintf(&b, "forgeries: %d calls with another key, %d refused (403), %d accepted with an effect\n",
+			r.Forged, r.ForgedRefused, r.ForgedAccepted)
+	}
 	for _, p := range AllProps {
 		if n := r.Violations[p]; n > 0 {
 			fmt.Fprintf(&b, "  FAIL %s: %d violations\n", p, n)

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -43,6 +44,9 @@ type ClientSpec struct {
 	Skew, StepPeriod, StepBack time.Duration
 	BackoffMax                 time.Duration // Open's back-off cap; 0: 1 s
 	Tick                       time.Duration // minting period; 0: 1 ms
+	// Twin makes every session claim the same machine ID, PID and start time as
+	// every other Twin client's (chaosclient --twin).
+	Twin bool
 }
 
 // Options configure a Cluster.
@@ -74,6 +78,7 @@ type Cluster struct {
 	bins   Binaries
 	opts   Options
 	apiKey string
+	secret string // the receipt secret every replica shares
 	Redis  *redistest.Server
 	rdb    *goredis.Client
 
@@ -82,6 +87,7 @@ type Cluster struct {
 	clients []*Client
 	gateway *Gateway
 	faults  []Fault
+	forger  *forger
 }
 
 type serverProc struct {
@@ -109,13 +115,21 @@ func StartCluster(t testing.TB, dir string, bins Binaries, opts Options) *Cluste
 	if opts.AOF {
 		ropts = append(ropts, redistest.WithAOF())
 	}
-	key := make([]byte, 24)
+	key, secret := make([]byte, 24), make([]byte, 32)
 	_, _ = rand.Read(key)
-	c := &Cluster{t: t, dir: dir, bins: bins, opts: opts, apiKey: hex.EncodeToString(key)}
+	_, _ = rand.Read(secret)
+	c := &Cluster{t: t, dir: dir, bins: bins, opts: opts, apiKey: hex.EncodeToString(key), secret: hex.EncodeToString(secret)}
 	c.Redis = redistest.Start(t, ropts...)
 	c.rdb = goredis.NewClient(&goredis.Options{Addr: c.Redis.Addr()})
 	t.Cleanup(func() { c.rdb.Close() })
 	t.Cleanup(c.shutdown)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// A new deployment: initialised once, before the replicas start (DESIGN §7).
+	if out, err := exec.Command(bins.Server, "init", "--store", c.Redis.URL(), "--nodes", strconv.Itoa(opts.Nodes)).CombinedOutput(); err != nil {
+		t.Fatalf("idkeeper init: %v\n%s", err, out)
+	}
 	for i := range 2 {
 		port, err := freePort()
 		if err != nil {
@@ -142,12 +156,16 @@ func (c *Cluster) startServer(s *serverProc) error {
 		"--nodes", strconv.Itoa(o.Nodes),
 		"--unsafe-short-leases",
 		"--shutdown-timeout", "2s",
+		"--state-file", filepath.Join(c.dir, s.name+".state"), // kept across the replica's restarts
+	}
+	if !o.AOF {
+		args = append(args, "--accept-lost-writes-on-redis-restart")
 	}
 	bin := c.bins.Server
 	if len(o.ServerEnv) > 0 {
 		bin = c.bins.ServerUnsafe
 	}
-	env := append([]string{"IDKEEPER_BOOTSTRAP_API_KEY=" + c.apiKey}, o.ServerEnv...)
+	env := append([]string{"IDKEEPER_BOOTSTRAP_API_KEY=" + c.apiKey, "IDKEEPER_RECEIPT_SECRET=" + c.secret}, o.ServerEnv...)
 	p, err := startProcess(s.name, filepath.Join(c.dir, s.name+".log"), env, bin, args...)
 	if err != nil {
 		return err
@@ -209,6 +227,9 @@ func (c *Cluster) launch(cl *Client) error {
 	}
 	if s.Tick > 0 {
 		args = append(args, "--tick", s.Tick.String())
+	}
+	if s.Twin {
+		args = append(args, "--twin")
 	}
 	bin := c.bins.Client
 	if len(c.opts.ClientEnv) > 0 {

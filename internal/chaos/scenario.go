@@ -136,6 +136,8 @@ func RunScenario(t testing.TB, bins Binaries, dir string, sc Scenario, p Plan, s
 	if err != nil {
 		return nil, err
 	}
+	rep.Resets, rep.Restored, rep.Contested = c.serverLogCounts()
+	rep.Forged, rep.ForgedRefused, rep.ForgedAccepted = c.forgeries()
 	faults := c.Faults()
 	sortFaults(faults)
 	out := &Outcome{Scenario: sc.Name, Elapsed: time.Since(start), Faults: faults, Report: rep}

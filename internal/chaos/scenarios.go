@@ -14,9 +14,10 @@ const (
 	EnvUnconditionalReclaim = "IDKEEPER_UNSAFE_UNCONDITIONAL_RECLAIM=1"
 )
 
-// Scenarios is the fault catalogue of issue #5, one fault kind per scenario.
+// Scenarios is the fault catalogue of issues #5 and #8, one fault kind per scenario.
 func Scenarios() []Scenario {
-	return []Scenario{KillClients(), SigstopClients(), Partition(), KillLockHolder(), RedisReset(), ClockSkew(), Contention()}
+	return []Scenario{KillClients(), SigstopClients(), Partition(), KillLockHolder(), RedisReset(), ClockSkew(), Contention(),
+		Twins(), RegistryRestartDuringWipe(), ForgedCalls()}
 }
 
 // Controls are the negative controls: each must make the checker fail.
@@ -28,6 +29,8 @@ func Controls() []Control {
 			MustFail: []string{PropUnique, PropWindows}},
 		{Name: "unconditional-reclaim", Scenario: Contention(), ServerEnv: []string{EnvUnconditionalReclaim},
 			MustFail: []string{PropRealTime}},
+		{Name: "no-instance", Scenario: Twins(), ClientEnv: []string{EnvNoInstance},
+			MustFail: []string{PropUnique}},
 	}
 }
 
@@ -144,8 +147,9 @@ func KillLockHolder() Scenario {
 // RedisReset restarts a Redis that persists nothing: the store comes back empty,
 // and the replicas must quarantine every node ID for lease + grace (DESIGN §7).
 // Two clients are cut off across the reset, so they go on minting, unaware, until
-// their leases run out, with node IDs the store has forgotten; and two newcomers
-// want node IDs at once (first round only).
+// their leases run out, with node IDs the store has forgotten; the other holders
+// renew with their receipts and keep their leases (issue #8 item 9); and two
+// newcomers want node IDs at once (first round only) and must wait.
 func RedisReset() Scenario {
 	return Scenario{
 		Name:    "redis-reset",
@@ -170,7 +174,11 @@ func RedisReset() Scenario {
 				return nil
 			})
 		},
-		Expect: func(r *Report) error { return errIf(r.Lost < 8, "only %d leases lost to the reset", r.Lost) },
+		Expect: func(r *Report) error {
+			// Faults counts the two cuts of every round besides the wipe.
+			return errIf(r.Lost < 4 || r.Restored == 0 || r.Resets < r.Faults/3 || r.AllocRefused == 0,
+				"%d leases lost, %d restores, %d resets after %d wipes, %d allocs refused", r.Lost, r.Restored, r.Resets, r.Faults/3, r.AllocRefused)
+		},
 	}
 }
 
@@ -227,6 +235,78 @@ func Contention() Scenario {
 		},
 		Expect: func(r *Report) error {
 			return errIf(r.AllocRefused == 0 || r.Grants < 100, "%d grants, %d allocs refused: no contention", r.Grants, r.AllocRefused)
+		},
+	}
+}
+
+// EnvNoInstance switches the client library's per-session instance off (the
+// chaos_unsafe build of the client reads it).
+const EnvNoInstance = "IDKEEPER_UNSAFE_NO_INSTANCE=1"
+
+// Twins runs two client processes of three churning sessions each whose every
+// session claims the same machine ID, PID 1 and start time, as containers of one
+// image started in the same clock tick do (issue #8 items 1 and 2): only the
+// library's per-session instance tells them apart. One twin is killed and
+// restarted every 4 s.
+func Twins() Scenario {
+	return Scenario{
+		Name: "twins",
+		Clients: func(p Plan) []ClientSpec {
+			return uniform(2, ClientSpec{Sessions: 3, Batch: p.Batch, Twin: true,
+				HoldMin: 300 * time.Millisecond, HoldMax: 1200 * time.Millisecond, BackoffMax: 300 * time.Millisecond})
+		},
+		Inject: func(ctx context.Context, c *Cluster, cls []*Client, p Plan) error {
+			return every(ctx, p.Faulting, 4*time.Second, func(i int) error {
+				n, err := c.KillClient(ctx, cls[i%len(cls)], 200*time.Millisecond)
+				cls[i%len(cls)] = n
+				return err
+			})
+		},
+		Expect: func(r *Report) error { return errIf(r.Grants < 20, "only %d grants", r.Grants) },
+	}
+}
+
+// RegistryRestartDuringWipe kills both replicas, restarts a Redis that persists
+// nothing (it comes back empty) while they are down, and starts them again on
+// their state files (issue #8 item 6): each finds the store lost the generation it
+// saw and recovers it before serving; the holders renew with their receipts and
+// keep minting.
+func RegistryRestartDuringWipe() Scenario {
+	return Scenario{
+		Name:    "registry-restart-during-wipe",
+		NoAOF:   true,
+		Clients: func(p Plan) []ClientSpec { return uniform(4, ClientSpec{Sessions: 2, Batch: p.Batch}) },
+		Inject: func(ctx context.Context, c *Cluster, cls []*Client, p Plan) error {
+			period := p.Settings.LeaseDuration + p.Settings.LivenessBound() + GatewayBackoffSlack
+			return every(ctx, max(p.Faulting, time.Second), period, func(int) error {
+				return c.RestartServersDuringWipe(ctx)
+			})
+		},
+		Expect: func(r *Report) error {
+			return errIf(r.Resets < r.Faults || r.Restored == 0, "%d resets recovered, %d restores after %d wipes",
+				r.Resets, r.Restored, r.Faults)
+		},
+	}
+}
+
+// ForgedCalls has another API key send Remove (mintedUpTo at the epoch) and Renew
+// (the highest token, a receipt that does not verify) for the requesters the
+// clients hold leases with, 20 times a second, while the clients churn (issue #8
+// items 3 and 8): every call that finds leases is refused 403 LEASE_NOT_OWNED,
+// none removes or renews anything, nothing is quarantined.
+func ForgedCalls() Scenario {
+	return Scenario{
+		Name: "forged-calls",
+		Clients: func(p Plan) []ClientSpec {
+			return uniform(4, ClientSpec{Sessions: 2, Batch: p.Batch, HoldMin: time.Second, HoldMax: 3 * time.Second,
+				BackoffMax: 300 * time.Millisecond})
+		},
+		Inject: func(ctx context.Context, c *Cluster, cls []*Client, p Plan) error {
+			return c.Forge(ctx, p.Faulting, 50*time.Millisecond)
+		},
+		Expect: func(r *Report) error {
+			return errIf(r.ForgedAccepted > 0 || r.ForgedRefused < 50 || r.Resets > 0,
+				"%d forged calls accepted, %d refused, %d resets", r.ForgedAccepted, r.ForgedRefused, r.Resets)
 		},
 	}
 }

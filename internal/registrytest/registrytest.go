@@ -34,12 +34,15 @@ type Options struct {
 	// Config is the registry's config (pool size, lease settings, cleanup interval,
 	// observer). A nil Logger becomes Logger.
 	Config idkeeper.Config
-	// Clock is the bolt store's clock (a fake clock's Now); nil means time.Now.
-	// Unused when Store is set.
+	// Clock is the bolt store's clock (a fake clock's Now) and, unless
+	// Config.Clock is set, the registry's own; nil means time.Now.
 	Clock idkeeper.Clock
 	// Store, when set, is the store to serve instead of a new bolt file. The
-	// helper closes it at the end of the test.
+	// helper closes it at the end of the test. Either way it is initialised (as
+	// `idkeeper init` does) unless NoInit.
 	Store idkeeper.Store
+	// NoInit leaves the store as it is: the registry waits for an initialisation.
+	NoInit bool
 	// Logger is the bolt store's and, unless Config.Logger or HTTP.Logger is set,
 	// the registry's and the server's logger; nil means a discarding logger.
 	Logger *slog.Logger
@@ -57,6 +60,10 @@ type Options struct {
 
 // DefaultAPIKey is the API key stored when Options.APIKey is empty.
 const DefaultAPIKey = "idk_registrytest-key-0123456789abcdefghij"
+
+// ReceiptSecret is the receipt secret of every registry Start serves, unless
+// Config.ReceiptSecret is set.
+var ReceiptSecret = []byte("registrytest-receipt-secret-0123456789abcdef")
 
 // Server is a registry served on loopback.
 type Server struct {
@@ -94,11 +101,38 @@ func Start(t TB, o Options) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = o.Logger
 	}
-	reg, err := idkeeper.NewRegistry(st, cfg)
+	if cfg.Clock == nil && o.Clock != nil {
+		cfg.Clock = o.Clock
+	}
+	if cfg.ReceiptSecret == nil {
+		cfg.ReceiptSecret = ReceiptSecret
+	}
+	var (
+		reg *idkeeper.Registry
+		err error
+	)
+	if cfg.OnAdopt == nil {
+		// As the server does with its bootstrap key: a store that lost its data gets
+		// the key again after the recovery.
+		cfg.OnAdopt = func(ctx context.Context) error {
+			_, err := reg.EnsureAPIKey(ctx, o.APIKey, o.KeyName)
+			return err
+		}
+	}
+	ctx := context.Background()
+	if !o.NoInit {
+		nodes := cfg.Nodes
+		if nodes == 0 {
+			nodes = idkeeper.DefaultLayout.Nodes()
+		}
+		if _, err := st.Init(ctx, nodes); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg, err = idkeeper.NewRegistry(st, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
 	if err := reg.Open(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -106,8 +140,10 @@ func Start(t TB, o Options) *Server {
 	if o.Opened != nil {
 		o.Opened(reg)
 	}
-	if _, err := reg.EnsureAPIKey(ctx, o.APIKey, o.KeyName); err != nil {
-		t.Fatal(err)
+	if !o.NoInit {
+		if _, err := reg.EnsureAPIKey(ctx, o.APIKey, o.KeyName); err != nil {
+			t.Fatal(err)
+		}
 	}
 	hopts := o.HTTP
 	if hopts.Logger == nil {

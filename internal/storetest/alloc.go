@@ -22,12 +22,16 @@ func (e *env) wantUnchanged(what string, snap []idkeeper.NodeState) {
 	for id, was := range snap {
 		st := e.node(idkeeper.NodeID(id))
 		if !st.Watermark.Equal(was.Watermark) || !st.QuarantinedUntil.Equal(was.QuarantinedUntil) ||
+			!st.Floor.Equal(was.Floor) || st.LastToken != was.LastToken || st.Restorable != was.Restorable ||
 			(st.Lease == nil) != (was.Lease == nil) {
 			e.t.Fatalf("%s changed node %d: %+v, was %+v", what, id, st, was)
 		}
 		if st.Lease != nil {
 			wantLease(e.t, what, *st.Lease, *was.Lease)
 		}
+	}
+	if st := e.status(); st.Fence != e.fence {
+		e.t.Fatalf("%s: fencing counter %d, want %d", what, st.Fence, e.fence)
 	}
 	e.check()
 }
@@ -63,7 +67,7 @@ func testAllocIdempotent(t *testing.T, open Factory) {
 	r := req(1)
 	g1 := e.alloc(r, 2, 10*time.Minute)
 	now := e.advance(3 * time.Minute)
-	g2, err := e.s.Alloc(e.ctx, r, 2, 10*time.Minute)
+	g2, err := e.allocRaw(r, 2, 10*time.Minute)
 	e.must(err, "Alloc again")
 	wantTime(t, "Grant.Now", g2.Now, now)
 	if g2.Fence != g1.Fence {
@@ -82,7 +86,7 @@ func testAllocIdempotent(t *testing.T, open Factory) {
 	// A lease already longer than now+first is never shortened.
 	rg := e.renew(r, 48*time.Hour)
 	e.advance(time.Minute)
-	g3, err := e.s.Alloc(e.ctx, r, 2, 10*time.Minute)
+	g3, err := e.allocRaw(r, 2, 10*time.Minute)
 	e.must(err, "Alloc after Renew")
 	wantSameLeases(t, "Alloc after Renew", g3.Leases, rg.Leases)
 	for _, l := range g3.Leases {
@@ -97,7 +101,7 @@ func testAllocIdempotentRevives(t *testing.T, open Factory) {
 	g1 := e.alloc(r, 1, 10*time.Minute)
 	now := e.advance(15 * time.Minute)
 	e.wantCounts(idkeeper.Counts{Total: 2, Remaining: 1, InGrace: 1})
-	g2, err := e.s.Alloc(e.ctx, r, 1, 10*time.Minute)
+	g2, err := e.allocRaw(r, 1, 10*time.Minute)
 	e.must(err, "Alloc of an expired, unreclaimed lease")
 	want := g1.Leases[0]
 	want.ExpiresAt = now.Add(10 * time.Minute)
@@ -114,7 +118,7 @@ func testAllocCountMismatch(t *testing.T, open Factory) {
 	snap := e.snapshot()
 	e.advance(time.Minute)
 	for _, n := range []int{3, 1} {
-		_, err := e.s.Alloc(e.ctx, r, n, 10*time.Minute)
+		_, err := e.allocRaw(r, n, 10*time.Minute)
 		wantCode(t, err, idkeeper.CodeRequesterCountMismatch)
 		wantDetail(t, err, "held", 2)
 		wantDetail(t, err, "requested", n)

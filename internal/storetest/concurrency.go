@@ -23,7 +23,7 @@ func testConcurrentAlloc(t *testing.T, open Factory) {
 	)
 	for i := range workers {
 		wg.Go(func() {
-			g, err := e.s.Alloc(e.ctx, req(i), each, 10*time.Minute)
+			g, err := e.allocRaw(req(i), each, 10*time.Minute)
 			mu.Lock()
 			defer mu.Unlock()
 			if idkeeper.ErrorCode(err) == idkeeper.CodeNodeIDsExhausted {
@@ -75,7 +75,7 @@ func testConcurrentChurn(t *testing.T, open Factory) {
 	worker := func(i int) {
 		r := req(i)
 		for range rounds {
-			g, err := e.s.Alloc(e.ctx, r, each, 10*time.Minute)
+			g, err := e.allocRaw(r, each, 10*time.Minute)
 			if err != nil || len(g.Leases) != each {
 				t.Errorf("worker %d: Alloc = %d leases, %v", i, len(g.Leases), err)
 				return
@@ -92,7 +92,7 @@ func testConcurrentChurn(t *testing.T, open Factory) {
 				tokens[l.FencingToken] = true
 			}
 			mu.Unlock()
-			rg, err := e.s.Renew(e.ctx, r, time.Hour)
+			rg, err := e.renewRaw(r, time.Hour)
 			if err != nil || !slices.Equal(nodeIDs(rg.Leases), nodeIDs(g.Leases)) {
 				t.Errorf("worker %d: Renew = %v, %v; want %v", i, nodeIDs(rg.Leases), err, nodeIDs(g.Leases))
 				return
@@ -102,7 +102,7 @@ func testConcurrentChurn(t *testing.T, open Factory) {
 				delete(owner, l.NodeID)
 			}
 			mu.Unlock()
-			if n, err := e.s.Remove(e.ctx, r, e.now()); err != nil || n != each {
+			if n, err := e.removeRaw(r, e.now()); err != nil || n != each {
 				t.Errorf("worker %d: Remove = %d, %v", i, n, err)
 				return
 			}
@@ -119,7 +119,7 @@ func testConcurrentChurn(t *testing.T, open Factory) {
 				return
 			default:
 			}
-			if _, err := e.s.Reclaim(e.ctx, 0); err != nil {
+			if _, err := e.reclaimRaw(0); err != nil {
 				t.Errorf("Reclaim: %v", err)
 				return
 			}

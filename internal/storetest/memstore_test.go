@@ -23,27 +23,30 @@ func TestMemStore(t *testing.T) {
 }
 
 type memStore struct {
-	mu      sync.Mutex
-	clock   idkeeper.Clock
-	adopted string
-	d       *memData
+	mu    sync.Mutex
+	clock idkeeper.Clock
+	d     *memData
 }
 
 type memData struct {
-	sentinel string
-	nodes    []memNode
-	fence    uint64
-	seq      uint64 // free order
-	locks    map[string]idkeeper.Lock
-	keys     map[string]idkeeper.APIKey
-	skews    map[string]memSkew
+	gen   idkeeper.Generation // zero: not initialised
+	nodes []memNode
+	fence uint64
+	seq   uint64 // free order
+	locks map[string]idkeeper.Lock
+	keys  map[string]idkeeper.APIKey
+	skews map[string]memSkew
 }
 
 type memNode struct {
-	lease *idkeeper.Lease
-	wm, q time.Time
-	freed uint64
+	lease          *idkeeper.Lease
+	wm, floor, q   time.Time
+	freed, lastTok uint64
+	restorable     bool
 }
+
+// fenced is the node's effective watermark.
+func (n memNode) fenced() time.Time { return maxT(n.wm, n.floor) }
 
 type memSkew struct {
 	o     idkeeper.SkewObservation
@@ -71,11 +74,8 @@ func (s *memStore) lock() func() {
 	return s.mu.Unlock
 }
 
-func (s *memStore) guard() error {
-	if s.adopted == "" || s.d.sentinel != s.adopted {
-		return idkeeper.ErrStoreReset
-	}
-	return nil
+func (s *memStore) guard(g idkeeper.Guard) error {
+	return g.Check(s.d.gen.ID, s.d.fence, s.now())
 }
 
 func (d *memData) grow(n int) {
@@ -85,36 +85,60 @@ func (d *memData) grow(n int) {
 	}
 }
 
+func (s *memStore) Status(context.Context) (idkeeper.StoreStatus, error) {
+	defer s.lock()()
+	return idkeeper.StoreStatus{Initialised: !s.d.gen.IsZero(), Generation: s.d.gen, Fence: s.d.fence,
+		Nodes: len(s.d.nodes), Now: s.now()}, nil
+}
+
 func (s *memStore) Init(_ context.Context, n int) (idkeeper.InitResult, error) {
 	defer s.lock()()
+	if n < 1 {
+		return idkeeper.InitResult{}, idkeeper.Invalidf("nodes", "no pool")
+	}
 	if n < len(s.d.nodes) {
 		return idkeeper.InitResult{}, idkeeper.Invalidf("nodes", "cannot shrink")
 	}
-	fresh := s.d.sentinel == ""
+	fresh := s.d.gen.IsZero()
 	if fresh {
-		s.d.sentinel = rand.Text()
+		s.d.gen = idkeeper.Generation{ID: rand.Text(), Number: 1, Origin: idkeeper.OriginFresh, At: s.now()}
 	}
 	s.d.grow(n)
-	s.adopted = s.d.sentinel
-	return idkeeper.InitResult{Sentinel: s.d.sentinel, Fresh: fresh}, nil
+	return idkeeper.InitResult{Generation: s.d.gen, Fresh: fresh}, nil
 }
 
-func (s *memStore) Reset(_ context.Context, old string, p idkeeper.ResetParams) (string, bool, error) {
+func (s *memStore) Grow(_ context.Context, g idkeeper.Guard, n int) error {
 	defer s.lock()()
-	s.d.fence = max(s.d.fence, p.MinFence)
-	if s.d.sentinel != "" && s.d.sentinel != old {
-		s.adopted = s.d.sentinel
-		return s.d.sentinel, false, nil
+	if err := s.guard(g); err != nil {
+		return err
 	}
+	if n < len(s.d.nodes) {
+		return idkeeper.Invalidf("nodes", "cannot shrink")
+	}
+	s.d.grow(n)
+	return nil
+}
+
+func (s *memStore) Reset(_ context.Context, p idkeeper.ResetParams) (idkeeper.ResetResult, error) {
+	defer s.lock()()
+	if p.Nodes < 1 || p.MinFence > idkeeper.MaxFencingToken {
+		return idkeeper.ResetResult{}, idkeeper.Invalidf("nodes", "bad reset")
+	}
+	s.d.fence = max(s.d.fence, p.MinFence)
 	s.d.grow(p.Nodes)
 	until := idkeeper.Millis(p.Until)
 	for i := range s.d.nodes {
 		n := &s.d.nodes[i]
-		n.q, n.wm = maxT(n.q, until), maxT(n.wm, until)
+		n.q, n.floor, n.restorable = maxT(n.q, until), maxT(n.floor, until), true
 	}
-	s.d.sentinel = rand.Text()
-	s.adopted = s.d.sentinel
-	return s.d.sentinel, true, nil
+	now := s.now()
+	if s.d.gen.IsZero() || s.d.gen.ID == p.Seen.ID {
+		s.d.gen = idkeeper.Generation{ID: rand.Text(), Number: max(s.d.gen.Number, p.Seen.Number) + 1,
+			Origin: idkeeper.OriginRecovered, At: now}
+		return idkeeper.ResetResult{Generation: s.d.gen, NewGeneration: true}, nil
+	}
+	s.d.gen.Origin, s.d.gen.At = idkeeper.OriginRecovered, now
+	return idkeeper.ResetResult{Generation: s.d.gen}, nil
 }
 
 func (s *memStore) held(r idkeeper.Requester) []int {
@@ -127,6 +151,28 @@ func (s *memStore) held(r idkeeper.Requester) []int {
 	return ids
 }
 
+// owned returns the node IDs r holds, or LEASE_NOT_OWNED when one of them
+// belongs to another key.
+func (s *memStore) owned(r idkeeper.Requester, keyID string) ([]int, error) {
+	ids := s.held(r)
+	for _, i := range ids {
+		if s.d.nodes[i].lease.KeyID != keyID {
+			return nil, idkeeper.NotOwned()
+		}
+	}
+	return ids, nil
+}
+
+func (s *memStore) keyHeld(keyID string) int {
+	n := 0
+	for _, nd := range s.d.nodes {
+		if nd.lease != nil && nd.lease.KeyID == keyID {
+			n++
+		}
+	}
+	return n
+}
+
 func (s *memStore) grant(ids []int, now time.Time) idkeeper.Grant {
 	g := idkeeper.Grant{Now: now, Fence: s.d.fence, Leases: []idkeeper.Lease{}}
 	for _, i := range ids {
@@ -135,23 +181,35 @@ func (s *memStore) grant(ids []int, now time.Time) idkeeper.Grant {
 	return g
 }
 
-func (s *memStore) Alloc(_ context.Context, r idkeeper.Requester, count int, first time.Duration) (idkeeper.Grant, error) {
+func (s *memStore) Alloc(_ context.Context, g idkeeper.Guard, p idkeeper.AllocParams) (idkeeper.Grant, error) {
 	defer s.lock()()
-	if err := s.guard(); err != nil {
+	if err := p.Requester.Validate(); err != nil {
+		return idkeeper.Grant{}, err
+	}
+	if p.Count < 1 {
+		return idkeeper.Grant{}, idkeeper.Invalidf("count", "count below 1")
+	}
+	if err := s.guard(g); err != nil {
 		return idkeeper.Grant{}, err
 	}
 	now := s.now()
-	if ids := s.held(r); len(ids) > 0 {
-		if len(ids) != count {
-			return idkeeper.Grant{}, &idkeeper.Error{Code: idkeeper.CodeRequesterCountMismatch, Message: "mismatch",
-				Details: map[string]any{"held": len(ids), "requested": count}}
+	ids, err := s.owned(p.Requester, p.KeyID)
+	if err != nil {
+		return idkeeper.Grant{}, err
+	}
+	if len(ids) > 0 {
+		if len(ids) != p.Count {
+			return idkeeper.Grant{}, idkeeper.CountMismatch(len(ids), p.Count)
 		}
 		for _, i := range ids {
 			n := &s.d.nodes[i]
-			n.lease.ExpiresAt = maxT(n.lease.ExpiresAt, now.Add(first))
+			n.lease.ExpiresAt = maxT(n.lease.ExpiresAt, now.Add(p.First))
 			n.wm = maxT(n.wm, n.lease.ExpiresAt)
 		}
 		return s.grant(ids, now), nil
+	}
+	if held := s.keyHeld(p.KeyID); p.MaxNodes > 0 && held+p.Count > p.MaxNodes {
+		return idkeeper.Grant{}, idkeeper.QuotaExceeded(p.MaxNodes, held, p.Count)
 	}
 	var free []int
 	for i, n := range s.d.nodes {
@@ -159,50 +217,88 @@ func (s *memStore) Alloc(_ context.Context, r idkeeper.Requester, count int, fir
 			free = append(free, i)
 		}
 	}
-	if len(free) < count {
-		return idkeeper.Grant{}, &idkeeper.Error{Code: idkeeper.CodeNodeIDsExhausted, Message: "exhausted",
-			Details: map[string]any{"requested": count, "remaining": len(free)}}
+	if len(free) < p.Count {
+		return idkeeper.Grant{}, idkeeper.Exhausted(p.Count, len(free))
+	}
+	if s.d.fence+uint64(p.Count) > idkeeper.MaxFencingToken {
+		return idkeeper.Grant{}, fmt.Errorf("the fencing counter is exhausted")
 	}
 	slices.SortFunc(free, func(a, b int) int {
-		na, nb := s.d.nodes[a], s.d.nodes[b]
-		ra, rb := na.wm.Before(now), nb.wm.Before(now)
+		wa, wb := s.d.nodes[a].fenced(), s.d.nodes[b].fenced()
+		ra, rb := wa.Before(now), wb.Before(now)
 		switch {
 		case ra && !rb:
 			return -1
 		case rb && !ra:
 			return 1
 		case !ra:
-			if c := na.wm.Compare(nb.wm); c != 0 {
+			if c := wa.Compare(wb); c != 0 {
 				return c
 			}
 		}
-		return cmp.Compare(na.freed, nb.freed)
+		return cmp.Compare(s.d.nodes[a].freed, s.d.nodes[b].freed)
 	})
-	ids := free[:count]
+	ids = free[:p.Count]
 	for _, i := range ids {
 		n := &s.d.nodes[i]
 		s.d.fence++
-		n.lease = &idkeeper.Lease{NodeID: idkeeper.NodeID(i), Requester: r, NotBefore: n.wm.Add(time.Millisecond),
-			ExpiresAt: now.Add(first), FencingToken: s.d.fence, GrantedAt: now}
-		n.wm = maxT(n.wm, n.lease.ExpiresAt)
+		n.lease = &idkeeper.Lease{NodeID: idkeeper.NodeID(i), Requester: p.Requester, NotBefore: n.fenced().Add(time.Millisecond),
+			ExpiresAt: now.Add(p.First), FencingToken: s.d.fence, GrantedAt: now, KeyID: p.KeyID}
+		n.wm, n.lastTok, n.restorable = maxT(n.wm, n.lease.ExpiresAt), s.d.fence, false
 	}
 	slices.Sort(ids)
 	return s.grant(ids, now), nil
 }
 
-func (s *memStore) Renew(_ context.Context, r idkeeper.Requester, d time.Duration) (idkeeper.Grant, error) {
+func (s *memStore) Renew(_ context.Context, g idkeeper.Guard, p idkeeper.RenewParams) (idkeeper.Grant, error) {
 	defer s.lock()()
-	if err := s.guard(); err != nil {
+	if err := p.Requester.Validate(); err != nil {
+		return idkeeper.Grant{}, err
+	}
+	if err := s.guard(g); err != nil {
+		return idkeeper.Grant{}, err
+	}
+	if _, err := s.owned(p.Requester, p.KeyID); err != nil {
 		return idkeeper.Grant{}, err
 	}
 	now := s.now()
-	ids := s.held(r)
+	claims := slices.Clone(p.Claims)
+	slices.SortFunc(claims, func(a, b idkeeper.Claim) int { return cmp.Compare(a.NodeID, b.NodeID) })
+	var restored, contested []idkeeper.NodeID
+	for _, c := range claims {
+		if c.NodeID < 0 || int(c.NodeID) >= len(s.d.nodes) || idkeeper.Millis(c.ExpiresAt).Before(now) {
+			continue
+		}
+		n := &s.d.nodes[c.NodeID]
+		if c.Token <= n.lastTok || (n.lease != nil && n.lease.Requester.Key() == p.Requester.Key()) {
+			continue
+		}
+		if n.lease != nil {
+			n.wm = maxT(n.wm, maxT(n.lease.ExpiresAt, idkeeper.Millis(c.ExpiresAt)))
+			n.q = maxT(n.q, n.wm.Add(p.Grace))
+			n.lastTok, n.restorable = c.Token, false
+			s.free(n)
+			contested = append(contested, c.NodeID)
+			continue
+		}
+		if !n.restorable {
+			continue
+		}
+		exp := maxT(idkeeper.Millis(c.ExpiresAt), now.Add(p.Duration))
+		n.lease = &idkeeper.Lease{NodeID: c.NodeID, Requester: p.Requester, KeyID: p.KeyID, FencingToken: c.Token,
+			NotBefore: maxT(idkeeper.Millis(c.NotBefore), n.wm.Add(time.Millisecond)), ExpiresAt: exp, GrantedAt: now}
+		n.wm, n.lastTok, n.restorable = maxT(n.wm, exp), c.Token, false
+		restored = append(restored, c.NodeID)
+	}
+	ids := s.held(p.Requester)
 	for _, i := range ids {
 		n := &s.d.nodes[i]
-		n.lease.ExpiresAt, n.lease.RenewedAt = maxT(n.lease.ExpiresAt, now.Add(d)), now
+		n.lease.ExpiresAt, n.lease.RenewedAt = maxT(n.lease.ExpiresAt, now.Add(p.Duration)), now
 		n.wm = maxT(n.wm, n.lease.ExpiresAt)
 	}
-	return s.grant(ids, now), nil
+	gr := s.grant(ids, now)
+	gr.Restored, gr.Contested = restored, contested
+	return gr, nil
 }
 
 func (s *memStore) free(n *memNode) {
@@ -211,17 +307,23 @@ func (s *memStore) free(n *memNode) {
 	n.freed = s.d.seq
 }
 
-func (s *memStore) Remove(_ context.Context, r idkeeper.Requester, mintedUpTo time.Time) (int, error) {
+func (s *memStore) Remove(_ context.Context, g idkeeper.Guard, p idkeeper.RemoveParams) (int, error) {
 	defer s.lock()()
-	if err := s.guard(); err != nil {
+	if err := p.Requester.Validate(); err != nil {
+		return 0, err
+	}
+	if err := s.guard(g); err != nil {
+		return 0, err
+	}
+	ids, err := s.owned(p.Requester, p.KeyID)
+	if err != nil {
 		return 0, err
 	}
 	now := s.now()
-	ids := s.held(r)
 	for _, i := range ids {
 		n := &s.d.nodes[i]
-		if !mintedUpTo.IsZero() {
-			wm := maxT(minT(idkeeper.Millis(mintedUpTo), n.lease.ExpiresAt), n.lease.NotBefore.Add(-time.Millisecond))
+		if !p.MintedUpTo.IsZero() {
+			wm := maxT(minT(idkeeper.Millis(p.MintedUpTo), n.lease.ExpiresAt), n.lease.NotBefore.Add(-time.Millisecond))
 			if n.q.After(now) {
 				wm = maxT(wm, n.q)
 			}
@@ -232,9 +334,9 @@ func (s *memStore) Remove(_ context.Context, r idkeeper.Requester, mintedUpTo ti
 	return len(ids), nil
 }
 
-func (s *memStore) Reclaim(_ context.Context, grace time.Duration) (int, error) {
+func (s *memStore) Reclaim(_ context.Context, g idkeeper.Guard, grace time.Duration) (int, error) {
 	defer s.lock()()
-	if err := s.guard(); err != nil {
+	if err := s.guard(g); err != nil {
 		return 0, err
 	}
 	now, count := s.now(), 0
@@ -248,9 +350,9 @@ func (s *memStore) Reclaim(_ context.Context, grace time.Duration) (int, error) 
 	return count, nil
 }
 
-func (s *memStore) Quarantine(_ context.Context, until time.Time, nodes ...idkeeper.NodeID) error {
+func (s *memStore) Quarantine(_ context.Context, g idkeeper.Guard, until time.Time, nodes ...idkeeper.NodeID) error {
 	defer s.lock()()
-	if err := s.guard(); err != nil {
+	if err := s.guard(g); err != nil {
 		return err
 	}
 	for _, id := range nodes {
@@ -300,12 +402,24 @@ func (s *memStore) Node(_ context.Context, id idkeeper.NodeID) (idkeeper.NodeSta
 		return idkeeper.NodeState{}, idkeeper.ErrNotFound
 	}
 	n := s.d.nodes[id]
-	st := idkeeper.NodeState{NodeID: id, Watermark: n.wm, QuarantinedUntil: n.q}
+	st := idkeeper.NodeState{NodeID: id, Watermark: n.wm, Floor: n.floor, QuarantinedUntil: n.q,
+		LastToken: n.lastTok, Restorable: n.restorable}
 	if n.lease != nil {
 		l := *n.lease
 		st.Lease = &l
 	}
 	return st, nil
+}
+
+func (s *memStore) KeyHoldings(context.Context) (map[string]int, error) {
+	defer s.lock()()
+	out := map[string]int{}
+	for _, n := range s.d.nodes {
+		if n.lease != nil {
+			out[n.lease.KeyID]++
+		}
+	}
+	return out, nil
 }
 
 func (s *memStore) TryLock(_ context.Context, name, owner string, atMostFor time.Duration) (idkeeper.Lock, bool, error) {
@@ -340,6 +454,8 @@ func (s *memStore) CreateAPIKey(_ context.Context, k idkeeper.APIKey) error {
 	if _, ok := s.d.keys[k.ID]; ok {
 		return idkeeper.ErrConflict
 	}
+	k.CreatedAt, k.ExpiresAt = idkeeper.Millis(k.CreatedAt), idkeeper.Millis(k.ExpiresAt)
+	k.RevokedAt, k.LastUsedAt = idkeeper.Millis(k.RevokedAt), idkeeper.Millis(k.LastUsedAt)
 	s.d.keys[k.ID] = k
 	return nil
 }
@@ -363,12 +479,25 @@ func (s *memStore) APIKeys(context.Context) ([]idkeeper.APIKey, error) {
 	return out, nil
 }
 
-func (s *memStore) DeleteAPIKey(_ context.Context, id string) error {
+func (s *memStore) RevokeAPIKey(_ context.Context, id string, at time.Time) error {
 	defer s.lock()()
-	if _, ok := s.d.keys[id]; !ok {
-		return fmt.Errorf("delete %q: %w", id, idkeeper.ErrNotFound)
+	k, ok := s.d.keys[id]
+	if !ok {
+		return fmt.Errorf("revoke %q: %w", id, idkeeper.ErrNotFound)
 	}
-	delete(s.d.keys, id)
+	if k.RevokedAt.IsZero() {
+		k.RevokedAt = idkeeper.Millis(at)
+		s.d.keys[id] = k
+	}
+	return nil
+}
+
+func (s *memStore) TouchAPIKey(_ context.Context, id string, at time.Time) error {
+	defer s.lock()()
+	if k, ok := s.d.keys[id]; ok && idkeeper.Millis(at).After(k.LastUsedAt) {
+		k.LastUsedAt = idkeeper.Millis(at)
+		s.d.keys[id] = k
+	}
 	return nil
 }
 

@@ -161,26 +161,53 @@ func testAPIKeys(t *testing.T, open Factory) {
 	if _, err := e.s.APIKey(e.ctx, "nope"); !errors.Is(err, idkeeper.ErrNotFound) {
 		t.Fatalf("APIKey(nope): err = %v, want ErrNotFound", err)
 	}
-	e.must(e.s.DeleteAPIKey(e.ctx, "ka"), "DeleteAPIKey(ka)")
-	if _, err := e.s.APIKey(e.ctx, "ka"); !errors.Is(err, idkeeper.ErrNotFound) {
-		t.Fatalf("APIKey after delete: err = %v, want ErrNotFound", err)
+}
+
+// testAPIKeyRevokeAndTouch: a revoked key stays listed with its RevokedAt, a second
+// revoke keeps the first time; LastUsedAt only rises; both fields, the quota and
+// the bootstrap mark round trip.
+func testAPIKeyRevokeTouch(t *testing.T, open Factory) {
+	e := openEnv(t, open)
+	hash := func(s string) []byte { h := sha256.Sum256([]byte(s)); return h[:] }
+	now := e.now()
+	k := idkeeper.APIKey{ID: "kq", Hash: hash("q"), Description: "quota", CreatedAt: now, MaxNodes: 17, Bootstrap: true}
+	e.must(e.s.CreateAPIKey(e.ctx, k), "CreateAPIKey")
+	got, err := e.s.APIKey(e.ctx, "kq")
+	e.must(err, "APIKey")
+	wantKey(t, got, k)
+
+	t1 := now.Add(time.Minute + 1500*time.Microsecond)
+	e.must(e.s.TouchAPIKey(e.ctx, "kq", t1), "TouchAPIKey")
+	e.must(e.s.TouchAPIKey(e.ctx, "kq", now), "TouchAPIKey earlier")
+	e.must(e.s.TouchAPIKey(e.ctx, "missing", t1), "TouchAPIKey of a missing key")
+	k.LastUsedAt = idkeeper.Millis(t1)
+	got, err = e.s.APIKey(e.ctx, "kq")
+	e.must(err, "APIKey")
+	wantKey(t, got, k)
+
+	t2 := now.Add(2 * time.Hour)
+	e.must(e.s.RevokeAPIKey(e.ctx, "kq", t2), "RevokeAPIKey")
+	e.must(e.s.RevokeAPIKey(e.ctx, "kq", t2.Add(time.Hour)), "RevokeAPIKey again")
+	if err := e.s.RevokeAPIKey(e.ctx, "nope", t2); !errors.Is(err, idkeeper.ErrNotFound) {
+		t.Fatalf("RevokeAPIKey(nope): err = %v, want ErrNotFound", err)
 	}
-	if err := e.s.DeleteAPIKey(e.ctx, "ka"); !errors.Is(err, idkeeper.ErrNotFound) {
-		t.Fatalf("second DeleteAPIKey: err = %v, want ErrNotFound", err)
-	}
-	ks, err = e.s.APIKeys(e.ctx)
+	k.RevokedAt = t2
+	ks, err := e.s.APIKeys(e.ctx)
 	e.must(err, "APIKeys")
-	if len(ks) != 1 {
-		t.Fatalf("APIKeys after delete = %d keys, want 1", len(ks))
+	if len(ks) != 1 || !ks[0].Revoked() {
+		t.Fatalf("APIKeys after revoke = %+v, want the one revoked key", ks)
 	}
-	wantKey(t, ks[0], kb)
+	wantKey(t, ks[0], k)
 }
 
 func wantKey(t *testing.T, got, want idkeeper.APIKey) {
 	t.Helper()
 	if got.ID != want.ID || !bytes.Equal(got.Hash, want.Hash) || got.Description != want.Description ||
 		!got.CreatedAt.Equal(want.CreatedAt) || !got.ExpiresAt.Equal(want.ExpiresAt) ||
-		got.ExpiresAt.IsZero() != want.ExpiresAt.IsZero() {
+		got.ExpiresAt.IsZero() != want.ExpiresAt.IsZero() || got.MaxNodes != want.MaxNodes ||
+		got.Bootstrap != want.Bootstrap || !got.RevokedAt.Equal(want.RevokedAt) ||
+		got.RevokedAt.IsZero() != want.RevokedAt.IsZero() || !got.LastUsedAt.Equal(want.LastUsedAt) ||
+		got.LastUsedAt.IsZero() != want.LastUsedAt.IsZero() {
 		t.Fatalf("API key = %+v, want %+v", got, want)
 	}
 }

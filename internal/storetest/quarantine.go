@@ -70,7 +70,7 @@ func testQuarantineOutOfPool(t *testing.T, open Factory) {
 	e := setup(t, open, 2)
 	snap := e.snapshot()
 	for _, ids := range [][]idkeeper.NodeID{{0, 2}, {-1}, {1, 4096}} {
-		err := e.s.Quarantine(e.ctx, e.now().Add(time.Hour), ids...)
+		err := e.quarantineRaw(e.now().Add(time.Hour), ids...)
 		wantCode(t, err, idkeeper.CodeInvalidRequest)
 	}
 	e.wantUnchanged("refused Quarantine", snap)

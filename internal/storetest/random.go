@@ -70,12 +70,12 @@ func (e *env) randomAlloc(r idkeeper.Requester, count int, first time.Duration) 
 		return
 	}
 	if count != len(held) {
-		_, err := e.s.Alloc(e.ctx, r, count, first)
+		_, err := e.allocRaw(r, count, first)
 		wantCode(e.t, err, idkeeper.CodeRequesterCountMismatch)
 		e.check()
 		return
 	}
-	g, err := e.s.Alloc(e.ctx, r, count, first)
+	g, err := e.allocRaw(r, count, first)
 	e.must(err, "repeated Alloc")
 	now := e.now()
 	for i := range held {
@@ -129,17 +129,12 @@ func (e *env) randomReset(rng *rand.Rand) {
 	e.t.Helper()
 	snap := e.snapshot()
 	until := e.now().Add(time.Duration(rng.IntN(120)) * time.Minute)
-	old := e.sentinel
-	s, recovered := e.reset(old, idkeeper.ResetParams{Nodes: e.nodes, Until: until, MinFence: e.fence + uint64(rng.IntN(3))})
-	if !recovered || s == old {
-		e.t.Fatalf("Reset(adopted sentinel) = %q, recovered %v", s, recovered)
+	old := e.gen
+	res := e.reset(idkeeper.ResetParams{Seen: old, Nodes: e.nodes, Until: until, MinFence: e.fence + uint64(rng.IntN(3))})
+	if !res.NewGeneration || res.Generation.ID == old.ID {
+		e.t.Fatalf("Reset(adopted generation) = %+v", res)
 	}
-	for id, b := range snap {
-		st := e.node(idkeeper.NodeID(id))
-		wantTime(e.t, "QuarantinedUntil after Reset", st.QuarantinedUntil, maxTime(b.QuarantinedUntil, until))
-		wantTime(e.t, "watermark after Reset", st.Watermark, maxTime(b.Watermark, until))
-	}
-	e.check()
+	e.wantRaised(snap, until)
 }
 
 func minTime(a, b time.Time) time.Time {

@@ -8,108 +8,122 @@ import (
 	"github.com/idkeeper/idkeeper"
 )
 
-// reset calls Reset with the env's adopted sentinel and tracks what it adopts.
-func (e *env) reset(old string, p idkeeper.ResetParams) (string, bool) {
+// reset calls Reset and adopts the generation it returns.
+func (e *env) reset(p idkeeper.ResetParams) idkeeper.ResetResult {
 	e.t.Helper()
-	s, recovered, err := e.s.Reset(e.ctx, old, p)
+	res, err := e.s.Reset(e.ctx, p)
 	e.must(err, "Reset")
-	if s == "" {
-		e.t.Fatalf("Reset adopted an empty sentinel")
+	if res.Generation.ID == "" || res.Generation.Origin != idkeeper.OriginRecovered || !res.Generation.At.Equal(e.now()) {
+		e.t.Fatalf("Reset returned generation %+v, want an ID, origin recovered, At now (%s)", res.Generation, fmtTime(e.now()))
 	}
-	e.sentinel = s
+	if st := e.status(); st.Generation != res.Generation || st.Fence < p.MinFence {
+		e.t.Fatalf("Status after Reset = %+v, want generation %+v and fence ≥ %d", st, res.Generation, p.MinFence)
+	}
+	e.gen = res.Generation
 	e.fence = max(e.fence, p.MinFence)
 	e.nodes = max(e.nodes, p.Nodes)
-	return s, recovered
+	return res
 }
 
-func (e *env) wantInitAdopts(sentinel string) {
+// wantRaised checks every node after a Reset to until: quarantined and floored at
+// least until, restorable, its own watermark and lease unchanged.
+func (e *env) wantRaised(snap []idkeeper.NodeState, until time.Time) {
 	e.t.Helper()
-	res, err := e.s.Init(e.ctx, e.nodes)
-	e.must(err, "Init")
-	if res.Fresh || res.Sentinel != sentinel {
-		e.t.Fatalf("Init = %+v, want not Fresh, sentinel %q", res, sentinel)
+	for id := range e.nodes {
+		st := e.node(idkeeper.NodeID(id))
+		var b idkeeper.NodeState
+		if id < len(snap) {
+			b = snap[id]
+		}
+		wantTime(e.t, "QuarantinedUntil after Reset", st.QuarantinedUntil, maxTime(b.QuarantinedUntil, until))
+		wantTime(e.t, "Floor after Reset", st.Floor, maxTime(b.Floor, until))
+		wantTime(e.t, "own watermark after Reset", st.Watermark, b.Watermark)
+		if !st.Restorable || st.LastToken != b.LastToken {
+			e.t.Fatalf("node %d after Reset: Restorable %v, LastToken %d; want true, %d", id, st.Restorable, st.LastToken, b.LastToken)
+		}
+		if (st.Lease == nil) != (b.Lease == nil) {
+			e.t.Fatalf("node %d: Reset changed whether it is held", id)
+		}
 	}
+	e.check()
 }
 
 func testResetRecovers(t *testing.T, open Factory) {
 	e := setup(t, open, 4)
-	t0 := e.now()
-	a := e.allocOne(req(1), 10*time.Minute)
+	e.allocOne(req(1), 10*time.Minute)
 	e.renew(req(1), 48*time.Hour)
 	e.alloc(req(2), 1, 10*time.Minute)
 	now := e.advance(20 * time.Minute)
 	leases := e.leases()
-	old := e.sentinel
+	snap := e.snapshot()
+	old := e.gen
+	stale := e.guard()
 	until := now.Add(time.Hour)
 	minFence := e.fence + 100
-	s, recovered := e.reset(old, idkeeper.ResetParams{Nodes: 4, Until: until, MinFence: minFence})
-	if !recovered || s == old {
-		t.Fatalf("Reset(old) = %q, recovered %v; want a new sentinel, recovered", s, recovered)
+	res := e.reset(idkeeper.ResetParams{Seen: old, Nodes: 4, Until: until, MinFence: minFence})
+	if !res.NewGeneration || res.Generation.ID == old.ID || res.Generation.Number != old.Number+1 {
+		t.Fatalf("Reset(seen the stored generation) = %+v, want a new generation numbered %d", res, old.Number+1)
 	}
-	for id := range 4 {
-		st := e.node(idkeeper.NodeID(id))
-		wantTime(t, "QuarantinedUntil after Reset", st.QuarantinedUntil, until)
-		wantWM := until
-		if idkeeper.NodeID(id) == a {
-			wantWM = t0.Add(48 * time.Hour) // raised, never lowered
-		}
-		wantTime(t, "watermark after Reset", st.Watermark, wantWM)
-	}
+	e.wantRaised(snap, until)
 	wantSameLeases(t, "leases after Reset", e.leases(), leases)
 	e.wantCounts(idkeeper.Counts{Total: 4, Leased: 1, InGrace: 1, Quarantined: 2})
-	e.check()
-	e.wantInitAdopts(s)
+	if _, err := e.s.Alloc(e.ctx, stale, idkeeper.AllocParams{Requester: req(3), KeyID: keyA, Count: 1, First: time.Minute}); !errors.Is(err, idkeeper.ErrGenerationChanged) {
+		t.Fatalf("Alloc under the old generation: %v, want ErrGenerationChanged", err)
+	}
+	if r, err := e.s.Init(e.ctx, 4); err != nil || r.Fresh || r.Generation != e.gen {
+		t.Fatalf("Init after Reset = %+v, %v; want the recovered generation", r, err)
+	}
 
-	// This Store value adopted the new sentinel: mutating methods work.
 	e.wantExhausted(req(3), 1, 0)
 	e.renew(req(1), 48*time.Hour)
 	e.remove(req(2), time.Time{})
 	e.wantCounts(idkeeper.Counts{Total: 4, Leased: 1, Quarantined: 3})
 	e.clock.Set(until)
-	g := e.alloc(req(3), 3, 10*time.Minute) // checks tokens start at MinFence+1
+	g := e.alloc(req(3), 3, 10*time.Minute) // checks tokens start at MinFence+1, NotBefore after the floor
 	for _, l := range g.Leases {
 		wantTime(t, "NotBefore after Reset", l.NotBefore, until.Add(ms))
 	}
+	if _, err := e.s.Reset(e.ctx, idkeeper.ResetParams{Seen: e.gen, Nodes: 4, Until: until, MinFence: idkeeper.MaxFencingToken + 1}); idkeeper.ErrorCode(err) != idkeeper.CodeInvalidRequest {
+		t.Fatalf("Reset with MinFence above 2^53-1: %v, want INVALID_REQUEST", err)
+	}
+	if st := e.status(); st.Generation != e.gen || st.Fence != e.fence {
+		t.Fatalf("a refused Reset changed the store: %+v", st)
+	}
 }
 
+// testResetOtherReplica: a replica that had seen an older generation finds another
+// one: it raises everything again (whatever the origin) but keeps that generation,
+// so the replicas that adopted it see no change and nothing ping-pongs.
 func testResetOtherReplica(t *testing.T, open Factory) {
 	e := setup(t, open, 2)
 	t0 := e.now()
 	e.alloc(req(1), 1, 10*time.Minute)
-	old := e.sentinel
-	s, recovered := e.reset(old, idkeeper.ResetParams{Nodes: 2, Until: t0.Add(time.Hour)})
-	if !recovered {
-		t.Fatalf("first Reset did not recover")
+	old := e.gen
+	first := e.reset(idkeeper.ResetParams{Seen: old, Nodes: 2, Until: t0.Add(time.Hour)})
+	if !first.NewGeneration {
+		t.Fatalf("first Reset kept the generation")
 	}
-	snap := e.snapshot()
-
-	// Another replica still holding the old sentinel finds the store recovered:
-	// only the fence may rise.
+	e.advance(time.Minute)
 	for _, minFence := range []uint64{0, e.fence + 500} {
-		got, recovered := e.reset(old, idkeeper.ResetParams{Nodes: 2, Until: t0.Add(5 * time.Hour), MinFence: minFence})
-		if recovered || got != s {
-			t.Fatalf("Reset with a stale sentinel = %q, recovered %v; want %q, not recovered", got, recovered, s)
+		snap := e.snapshot()
+		until := e.now().Add(5 * time.Hour)
+		got := e.reset(idkeeper.ResetParams{Seen: old, Nodes: 2, Until: until, MinFence: minFence})
+		if got.NewGeneration || got.Generation.ID != first.Generation.ID || got.Generation.Number != first.Generation.Number {
+			t.Fatalf("Reset with a stale generation = %+v, want generation %+v kept", got, first.Generation)
 		}
-		e.wantUnchanged("Reset with a stale sentinel", snap)
+		e.wantRaised(snap, until)
 	}
-	e.wantInitAdopts(s)
-	e.clock.Set(t0.Add(time.Hour))
-	e.alloc(req(2), 1, 10*time.Minute) // checks the token is MinFence+1
+	e.clock.Set(t0.Add(5*time.Hour + time.Minute))
+	e.alloc(req(2), 1, 10*time.Minute) // checks the token is above the raised fence
 }
 
 func testResetGrows(t *testing.T, open Factory) {
 	e := setup(t, open, 2)
 	until := e.now().Add(time.Hour)
-	if _, recovered := e.reset(e.sentinel, idkeeper.ResetParams{Nodes: 4, Until: until}); !recovered {
-		t.Fatalf("Reset did not recover")
-	}
+	snap := e.snapshot()
+	e.reset(idkeeper.ResetParams{Seen: e.gen, Nodes: 4, Until: until})
 	e.wantCounts(idkeeper.Counts{Total: 4, Quarantined: 4})
-	for id := range 4 {
-		st := e.node(idkeeper.NodeID(id))
-		wantTime(t, "QuarantinedUntil", st.QuarantinedUntil, until)
-		wantTime(t, "watermark", st.Watermark, until)
-	}
-	e.check()
+	e.wantRaised(snap, until)
 	_, err := e.s.Init(e.ctx, 3)
 	wantCode(t, err, idkeeper.CodeInvalidRequest)
 }
@@ -122,46 +136,16 @@ func testResetAfterWipe(t *testing.T, open Factory) {
 	}
 	e.alloc(req(1), 2, 10*time.Minute)
 	e.must(w.WipeForTest(e.ctx), "WipeForTest")
+	e.wantNothingWritten("a wiped store")
 
-	nothingWritten := func(what string, err error) {
-		t.Helper()
-		if !errors.Is(err, idkeeper.ErrStoreReset) {
-			t.Fatalf("%s on a wiped store: err = %v, want ErrStoreReset", what, err)
-		}
-		if ls := e.leases(); len(ls) != 0 {
-			t.Fatalf("%s on a wiped store wrote leases %v", what, nodeIDs(ls))
-		}
-		if _, err := e.s.Node(e.ctx, 0); !errors.Is(err, idkeeper.ErrNotFound) {
-			t.Fatalf("%s on a wiped store: Node(0) err = %v, want ErrNotFound (no pool)", what, err)
-		}
-	}
-	_, err := e.s.Alloc(e.ctx, req(2), 1, 10*time.Minute)
-	nothingWritten("Alloc", err)
-	_, err = e.s.Renew(e.ctx, req(1), time.Hour)
-	nothingWritten("Renew", err)
-	_, err = e.s.Remove(e.ctx, req(1), e.now())
-	nothingWritten("Remove", err)
-	_, err = e.s.Reclaim(e.ctx, 0)
-	nothingWritten("Reclaim", err)
-	nothingWritten("Quarantine", e.s.Quarantine(e.ctx, e.now().Add(time.Hour), 0))
-
-	old := e.sentinel
+	old := e.gen
 	until := e.now().Add(time.Hour)
-	s, recovered := e.reset(old, idkeeper.ResetParams{Nodes: 4, Until: until, MinFence: e.fence})
-	if !recovered || s == old {
-		t.Fatalf("Reset of a wiped store = %q, recovered %v; want a new sentinel, recovered", s, recovered)
+	res := e.reset(idkeeper.ResetParams{Seen: old, Nodes: 4, Until: until, MinFence: e.fence})
+	if !res.NewGeneration || res.Generation.ID == old.ID || res.Generation.Number != old.Number+1 {
+		t.Fatalf("Reset of a wiped store = %+v, want a new generation numbered %d", res, old.Number+1)
 	}
-	for id := range 4 {
-		st := e.node(idkeeper.NodeID(id))
-		if st.Lease != nil {
-			t.Fatalf("node %d held after a wipe", id)
-		}
-		wantTime(t, "QuarantinedUntil", st.QuarantinedUntil, until)
-		wantTime(t, "watermark", st.Watermark, until)
-	}
+	e.wantRaised(nil, until)
 	e.wantCounts(idkeeper.Counts{Total: 4, Quarantined: 4})
-	e.check()
-	e.wantInitAdopts(s)
 	if g := e.renew(req(1), time.Hour); len(g.Leases) != 0 {
 		t.Fatalf("Renew after the wipe = %v, want empty", nodeIDs(g.Leases))
 	}
@@ -169,4 +153,52 @@ func testResetAfterWipe(t *testing.T, open Factory) {
 	e.clock.Set(until)
 	// alloc checks the tokens continue above MinFence and NotBefore clears Until.
 	e.alloc(req(2), 2, 10*time.Minute)
+}
+
+// testResetFloor: a reset raises the floor, not the store's own watermark; a new
+// grant starts after the higher of the two; a later, lower Reset never lowers either.
+func testResetFloor(t *testing.T, open Factory) {
+	e := setup(t, open, 2)
+	a := e.allocOne(req(1), 10*time.Minute)
+	e.remove(req(1), e.now().Add(-time.Minute)) // own watermark just before the window
+	own := e.node(a).Watermark
+	until := e.now().Add(30 * time.Minute)
+	snap := e.snapshot()
+	e.reset(idkeeper.ResetParams{Seen: e.gen, Nodes: 2, Until: until})
+	e.wantRaised(snap, until)
+	snap = e.snapshot()
+	e.reset(idkeeper.ResetParams{Seen: e.gen, Nodes: 2, Until: until.Add(-20 * time.Minute)})
+	e.wantRaised(snap, until)
+	wantTime(t, "own watermark", e.node(a).Watermark, own)
+	e.clock.Set(until)
+	g := e.alloc(req(2), 2, 10*time.Minute)
+	for _, l := range g.Leases {
+		wantTime(t, "NotBefore after the floor", l.NotBefore, until.Add(ms))
+	}
+}
+
+// testResetAfterInitAnew: a store wiped and initialised anew (someone ran init)
+// holds a fresh generation that a replica has not seen: the replica's Reset recovers
+// it all the same, keeping its ID, with origin recovered.
+func testResetAfterInitAnew(t *testing.T, open Factory) {
+	e := setup(t, open, 3)
+	w, ok := e.s.(Wiper)
+	if !ok {
+		t.Skip("the store does not implement storetest.Wiper")
+	}
+	e.alloc(req(1), 2, 10*time.Minute)
+	old := e.gen
+	e.must(w.WipeForTest(e.ctx), "WipeForTest")
+	anew, err := e.s.Init(e.ctx, 3)
+	e.must(err, "Init after the wipe")
+	if !anew.Fresh || anew.Generation.ID == old.ID || anew.Generation.Number != 1 {
+		t.Fatalf("Init of a wiped store = %+v, want a fresh generation 1 with a new ID", anew)
+	}
+	until := e.now().Add(time.Hour)
+	res := e.reset(idkeeper.ResetParams{Seen: old, Nodes: 3, Until: until, MinFence: e.fence})
+	if res.NewGeneration || res.Generation.ID != anew.Generation.ID || res.Generation.Number != 1 {
+		t.Fatalf("Reset of a store initialised anew = %+v, want its generation kept", res)
+	}
+	e.wantRaised(nil, until)
+	e.wantExhausted(req(2), 1, 0)
 }

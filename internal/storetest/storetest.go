@@ -24,7 +24,7 @@
 //
 // A store that can lose all its data in a test (a Redis restart without
 // persistence, say) implements Wiper; the suite then also checks the ErrStoreReset
-// path. A store that cannot is skipped there.
+// path on a wiped store. A store that cannot is skipped there.
 package storetest
 
 import (
@@ -44,8 +44,7 @@ import (
 type Factory func(t *testing.T, clock idkeeper.Clock) idkeeper.Store
 
 // Wiper is the optional test hook of a Store: WipeForTest deletes all the store's
-// data, as a restart without persistence would, without telling the Store value.
-// Only test builds should have it.
+// data, as a restart without persistence would. Only test builds should have it.
 type Wiper interface {
 	WipeForTest(ctx context.Context) error
 }
@@ -65,11 +64,20 @@ type testCase struct {
 var cases = []testCase{
 	{"Now/Millisecond", testNow},
 	{"Ping", testPing},
+	{"Init/NotInitialised", testNotInitialised},
 	{"Init/Fresh", testInitFresh},
-	{"Init/RandomSentinel", testInitRandomSentinel},
-	{"Init/Adopt", testInitAdopt},
+	{"Init/RandomGeneration", testInitRandomGeneration},
+	{"Init/Again", testInitAgain},
 	{"Init/Grow", testInitGrow},
 	{"Init/ShrinkRefused", testInitShrinkRefused},
+	{"Grow/Guarded", testGrowGuarded},
+	{"Guard/Generation", testGuardGeneration},
+	{"Guard/FenceRegression", testGuardFence},
+	{"Guard/Clock", testGuardClock},
+	{"Owner/AllocRenewRemove", testOwnership},
+	{"Owner/Quota", testQuota},
+	{"Owner/KeyHoldings", testKeyHoldings},
+	{"Tokens/Ceiling", testTokenCeiling},
 	{"Alloc/Grant", testAllocGrant},
 	{"Alloc/Exhausted", testAllocExhausted},
 	{"Alloc/Idempotent", testAllocIdempotent},
@@ -105,6 +113,16 @@ var cases = []testCase{
 	{"Reset/AnotherReplicaRecovered", testResetOtherReplica},
 	{"Reset/Grows", testResetGrows},
 	{"Reset/AfterWipe", testResetAfterWipe},
+	{"Reset/AfterInitAnew", testResetAfterInitAnew},
+	{"Reset/FloorApartFromWatermark", testResetFloor},
+	{"Claims/Restore", testClaimRestore},
+	{"Claims/RestoreWindowAfterOwnWatermark", testClaimRestoreWindow},
+	{"Claims/IgnoredWithoutReset", testClaimIgnoredWithoutReset},
+	{"Claims/IgnoredWhenKnown", testClaimIgnoredWhenKnown},
+	{"Claims/IgnoredWhenDead", testClaimIgnoredWhenDead},
+	{"Claims/Contest", testClaimContest},
+	{"Claims/SecondReceiptContestsRestored", testClaimSecondReceipt},
+	{"Claims/NotOwnedChangesNothing", testClaimNotOwned},
 	{"Random", testRandom},
 	{"Concurrency/AllocExhaustsExactly", testConcurrentAlloc},
 	{"Concurrency/NoSharedNodeID", testConcurrentChurn},
@@ -112,6 +130,7 @@ var cases = []testCase{
 	{"Lock/AtMostFor", testLockAtMostFor},
 	{"Lock/AtLeastFor", testLockAtLeastFor},
 	{"APIKey", testAPIKeys},
+	{"APIKey/RevokeAndTouch", testAPIKeyRevokeTouch},
 	{"Skew", testSkew},
 }
 
@@ -120,25 +139,33 @@ const ms = time.Millisecond
 // start is half a millisecond past a whole one: stores must truncate.
 var start = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC).Add(500 * time.Microsecond)
 
-// req returns requester i. All requesters share machine ID and PID, as containers
-// with PID 1 on one host do; only the start time tells them apart.
+// keyA is the API key the env's helpers act with.
+const keyA = "key-a"
+
+// req returns requester i. All requesters share machine ID, PID and start time, as
+// two sessions of one process, or containers started from one image in the same
+// clock tick, do; only the instance tells them apart. Requester 0 has no instance.
 func req(i int) idkeeper.Requester {
-	return idkeeper.Requester{
+	r := idkeeper.Requester{
 		MachineID: "host-a/ä pod",
 		PID:       1,
-		StartedAt: time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(i) * time.Second),
+		StartedAt: time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC),
 	}
+	if i > 0 {
+		r.Instance = fmt.Sprintf("inst-%d_x", i)
+	}
+	return r
 }
 
 // env is one open store on a fake clock, with the facts a test tracks about it.
 type env struct {
-	t        *testing.T
-	ctx      context.Context
-	clock    *fakeclock.Clock
-	s        idkeeper.Store
-	nodes    int    // pool size
-	fence    uint64 // highest fencing token seen
-	sentinel string // sentinel adopted by s
+	t     *testing.T
+	ctx   context.Context
+	clock *fakeclock.Clock
+	s     idkeeper.Store
+	nodes int                 // pool size
+	fence uint64              // highest fencing token seen
+	gen   idkeeper.Generation // the generation adopted
 	// frees counts the calls that freed node IDs; rank[id] is the count of the
 	// call that last freed id, 0 when it was never freed since it was created.
 	frees int
@@ -160,11 +187,37 @@ func setup(t *testing.T, open Factory, nodes int) *env {
 	if err != nil {
 		t.Fatalf("Init(%d): %v", nodes, err)
 	}
-	if !res.Fresh || res.Sentinel == "" {
-		t.Fatalf("Init(%d) on an empty store = %+v, want Fresh and a sentinel", nodes, res)
+	if !res.Fresh || res.Generation.ID == "" {
+		t.Fatalf("Init(%d) on an empty store = %+v, want Fresh and a generation", nodes, res)
 	}
-	e.nodes, e.sentinel = nodes, res.Sentinel
+	e.nodes, e.gen = nodes, res.Generation
 	return e
+}
+
+// guard is the Guard of the env's calls: the adopted generation, the highest token
+// seen, and the store's own clock (the fake clock), which agrees with itself.
+func (e *env) guard() idkeeper.Guard {
+	return idkeeper.Guard{Generation: e.gen.ID, MinFence: e.fence, Now: e.now()}
+}
+
+func (e *env) allocRaw(r idkeeper.Requester, count int, first time.Duration) (idkeeper.Grant, error) {
+	return e.s.Alloc(e.ctx, e.guard(), idkeeper.AllocParams{Requester: r, KeyID: keyA, Count: count, First: first})
+}
+
+func (e *env) renewRaw(r idkeeper.Requester, d time.Duration) (idkeeper.Grant, error) {
+	return e.s.Renew(e.ctx, e.guard(), idkeeper.RenewParams{Requester: r, KeyID: keyA, Duration: d})
+}
+
+func (e *env) removeRaw(r idkeeper.Requester, mintedUpTo time.Time) (int, error) {
+	return e.s.Remove(e.ctx, e.guard(), idkeeper.RemoveParams{Requester: r, KeyID: keyA, MintedUpTo: mintedUpTo})
+}
+
+func (e *env) reclaimRaw(grace time.Duration) (int, error) {
+	return e.s.Reclaim(e.ctx, e.guard(), grace)
+}
+
+func (e *env) quarantineRaw(until time.Time, nodes ...idkeeper.NodeID) error {
+	return e.s.Quarantine(e.ctx, e.guard(), until, nodes...)
 }
 
 func (e *env) now() time.Time { return idkeeper.Millis(e.clock.Now()) }
@@ -192,6 +245,14 @@ func (e *env) node(id idkeeper.NodeID) idkeeper.NodeState {
 	return st
 }
 
+func (e *env) status() idkeeper.StoreStatus {
+	e.t.Helper()
+	st, err := e.s.Status(e.ctx)
+	e.must(err, "Status")
+	wantTime(e.t, "Status.Now", st.Now, e.now())
+	return st
+}
+
 func (e *env) counts() idkeeper.Counts {
 	e.t.Helper()
 	c, err := e.s.Counts(e.ctx)
@@ -206,16 +267,23 @@ func (e *env) leases() []idkeeper.Lease {
 	return ls
 }
 
-// alloc allocates count node IDs to r, which must hold nothing, and checks every
-// rule of a new grant, the pick order included, against the node states read just
-// before.
+// alloc allocates count node IDs to r with keyA, as allocP does.
 func (e *env) alloc(r idkeeper.Requester, count int, first time.Duration) idkeeper.Grant {
 	e.t.Helper()
+	return e.allocP(idkeeper.AllocParams{Requester: r, KeyID: keyA, Count: count, First: first})
+}
+
+// allocP allocates p.Count node IDs to p.Requester, which must hold nothing, and
+// checks every rule of a new grant, the pick order included, against the node
+// states read just before.
+func (e *env) allocP(p idkeeper.AllocParams) idkeeper.Grant {
+	e.t.Helper()
+	r, count, first := p.Requester, p.Count, p.First
 	before := make(map[idkeeper.NodeID]idkeeper.NodeState, e.nodes)
 	for id := range e.nodes {
 		before[idkeeper.NodeID(id)] = e.node(idkeeper.NodeID(id))
 	}
-	g, err := e.s.Alloc(e.ctx, r, count, first)
+	g, err := e.s.Alloc(e.ctx, e.guard(), p)
 	e.must(err, fmt.Sprintf("Alloc(%s, %d)", r, count))
 	now := e.now()
 	if len(g.Leases) != count {
@@ -240,8 +308,8 @@ func (e *env) alloc(r idkeeper.Requester, count int, first time.Duration) idkeep
 			e.t.Fatalf("Alloc granted node %d, quarantined until %s", l.NodeID, b.QuarantinedUntil)
 		}
 		want := idkeeper.Lease{
-			NodeID: l.NodeID, Requester: r, NotBefore: b.Watermark.Add(ms), ExpiresAt: now.Add(first),
-			FencingToken: l.FencingToken, GrantedAt: now,
+			NodeID: l.NodeID, Requester: r, NotBefore: b.Fenced().Add(ms), ExpiresAt: now.Add(first),
+			FencingToken: l.FencingToken, GrantedAt: now, KeyID: p.KeyID,
 		}
 		wantLease(e.t, "granted lease", l, want)
 		tokens = append(tokens, l.FencingToken)
@@ -251,6 +319,10 @@ func (e *env) alloc(r idkeeper.Requester, count int, first time.Duration) idkeep
 		}
 		wantLease(e.t, "Node().Lease after grant", *st.Lease, l)
 		wantTime(e.t, fmt.Sprintf("node %d watermark after grant", l.NodeID), st.Watermark, maxTime(b.Watermark, l.ExpiresAt))
+		wantTime(e.t, fmt.Sprintf("node %d floor after grant", l.NodeID), st.Floor, b.Floor)
+		if st.LastToken != l.FencingToken || st.Restorable {
+			e.t.Fatalf("node %d after grant: LastToken %d, Restorable %v; want %d, false", l.NodeID, st.LastToken, st.Restorable, l.FencingToken)
+		}
 	}
 	e.checkPicks(g, before, now)
 	slices.Sort(tokens)
@@ -272,11 +344,14 @@ func (e *env) allocOne(r idkeeper.Requester, first time.Duration) idkeeper.NodeI
 
 func (e *env) renew(r idkeeper.Requester, d time.Duration) idkeeper.Grant {
 	e.t.Helper()
-	g, err := e.s.Renew(e.ctx, r, d)
+	g, err := e.renewRaw(r, d)
 	e.must(err, fmt.Sprintf("Renew(%s)", r))
 	wantTime(e.t, "Renew Grant.Now", g.Now, e.now())
 	if g.Fence != e.fence {
 		e.t.Fatalf("Renew Grant.Fence = %d, want the counter %d", g.Fence, e.fence)
+	}
+	if len(g.Restored)+len(g.Contested) != 0 {
+		e.t.Fatalf("Renew without claims restored %v, contested %v", g.Restored, g.Contested)
 	}
 	return g
 }
@@ -284,7 +359,7 @@ func (e *env) renew(r idkeeper.Requester, d time.Duration) idkeeper.Grant {
 func (e *env) remove(r idkeeper.Requester, mintedUpTo time.Time) int {
 	e.t.Helper()
 	held := e.heldBy(r)
-	n, err := e.s.Remove(e.ctx, r, mintedUpTo)
+	n, err := e.removeRaw(r, mintedUpTo)
 	e.must(err, fmt.Sprintf("Remove(%s)", r))
 	if n != len(held) {
 		e.t.Fatalf("Remove(%s) = %d, but it held %d", r, n, len(held))
@@ -319,7 +394,7 @@ func (e *env) freed(ls []idkeeper.Lease) {
 
 func (e *env) quarantine(until time.Time, nodes ...idkeeper.NodeID) {
 	e.t.Helper()
-	e.must(e.s.Quarantine(e.ctx, until, nodes...), "Quarantine")
+	e.must(e.quarantineRaw(until, nodes...), "Quarantine")
 	e.check()
 }
 
@@ -330,7 +405,7 @@ func (e *env) reclaim(grace time.Duration) int {
 	for _, l := range before {
 		wm[l.NodeID] = e.node(l.NodeID).Watermark
 	}
-	n, err := e.s.Reclaim(e.ctx, grace)
+	n, err := e.reclaimRaw(grace)
 	e.must(err, "Reclaim")
 	now := e.now()
 	after := map[idkeeper.NodeID]bool{}
@@ -357,8 +432,8 @@ func (e *env) reclaim(grace time.Duration) int {
 }
 
 // checkPicks checks that a new grant took the best free node IDs, judged by the
-// node states before it: ready ones (watermark < now) before cooling ones, cooling
-// ones by lowest watermark, ready ones least recently freed first (among nodes whose
+// node states before it: ready ones (fenced watermark < now) before cooling ones,
+// cooling ones by lowest fenced watermark, ready ones least recently freed first (among nodes whose
 // free order the env knows).
 func (e *env) checkPicks(g idkeeper.Grant, before map[idkeeper.NodeID]idkeeper.NodeState, now time.Time) {
 	e.t.Helper()
@@ -372,13 +447,14 @@ func (e *env) checkPicks(g idkeeper.Grant, before map[idkeeper.NodeID]idkeeper.N
 			if picked[u] || bu.Lease != nil || bu.QuarantinedUntil.After(now) {
 				continue
 			}
-			pReady, uReady := bp.Watermark.Before(now), bu.Watermark.Before(now)
+			pw, uw := bp.Fenced(), bu.Fenced()
+			pReady, uReady := pw.Before(now), uw.Before(now)
 			switch {
 			case !pReady && uReady:
-				e.t.Fatalf("Alloc took cooling node %d (watermark %s) and left ready node %d", p, fmtTime(bp.Watermark), u)
-			case !pReady && bu.Watermark.Before(bp.Watermark):
-				e.t.Fatalf("Alloc took cooling node %d (watermark %s) before node %d (watermark %s)",
-					p, fmtTime(bp.Watermark), u, fmtTime(bu.Watermark))
+				e.t.Fatalf("Alloc took cooling node %d (fenced watermark %s) and left ready node %d", p, fmtTime(pw), u)
+			case !pReady && uw.Before(pw):
+				e.t.Fatalf("Alloc took cooling node %d (fenced watermark %s) before node %d (fenced watermark %s)",
+					p, fmtTime(pw), u, fmtTime(uw))
 			case pReady && uReady && e.rank[p] > 0 && e.rank[u] > 0 && e.rank[p] > e.rank[u]:
 				e.t.Fatalf("Alloc took node %d and left node %d, which was freed earlier", p, u)
 			}
@@ -444,7 +520,7 @@ func (e *env) wantCounts(want idkeeper.Counts) {
 // wantExhausted checks that allocating count to r fails with NODE_IDS_EXHAUSTED.
 func (e *env) wantExhausted(r idkeeper.Requester, count, remaining int) {
 	e.t.Helper()
-	_, err := e.s.Alloc(e.ctx, r, count, 10*time.Minute)
+	_, err := e.allocRaw(r, count, 10*time.Minute)
 	wantCode(e.t, err, idkeeper.CodeNodeIDsExhausted)
 	wantDetail(e.t, err, "requested", count)
 	wantDetail(e.t, err, "remaining", remaining)
@@ -478,7 +554,7 @@ func wantTime(t *testing.T, what string, got, want time.Time) {
 
 func wantLease(t *testing.T, what string, got, want idkeeper.Lease) {
 	t.Helper()
-	if got.NodeID != want.NodeID || got.Requester.Key() != want.Requester.Key() ||
+	if got.NodeID != want.NodeID || got.Requester.Key() != want.Requester.Key() || got.KeyID != want.KeyID ||
 		!got.Requester.StartedAt.Equal(want.Requester.StartedAt) ||
 		!got.NotBefore.Equal(want.NotBefore) || !got.ExpiresAt.Equal(want.ExpiresAt) ||
 		got.FencingToken != want.FencingToken || !got.GrantedAt.Equal(want.GrantedAt) ||
@@ -506,8 +582,8 @@ func fmtTime(t time.Time) string {
 }
 
 func fmtLease(l idkeeper.Lease) string {
-	return fmt.Sprintf("{node %d req %s notBefore %s expires %s token %d granted %s renewed %s}",
-		l.NodeID, l.Requester, fmtTime(l.NotBefore), fmtTime(l.ExpiresAt), l.FencingToken,
+	return fmt.Sprintf("{node %d req %s key %s notBefore %s expires %s token %d granted %s renewed %s}",
+		l.NodeID, l.Requester, l.KeyID, fmtTime(l.NotBefore), fmtTime(l.ExpiresAt), l.FencingToken,
 		fmtTime(l.GrantedAt), fmtTime(l.RenewedAt))
 }
 

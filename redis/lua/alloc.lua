@@ -1,38 +1,48 @@
--- alloc: ARGV sentinel, now, requester key, count, first lease (ms).
--- Returns {now, fence, leases...} (six integers per lease), or an error reply
--- IDKMISMATCH <held> / IDKEXHAUSTED <remaining>.
-local err = check_sentinel(ARGV[1])
+-- alloc: ARGV guard (1-4), now, requester key, API key ID, count, first lease (ms),
+-- max nodes (0: no quota). Returns {now, fence, node, record, ...} (the leases'
+-- records, see lease.lua), or an error reply IDKNOTOWNED / IDKMISMATCH <held> /
+-- IDKQUOTA <held> / IDKEXHAUSTED <remaining> / IDKFENCEMAX <fence>.
+local now, err, f = guard()
 if err then return err end
-local now = clock(ARGV[2])
-local req, count, first = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
-local out = {now, 0}
+local req, key, count, first = ARGV[6], ARGV[7], tonumber(ARGV[8]), tonumber(ARGV[9])
+local out = {now, f}
 
-local held = requester_nodes(req)
+local held
+held, err = owned(req, key)
+if err then return err end
 if #held > 0 then
   if #held ~= count then
     return redis.error_reply('IDKMISMATCH ' .. #held)
   end
-  for _, node in ipairs(held) do
-    local l = get_lease(node)
-    if now + first > l.exp then l.exp = now + first end
-    put_lease(l)
-    push_lease(out, l)
-  end
-  out[2] = fence()
+  push_leases(out, held, extend_leases(held, now + first, nil))
   return out
 end
 
+if ARGV[10] ~= '0' then
+  local maxnodes = tonumber(ARGV[10])
+  local kh = num(redis.call('HGET', KEYHELD, key), 0)
+  if kh + count > maxnodes then
+    return redis.error_reply('IDKQUOTA ' .. int(kh))
+  end
+end
 promote(now)
-local avail = redis.call('ZCARD', READY) + redis.call('ZCARD', COOL)
-if avail < count then
-  return redis.error_reply('IDKEXHAUSTED ' .. avail)
+local picked = redis.call('ZRANGE', READY, 0, count - 1)
+local ready = #picked
+if ready < count then
+  local avail = ready + redis.call('ZCARD', COOL)
+  if avail < count then
+    return redis.error_reply('IDKEXHAUSTED ' .. avail)
+  end
+end
+if f + count > MAXTOKEN then
+  return redis.error_reply('IDKFENCEMAX ' .. int(f))
 end
 
-local picked = redis.call('ZRANGE', READY, 0, count - 1)
-local need = count - #picked
+chunked('ZREM', READY, picked)
+local need = count - ready
 if need > 0 then
-  -- Cooling nodes go by lowest watermark; nodes tied on the last watermark taken
-  -- go least recently freed first.
+  -- Cooling nodes go by lowest fenced watermark; nodes tied on the last watermark
+  -- taken go least recently freed first.
   local c = redis.call('ZRANGE', COOL, 0, need - 1, 'WITHSCORES')
   local last = c[#c]
   for i = 1, #c, 2 do
@@ -46,17 +56,27 @@ if need > 0 then
   for _, node in ipairs(ties) do seq[node] = free_seq(node) end
   table.sort(ties, function(a, b) return seq[a] < seq[b] end)
   for i = 1, need do picked[#picked + 1] = ties[i] end
+  local cooled = {}
+  for i = ready + 1, #picked do cooled[#cooled + 1] = picked[i] end
+  chunked('ZREM', COOL, cooled)
 end
 
 table.sort(picked, by_number)
-for _, node in ipairs(picked) do
-  redis.call('ZREM', READY, node)
-  redis.call('ZREM', COOL, node)
-  local l = {node = node, nb = watermark(node) + 1, exp = now + first,
-             tok = redis.call('HINCRBY', META, 'fence', 1), gr = now, rn = ZERO, req = req}
-  put_lease(l)
-  push_lease(out, l)
+local ws, fs = chunked('HMGET', WM, picked), chunked('HMGET', FLOOR, picked)
+local exp, tail = now + first, lease_tail(req, key)
+local exps, nows = int(exp), int(now)
+local recs, toks = {}, {}
+for i, node in ipairs(picked) do
+  local tok = int(f + i)
+  recs[i] = lease_record(exps, math.max(num(ws[i], ZERO), num(fs[i], ZERO)) + 1, tok, nows, tail)
+  push2(toks, node, tok)
 end
-set_requester_nodes(req, picked)
-out[2] = fence()
+redis.call('HSET', META, 'fence', int(f + count))
+index_leases(picked, recs, exp, exps, ws)
+chunked('HSET', LASTTOK, toks)
+chunked('SREM', RESTORABLE, picked)
+key_held(key, count)
+set_requester_nodes(req, picked, key)
+out[2] = f + count
+push_leases(out, picked, recs)
 return out

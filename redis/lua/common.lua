@@ -1,7 +1,9 @@
--- common.lua is prepended to every script.
+-- common.lua: constants and helpers of every script. assemble (scripts.go) puts
+-- the constants and the helpers a script uses before its body.
 
 -- ZERO is Go's zero time.Time{} in Unix milliseconds: the value of a time never set.
 local ZERO = -62135596800000
+local ZEROS = '-62135596800000'
 
 -- int formats an integral number without exponent, for keys, members and values.
 local function int(n)

@@ -1,20 +1,39 @@
--- lease.lua is prepended to every lease script, after common.lua. KEYS always
--- come in this order (see keys.go):
-local META, LEASES, REQS, EXPIRY, WM, QUAR, READY, COOL, QZ, FSEQ =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
+-- lease.lua: constants and helpers of the lease scripts, which assemble (scripts.go)
+-- puts after common.lua's and before the script's body, keeping only the helpers
+-- the script uses. KEYS always come in this order (see keys in store.go):
+local META, LEASES, REQS, EXPIRY, WM, QUAR, READY, COOL, QZ, FSEQ, FLOOR, LASTTOK, RESTORABLE, KEYHELD =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10],
+  KEYS[11], KEYS[12], KEYS[13], KEYS[14]
 
--- check_sentinel returns an error reply when the store's sentinel is not want;
--- it must run before the first write.
-local function check_sentinel(want)
-  if redis.call('HGET', META, 'sentinel') ~= want then
-    return redis.error_reply('IDKRESET the store sentinel is missing or changed')
-  end
-  return nil
-end
+-- MAXTOKEN is idkeeper.MaxFencingToken, 2^53-1: exact as a Lua number.
+local MAXTOKEN = 9007199254740991
 
 local function num(v, default)
   if v then return tonumber(v) end
   return default
+end
+
+local function fence()
+  return num(redis.call('HGET', META, 'fence'), 0)
+end
+
+-- guard reads now (ARGV[5]) and checks the caller's idkeeper.Guard (ARGV[1..4]:
+-- generation ID, MinFence, Now in ms or '', MaxSkew in ms) before the first write.
+-- It returns now, nil and the fencing counter; or, when the guard fails, now and
+-- an error reply IDKGUARD <fence> <now> <generation>, from which the Go side
+-- rebuilds the error with Guard.Check.
+local function guard()
+  local now = clock(ARGV[5])
+  local m = redis.call('HMGET', META, 'gen', 'fence')
+  local gen, f = m[1] or '', num(m[2], 0)
+  local bad = gen == '' or gen ~= ARGV[1] or f < tonumber(ARGV[2])
+  if not bad and ARGV[3] ~= '' then
+    bad = math.abs(now - tonumber(ARGV[3])) > tonumber(ARGV[4])
+  end
+  if bad then
+    return now, redis.error_reply('IDKGUARD ' .. int(f) .. ' ' .. int(now) .. ' ' .. gen)
+  end
+  return now, nil, f
 end
 
 local function watermark(node)
@@ -25,58 +44,162 @@ local function quarantined_until(node)
   return num(redis.call('HGET', QUAR, node), ZERO)
 end
 
-local function fence()
-  return num(redis.call('HGET', META, 'fence'), 0)
+-- fenced is the node's effective watermark: max(own watermark, floor).
+local function fenced(node)
+  return math.max(watermark(node), num(redis.call('HGET', FLOOR, node), ZERO))
 end
 
--- A lease is stored as "notBefore,expiresAt,token,grantedAt,renewedAt,requester"
--- (ms), the requester key last because it may contain commas.
+-- A lease is stored as "expiresAt,renewedAt,notBefore,token,grantedAt,n,<requester
+-- key><key ID>" (times in ms), n being the byte length of the requester key: both
+-- may hold commas and anything else. The two fields a renewal changes come first,
+-- so that Renew rewrites a record without decoding the rest.
+local function parse_lease(node, v)
+  local exp, rn, nb, tok, gr, n, rest = string.match(v, '^(%-?%d+),(%-?%d+),(%-?%d+),(%d+),(%-?%d+),(%d+),(.*)$')
+  n = tonumber(n)
+  return {node = node, exp = tonumber(exp), rn = tonumber(rn), nb = tonumber(nb), tok = tonumber(tok),
+          gr = tonumber(gr), req = string.sub(rest, 1, n), key = string.sub(rest, n + 1)}
+end
+
 local function get_lease(node)
   local v = redis.call('HGET', LEASES, node)
   if not v then return nil end
-  local nb, exp, tok, gr, rn, req = string.match(v, '^(%-?%d+),(%-?%d+),(%d+),(%-?%d+),(%-?%d+),(.*)$')
-  return {node = node, nb = tonumber(nb), exp = tonumber(exp), tok = tonumber(tok),
-          gr = tonumber(gr), rn = tonumber(rn), req = req}
+  return parse_lease(node, v)
 end
 
--- put_lease writes l, indexes its expiry and raises the node's watermark to it.
-local function put_lease(l)
-  redis.call('HSET', LEASES, l.node,
-    int(l.nb) .. ',' .. int(l.exp) .. ',' .. int(l.tok) .. ',' .. int(l.gr) .. ',' .. int(l.rn) .. ',' .. l.req)
-  redis.call('ZADD', EXPIRY, int(l.exp), l.node)
-  if l.exp > watermark(l.node) then
-    redis.call('HSET', WM, l.node, int(l.exp))
-  end
+-- lease_record encodes a new lease: expiresAt, token and grantedAt are strings
+-- (int), notBefore a number, tail "n,<requester key><key ID>" (lease_tail).
+local function lease_record(exps, nb, toks, grs, tail)
+  return exps .. ',' .. ZEROS .. ',' .. int(nb) .. ',' .. toks .. ',' .. grs .. ',' .. tail
 end
 
-local function push_lease(out, l)
-  out[#out + 1] = tonumber(l.node)
-  out[#out + 1] = l.nb
-  out[#out + 1] = l.exp
-  out[#out + 1] = l.tok
-  out[#out + 1] = l.gr
-  out[#out + 1] = l.rn
+local function lease_tail(req, key)
+  return int(#req) .. ',' .. req .. key
 end
 
--- requester_nodes returns the node IDs (strings, ascending) the requester holds.
-local function requester_nodes(req)
+local function push2(t, a, b)
+  t[#t + 1] = a
+  t[#t + 1] = b
+end
+
+-- chunked runs cmd key with args in chunks that Lua's unpack can take (an even
+-- size, so pairs stay together) and returns the array replies joined.
+local function chunked(cmd, key, args)
+  local n = #args
+  if n == 0 then return {} end
+  if n <= 1000 then return redis.call(cmd, key, unpack(args)) end
   local out = {}
-  local v = redis.call('HGET', REQS, req)
-  if v then
-    for n in string.gmatch(v, '%d+') do out[#out + 1] = n end
+  for i = 1, n, 1000 do
+    local r = redis.call(cmd, key, unpack(args, i, math.min(i + 999, n)))
+    if type(r) == 'table' then
+      for _, v in ipairs(r) do out[#out + 1] = v end
+    end
   end
   return out
 end
 
+-- index_leases writes the new leases of nodes (records recs, all expiring at exp,
+-- in ms, exps as a string), indexes their expiry and raises each node's own
+-- watermark to it, with a few commands for all of them; ws are the nodes'
+-- watermarks as read.
+local function index_leases(nodes, recs, exp, exps, ws)
+  local hl, ze, hw = {}, {}, {}
+  for i, node in ipairs(nodes) do
+    push2(hl, node, recs[i])
+    push2(ze, exps, node)
+    if not ws[i] or exp > tonumber(ws[i]) then push2(hw, node, exps) end
+  end
+  chunked('HSET', LEASES, hl)
+  chunked('ZADD', EXPIRY, ze)
+  chunked('HSET', WM, hw)
+end
+
+-- extend_leases raises the expiry of the leases of nodes to at least exp (ms), sets
+-- their renewedAt to rn (a string; nil keeps it), and raises the watermarks with
+-- them, a few commands for all of them. It returns the records as they are now.
+local function extend_leases(nodes, exp, rn)
+  if #nodes == 0 then return {} end
+  local recs = chunked('HMGET', LEASES, nodes)
+  local ws = chunked('HMGET', WM, nodes)
+  local exps = int(exp)
+  local hl, ze, hw = {}, {}, {}
+  for i, node in ipairs(nodes) do
+    local e, r, tail = string.match(recs[i], '^(%-?%d+),(%-?%d+),(.*)$')
+    local changed = rn ~= nil
+    if tonumber(e) < exp then
+      e, changed = exps, true
+      push2(ze, exps, node)
+      if exp > num(ws[i], ZERO) then push2(hw, node, exps) end
+    end
+    if changed then
+      recs[i] = e .. ',' .. (rn or r) .. ',' .. tail
+      push2(hl, node, recs[i])
+    end
+  end
+  chunked('HSET', LEASES, hl)
+  chunked('ZADD', EXPIRY, ze)
+  chunked('HSET', WM, hw)
+  return recs
+end
+
+-- push_leases appends node (a string) and record of each lease to a reply.
+local function push_leases(out, nodes, recs)
+  for i, node in ipairs(nodes) do
+    out[#out + 1] = node
+    out[#out + 1] = recs[i]
+  end
+end
+
+-- The requester index holds, per requester key, "<node IDs, ascending>;<key ID>":
+-- the nodes it holds and the API key that owns them all (a requester's leases
+-- always belong to one key: Alloc grants only to a requester that holds nothing,
+-- and Renew restores only for the key that owns the rest).
+local function requester_entry(req)
+  local out = {}
+  local v = redis.call('HGET', REQS, req)
+  if not v then return out, nil end
+  local list, key = string.match(v, '^([%d,]*);(.*)$')
+  for n in string.gmatch(list, '%d+') do out[#out + 1] = n end
+  return out, key
+end
+
+-- owned returns the node IDs (strings, ascending) the requester holds, or an error
+-- reply IDKNOTOWNED when they belong to another API key.
+local function owned(req, key)
+  local nodes, k = requester_entry(req)
+  if k and k ~= key then
+    return nil, redis.error_reply('IDKNOTOWNED')
+  end
+  return nodes, nil
+end
+
 local function by_number(a, b) return tonumber(a) < tonumber(b) end
 
-local function set_requester_nodes(req, nodes)
+local function set_requester_nodes(req, nodes, key)
   if #nodes == 0 then
     redis.call('HDEL', REQS, req)
     return
   end
   table.sort(nodes, by_number)
-  redis.call('HSET', REQS, req, table.concat(nodes, ','))
+  redis.call('HSET', REQS, req, table.concat(nodes, ',') .. ';' .. key)
+end
+
+-- drop_requester_nodes takes the nodes in set (node → true) out of the requester's
+-- index entry.
+local function drop_requester_nodes(req, set)
+  local nodes, key = requester_entry(req)
+  local keep = {}
+  for _, node in ipairs(nodes) do
+    if not set[node] then keep[#keep + 1] = node end
+  end
+  set_requester_nodes(req, keep, key)
+end
+
+-- key_held changes the count of node IDs the leases of API key hold by delta.
+local function key_held(key, delta)
+  if delta == 0 then return end
+  if redis.call('HINCRBY', KEYHELD, key, delta) <= 0 then
+    redis.call('HDEL', KEYHELD, key)
+  end
 end
 
 local function next_seq(node)
@@ -92,14 +215,14 @@ local function free_seq(node)
 end
 
 -- place files a free node under the set its state calls for at now: quarantined
--- (score: until), ready (score: free sequence) or cooling (score: watermark).
+-- (score: until), ready (score: free sequence) or cooling (score: fenced watermark).
 local function place(node, seq, now)
   local q = quarantined_until(node)
   if q > now then
     redis.call('ZADD', QZ, int(q), node)
     return
   end
-  local wm = watermark(node)
+  local wm = fenced(node)
   if wm < now then
     redis.call('ZADD', READY, seq, node)
   else
@@ -117,38 +240,23 @@ local function is_held(node)
   return redis.call('HEXISTS', LEASES, node) == 1
 end
 
--- chunked runs cmd key with args in chunks that Lua's unpack can take (an even
--- size, so pairs stay together) and returns the array replies joined.
-local function chunked(cmd, key, args)
-  local out = {}
-  for i = 1, #args, 1000 do
-    local r = redis.call(cmd, key, unpack(args, i, math.min(i + 999, #args)))
-    if type(r) == 'table' then
-      for _, v in ipairs(r) do out[#out + 1] = v end
-    end
-  end
-  return out
-end
-
-local function push2(t, a, b)
-  t[#t + 1] = a
-  t[#t + 1] = b
-end
-
 -- free_many drops the leases of nodes (strings, in the order they are freed) and
--- puts them at the back of the free order, with a few commands for all of them.
-local function free_many(nodes, now)
+-- puts them at the back of the free order, with a few commands for all of them;
+-- qs and ws are the nodes' quarantines and watermarks when the caller knows them.
+-- The caller updates the requester index and the key counts.
+local function free_many(nodes, now, qs, ws)
   if #nodes == 0 then return end
   chunked('HDEL', LEASES, nodes)
   chunked('ZREM', EXPIRY, nodes)
-  local qs = chunked('HMGET', QUAR, nodes)
-  local ws = chunked('HMGET', WM, nodes)
+  qs = qs or chunked('HMGET', QUAR, nodes)
+  ws = ws or chunked('HMGET', WM, nodes)
+  local fs = chunked('HMGET', FLOOR, nodes)
   local seq = redis.call('HINCRBY', META, 'freeseq', #nodes) - #nodes
   local hs, zq, zr, zc = {}, {}, {}, {}
   for i, node in ipairs(nodes) do
     seq = seq + 1
     push2(hs, node, seq)
-    local q, w = num(qs[i], ZERO), num(ws[i], ZERO)
+    local q, w = num(qs[i], ZERO), math.max(num(ws[i], ZERO), num(fs[i], ZERO))
     if q > now then
       push2(zq, int(q), node)
     elseif w < now then
@@ -164,16 +272,17 @@ local function free_many(nodes, now)
 end
 
 -- promote moves the nodes whose quarantine ended, and the cooling nodes whose
--- watermark passed, to where they belong at now. Only nodes that changed state
--- since the last call are touched, a few commands for all of them.
+-- fenced watermark passed, to where they belong at now. Only nodes that changed
+-- state since the last call are touched, a few commands for all of them.
 local function promote(now)
   local zr, zc = {}, {}
-  local q = redis.call('ZRANGEBYSCORE', QZ, '-inf', int(now))
+  local nows = int(now)
+  local q = redis.call('ZRANGEBYSCORE', QZ, '-inf', nows)
   if #q > 0 then
     chunked('ZREM', QZ, q)
-    local ws, ss = chunked('HMGET', WM, q), chunked('HMGET', FSEQ, q)
+    local ws, fs, ss = chunked('HMGET', WM, q), chunked('HMGET', FLOOR, q), chunked('HMGET', FSEQ, q)
     for i, node in ipairs(q) do
-      local w = num(ws[i], ZERO)
+      local w = math.max(num(ws[i], ZERO), num(fs[i], ZERO))
       if w < now then
         push2(zr, num(ss[i], 0), node)
       else
@@ -182,7 +291,7 @@ local function promote(now)
     end
     chunked('ZADD', COOL, zc)
   end
-  local c = redis.call('ZRANGEBYSCORE', COOL, '-inf', '(' .. int(now))
+  local c = redis.call('ZRANGEBYSCORE', COOL, '-inf', '(' .. nows)
   if #c > 0 then
     chunked('ZREM', COOL, c)
     local ss = chunked('HMGET', FSEQ, c)
@@ -196,9 +305,9 @@ end
 local function add_nodes(from, to, now)
   if to <= from then return end
   local known = redis.call('HLEN', LEASES) + redis.call('HLEN', WM) + redis.call('HLEN', QUAR) +
-    redis.call('ZCARD', READY) + redis.call('ZCARD', COOL) + redis.call('ZCARD', QZ)
+    redis.call('HLEN', FLOOR) + redis.call('ZCARD', READY) + redis.call('ZCARD', COOL) + redis.call('ZCARD', QZ)
   if from == 0 and known > 0 then
-    -- A store without a sentinel but with state left (evicted meta): keep what is known.
+    -- A store without a generation but with state left (evicted meta): keep what is known.
     for i = from, to - 1 do
       local node = int(i)
       if not is_held(node) and not redis.call('ZSCORE', READY, node)
@@ -220,4 +329,19 @@ local function add_nodes(from, to, now)
   end
   chunked('ZADD', READY, z)
   chunked('HSET', FSEQ, h)
+end
+
+-- generation returns the stored generation as a reply: {id, number, origin, at}.
+local function generation()
+  local g = redis.call('HMGET', META, 'gen', 'gen:number', 'gen:origin', 'gen:at')
+  return {g[1], num(g[2], 0), g[3], num(g[4], ZERO)}
+end
+
+-- old_layout returns an error reply when the keys were written by a build before
+-- generations (lease records of another format): they are not read.
+local function old_layout()
+  if redis.call('HEXISTS', META, 'sentinel') == 1 then
+    return redis.error_reply('IDKOLDLAYOUT')
+  end
+  return nil
 end

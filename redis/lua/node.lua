@@ -1,5 +1,10 @@
--- node: ARGV node ID. Returns {pool size, lease record, watermark, quarantined until}
--- with false for what is missing.
+-- node: ARGV node ID. Returns {pool size (0 without a generation), lease record,
+-- watermark, floor, quarantined until, last token, restorable} with false for what
+-- is missing.
 local node = ARGV[1]
-return {num(redis.call('HGET', META, 'nodes'), 0), redis.call('HGET', LEASES, node),
-        redis.call('HGET', WM, node), redis.call('HGET', QUAR, node)}
+local pool = 0
+if redis.call('HEXISTS', META, 'gen') == 1 then
+  pool = num(redis.call('HGET', META, 'nodes'), 0)
+end
+return {pool, redis.call('HGET', LEASES, node), redis.call('HGET', WM, node), redis.call('HGET', FLOOR, node),
+        redis.call('HGET', QUAR, node), redis.call('HGET', LASTTOK, node), redis.call('SISMEMBER', RESTORABLE, node)}

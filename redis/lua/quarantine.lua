@@ -1,17 +1,16 @@
--- quarantine: ARGV sentinel, now, until, node IDs...
+-- quarantine: ARGV guard (1-4), now, until, node IDs...
 -- Returns 0, or an error reply IDKINVALID <node> for a node outside the pool.
-local err = check_sentinel(ARGV[1])
+local now, err = guard()
 if err then return err end
-local now = clock(ARGV[2])
-local untl = tonumber(ARGV[3])
+local untl = tonumber(ARGV[6])
 local pool = num(redis.call('HGET', META, 'nodes'), 0)
-for i = 4, #ARGV do
+for i = 7, #ARGV do
   local n = tonumber(ARGV[i])
   if n == nil or n < 0 or n >= pool then
     return redis.error_reply('IDKINVALID ' .. ARGV[i])
   end
 end
-for i = 4, #ARGV do
+for i = 7, #ARGV do
   local node = ARGV[i]
   if quarantined_until(node) < untl then
     redis.call('HSET', QUAR, node, int(untl))

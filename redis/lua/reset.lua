@@ -1,23 +1,21 @@
--- reset: ARGV now, nodes, until, min fence, old sentinel, new sentinel.
--- Returns {sentinel, recovered}.
+-- reset: ARGV now, nodes, until, min fence, seen generation ID, seen generation
+-- number, new generation ID. Returns {id, number, origin, at, new generation}.
+local err = old_layout()
+if err then return err end
 local now = clock(ARGV[1])
 local n = tonumber(ARGV[2])
 local untl = tonumber(ARGV[3])
-local minfence = tonumber(ARGV[4])
-local cur = redis.call('HGET', META, 'sentinel')
-if minfence > fence() then
-  redis.call('HSET', META, 'fence', int(minfence))
+if tonumber(ARGV[4]) > fence() then
+  redis.call('HSET', META, 'fence', ARGV[4])
 end
-if cur and cur ~= ARGV[5] then
-  return {cur, 0}
-end
-redis.call('HSET', META, 'sentinel', ARGV[6])
+redis.call('HSETNX', META, 'fence', 0)
 local stored = num(redis.call('HGET', META, 'nodes'), 0)
 if n < stored then n = stored end
 redis.call('HSET', META, 'nodes', int(n))
 
 -- Every node is visited once, reading whole hashes and writing in bulk: the pool
--- can be large and this runs while the registry waits.
+-- can be large and this runs while the registry waits. Every node's floor and
+-- quarantine rise to until and it becomes restorable; the free ones are filed anew.
 local function hash(key)
   local t, a = {}, redis.call('HGETALL', key)
   for i = 1, #a, 2 do t[a[i]] = a[i + 1] end
@@ -25,21 +23,22 @@ local function hash(key)
 end
 local held = {}
 for _, node in ipairs(redis.call('HKEYS', LEASES)) do held[node] = true end
-local wms, qs, seqs = hash(WM), hash(QUAR), hash(FSEQ)
+local wms, fls, qs, seqs = hash(WM), hash(FLOOR), hash(QUAR), hash(FSEQ)
 local nextseq = num(redis.call('HGET', META, 'freeseq'), 0)
-local hw, hq, hs, zq, zr, zc = {}, {}, {}, {}, {}, {}
+local hf, hq, hs, sr, zq, zr, zc = {}, {}, {}, {}, {}, {}, {}
 for i = 0, n - 1 do
   local node = int(i)
-  local w = num(wms[node], ZERO)
-  if w < untl then
-    w = untl
-    push2(hw, node, int(untl))
+  local f = num(fls[node], ZERO)
+  if f < untl then
+    f = untl
+    push2(hf, node, int(untl))
   end
   local q = num(qs[node], ZERO)
   if q < untl then
     q = untl
     push2(hq, node, int(untl))
   end
+  sr[#sr + 1] = node
   if not held[node] then
     local seq = num(seqs[node], nil)
     if not seq then
@@ -47,6 +46,7 @@ for i = 0, n - 1 do
       seq = nextseq
       push2(hs, node, seq)
     end
+    local w = math.max(num(wms[node], ZERO), f)
     if q > now then
       push2(zq, int(q), node)
     elseif w < now then
@@ -58,10 +58,21 @@ for i = 0, n - 1 do
 end
 redis.call('HSET', META, 'freeseq', int(nextseq))
 redis.call('DEL', READY, COOL, QZ)
-chunked('HSET', WM, hw)
+chunked('HSET', FLOOR, hf)
 chunked('HSET', QUAR, hq)
 chunked('HSET', FSEQ, hs)
+chunked('SADD', RESTORABLE, sr)
 chunked('ZADD', QZ, zq)
 chunked('ZADD', READY, zr)
 chunked('ZADD', COOL, zc)
-return {ARGV[6], 1}
+
+local cur = redis.call('HMGET', META, 'gen', 'gen:number')
+if not cur[1] or cur[1] == ARGV[5] then
+  local number = math.max(num(cur[2], 0), tonumber(ARGV[6])) + 1
+  redis.call('HSET', META, 'gen', ARGV[7], 'gen:number', int(number), 'gen:origin', 'recovered', 'gen:at', int(now))
+  return {ARGV[7], number, 'recovered', now, 1}
+end
+redis.call('HSET', META, 'gen:origin', 'recovered', 'gen:at', int(now))
+local g = generation()
+g[5] = 0
+return g

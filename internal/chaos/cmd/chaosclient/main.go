@@ -42,7 +42,12 @@ type options struct {
 	backoffMin, backoffMax    time.Duration
 	openTimeout, maxBackward  time.Duration
 	logLevel                  string
+	twin                      bool
 }
+
+// twinStart is the start time every --twin process claims: one image's
+// containers, all PID 1, started in the same 10 ms clock tick.
+var twinStart = time.Date(2026, 11, 30, 6, 0, 0, 0, time.UTC)
 
 func main() {
 	var o options
@@ -66,6 +71,7 @@ func main() {
 	flag.DurationVar(&o.openTimeout, "open-timeout", 30*time.Second, "how long one Open may retry before the slot starts a new session")
 	flag.DurationVar(&o.maxBackward, "max-backward-step", 0, "client.Config.MaxBackwardStep (0: the library's default)")
 	flag.StringVar(&o.logLevel, "log-level", "warn", "level of the library's logs on stderr")
+	flag.BoolVar(&o.twin, "twin", false, "every session of every --twin process claims one machine ID, PID 1 and one start time: only the library's instance tells them apart")
 	flag.Parse()
 	o.apiKey = os.Getenv("CHAOS_API_KEY")
 	if err := run(o); err != nil {
@@ -159,6 +165,9 @@ func (c *proc) session(ctx context.Context, slot, gen int, ids *history.IDWriter
 		PID:       os.Getpid(),
 		StartedAt: c.started,
 	}
+	if c.o.twin {
+		req = idkeeper.Requester{MachineID: "chaos-twin-image", PID: 1, StartedAt: twinStart}
+	}
 	fatal := make(chan error, 1)
 	cfg := client.Config{
 		ServerURL:         c.o.server,
@@ -194,7 +203,7 @@ func (c *proc) session(ctx context.Context, slot, gen int, ids *history.IDWriter
 		return nil
 	}
 	l := s.Layout()
-	c.record(history.Event{Ev: history.EvAcquired, S: slot, G: gen, Req: req.Key(), Off: ids.Off(),
+	c.record(history.Event{Ev: history.EvAcquired, S: slot, G: gen, Req: s.Requester().Key(), Off: ids.Off(),
 		Leases: leases(s.Leases()),
 		Layout: &history.Layout{EpochMs: l.EpochMillis(), TimestampBits: l.TimestampBits, NodeBits: l.NodeBits, SequenceBits: l.SequenceBits}})
 

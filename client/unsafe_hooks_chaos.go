@@ -5,6 +5,8 @@ package client
 import (
 	"os"
 	"time"
+
+	"github.com/idkeeper/idkeeper"
 )
 
 // This build is for the fault-injection suite's negative control only (see
@@ -20,4 +22,16 @@ func mintWindow(nb, ex time.Time) (time.Time, time.Time) {
 		return time.Time{}, time.Time{}
 	}
 	return nb, ex
+}
+
+// unsafeNoInstance, set by IDKEEPER_UNSAFE_NO_INSTANCE=1 at process start, gives
+// every session an empty instance: sessions with equal machine ID, PID and start
+// time then share one requester, as before DESIGN §3 was amended.
+var unsafeNoInstance = os.Getenv("IDKEEPER_UNSAFE_NO_INSTANCE") == "1"
+
+func sessionInstance() string {
+	if unsafeNoInstance {
+		return ""
+	}
+	return idkeeper.NewInstance()
 }
