@@ -75,6 +75,8 @@ type Registry struct {
 	clockSkew atomic.Int64 // store − own, ns, last measured
 	touched   sync.Map     // API key ID → time.Time of the last TouchAPIKey
 
+	skew skewBook // per requester: the clock-skew record and warning budget (skew.go)
+
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
