@@ -47,6 +47,10 @@ const (
 	CodeIdempotencyInProgress Code = "IDEMPOTENCY_REQUEST_IN_PROGRESS"
 	// CodeIdempotencyKeyReused (422): the key was first used for another request.
 	CodeIdempotencyKeyReused Code = "IDEMPOTENCY_KEY_REUSED_WITH_DIFFERENT_REQUEST"
+	// CodeIdempotencyRecordsExhausted (429, Retry-After): the caller holds as many
+	// idempotency records as the service keeps for one caller; a new key is refused
+	// until one of them lapses. The problem carries maxRecords.
+	CodeIdempotencyRecordsExhausted Code = "IDEMPOTENCY_RECORDS_EXHAUSTED"
 )
 
 // Error codes of the ID gateway (package gateway).
@@ -83,6 +87,8 @@ func (c Code) Status() int {
 		return 415
 	case CodeIdempotencyKeyReused:
 		return 422
+	case CodeIdempotencyRecordsExhausted:
+		return 429
 	case CodeStoreUnavailable, CodeNotReady, CodeIssuingUnavailable, CodeStoreNotInitialised, CodeStoreRecovering,
 		CodeStoreClockSkew:
 		return 503

@@ -2,12 +2,16 @@ package bolt_test
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
 
+	bbolt "go.etcd.io/bbolt"
+
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/bolt"
+	"github.com/idkeeper/idkeeper/idempotency"
 	"github.com/idkeeper/idkeeper/internal/fakeclock"
 	"github.com/idkeeper/idkeeper/internal/idemtest"
 )
@@ -21,6 +25,9 @@ func openIdempotency(t testing.TB, path string, clock idkeeper.Clock) *bolt.Idem
 	t.Cleanup(func() { s.Close() })
 	return s
 }
+
+// The store counts records, so the contract suite runs its cap and Stats cases.
+var _ idempotency.CountingStore = (*bolt.IdempotencyStore)(nil)
 
 func TestIdempotencyContract(t *testing.T) {
 	idemtest.Run(t, func(t *testing.T, clock idkeeper.Clock) idkeeper.IdempotencyStore {
@@ -108,4 +115,38 @@ func TestIdempotencyOpenLockedFile(t *testing.T) {
 		}
 		t.Fatalf("second OpenIdempotency: %v, want ErrLocked", err)
 	}
+}
+
+// TestIdempotencyRecordFormats: records of format 1 (before records were
+// counted: no "v") and of a newer format, as idemtest.RecordFormats wants them.
+func TestIdempotencyRecordFormats(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "idempotency.db")
+	clock := fakeclock.New(idemtest.T0)
+	now := idemtest.T0.UnixMilli()
+	db, err := bbolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	records := map[string]string{
+		"old-done":    fmt.Sprintf(`{"state":2,"fingerprint":"fp","status":201,"header":{"Content-Type":["text/plain"]},"body":"eA==","createdAt":%d,"expiresAt":%d}`, now, now+3600_000),
+		"old-running": fmt.Sprintf(`{"state":1,"fingerprint":"fp","token":"t-old","createdAt":%d,"lockedUntil":%d,"expiresAt":%d}`, now, now+60_000, now+60_000),
+		"newer":       fmt.Sprintf(`{"v":3,"state":2,"fingerprint":"fp","status":200,"body":"eA==","createdAt":%d,"expiresAt":%d}`, now, now+3600_000),
+	}
+	err = db.Update(func(tx *bbolt.Tx) error {
+		recs, err := tx.CreateBucketIfNotExists([]byte("idempotency"))
+		if err != nil {
+			return err
+		}
+		for scope, v := range records {
+			if err := recs.Put([]byte(scope), []byte(v)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil || db.Close() != nil {
+		t.Fatal(err)
+	}
+	s := openIdempotency(t, path, clock.Now)
+	idemtest.RecordFormats(t, s, clock)
 }

@@ -75,14 +75,15 @@ func parseQuery(raw string) (format, error) {
 
 var errTooLarge = idkeeper.Errorf(idkeeper.CodeBodyTooLarge, "the request body is larger than %d bytes", MaxBodyBytes)
 
-// readBody reads r into buf[:0], growing it as needed, up to MaxBodyBytes.
+// readBody reads r into buf[:0], growing it as needed, up to MaxBodyBytes: it
+// reads at most MaxBodyBytes+1 bytes, the one more telling a body too large.
 func readBody(r io.Reader, buf []byte) ([]byte, error) {
 	buf = buf[:0]
 	for {
 		if len(buf) == cap(buf) {
 			buf = slices.Grow(buf, 512)
 		}
-		n, err := r.Read(buf[len(buf):cap(buf)])
+		n, err := r.Read(buf[len(buf):min(cap(buf), MaxBodyBytes+1)])
 		buf = buf[:len(buf)+n]
 		if len(buf) > MaxBodyBytes {
 			return buf, errTooLarge

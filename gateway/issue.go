@@ -1,11 +1,15 @@
 package gateway
 
 import (
+	"bytes"
+	"io"
 	"net/http"
 	"slices"
 	"strconv"
 	"sync"
 
+	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/idempotency"
 	"github.com/idkeeper/idkeeper/internal/problem"
 )
 
@@ -36,31 +40,70 @@ func putBuffers(b *buffers) {
 	bufferPool.Put(b)
 }
 
-// issue serves POST /v1/ids.
-func (s *Server) issue(w http.ResponseWriter, r *http.Request) {
-	f, err := parseQuery(r.URL.RawQuery)
-	if err != nil {
-		writeProblem(w, err)
-		return
+// admit checks a POST /v1/ids: the query, the media type, the size of the body
+// (refused unread when Content-Length declares more than MaxBodyBytes, and never
+// read past MaxBodyBytes+1 bytes), then the body itself, read into b.body. It
+// returns the count and format asked for, or the error to answer.
+func (s *Server) admit(r *http.Request, b *buffers) (count int, f format, err error) {
+	if f, err = parseQuery(r.URL.RawQuery); err != nil {
+		return 0, 0, err
 	}
 	if err := problem.CheckJSONContentType(r.Header.Get("Content-Type")); err != nil {
-		writeProblem(w, err)
-		return
+		return 0, 0, err
 	}
 	if r.ContentLength > MaxBodyBytes {
-		writeProblem(w, errTooLarge)
-		return
+		return 0, 0, errTooLarge
 	}
+	if b.body, err = readBody(r.Body, b.body); err != nil {
+		return 0, 0, err
+	}
+	if count, err = decodeCount(b.body, s.maxCount); err != nil {
+		return 0, 0, err
+	}
+	return count, f, nil
+}
+
+// refuse answers a request that admit refused. A 413 closes the connection, so
+// that net/http does not read the rest of the body to reuse it.
+func refuse(w http.ResponseWriter, err error) {
+	if idkeeper.ErrorCode(err) == idkeeper.CodeBodyTooLarge {
+		w.Header().Set("Connection", "close")
+	}
+	writeProblem(w, err)
+}
+
+// admitted passes to next (the idempotency layer) only the POST /v1/ids that
+// admit accepts, with the body it read; it answers the others itself. So a
+// malformed request claims no Idempotency-Key and leaves no record, and the layer
+// never reads more than the MaxBodyBytes that admit did. A request without the
+// header goes to next as it is: the layer reads no body of it, and issue checks it.
+func (s *Server) admitted(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, keyed := r.Header[idempotency.HeaderKey]; !keyed {
+			next.ServeHTTP(w, r)
+			return
+		}
+		b := bufferPool.Get().(*buffers)
+		defer putBuffers(b)
+		if _, _, err := s.admit(r, b); err != nil {
+			refuse(w, err)
+			return
+		}
+		checked := r.WithContext(r.Context()) // a shallow copy: handlers leave r alone
+		checked.Body = io.NopCloser(bytes.NewReader(b.body))
+		checked.ContentLength = int64(len(b.body))
+		next.ServeHTTP(w, checked)
+	})
+}
+
+// issue serves POST /v1/ids. Behind the idempotency layer it checks the request
+// again; admitted has read the same body already, so it passes.
+func (s *Server) issue(w http.ResponseWriter, r *http.Request) {
 	b := bufferPool.Get().(*buffers)
 	defer putBuffers(b)
-	b.body, err = readBody(r.Body, b.body)
+	count, f, err := s.admit(r, b)
 	if err != nil {
-		writeProblem(w, err)
-		return
-	}
-	count, err := decodeCount(b.body, s.maxCount)
-	if err != nil {
-		writeProblem(w, err)
+		refuse(w, err)
 		return
 	}
 	b.ids = slices.Grow(b.ids[:0], count)[:count]

@@ -143,6 +143,11 @@ func (e *env) serve(h http.Handler, c call) *httptest.ResponseRecorder {
 	if c.caller != "" {
 		r.Header.Set("X-Caller", c.caller)
 	}
+	return e.serve0(h, r)
+}
+
+// serve0 serves r as it is.
+func (e *env) serve0(h http.Handler, r *http.Request) *httptest.ResponseRecorder {
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, r)
 	return w
@@ -151,7 +156,8 @@ func (e *env) serve(h http.Handler, c call) *httptest.ResponseRecorder {
 // wantRun checks a response that ran the operation (run n) now.
 func (e *env) wantRun(w *httptest.ResponseRecorder, status int, n int64) {
 	e.Helper()
-	if w.Code != status || w.Header().Get(idempotency.HeaderReplayed) != "" || w.Header().Get("X-Run") != strconv.FormatInt(n, 10) {
+	if w.Code != status || w.Header().Get(idempotency.HeaderReplayed) != "" || w.Header().Get("X-Run") != strconv.FormatInt(n, 10) ||
+		!jsonHeaders(w.Header()) {
 		e.Fatalf("got %d %v %s; want run %d, status %d, not replayed", w.Code, w.Header(), w.Body, n, status)
 	}
 }
@@ -162,9 +168,15 @@ func (e *env) wantReplay(w *httptest.ResponseRecorder, status int, n int64) {
 	h := w.Header()
 	if w.Code != status || h.Get(idempotency.HeaderReplayed) != "true" || h.Get("X-Run") != "" ||
 		h.Get("Content-Type") != "application/json" || h.Get("Location") != "/v1/ids/"+strconv.FormatInt(n, 10) ||
-		!strings.HasPrefix(w.Body.String(), fmt.Sprintf(`{"run":%d,`, n)) {
+		!strings.HasPrefix(w.Body.String(), fmt.Sprintf(`{"run":%d,`, n)) || !jsonHeaders(h) || h.Get(idempotency.HeaderEncoding) != "" {
 		e.Fatalf("got %d %v %s; want a replay of run %d with status %d", w.Code, h, w.Body, n, status)
 	}
+}
+
+// jsonHeaders reports whether h has the headers every answer carries, fresh or
+// replayed (see problem.SetHeaders).
+func jsonHeaders(h http.Header) bool {
+	return h.Get("Cache-Control") == "no-store" && h.Get("X-Content-Type-Options") == "nosniff"
 }
 
 func (e *env) wantProblem(w *httptest.ResponseRecorder, status int, code idkeeper.Code) {

@@ -15,15 +15,31 @@
 //   - a request without a key, where one is required, gets 400
 //     IDEMPOTENCY_KEY_REQUIRED; a malformed key 400 IDEMPOTENCY_KEY_INVALID.
 //
-// Which responses are stored: every status below 500 except 408, 425 and 429
-// (see Replayable). A 5xx, 408, 425 or 429 means "not done, try again": it is sent
-// but not stored, and the key is free again at once. Handlers must therefore
-// answer 5xx only when the operation had no effect that a retry would repeat
-// (the gateway drops the IDs of a failed request, DESIGN §5).
+// Which responses are stored (see Replayable): every status below 500 that says
+// what the operation did, failures included (a 409 is replayed like a 200). Not
+// stored, so that the key is free again at once:
+//
+//   - a 5xx, 408, 425 or 429: "not done, try again";
+//   - a 400, 411, 413, 414, 415, 422 or 431: the request itself is malformed. The
+//     same request gets the same answer whenever it is sent, so there is nothing
+//     to remember, and a corrected request may use the key.
+//
+// Handlers must therefore answer those statuses only when the operation had no
+// effect that a retry would repeat (the gateway drops the IDs of a failed request,
+// DESIGN §5, and checks a request before the key is claimed).
 //
 // Records live in an idkeeper.IdempotencyStore (bolt for one process, redis for
 // several), never only in memory, for Config.TTL after completion (24 h by
 // default). The decisions are the Service's (Do); Wrap is the HTTP layer over it.
+//
+// # Bounds
+//
+// Wrap reads at most Config.MaxBody bytes of a body (MaxBody lowers it for one
+// operation). With Config.MaxRecords, a caller of an operation holds at most that
+// many records: a request with a new key beyond it gets 429
+// IDEMPOTENCY_RECORDS_EXHAUSTED with Retry-After, counted atomically by the store
+// (CountingStore). A Codec stores an operation's answers compactly. Collector
+// exports the store's records and bytes.
 //
 // # Crashes and late answers
 //
@@ -50,6 +66,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/idkeeper/idkeeper"
@@ -63,6 +80,9 @@ const (
 	CodeKeyInvalid  = idkeeper.CodeIdempotencyKeyInvalid  // 400 IDEMPOTENCY_KEY_INVALID
 	CodeInProgress  = idkeeper.CodeIdempotencyInProgress  // 409 IDEMPOTENCY_REQUEST_IN_PROGRESS
 	CodeKeyReused   = idkeeper.CodeIdempotencyKeyReused   // 422 IDEMPOTENCY_KEY_REUSED_WITH_DIFFERENT_REQUEST
+	// CodeRecordsExhausted (429, Retry-After): the caller holds Config.MaxRecords
+	// records; the problem carries maxRecords and retryAfter (seconds).
+	CodeRecordsExhausted = idkeeper.CodeIdempotencyRecordsExhausted // 429 IDEMPOTENCY_RECORDS_EXHAUSTED
 )
 
 // Defaults for zero Config fields.
@@ -99,8 +119,17 @@ type Config struct {
 	// without a key; otherwise such a request runs without idempotency.
 	Required bool
 	// MaxBody is the largest request body Wrap reads to fingerprint, in bytes; a
-	// larger one gets 413 BODY_TOO_LARGE. Default DefaultMaxBody.
+	// larger one gets 413 BODY_TOO_LARGE. Default DefaultMaxBody. The MaxBody
+	// Option lowers it for one operation.
 	MaxBody int64
+	// MaxRecords caps the live records of one caller of one operation (in-flight
+	// markers and stored answers): a request with a key that has no record, from a
+	// caller that holds MaxRecords, gets 429 IDEMPOTENCY_RECORDS_EXHAUSTED with
+	// Retry-After until the caller's earliest record lapses. Requests whose key has
+	// a record (replays, 409, 422) are answered as usual. Wrap's caller is its
+	// caller function's; Do counts only with OwnedBy. 0: no cap. It needs a store
+	// that is a CountingStore (bolt and redis are).
+	MaxRecords int
 	// ReplayHeaders are the response headers stored with a result and replayed.
 	// Default DefaultReplayHeaders.
 	ReplayHeaders []string
@@ -112,22 +141,35 @@ type Config struct {
 // to HTTP handlers (Wrap). It is safe for concurrent use; any number of Services,
 // in any number of processes, may share a store.
 type Service struct {
-	store    idkeeper.IdempotencyStore
-	ttl      time.Duration
-	lockFor  time.Duration
-	required bool
-	maxBody  int64
-	replay   []string // canonical header names
-	log      *slog.Logger
+	store      idkeeper.IdempotencyStore
+	counting   CountingStore // nil when store is not one
+	ttl        time.Duration
+	lockFor    time.Duration
+	required   bool
+	maxBody    int64
+	maxRecords int
+	replay     []string // canonical header names
+	log        *slog.Logger
+	m          *serviceMetrics
 }
 
 // New returns a Service over store. It does no I/O. Negative or sub-millisecond
-// durations and a negative MaxBody are an error.
+// durations, a negative MaxBody or MaxRecords, MaxRecords with a store that is not
+// a CountingStore, and a replay header that is not a valid field name are an
+// error.
 func New(store idkeeper.IdempotencyStore, cfg Config) (*Service, error) {
 	if store == nil {
 		return nil, errors.New("idempotency: no store")
 	}
-	s := &Service{store: store, ttl: cfg.TTL, lockFor: cfg.LockFor, required: cfg.Required, maxBody: cfg.MaxBody, log: cfg.Logger}
+	s := &Service{store: store, ttl: cfg.TTL, lockFor: cfg.LockFor, required: cfg.Required, maxBody: cfg.MaxBody,
+		maxRecords: cfg.MaxRecords, log: cfg.Logger, m: newServiceMetrics()}
+	s.counting, _ = store.(CountingStore)
+	switch {
+	case s.maxRecords < 0:
+		return nil, fmt.Errorf("idempotency: MaxRecords %d is negative", s.maxRecords)
+	case s.maxRecords > 0 && s.counting == nil:
+		return nil, fmt.Errorf("idempotency: MaxRecords needs a store that counts records; %T does not", store)
+	}
 	for _, d := range []struct {
 		name string
 		v    *time.Duration
@@ -151,6 +193,9 @@ func New(store idkeeper.IdempotencyStore, cfg Config) (*Service, error) {
 		names = DefaultReplayHeaders
 	}
 	for _, n := range names {
+		if !validFieldName(n) {
+			return nil, fmt.Errorf("idempotency: replay header %q is not a valid field name", n)
+		}
 		s.replay = append(s.replay, http.CanonicalHeaderKey(n))
 	}
 	if s.log == nil {
@@ -164,6 +209,9 @@ func (s *Service) TTL() time.Duration { return s.ttl }
 
 // Required reports whether Wrap requires a key.
 func (s *Service) Required() bool { return s.required }
+
+// MaxRecords is the cap on one caller's records; 0 for none.
+func (s *Service) MaxRecords() int { return s.maxRecords }
 
 // Response is the outcome of an operation: what is sent, and, when Replayable,
 // stored (Header reduced to the replayable headers).
@@ -181,11 +229,20 @@ type Result struct {
 }
 
 // Replayable reports whether a response with status is stored and replayed: every
-// status below 500 except 408 Request Timeout, 425 Too Early and 429 Too Many
-// Requests, which, like a 5xx, say that the request was not carried out.
+// status below 500 except
+//
+//   - 408 Request Timeout, 425 Too Early and 429 Too Many Requests, which, like a
+//     5xx, say that the request was not carried out; and
+//   - 400 Bad Request, 411 Length Required, 413 Content Too Large, 414 URI Too
+//     Long, 415 Unsupported Media Type, 422 Unprocessable Content and 431 Request
+//     Header Fields Too Large, which say that the request is malformed: the same
+//     request gets the same answer again without a record, and the key stays free
+//     for the corrected one.
 func Replayable(status int) bool {
 	switch status {
-	case http.StatusRequestTimeout, http.StatusTooEarly, http.StatusTooManyRequests:
+	case http.StatusRequestTimeout, http.StatusTooEarly, http.StatusTooManyRequests,
+		http.StatusBadRequest, http.StatusLengthRequired, http.StatusRequestEntityTooLarge, http.StatusRequestURITooLong,
+		http.StatusUnsupportedMediaType, http.StatusUnprocessableEntity, http.StatusRequestHeaderFieldsTooLarge:
 		return false
 	}
 	return status < 500
@@ -194,44 +251,109 @@ func Replayable(status int) bool {
 // Do runs fn unless scope holds a live record, and returns what this request
 // gets, following the rules of the package doc: fn's
 // Response (Replayed false), or the stored one (Replayed true), or an error with
-// code CodeInProgress or CodeKeyReused, or STORE_UNAVAILABLE when the store fails
-// (fn has not run, or its Response could not be stored and must not be sent).
+// code CodeInProgress, CodeKeyReused or CodeRecordsExhausted, or STORE_UNAVAILABLE
+// when the store fails (fn has not run, or its Response could not be stored and
+// must not be sent).
 //
 // scope is usually Scope(caller, operation, key) and fingerprint a Fingerprint.
 // fn gets ctx. Do waits for fn and stores its Response (when Replayable) even if
 // ctx has been cancelled meanwhile. If fn panics, the key is freed and the panic
-// goes on.
-func (s *Service) Do(ctx context.Context, scope, fingerprint string, fn func(context.Context) Response) (Result, error) {
-	token := newToken()
-	rec, started, err := s.store.Begin(ctx, scope, fingerprint, token, s.lockFor)
-	if err != nil {
-		return Result{}, s.storeError("begin", scope, err)
+// goes on. The options WithCodec and OwnedBy apply.
+func (s *Service) Do(ctx context.Context, scope, fingerprint string, fn func(context.Context) Response, opts ...Option) (Result, error) {
+	o := collect(opts)
+	owner := ""
+	if o.owned {
+		owner = o.owner
 	}
-	if !started {
-		return decide(rec, fingerprint)
-	}
-	resp := s.run(ctx, scope, token, fn)
-	return s.finish(ctx, scope, fingerprint, token, resp, false)
+	return s.do(ctx, s.request(owner, o.owned, o.codec, scope, fingerprint), fn)
 }
 
-// decide is the answer to a request that found rec live under its scope.
-func decide(rec *idkeeper.IdempotencyRecord, fingerprint string) (Result, error) {
+// request is one request's business with the store.
+type request struct {
+	st                 idkeeper.IdempotencyStore // where its key is claimed: capped by MaxRecords for its owner
+	again              idkeeper.IdempotencyStore // the same owner uncapped: to claim the key again once it ran
+	codec              *Codec
+	scope, fingerprint string
+}
+
+// request returns the request of owner for scope; capped says whether
+// MaxRecords applies.
+func (s *Service) request(owner string, capped bool, codec *Codec, scope, fingerprint string) request {
+	r := request{st: s.store, again: s.store, codec: codec, scope: scope, fingerprint: fingerprint}
+	if s.counting != nil {
+		r.again = s.counting.Owned(owner, 0)
+		r.st = r.again
+		if capped && s.maxRecords > 0 {
+			r.st = s.counting.Owned(owner, s.maxRecords)
+		}
+	}
+	return r
+}
+
+func (s *Service) do(ctx context.Context, req request, fn func(context.Context) Response) (Result, error) {
+	token := newToken()
+	rec, started, err := req.st.Begin(ctx, req.scope, req.fingerprint, token, s.lockFor)
+	if err != nil {
+		return Result{}, s.storeError("begin", req.scope, err)
+	}
+	if !started {
+		return s.decide(rec, req)
+	}
+	resp := s.run(ctx, req, token, fn)
+	return s.finish(ctx, req, token, resp, false)
+}
+
+// decide is the answer to req that found rec live under its scope.
+func (s *Service) decide(rec *idkeeper.IdempotencyRecord, req request) (Result, error) {
 	switch {
-	case rec.Fingerprint != fingerprint:
+	case rec.Fingerprint != req.fingerprint:
 		return Result{}, &idkeeper.Error{Code: CodeKeyReused,
 			Message: "this Idempotency-Key was used for a different request; use a new key for a new request"}
 	case rec.State == idkeeper.IdempotencyCompleted:
-		return Result{Response: Response{Status: rec.Status, Header: http.Header(rec.Header), Body: rec.Body}, Replayed: true}, nil
+		resp, err := s.stored(rec, req.codec)
+		if err != nil {
+			return Result{}, err
+		}
+		return Result{Response: resp, Replayed: true}, nil
 	}
 	return Result{}, &idkeeper.Error{Code: CodeInProgress,
 		Message: "a request with this Idempotency-Key is still running; retry later with the same key"}
 }
 
+// stored is the response a completed record holds, its body decoded when a Codec
+// encoded it. A record this Service cannot decode is never replayed as it is
+// stored: it is a STORE_UNAVAILABLE Error (a newer build may have written it).
+func (s *Service) stored(rec *idkeeper.IdempotencyRecord, codec *Codec) (Response, error) {
+	enc := rec.Header[HeaderEncoding]
+	if enc == nil {
+		return Response{Status: rec.Status, Header: http.Header(rec.Header), Body: rec.Body}, nil
+	}
+	var err error
+	switch {
+	case len(enc) != 1 || codec == nil || enc[0] != codec.Name:
+		err = fmt.Errorf("the stored answer has the encoding %q, which this operation does not read", enc)
+	default:
+		var body []byte
+		if body, err = codec.Decode(rec.Body); err == nil {
+			h := make(http.Header, len(rec.Header)-1)
+			for name, v := range rec.Header {
+				if name != HeaderEncoding {
+					h[name] = v
+				}
+			}
+			return Response{Status: rec.Status, Header: h, Body: body}, nil
+		}
+	}
+	s.log.Error("idempotency store: cannot read a stored answer", "scope", rec.Scope, "err", err)
+	return Response{}, &idkeeper.Error{Code: idkeeper.CodeStoreUnavailable,
+		Message: "the stored answer of this Idempotency-Key cannot be read by this server; retry later with the same key", Err: err}
+}
+
 // run calls fn; if fn panics it frees the key and panics on.
-func (s *Service) run(ctx context.Context, scope, token string, fn func(context.Context) Response) Response {
+func (s *Service) run(ctx context.Context, req request, token string, fn func(context.Context) Response) Response {
 	defer func() {
 		if p := recover(); p != nil {
-			s.abort(ctx, scope, token)
+			s.abort(ctx, req, token)
 			panic(p)
 		}
 	}()
@@ -245,50 +367,72 @@ func (s *Service) run(ctx context.Context, scope, token string, fn func(context.
 // finish stores resp under token's marker, or frees the key for a response that
 // is not replayable, and returns what the request gets. again is set on the
 // second attempt, after the marker was lost once.
-func (s *Service) finish(ctx context.Context, scope, fingerprint, token string, resp Response, again bool) (Result, error) {
+func (s *Service) finish(ctx context.Context, req request, token string, resp Response, again bool) (Result, error) {
 	if !Replayable(resp.Status) {
-		s.abort(ctx, scope, token)
+		s.abort(ctx, req, token)
 		return Result{Response: resp}, nil
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 	defer cancel()
-	err := s.store.Complete(sctx, scope, token, idkeeper.IdempotencyResult{Status: resp.Status, Header: s.replayable(resp.Header), Body: resp.Body}, s.ttl)
+	err := req.st.Complete(sctx, req.scope, token, s.result(resp, req.codec), s.ttl)
 	switch {
 	case err == nil:
+		s.m.stored.Inc()
 		return Result{Response: resp}, nil
 	case errors.Is(err, idkeeper.ErrIdempotencyMarkerLost) && !again:
 		// The marker lapsed while fn ran, so another request may have run too.
 		// Our response is unsent: answer what the store holds now, or claim the
-		// key afresh and store ours.
-		s.log.Warn("idempotent request outlived its lock; settling with the store", "scope", scope, "lockFor", s.lockFor)
+		// key afresh and store ours. The cap does not refuse that claim: the
+		// request was admitted, and its operation has run.
+		s.log.Warn("idempotent request outlived its lock; settling with the store", "scope", req.scope, "lockFor", s.lockFor)
 		token = newToken()
-		rec, started, err := s.store.Begin(sctx, scope, fingerprint, token, s.lockFor)
+		req.st = req.again
+		rec, started, err := req.st.Begin(sctx, req.scope, req.fingerprint, token, s.lockFor)
 		if err != nil {
-			return Result{}, s.storeError("begin", scope, err)
+			return Result{}, s.storeError("begin", req.scope, err)
 		}
 		if !started {
-			return decide(rec, fingerprint)
+			return s.decide(rec, req)
 		}
-		return s.finish(ctx, scope, fingerprint, token, resp, true)
+		return s.finish(ctx, req, token, resp, true)
 	}
 	// Unstored, the response must not be sent: a retry could get another one.
-	s.abort(ctx, scope, token)
-	return Result{}, s.storeError("complete", scope, err)
+	s.abort(ctx, req, token)
+	return Result{}, s.storeError("complete", req.scope, err)
+}
+
+// result is what Complete stores of resp: the replayable headers and the body,
+// encoded by codec when it takes it (the header map then names the encoding).
+func (s *Service) result(resp Response, codec *Codec) idkeeper.IdempotencyResult {
+	res := idkeeper.IdempotencyResult{Status: resp.Status, Header: s.replayable(resp.Header), Body: resp.Body}
+	if codec != nil {
+		if b, ok := codec.Encode(resp.Status, resp.Header, resp.Body); ok {
+			if res.Header == nil {
+				res.Header = map[string][]string{}
+			}
+			res.Header[HeaderEncoding] = []string{codec.Name}
+			res.Body = b
+		}
+	}
+	return res
 }
 
 // abort frees token's marker; when that fails the marker lapses after LockFor.
-func (s *Service) abort(ctx context.Context, scope, token string) {
+func (s *Service) abort(ctx context.Context, req request, token string) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 	defer cancel()
-	if err := s.store.Abort(sctx, scope, token); err != nil {
+	if err := req.st.Abort(sctx, req.scope, token); err != nil {
 		s.log.Warn("idempotency store: cannot free a key; it stays locked until its marker lapses",
-			"scope", scope, "lockFor", s.lockFor, "err", err)
+			"scope", req.scope, "lockFor", s.lockFor, "err", err)
 	}
 }
 
 func (s *Service) storeError(op, scope string, err error) error {
 	var e *idkeeper.Error
 	if errors.As(err, &e) {
+		if e.Code == CodeRecordsExhausted {
+			return s.exhausted(e)
+		}
 		return err
 	}
 	if !errors.Is(err, context.Canceled) {
@@ -296,6 +440,33 @@ func (s *Service) storeError(op, scope string, err error) error {
 	}
 	return &idkeeper.Error{Code: idkeeper.CodeStoreUnavailable,
 		Message: "the idempotency store is unavailable; retry later with the same key", Err: err}
+}
+
+// exhausted is the client's error for the store's refusal e of a new record.
+func (s *Service) exhausted(e *idkeeper.Error) error {
+	s.m.exhausted.Inc()
+	limit, _ := e.Details["maxRecords"].(int)
+	retry, _ := e.Details["retryAfter"].(int)
+	retry = max(retry, 1)
+	return &idkeeper.Error{Code: CodeRecordsExhausted,
+		Message: fmt.Sprintf("this client holds %d Idempotency-Key records, the most this server keeps for one client "+
+			"(a record is kept %v after its request); retry in %d s, or use fewer new keys", limit, s.ttl, retry),
+		Details: map[string]any{"maxRecords": limit, "retryAfter": retry}, Err: e}
+}
+
+// validFieldName reports whether name is an HTTP field name (an RFC 9110 token).
+func validFieldName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0 {
+			continue
+		}
+		return false
+	}
+	return true
 }
 
 // replayable is h reduced to the headers the Service replays.

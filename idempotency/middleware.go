@@ -3,9 +3,9 @@ package idempotency
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -27,19 +27,33 @@ const MaxOperationLen = 128
 //
 // GET, HEAD, OPTIONS and TRACE requests go to next untouched. For others, Wrap
 // reads the key (exactly one Idempotency-Key field line; see ParseKey) and the
-// body (up to Config.MaxBody), fingerprints method, Target and body, and calls Do.
-// next runs with the body restored and writes into a buffer; its response is sent
-// once Do has settled it, with every header it set (a replay carries only the
-// replayable ones, and Idempotent-Replayed: true). next must not hijack the
-// connection or depend on streaming. Wrap's own errors are problem+json with a
+// body (up to Config.MaxBody, or the MaxBody option's lower limit), fingerprints
+// method, Target and body, and calls Do, with the records of the caller counted
+// under Config.MaxRecords (see Owner). next runs with the body restored and writes
+// into a buffer; its response is sent once Do has settled it, with every header
+// it set (a replay carries only the replayable ones, and Idempotent-Replayed:
+// true). Every answer Wrap sends, fresh or replayed, carries Cache-Control:
+// no-store and X-Content-Type-Options: nosniff unless next set those headers (a
+// replay has the stored ones when ReplayHeaders names them). next must not hijack
+// the connection or depend on streaming. Wrap's own errors are problem+json with a
 // code: IDEMPOTENCY_KEY_REQUIRED, IDEMPOTENCY_KEY_INVALID, BODY_TOO_LARGE,
 // INVALID_REQUEST (unreadable body), and those of Do.
 //
+// Wrap checks the size of a body, not what it says: a handler that refuses
+// malformed requests should do so before Wrap where it can (the gateway does), so
+// that they cost no store call.
+//
 // Wrap panics when operation is empty, longer than MaxOperationLen or not
-// printable ASCII: it is a constant of the program.
-func (s *Service) Wrap(operation string, caller func(*http.Request) string, next http.Handler) http.Handler {
+// printable ASCII: it is a constant of the program. The options MaxBody and
+// WithCodec apply.
+func (s *Service) Wrap(operation string, caller func(*http.Request) string, next http.Handler, opts ...Option) http.Handler {
 	if operation == "" || len(operation) > MaxOperationLen || strings.IndexFunc(operation, func(r rune) bool { return r < 0x21 || r > 0x7e }) >= 0 {
 		panic(fmt.Sprintf("idempotency: invalid operation name %q", operation))
+	}
+	o := collect(opts)
+	limit := s.maxBody
+	if o.maxBody > 0 && o.maxBody < limit {
+		limit = o.maxBody
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.Method {
@@ -65,13 +79,11 @@ func (s *Service) Wrap(operation string, caller func(*http.Request) string, next
 			writeProblem(w, err)
 			return
 		}
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+		body, err := readBody(r, limit)
 		if err != nil {
-			var tooLarge *http.MaxBytesError
-			if errors.As(err, &tooLarge) {
-				err = idkeeper.Errorf(idkeeper.CodeBodyTooLarge, "the request body exceeds %d bytes", s.maxBody)
-			} else {
-				err = idkeeper.Errorf(idkeeper.CodeInvalidRequest, "the request body could not be read")
+			if idkeeper.ErrorCode(err) == idkeeper.CodeBodyTooLarge {
+				// Do not read the rest for the next request on this connection.
+				w.Header().Set("Connection", "close")
 			}
 			writeProblem(w, err)
 			return
@@ -80,22 +92,52 @@ func (s *Service) Wrap(operation string, caller func(*http.Request) string, next
 		if caller != nil {
 			who = caller(r)
 		}
-		res, err := s.Do(r.Context(), Scope(who, operation, key), Fingerprint(r.Method, Target(r.URL), body),
-			func(ctx context.Context) Response {
-				rec := &recorder{header: http.Header{}}
-				req := r.WithContext(ctx)
-				req.Body = io.NopCloser(bytes.NewReader(body))
-				req.ContentLength = int64(len(body))
-				req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-				next.ServeHTTP(rec, req)
-				return rec.response()
-			})
+		idem := s.request(Owner(who, operation), true, o.codec, Scope(who, operation, key), Fingerprint(r.Method, Target(r.URL), body))
+		res, err := s.do(r.Context(), idem, func(ctx context.Context) Response {
+			rec := &recorder{header: http.Header{}}
+			req := r.WithContext(ctx)
+			req.Body = io.NopCloser(bytes.NewReader(body))
+			req.ContentLength = int64(len(body))
+			req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+			next.ServeHTTP(rec, req)
+			return rec.response()
+		})
 		if err != nil {
 			writeProblem(w, err)
 			return
 		}
 		writeResult(w, res)
 	})
+}
+
+// readBody reads r's body, at most limit bytes: a body that declares a larger
+// Content-Length is refused unread, and one that turns out larger once limit+1
+// bytes are read.
+func readBody(r *http.Request, limit int64) ([]byte, error) {
+	tooLarge := idkeeper.Errorf(idkeeper.CodeBodyTooLarge, "the request body exceeds %d bytes", limit)
+	if r.ContentLength > limit {
+		return nil, tooLarge
+	}
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil, nil
+	}
+	size := int64(512)
+	if r.ContentLength > 0 {
+		size = r.ContentLength + 1 // +1: the read that sees EOF
+	}
+	over := limit
+	if over < math.MaxInt64 {
+		over++ // the byte that tells a body too large
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, min(size, over)))
+	n, err := buf.ReadFrom(io.LimitReader(r.Body, over))
+	switch {
+	case err != nil:
+		return nil, idkeeper.Errorf(idkeeper.CodeInvalidRequest, "the request body could not be read")
+	case n > limit:
+		return nil, tooLarge
+	}
+	return buf.Bytes(), nil
 }
 
 func writeResult(w http.ResponseWriter, res Result) {
@@ -105,6 +147,14 @@ func writeResult(w http.ResponseWriter, res Result) {
 	}
 	if res.Replayed {
 		h.Set(HeaderReplayed, "true")
+	}
+	// The headers of every JSON answer (problem.SetHeaders), on replays as on
+	// fresh answers, unless the answer has its own.
+	if h.Get("Cache-Control") == "" {
+		h.Set("Cache-Control", "no-store")
+	}
+	if h.Get("X-Content-Type-Options") == "" {
+		h.Set("X-Content-Type-Options", "nosniff")
 	}
 	if bodyAllowed(res.Status) {
 		h.Set("Content-Length", strconv.Itoa(len(res.Body)))
@@ -160,13 +210,17 @@ const RetryAfterUnavailable = 5
 
 // writeProblem sends err as RFC 9457 problem+json in the registry's shape (see
 // internal/problem), with Retry-After on a 409 IDEMPOTENCY_REQUEST_IN_PROGRESS
-// (RetryAfterInProgress) and on a 503 (RetryAfterUnavailable).
+// (RetryAfterInProgress), on a 429 IDEMPOTENCY_RECORDS_EXHAUSTED (until the
+// caller's earliest record lapses) and on a 503 (RetryAfterUnavailable).
 func writeProblem(w http.ResponseWriter, err error) {
 	p := problem.From(err)
 	retryAfter := 0
 	switch {
 	case p.Code == CodeInProgress:
 		retryAfter = int(RetryAfterInProgress.Seconds())
+	case p.Code == CodeRecordsExhausted:
+		retryAfter, _ = p.Body["retryAfter"].(int)
+		retryAfter = max(retryAfter, 1)
 	case p.Status == http.StatusServiceUnavailable:
 		retryAfter = RetryAfterUnavailable
 	}

@@ -149,7 +149,9 @@ func TestRecorder(t *testing.T) {
 
 func TestNewValidates(t *testing.T) {
 	store := newFaulty(nil)
-	for _, cfg := range []idempotency.Config{{TTL: -time.Second}, {LockFor: time.Microsecond}, {MaxBody: -1}} {
+	for _, cfg := range []idempotency.Config{{TTL: -time.Second}, {LockFor: time.Microsecond}, {MaxBody: -1}, {MaxRecords: -1},
+		{MaxRecords: 10}, // the store does not count records
+		{ReplayHeaders: []string{"Bad Name"}}, {ReplayHeaders: []string{idempotency.HeaderEncoding}}} {
 		if _, err := idempotency.New(store, cfg); err == nil {
 			t.Errorf("New(%+v) accepted", cfg)
 		}
@@ -178,8 +180,10 @@ func TestWrapRejectsBadOperation(t *testing.T) {
 }
 
 func TestReplayable(t *testing.T) {
-	for status, want := range map[int]bool{200: true, 201: true, 204: true, 303: true, 400: true, 404: true, 409: true,
-		422: true, 408: false, 425: false, 429: false, 500: false, 502: false, 503: false} {
+	for status, want := range map[int]bool{200: true, 201: true, 204: true, 303: true, 401: true, 403: true, 404: true,
+		409: true, 410: true, 412: true, 408: false, 425: false, 429: false, 500: false, 502: false, 503: false,
+		// Malformed requests: the same request gets the same answer without a record.
+		400: false, 411: false, 413: false, 414: false, 415: false, 422: false, 431: false} {
 		if idempotency.Replayable(status) != want {
 			t.Errorf("Replayable(%d) = %v, want %v", status, !want, want)
 		}

@@ -2,7 +2,6 @@ package redis
 
 import (
 	"context"
-	"embed"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -19,10 +18,21 @@ import (
 // same records.
 //
 // A record is one hash, {prefix}:idem:<scope>, under the same hash tag as every
-// other key of the prefix. Each method is one Lua script on that key, so it is
-// atomic, and the scripts read the time from Redis TIME (or Options.Clock, for
-// tests). Redis deletes a record by itself once it lapses: PEXPIRE is the lock time
-// for an in-flight marker and the ttl for a completed record.
+// other key of the prefix. Each method is one Lua script on that key and the two
+// below, so it is atomic, and the scripts read the time from Redis TIME (or
+// Options.Clock, for tests). Redis deletes a record by itself once it lapses:
+// PEXPIRE is the lock time for an in-flight marker and the ttl for a completed
+// record. Beside the records (see lua/idempotency_*.lua for their fields):
+//
+//	{prefix}:idem-owner:<owner>   zset: scope → expiry of each record of owner (see Owned);
+//	                              Begin drops the lapsed ones, and counts the rest against the cap
+//	{prefix}:idem-stats           hash: records and bytes by the minute in which they lapse (Stats)
+//
+// Both lapse by themselves (PEXPIRE) once every record they count has. A record
+// costs its hash (the bytes Stats counts) and one zset entry of about 100 bytes
+// plus its scope. Records written before records were counted (no field v) are
+// read and completed as before but not counted; a live record of a newer format is
+// a store error, never an answer.
 //
 // Durability is that of the Redis deployment (see the package doc). With
 // Options.WaitReplicas, Complete waits for the replicas to acknowledge the stored
@@ -31,27 +41,24 @@ import (
 type IdempotencyStore struct {
 	s      *Store
 	prefix string // "{prefix}:idem:"
+	owners string // "{prefix}:idem-owner:"
+	stats  string // "{prefix}:idem-stats"
 	own    bool   // Close closes s
 }
 
 var _ idkeeper.IdempotencyStore = (*IdempotencyStore)(nil)
 
-//go:embed lua/common.lua lua/idempotency_*.lua
-var idemLua embed.FS
-
+// idemScript is an idempotency script: its body after the helpers of common.lua
+// and idempotency_common.lua it uses.
 func idemScript(name string) *goredis.Script {
-	common, err1 := idemLua.ReadFile("lua/common.lua")
-	body, err2 := idemLua.ReadFile("lua/idempotency_" + name + ".lua")
-	if err1 != nil || err2 != nil {
-		panic("redis: missing embedded idempotency script " + name)
-	}
-	return goredis.NewScript(string(common) + string(body))
+	return goredis.NewScript(assemble(lua("idempotency_"+name), "common", "idempotency_common"))
 }
 
 var (
 	scriptIdemBegin    = idemScript("begin")
 	scriptIdemComplete = idemScript("complete")
 	scriptIdemAbort    = idemScript("abort")
+	scriptIdemStats    = idemScript("stats")
 )
 
 // OpenIdempotency returns an IdempotencyStore on the Redis at url, or on
@@ -70,7 +77,8 @@ func OpenIdempotency(url string, opts Options) (*IdempotencyStore, error) {
 // Idempotency returns an IdempotencyStore on the Store's client, clock and prefix.
 // Its Close does nothing; closing the Store closes the client.
 func (s *Store) Idempotency() *IdempotencyStore {
-	return &IdempotencyStore{s: s, prefix: strings.TrimSuffix(s.keys.meta, "meta") + "idem:"}
+	base := strings.TrimSuffix(s.keys.meta, "meta")
+	return &IdempotencyStore{s: s, prefix: base + "idem:", owners: base + "idem-owner:", stats: base + "idem-stats"}
 }
 
 // Close closes the client that OpenIdempotency created.
@@ -84,13 +92,72 @@ func (i *IdempotencyStore) Close() error {
 // Key is the Redis key of scope's record.
 func (i *IdempotencyStore) Key(scope string) string { return i.prefix + scope }
 
-// Begin implements idkeeper.IdempotencyStore.
+// OwnerKey is the Redis key of owner's zset of records.
+func (i *IdempotencyStore) OwnerKey(owner string) string { return i.owners + owner }
+
+// StatsKey is the Redis key of the hash that Stats reads.
+func (i *IdempotencyStore) StatsKey() string { return i.stats }
+
+// Begin implements idkeeper.IdempotencyStore: a record of the owner "", uncapped.
 func (i *IdempotencyStore) Begin(ctx context.Context, scope, fingerprint, token string, lockFor time.Duration) (*idkeeper.IdempotencyRecord, bool, error) {
+	return i.Owned("", 0).Begin(ctx, scope, fingerprint, token, lockFor)
+}
+
+// Complete implements idkeeper.IdempotencyStore for the records of the owner "".
+func (i *IdempotencyStore) Complete(ctx context.Context, scope, token string, res idkeeper.IdempotencyResult, ttl time.Duration) error {
+	return i.Owned("", 0).Complete(ctx, scope, token, res, ttl)
+}
+
+// Abort implements idkeeper.IdempotencyStore for the records of the owner "".
+func (i *IdempotencyStore) Abort(ctx context.Context, scope, token string) error {
+	return i.Owned("", 0).Abort(ctx, scope, token)
+}
+
+// Owned returns the view of owner's records, capped at maxRecords (0: no cap),
+// as idempotency.CountingStore defines it.
+func (i *IdempotencyStore) Owned(owner string, maxRecords int) idkeeper.IdempotencyStore {
+	return &idemOwned{i: i, owner: owner, max: maxRecords}
+}
+
+// Stats returns the live counted records and their bytes, as
+// idempotency.CountingStore defines it: records count until the end of the minute
+// in which they lapse.
+func (i *IdempotencyStore) Stats(ctx context.Context) (records, bytes int64, err error) {
+	v, err := i.s.run(ctx, scriptIdemStats, []string{i.stats}, false, i.s.nowArg())
+	if err != nil {
+		return 0, 0, wrap("idempotency stats", err)
+	}
+	a, ok := v.([]any)
+	if !ok || len(a) != 2 {
+		return 0, 0, fmt.Errorf("redis: idempotency stats: unexpected reply %v", v)
+	}
+	records, _ = a[0].(int64)
+	bytes, _ = a[1].(int64)
+	return records, bytes, nil
+}
+
+// idemOwned is IdempotencyStore.Owned.
+type idemOwned struct {
+	i     *IdempotencyStore
+	owner string
+	max   int
+}
+
+func (o *idemOwned) keys(scope string) []string {
+	return []string{o.i.Key(scope), o.i.OwnerKey(o.owner), o.i.stats}
+}
+
+// Begin implements idkeeper.IdempotencyStore, counting the marker against the
+// owner and refusing it when the owner is full.
+func (o *idemOwned) Begin(ctx context.Context, scope, fingerprint, token string, lockFor time.Duration) (*idkeeper.IdempotencyRecord, bool, error) {
 	if err := idkeeper.ValidateIdempotencyBegin(scope, fingerprint, token, lockFor); err != nil {
 		return nil, false, err
 	}
-	v, err := i.s.run(ctx, scriptIdemBegin, []string{i.Key(scope)}, false,
-		i.s.nowArg(), fingerprint, token, lockFor.Milliseconds())
+	if err := validOwner(o.owner, o.max); err != nil {
+		return nil, false, err
+	}
+	v, err := o.i.s.run(ctx, scriptIdemBegin, o.keys(scope), false,
+		o.i.s.nowArg(), fingerprint, token, lockFor.Milliseconds(), o.owner, o.max, scope)
 	if err != nil {
 		return nil, false, wrap("idempotency begin", err)
 	}
@@ -98,8 +165,14 @@ func (i *IdempotencyStore) Begin(ctx context.Context, scope, fingerprint, token 
 	if !ok || len(a) == 0 {
 		return nil, false, fmt.Errorf("redis: idempotency begin: unexpected reply %v", v)
 	}
-	if started, _ := a[0].(int64); started == 1 {
+	switch kind, _ := a[0].(int64); {
+	case kind == 1:
 		return nil, true, nil
+	case kind == 2 && len(a) == 2:
+		wait, _ := a[1].(int64)
+		return nil, false, recordsExhausted(o.max, wait)
+	case kind == 3 && len(a) == 2:
+		return nil, false, fmt.Errorf("redis: idempotency record of scope %q has format %v; this build reads formats up to 2", scope, a[1])
 	}
 	rec, err := decodeIdem(scope, a)
 	if err != nil {
@@ -164,16 +237,19 @@ func firstErr(errs ...error) error {
 
 // Complete implements idkeeper.IdempotencyStore. With Options.WaitReplicas it
 // also waits for the replicas, as the type's doc says.
-func (i *IdempotencyStore) Complete(ctx context.Context, scope, token string, res idkeeper.IdempotencyResult, ttl time.Duration) error {
+func (o *idemOwned) Complete(ctx context.Context, scope, token string, res idkeeper.IdempotencyResult, ttl time.Duration) error {
 	if err := idkeeper.ValidateIdempotencyComplete(scope, token, res, ttl); err != nil {
+		return err
+	}
+	if err := validOwner(o.owner, o.max); err != nil {
 		return err
 	}
 	header, err := json.Marshal(res.Header)
 	if err != nil {
 		return fmt.Errorf("redis: idempotency complete: %w", err)
 	}
-	v, err := i.s.run(ctx, scriptIdemComplete, []string{i.Key(scope)}, true,
-		i.s.nowArg(), token, res.Status, header, res.Body, ttl.Milliseconds())
+	v, err := o.i.s.run(ctx, scriptIdemComplete, o.keys(scope), true,
+		o.i.s.nowArg(), token, res.Status, header, res.Body, ttl.Milliseconds(), o.owner, scope)
 	if err != nil {
 		return wrap("idempotency complete", err)
 	}
@@ -188,12 +264,35 @@ func (i *IdempotencyStore) Complete(ctx context.Context, scope, token string, re
 }
 
 // Abort implements idkeeper.IdempotencyStore.
-func (i *IdempotencyStore) Abort(ctx context.Context, scope, token string) error {
+func (o *idemOwned) Abort(ctx context.Context, scope, token string) error {
 	if err := idkeeper.ValidateIdempotencyAbort(scope, token); err != nil {
 		return err
 	}
-	if _, err := i.s.run(ctx, scriptIdemAbort, []string{i.Key(scope)}, false, token); err != nil {
+	if err := validOwner(o.owner, o.max); err != nil {
+		return err
+	}
+	if _, err := o.i.s.run(ctx, scriptIdemAbort, o.keys(scope), false, o.i.s.nowArg(), token, o.owner, scope); err != nil {
 		return wrap("idempotency abort", err)
+	}
+	return nil
+}
+
+// recordsExhausted is Begin's refusal of a record beyond limit, wait ms before
+// the owner's earliest record lapses (see idempotency.CountingStore).
+func recordsExhausted(limit int, wait int64) *idkeeper.Error {
+	secs := int(max(1, (wait+999)/1000))
+	return &idkeeper.Error{Code: idkeeper.CodeIdempotencyRecordsExhausted,
+		Message: fmt.Sprintf("the owner holds %d idempotency records, the most allowed; the earliest lapses in %d s", limit, secs),
+		Details: map[string]any{"maxRecords": limit, "retryAfter": secs}}
+}
+
+// validOwner checks the arguments of IdempotencyStore.Owned.
+func validOwner(owner string, limit int) error {
+	switch {
+	case len(owner) > idkeeper.MaxIdempotencyScopeLen:
+		return idkeeper.Invalidf("owner", "an idempotency owner must have at most %d bytes", idkeeper.MaxIdempotencyScopeLen)
+	case limit < 0:
+		return idkeeper.Invalidf("maxRecords", "the most records of an owner must not be negative, got %d", limit)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/idempotency"
 	"github.com/idkeeper/idkeeper/internal/fakeclock"
 	"github.com/idkeeper/idkeeper/internal/idemtest"
 	"github.com/idkeeper/idkeeper/internal/redistest"
@@ -32,6 +33,9 @@ func openIdempotency(t testing.TB, srv *redistest.Server, opts redis.Options) *r
 	t.Cleanup(func() { s.Close() })
 	return s
 }
+
+// The store counts records, so the contract suite runs its cap and Stats cases.
+var _ idempotency.CountingStore = (*redis.IdempotencyStore)(nil)
 
 func TestIdempotencyContract(t *testing.T) {
 	srv := redistest.Start(t)
@@ -142,4 +146,88 @@ func idemRawClient(t testing.TB, srv *redistest.Server) *goredis.Client {
 	c := goredis.NewClient(o)
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// TestIdempotencyRecordFormats: records of format 1 (before records were
+// counted: no field v) and of a newer format, as idemtest.RecordFormats wants them.
+func TestIdempotencyRecordFormats(t *testing.T) {
+	ctx := t.Context()
+	srv := redistest.Start(t)
+	clock := fakeclock.New(idemtest.T0)
+	s := openIdempotency(t, srv, redis.Options{Clock: clock.Now})
+	raw := idemRawClient(t, srv)
+	now := idemtest.T0.UnixMilli()
+	for scope, fields := range map[string][]any{
+		"old-done": {"state", "completed", "fingerprint", "fp", "created", now, "expires", now + 3600_000,
+			"status", 201, "header", `{"Content-Type":["text/plain"]}`, "body", "x"},
+		"old-running": {"state", "inflight", "fingerprint", "fp", "token", "t-old", "created", now, "locked", now + 60_000, "expires", now + 60_000},
+		"newer":       {"v", "3", "state", "completed", "fingerprint", "fp", "created", now, "expires", now + 3600_000, "status", 200, "body", "x"},
+	} {
+		if err := raw.HSet(ctx, s.Key(scope), fields...).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	idemtest.RecordFormats(t, s, clock)
+}
+
+// TestIdempotencyStatsKeysLapse: the owner and stats keys lapse with the records
+// they count, so an idle prefix leaves nothing behind; the stats hash keeps about
+// a pair of fields per minute of the TTL.
+func TestIdempotencyStatsKeysLapse(t *testing.T) {
+	ctx := t.Context()
+	srv := redistest.Start(t)
+	s := openIdempotency(t, srv, redis.Options{})
+	raw := idemRawClient(t, srv)
+	o := s.Owned("owner", 10)
+	if _, started, err := o.Begin(ctx, "s", "fp", "t", 200*time.Millisecond); err != nil || !started {
+		t.Fatalf("Begin: %v, %v", started, err)
+	}
+	for _, k := range []string{s.OwnerKey("owner"), s.StatsKey()} {
+		if pttl := raw.PTTL(ctx, k).Val(); pttl <= 0 || pttl > 200*time.Millisecond {
+			t.Fatalf("%s: PTTL %v, want at most the marker's 200ms", k, pttl)
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	if n := raw.Exists(ctx, s.Key("s"), s.OwnerKey("owner"), s.StatsKey()).Val(); n != 0 {
+		t.Fatalf("%d keys left after every record lapsed", n)
+	}
+}
+
+// TestIdempotencyStatsSwept: writes delete the fields of the minutes that are
+// over, so the stats hash stays at about two fields per minute of the TTL however
+// long records keep coming, even when nothing reads Stats.
+func TestIdempotencyStatsSwept(t *testing.T) {
+	ctx := t.Context()
+	srv := redistest.Start(t)
+	clock := fakeclock.New(idemtest.T0)
+	s := openIdempotency(t, srv, redis.Options{Clock: clock.Now})
+	raw := idemRawClient(t, srv)
+	const ttl = 5 * time.Minute
+	for i := range 300 {
+		scope, token := fmt.Sprintf("s%d", i), fmt.Sprintf("t%d", i)
+		if _, started, err := s.Begin(ctx, scope, "fp", token, time.Second); err != nil || !started {
+			t.Fatalf("Begin %d: %v, %v", i, started, err)
+		}
+		if err := s.Complete(ctx, scope, token, idkeeper.IdempotencyResult{Status: 200}, ttl); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Minute)
+	}
+	if n := raw.HLen(ctx, s.StatsKey()).Val(); n > 2*(5+2)+1 {
+		t.Fatalf("the stats hash has %d fields after 300 minutes of a 5-minute TTL", n)
+	}
+	if n, _, err := s.Stats(ctx); err != nil || n != 5 {
+		t.Fatalf("Stats = %d, %v; want the 4 live records and the one that lapsed this minute", n, err)
+	}
+}
+
+// The contract holds on Redis Cluster: a record, its owner's zset and the stats
+// hash share the prefix's hash tag, so each script's keys are in one slot.
+func TestIdempotencyContractCluster(t *testing.T) {
+	srv := redistest.Start(t, redistest.WithCluster())
+	c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: []string{srv.Addr()}})
+	t.Cleanup(func() { c.Close() })
+	idemtest.Run(t, func(t *testing.T, clock idkeeper.Clock) idkeeper.IdempotencyStore {
+		return openIdempotency(t, srv, redis.Options{Clock: clock, Client: c})
+	})
 }

@@ -10,6 +10,9 @@
 //
 // Time moves only through the fake clock, which starts half a millisecond past a
 // whole millisecond, so a store that does not truncate to the millisecond fails.
+//
+// A store that is also an idempotency.CountingStore (bolt and redis are) runs the
+// cases of the cap (Owned) and of Stats too; others skip them.
 package idemtest
 
 import (
@@ -24,6 +27,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/idempotency"
 	"github.com/idkeeper/idkeeper/internal/fakeclock"
 )
 
@@ -65,6 +69,14 @@ func Run(t *testing.T, open Factory) {
 		{"Concurrent", testConcurrent},
 		{"Invalid", testInvalid},
 		{"Purge", testPurge},
+		{"EncodedRecord", testEncodedRecord},
+		{"Cap/Refuses", testCapRefuses},
+		{"Cap/Lapse", testCapLapse},
+		{"Cap/Concurrent", testCapConcurrent},
+		{"Cap/OtherOwner", testCapOtherOwner},
+		{"Cap/Invalid", testCapInvalid},
+		{"Stats", testStats},
+		{"Stats/CompactRecord", testStatsCompact},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			clock := fakeclock.New(T0.Add(500 * time.Microsecond))
@@ -391,5 +403,261 @@ func checkRecord(e *env, got *idkeeper.IdempotencyRecord, want idkeeper.Idempote
 		got.CreatedAt.Equal(want.CreatedAt) && got.LockedUntil.Equal(want.LockedUntil) && got.ExpiresAt.Equal(want.ExpiresAt)
 	if !ok {
 		e.Fatalf("record\n got %+v\nwant %+v", *got, want)
+	}
+}
+
+// counting returns the store as a CountingStore, or skips the case.
+func (e *env) counting() idempotency.CountingStore {
+	e.Helper()
+	c, ok := e.s.(idempotency.CountingStore)
+	if !ok {
+		e.Skip("the store does not count records")
+	}
+	return c
+}
+
+func beginOn(e *env, s idkeeper.IdempotencyStore, scope, token string) (*idkeeper.IdempotencyRecord, bool, error) {
+	e.Helper()
+	rec, started, err := s.Begin(e.ctx, scope, "fp", token, lockFor)
+	if err == nil && started != (rec == nil) {
+		e.Fatalf("Begin(%q) = %+v, started %v: want a record exactly when not started", scope, rec, started)
+	}
+	return rec, started, err
+}
+
+func mustStartOn(e *env, s idkeeper.IdempotencyStore, scope, token string) {
+	e.Helper()
+	if rec, started, err := beginOn(e, s, scope, token); err != nil || !started {
+		e.Fatalf("Begin(%q): started %v, %+v, %v; want a new marker", scope, started, rec, err)
+	}
+}
+
+// wantFull checks that Begin of scope on s is refused for a full owner of max
+// records whose earliest record lapses in retryAfter seconds.
+func wantFull(e *env, s idkeeper.IdempotencyStore, scope string, max, retryAfter int) {
+	e.Helper()
+	rec, started, err := beginOn(e, s, scope, "refused")
+	var ie *idkeeper.Error
+	if !errors.As(err, &ie) || ie.Code != idkeeper.CodeIdempotencyRecordsExhausted {
+		e.Fatalf("Begin(%q) on a full owner: %+v, %v, %v; want IDEMPOTENCY_RECORDS_EXHAUSTED", scope, rec, started, err)
+	}
+	if ie.Details["maxRecords"] != max || ie.Details["retryAfter"] != retryAfter {
+		e.Fatalf("refusal details %v, want maxRecords %d, retryAfter %d", ie.Details, max, retryAfter)
+	}
+}
+
+// testEncodedRecord: a record holds any header name, HeaderEncoding included,
+// and a binary body, byte for byte.
+func testEncodedRecord(e *env) {
+	res := idkeeper.IdempotencyResult{Status: 200,
+		Header: map[string][]string{"Content-Type": {"application/json"}, idempotency.HeaderEncoding: {"gateway.ids/1"}},
+		Body:   []byte{'n', 0x01, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01, 0x00, 0xff, 0x07}}
+	e.mustStart("s", "fp", "t1")
+	if err := e.complete("s", "t1", res); err != nil {
+		e.Fatal(err)
+	}
+	rec := e.mustFind("s")
+	if rec.Status != 200 || !bytes.Equal(rec.Body, res.Body) || !maps.EqualFunc(rec.Header, res.Header, slices.Equal) {
+		e.Fatalf("encoded record read back as %+v, want %+v", rec, res)
+	}
+}
+
+// testCapRefuses: an owner holds at most max live records, markers and completed
+// ones alike; a scope with a live record is answered whatever the owner holds;
+// Abort frees a place.
+func testCapRefuses(e *env) {
+	c := e.counting()
+	o := c.Owned("owner-a", 3)
+	for _, s := range []string{"s1", "s2", "s3"} {
+		mustStartOn(e, o, s, "t-"+s)
+	}
+	if err := o.Complete(e.ctx, "s1", "t-s1", result, ttl); err != nil {
+		e.Fatal(err)
+	}
+	e.clock.Advance(10 * time.Second)
+	// The markers of s2 and s3 lapse at T0+lockFor, 50 s from now.
+	wantFull(e, o, "s4", 3, 50)
+	if rec, started, err := beginOn(e, o, "s1", "t-x"); err != nil || started || rec.State != idkeeper.IdempotencyCompleted {
+		e.Fatalf("Begin of a completed scope of a full owner = %+v, %v, %v; want the record", rec, started, err)
+	}
+	if rec, started, err := beginOn(e, o, "s2", "t-x"); err != nil || started || rec.State != idkeeper.IdempotencyInFlight {
+		e.Fatalf("Begin of an in-flight scope of a full owner = %+v, %v, %v; want the marker", rec, started, err)
+	}
+	wantFull(e, o, "s4", 3, 50) // the refusal wrote nothing
+	// Without a cap the owner may exceed it; with one it stays full.
+	mustStartOn(e, c.Owned("owner-a", 0), "s5", "t-s5")
+	wantFull(e, c.Owned("owner-a", 4), "s4", 4, 50)
+	if err := o.Abort(e.ctx, "s2", "t-s2"); err != nil {
+		e.Fatal(err)
+	}
+	wantFull(e, o, "s4", 3, 50)
+	if err := o.Abort(e.ctx, "s5", "t-s5"); err != nil {
+		e.Fatal(err)
+	}
+	mustStartOn(e, o, "s4", "t-s4")
+	wantFull(e, o, "s6", 3, 50)
+}
+
+// testCapLapse: a record stops counting the moment it lapses.
+func testCapLapse(e *env) {
+	o := e.counting().Owned("owner", 2)
+	mustStartOn(e, o, "s1", "t1")
+	mustStartOn(e, o, "s2", "t2")
+	if err := o.Complete(e.ctx, "s2", "t2", result, ttl); err != nil {
+		e.Fatal(err)
+	}
+	e.clock.Advance(lockFor - time.Millisecond)
+	wantFull(e, o, "s3", 2, 1)
+	e.clock.Advance(time.Millisecond) // s1's marker lapses; s2 lives for ttl
+	mustStartOn(e, o, "s3", "t3")
+	wantFull(e, o, "s4", 2, 60)
+	// The lapsed scope itself starts afresh and counts again.
+	e.clock.Advance(lockFor)
+	mustStartOn(e, o, "s1", "t1b")
+	wantFull(e, o, "s4", 2, 60)
+	e.clock.Advance(ttl)
+	mustStartOn(e, o, "s4", "t4")
+	mustStartOn(e, o, "s5", "t5")
+}
+
+// testCapConcurrent: concurrent Begins of new scopes never take an owner past
+// its cap.
+func testCapConcurrent(e *env) {
+	const n, max = 40, 5
+	o := e.counting().Owned("owner", max)
+	var (
+		wg               sync.WaitGroup
+		mu               sync.Mutex
+		started, refused int
+	)
+	for i := range n {
+		wg.Go(func() {
+			_, ok, err := o.Begin(e.ctx, fmt.Sprintf("s%d", i), "fp", fmt.Sprintf("t%d", i), lockFor)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case idkeeper.ErrorCode(err) == idkeeper.CodeIdempotencyRecordsExhausted:
+				refused++
+			case err != nil:
+				e.Errorf("Begin: %v", err)
+			case ok:
+				started++
+			}
+		})
+	}
+	wg.Wait()
+	if started != max || refused != n-max {
+		e.Fatalf("%d concurrent Begins for an owner of %d: %d started, %d refused", n, max, started, refused)
+	}
+}
+
+// testCapOtherOwner: owners are counted apart, and one owner's view does not
+// settle another's marker.
+func testCapOtherOwner(e *env) {
+	c := e.counting()
+	a, b := c.Owned("a", 1), c.Owned("b", 1)
+	mustStartOn(e, a, "sa", "ta")
+	mustStartOn(e, b, "sb", "tb")
+	wantFull(e, a, "sa2", 1, 60)
+	e.wantLost(b.Complete(e.ctx, "sa", "ta", result, ttl), "Complete through another owner's view")
+	if err := b.Abort(e.ctx, "sa", "ta"); err != nil {
+		e.Fatal(err)
+	}
+	if rec := e.mustFind("sa"); rec.State != idkeeper.IdempotencyInFlight {
+		e.Fatalf("another owner's Abort changed the marker: %+v", rec)
+	}
+	if err := a.Complete(e.ctx, "sa", "ta", result, ttl); err != nil {
+		e.Fatalf("Complete by the owner: %v", err)
+	}
+}
+
+func testCapInvalid(e *env) {
+	c := e.counting()
+	long := string(bytes.Repeat([]byte("o"), idkeeper.MaxIdempotencyScopeLen+1))
+	for name, s := range map[string]idkeeper.IdempotencyStore{"LongOwner": c.Owned(long, 1), "NegativeCap": c.Owned("o", -1)} {
+		if _, _, err := s.Begin(e.ctx, "s", "fp", "t", lockFor); idkeeper.ErrorCode(err) != idkeeper.CodeInvalidRequest {
+			e.Errorf("%s: Begin: %v, want INVALID_REQUEST", name, err)
+		}
+		if err := s.Abort(e.ctx, "s", "t"); idkeeper.ErrorCode(err) != idkeeper.CodeInvalidRequest {
+			e.Errorf("%s: Abort: %v, want INVALID_REQUEST", name, err)
+		}
+	}
+}
+
+func (e *env) stats(c idempotency.CountingStore) (records, size int64) {
+	e.Helper()
+	records, size, err := c.Stats(e.ctx)
+	if err != nil {
+		e.Fatalf("Stats: %v", err)
+	}
+	return records, size
+}
+
+// testStats: Stats counts the live records of every owner and their bytes, and
+// forgets a record within a minute of its lapse.
+func testStats(e *env) {
+	c := e.counting()
+	if r, b := e.stats(c); r != 0 || b != 0 {
+		e.Fatalf("Stats of an empty store = %d records, %d bytes", r, b)
+	}
+	o := c.Owned("owner", 10)
+	mustStartOn(e, o, "s1", "t1")
+	mustStartOn(e, o, "s2", "t2")
+	e.mustStart("s3", "fp", "t3") // the plain methods: the owner ""
+	r, markers := e.stats(c)
+	if r != 3 || markers <= 0 || markers > 3*1024 {
+		e.Fatalf("Stats with 3 markers = %d records, %d bytes", r, markers)
+	}
+	big := idkeeper.IdempotencyResult{Status: 200, Body: bytes.Repeat([]byte("x"), 10_000)}
+	if err := o.Complete(e.ctx, "s1", "t1", big, ttl); err != nil {
+		e.Fatal(err)
+	}
+	r, withBody := e.stats(c)
+	// The marker's token and lock time go; a store may keep a binary body as
+	// base64, 4/3 of its bytes.
+	if r != 3 || withBody-markers < 10_000-256 || withBody-markers > 10_000*4/3+1024 {
+		e.Fatalf("Stats after storing 10,000 bytes = %d records, %d bytes (from %d)", r, withBody, markers)
+	}
+	if err := o.Abort(e.ctx, "s2", "t2"); err != nil {
+		e.Fatal(err)
+	}
+	if err := e.s.Abort(e.ctx, "s3", "t3"); err != nil {
+		e.Fatal(err)
+	}
+	if r, b := e.stats(c); r != 1 || b <= 10_000 || b >= withBody {
+		e.Fatalf("Stats after two Aborts = %d records, %d bytes; want 1 record of more than 10,000 bytes", r, b)
+	}
+	e.clock.Advance(ttl + time.Minute)
+	if r, b := e.stats(c); r != 0 || b != 0 {
+		e.Fatalf("Stats a minute after every record lapsed = %d records, %d bytes", r, b)
+	}
+	// Lapsed records are replaced and counted afresh.
+	mustStartOn(e, o, "s1", "t1c")
+	if r, _ := e.stats(c); r != 1 {
+		e.Fatalf("Stats after reusing a lapsed scope = %d records, want 1", r)
+	}
+}
+
+// testStatsCompact: the bytes of a record are its own, within a small overhead:
+// a record of a 64-byte body, as the gateway stores a batch of IDs, takes well
+// under a kilobyte.
+func testStatsCompact(e *env) {
+	c := e.counting()
+	o := c.Owned("gateway.ids.issue:0123456789abcdef0123456789abcdef", 1000)
+	scope := "gateway.ids.issue:" + string(bytes.Repeat([]byte("ab"), 32))
+	fp := string(bytes.Repeat([]byte("f0"), 32))
+	if _, started, err := o.Begin(e.ctx, scope, fp, "0123456789abcdef0123456789abcdef", lockFor); err != nil || !started {
+		e.Fatalf("Begin: %v, %v", started, err)
+	}
+	res := idkeeper.IdempotencyResult{Status: 200,
+		Header: map[string][]string{"Content-Type": {"application/json"}, idempotency.HeaderEncoding: {"gateway.ids/1"}},
+		Body:   bytes.Repeat([]byte{0x81}, 64)}
+	if err := o.Complete(e.ctx, scope, "0123456789abcdef0123456789abcdef", res, ttl); err != nil {
+		e.Fatal(err)
+	}
+	r, b := e.stats(c)
+	e.Logf("one record of a 64-byte body: %d bytes", b)
+	if r != 1 || b < 64+int64(len(scope)+len(fp)) || b > 1024 {
+		e.Fatalf("Stats = %d records, %d bytes; want 1 record of %d to 1024 bytes", r, b, 64+len(scope)+len(fp))
 	}
 }

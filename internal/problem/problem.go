@@ -65,6 +65,8 @@ var Titles = map[idkeeper.Code]string{
 	idkeeper.CodeIdempotencyInProgress:  "Request with this idempotency key in progress",
 	idkeeper.CodeIdempotencyKeyReused:   "Idempotency key reused with a different request",
 
+	idkeeper.CodeIdempotencyRecordsExhausted: "Too many idempotency records",
+
 	idkeeper.CodeCountTooLarge:      "Count too large",
 	idkeeper.CodeIssuingUnavailable: "Issuing unavailable",
 }
