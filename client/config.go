@@ -1,9 +1,12 @@
 package client
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -32,9 +35,17 @@ type Config struct {
 	APIKey string
 	// Count is the number of node IDs (generators) to lease: 1, at most 4096.
 	Count int
-	// HTTPClient sends the requests: http.DefaultClient. RequestTimeout bounds each
-	// request on top of whatever timeout it has.
+	// HTTPClient sends the requests. Default: a client of its own with dial, TLS
+	// handshake and response-header timeouts, TLSConfig for https://, and the
+	// environment's proxy settings. RequestTimeout bounds each request on top of
+	// whatever timeout it has. Whatever client is given, the session never follows
+	// a redirect: it would send the API key to wherever the redirect points; a 3xx
+	// answer is an error like any other non-200.
 	HTTPClient *http.Client
+	// TLSConfig configures the default HTTPClient's TLS for an https:// ServerURL,
+	// e.g. RootCAs holding a private CA bundle (see CABundle). Ignored when
+	// HTTPClient is set. Default: the system's roots.
+	TLSConfig *tls.Config
 	// RequestTimeout bounds one Alloc, Renew or Remove request: 10 s. A request that
 	// runs out of it is a transport error (retried).
 	RequestTimeout time.Duration
@@ -97,7 +108,7 @@ func (c Config) withDefaults() (Config, error) {
 		}
 	}
 	if c.HTTPClient == nil {
-		c.HTTPClient = http.DefaultClient
+		c.HTTPClient = defaultHTTPClient(c.TLSConfig)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -146,4 +157,45 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("idkeeper client: Config.BackoffJitter %v must be below 1", c.BackoffJitter)
 	}
 	return c, nil
+}
+
+// Timeouts of the default HTTPClient's transport.
+const (
+	dialTimeout           = 5 * time.Second
+	tlsHandshakeTimeout   = 10 * time.Second
+	responseHeaderTimeout = 10 * time.Second
+)
+
+// defaultHTTPClient is the client a session uses when Config.HTTPClient is nil: its
+// own transport (keep-alive to the registry, the environment's proxy) with
+// timeouts at every step, so that a registry that stops answering costs a retry,
+// never a stuck renewal.
+func defaultHTTPClient(tlsCfg *tls.Config) *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.DialContext = (&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext
+	t.TLSHandshakeTimeout = tlsHandshakeTimeout
+	t.ResponseHeaderTimeout = responseHeaderTimeout
+	if tlsCfg != nil {
+		t.TLSClientConfig = tlsCfg.Clone()
+	}
+	return &http.Client{Transport: t}
+}
+
+// CABundle returns a TLS configuration that trusts the certificates of the PEM
+// file at path besides the system's roots (TLS 1.2 at least): for a registry whose
+// certificate a private CA signed. It fails when the file cannot be read or holds
+// no certificate.
+func CABundle(path string) (*tls.Config, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("idkeeper client: read the CA bundle: %w", err)
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		pool = x509.NewCertPool()
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("idkeeper client: %s holds no PEM certificate", path)
+	}
+	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
 }

@@ -117,6 +117,16 @@ type problem struct {
 
 func formatTime(t time.Time) string { return t.UTC().Format(timeFormat) }
 
+// noRedirects returns a copy of hc that follows no redirect. The API key travels in
+// X-API-Key, which net/http does not strip on a redirect to another host (it
+// strips only Authorization and cookies): following one would hand the key to
+// whoever the redirect names. The copy shares hc's transport and its connections.
+func noRedirects(hc *http.Client) *http.Client {
+	c := *hc
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &c
+}
+
 func (a *api) alloc(ctx context.Context, r idkeeper.Requester, count int, clientNow time.Time) (grant, error) {
 	body := allocBody{Requester: requesterOf(r), Count: count, ClientUtcNow: formatTime(clientNow)}
 	var ans grantAnswer
@@ -234,6 +244,11 @@ func (a *api) post(ctx context.Context, op, path string, body, out any) error {
 
 func serverError(op string, resp *http.Response, data []byte) *ServerError {
 	e := &ServerError{Op: op, Status: resp.StatusCode, Body: string(data[:min(len(data), maxLoggedBody)])}
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		e.Detail = "redirected to " + resp.Header.Get("Location") + "; redirects are not followed (the API key would go " +
+			"with them): set ServerURL to the registry's own address"
+		return e
+	}
 	if strings.Contains(resp.Header.Get("Content-Type"), "json") {
 		var p problem
 		if json.Unmarshal(data, &p) == nil {

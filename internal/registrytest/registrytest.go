@@ -56,6 +56,9 @@ type Options struct {
 	Opened func(*idkeeper.Registry)
 	// Wrap, when set, wraps the server's handler (a fault-injecting proxy).
 	Wrap func(http.Handler) http.Handler
+	// TLS serves HTTPS with httptest's own certificate (Server.HTTP.Certificate);
+	// Server.Client trusts it.
+	TLS bool
 }
 
 // DefaultAPIKey is the API key stored when Options.APIKey is empty.
@@ -156,7 +159,12 @@ func Start(t TB, o Options) *Server {
 	if o.Wrap != nil {
 		h = o.Wrap(h)
 	}
-	ts := httptest.NewServer(h)
+	ts := httptest.NewUnstartedServer(h)
+	if o.TLS {
+		ts.StartTLS()
+	} else {
+		ts.Start()
+	}
 	t.Cleanup(ts.Close)
 	return &Server{URL: ts.URL, Client: ts.Client(), APIKey: o.APIKey, Registry: reg, Store: st, HTTP: ts}
 }
