@@ -70,8 +70,9 @@
 //
 // # Observability and tests
 //
-// NewCollector exports IDs minted, exhausted sequences, clock-backward refusals,
-// lease time left and health to Prometheus. Package clienttest has a fake Clock
-// that moves only when told, so lease lifecycles of days run in a test in
-// milliseconds.
+// Session.Stats snapshots IDs minted, exhausted sequences, clock-backward refusals,
+// lease time left and health; package clientmetrics exports them to Prometheus, so
+// that a program importing only this package compiles neither Prometheus nor
+// protobuf. Package clienttest has a fake Clock that moves only when told, so lease
+// lifecycles of days run in a test in milliseconds.
 package client

@@ -108,6 +108,33 @@ func ExampleSession_Generator() {
 	// Output: every worker's IDs ascend: true
 }
 
+// Stats is what a metrics exporter reads: counters per node ID, the lease time
+// left and health. Package clientmetrics exports it to Prometheus; a service that
+// does not use Prometheus reads it itself, and the client package compiles neither.
+func ExampleSession_Stats() {
+	serverURL, apiKey, stopRegistry := startDemoRegistry(idkeeper.Config{})
+	defer stopRegistry()
+	s, err := client.Start(context.Background(), client.Config{ServerURL: serverURL, APIKey: apiKey, Count: 2})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Generator(1).NextIDs(make([]int64, 10)); err != nil {
+		log.Fatal(err)
+	}
+
+	st := s.Stats()
+	for i, g := range st.Generators {
+		fmt.Printf("generator %d: minted %d, sequence exhausted %d, clock backwards %d\n",
+			i, g.Minted, g.SequenceExhausted, g.ClockBackwards)
+	}
+	fmt.Println("healthy:", st.Healthy, "lease held:", st.TimeLeft > 0)
+	// Output:
+	// generator 0: minted 0, sequence exhausted 0, clock backwards 0
+	// generator 1: minted 10, sequence exhausted 0, clock backwards 0
+	// healthy: true lease held: true
+}
+
 func get(h http.Handler, path string) int {
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))

@@ -18,7 +18,7 @@ type Generator struct {
 	s *Session
 	m atomic.Pointer[minter] // set once by Open
 	_ [48]byte
-	// Counters for the Prometheus collector, on their own cache line.
+	// Counters for Stats, on their own cache line.
 	minted    atomic.Uint64
 	exhausted atomic.Uint64
 	backwards atomic.Uint64

@@ -2,10 +2,8 @@ package client_test
 
 import (
 	"errors"
-	"maps"
+	"reflect"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,7 +13,6 @@ import (
 	"github.com/idkeeper/idkeeper/client"
 	"github.com/idkeeper/idkeeper/client/clienttest"
 	"github.com/idkeeper/idkeeper/snowflake"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // countingClock counts wall-clock reads, to tell when a generator is waiting.
@@ -266,16 +263,25 @@ func TestClockStepBack(t *testing.T) {
 	}
 }
 
-// The collector reports IDs minted, exhausted sequences, refused backward steps,
-// lease time left and health.
-func TestCollector(t *testing.T) {
+// Stats reports IDs minted, exhausted sequences, refused backward steps, lease
+// time left and health (package clientmetrics exports them to Prometheus).
+func TestStats(t *testing.T) {
 	e := newEnv(t, idkeeper.Config{})
 	cfg := e.config()
 	cfg.Count = 2
 	cfg.MaxBackwardStep = time.Second
-	s := e.open(cfg)
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(client.NewCollector(s))
+	s, err := client.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Stats(); len(st.Generators) != 0 || st.Healthy || st.TimeLeft != 0 {
+		t.Fatalf("before Open: %+v", st)
+	}
+	if g := s.Generator(0).Stats(); g != (client.GeneratorStats{NodeID: -1}) {
+		t.Fatalf("generator before Open: %+v", g)
+	}
+	s.Close()
+	s = e.open(cfg)
 
 	if err := s.Generator(0).NextIDs(make([]int64, 1024)); err != nil { // one whole millisecond
 		t.Fatal(err)
@@ -288,50 +294,24 @@ func TestCollector(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.clk.Advance(time.Hour)
-	n0, n1 := strconv.FormatInt(s.Leases()[0].NodeID, 10), strconv.FormatInt(s.Leases()[1].NodeID, 10)
-	want := map[string]float64{
-		"idkeeper_client_ids_minted_total{node=" + n0 + "}":         1024,
-		"idkeeper_client_ids_minted_total{node=" + n1 + "}":         1,
-		"idkeeper_client_sequence_exhausted_total{node=" + n0 + "}": 1,
-		"idkeeper_client_sequence_exhausted_total{node=" + n1 + "}": 0,
-		"idkeeper_client_clock_backwards_total{node=" + n0 + "}":    0,
-		"idkeeper_client_clock_backwards_total{node=" + n1 + "}":    1,
-		"idkeeper_client_lease_seconds_left":                        (lease - time.Hour).Seconds(),
-		"idkeeper_client_healthy":                                   1,
+	n0, n1 := s.Leases()[0].NodeID, s.Leases()[1].NodeID
+	want := client.Stats{
+		Generators: []client.GeneratorStats{
+			{NodeID: n0, Minted: 1024, SequenceExhausted: 1},
+			{NodeID: n1, Minted: 1, ClockBackwards: 1},
+		},
+		TimeLeft: lease - time.Hour,
+		Healthy:  true,
 	}
-	if got := gather(t, reg); !maps.Equal(got, want) {
-		t.Fatalf("metrics\n got %v\nwant %v", got, want)
+	if got := s.Stats(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("stats\n got %+v\nwant %+v", got, want)
+	}
+	if got := s.Generator(1).Stats(); got != want.Generators[1] {
+		t.Fatalf("generator 1: %+v", got)
 	}
 	s.Close()
-	if got := gather(t, reg); got["idkeeper_client_healthy"] != 0 || got["idkeeper_client_lease_seconds_left"] != 0 {
-		t.Errorf("after Close: %v", got)
+	got := s.Stats()
+	if got.Healthy || got.TimeLeft != 0 || !reflect.DeepEqual(got.Generators, want.Generators) {
+		t.Errorf("after Close: %+v", got)
 	}
-}
-
-// gather returns every sample of g as "name{label=value,…}" → value.
-func gather(t *testing.T, g prometheus.Gatherer) map[string]float64 {
-	t.Helper()
-	mfs, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]float64{}
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			key := mf.GetName()
-			if len(m.GetLabel()) > 0 {
-				var ls []string
-				for _, l := range m.GetLabel() {
-					ls = append(ls, l.GetName()+"="+l.GetValue())
-				}
-				key += "{" + strings.Join(ls, ",") + "}"
-			}
-			v := m.GetCounter().GetValue()
-			if m.GetGauge() != nil {
-				v = m.GetGauge().GetValue()
-			}
-			out[key] = v
-		}
-	}
-	return out
 }

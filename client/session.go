@@ -99,7 +99,7 @@ func New(cfg Config) (*Session, error) {
 		cfg:     cfg,
 		clk:     cfg.Clock,
 		log:     cfg.Logger,
-		api:     api{base: strings.TrimRight(cfg.ServerURL, "/"), key: cfg.APIKey, hc: cfg.HTTPClient, timeout: cfg.RequestTimeout},
+		api:     api{base: strings.TrimRight(cfg.ServerURL, "/"), key: cfg.APIKey, hc: noRedirects(cfg.HTTPClient), timeout: cfg.RequestTimeout},
 		ctx:     ctx,
 		cancel:  cancel,
 		drained: make(chan struct{}),

@@ -19,8 +19,14 @@ import (
 //	idkeeper_gateway_ids_issued_total                   IDs sent in fresh 200 answers (not replays)
 //	idkeeper_gateway_idempotent_replays_total           answers replayed for an Idempotency-Key
 //
+// With Options.Idempotency, New also registers the idempotency Service's
+// collector: idkeeper_idempotency_records and idkeeper_idempotency_record_bytes
+// (the store's live records and their bytes), idkeeper_idempotency_records_stored_total
+// and idkeeper_idempotency_records_exhausted_total (see idempotency.Service.Collector).
+//
 // The session's own metrics (IDs minted per node ID, lease time left, health)
-// come from client.NewCollector, which the program registers next to these.
+// come from clientmetrics.NewCollector (package client/clientmetrics), which the
+// program registers next to these.
 type metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec

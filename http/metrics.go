@@ -34,8 +34,11 @@ const poolScrapeTimeout = 5 * time.Second
 //
 // and, after CollectPool, gauges read from the store at scrape time:
 //
-//	idkeeper_nodes_total, idkeeper_nodes_free, idkeeper_nodes_leased,
+//	idkeeper_nodes, idkeeper_nodes_free, idkeeper_nodes_leased,
 //	idkeeper_nodes_in_grace, idkeeper_nodes_quarantined, idkeeper_store_up
+//
+// The names pass promlint (`promtool check metrics`): _total only on counters,
+// base units as suffixes. idkeeper_nodes was idkeeper_nodes_total before issue #9.
 type Metrics struct {
 	reg       prometheus.Registerer
 	ops       map[string]*prometheus.CounterVec
@@ -212,7 +215,7 @@ func newPoolCollector(reg *idkeeper.Registry) *poolCollector {
 	}
 	return &poolCollector{
 		reg:         reg,
-		total:       d("nodes_total", "Node IDs in the pool."),
+		total:       d("nodes", "Node IDs in the pool."),
 		free:        d("nodes_free", "Node IDs free and allocatable now (the Remaining count)."),
 		leased:      d("nodes_leased", "Node IDs held by a lease that has not expired."),
 		inGrace:     d("nodes_in_grace", "Node IDs held by an expired lease inside the cleanup grace period."),

@@ -72,7 +72,7 @@ func TestMetrics(t *testing.T) {
 		{"idkeeper_remove_total", []string{"code", "OK"}, 0},
 		{"idkeeper_operation_duration_seconds", []string{"op", "alloc"}, 3},
 		{"idkeeper_clock_skew_seconds", []string{"op", "alloc"}, 2},
-		{"idkeeper_nodes_total", nil, 4096},
+		{"idkeeper_nodes", nil, 4096},
 		{"idkeeper_nodes_leased", nil, 3},
 		{"idkeeper_nodes_free", nil, 4093},
 		{"idkeeper_nodes_in_grace", nil, 0},

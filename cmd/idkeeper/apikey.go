@@ -54,20 +54,26 @@ func runAPIKey(ctx context.Context, args []string, env lookupEnv, stdout, stderr
 	return usagef("apikey: want the subcommand create, list or revoke")
 }
 
-// keyStoreFlags are the flags every apikey subcommand has: the store and logging.
+// keyStoreFlags are the flags of every command that works on a store without
+// serving it (apikey, init): the store and logging.
 type keyStoreFlags struct {
 	store, redisPrefix string
+	storeFlag          *secretFlag
 	log                logFlags
 }
 
 func (k *keyStoreFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&k.store, "store", DefaultStore, "the store: bolt:PATH, redis://… or rediss://… (a bolt file must not be open in a running server)")
+	k.storeFlag = secretVar(fs, &k.store, "store", DefaultStore, "the store: bolt:PATH, redis://… or rediss://… (a bolt file must not be open in a running server)", urlHasPassword)
 	fs.StringVar(&k.redisPrefix, "redis-prefix", "", "prefix of every Redis key, as given to the server")
 	k.log.register(fs)
 }
 
 func (k *keyStoreFlags) open(ctx context.Context, stderr io.Writer) (idkeeper.Store, error) {
-	return openStore(ctx, k.store, storeOptions{Logger: k.log.logger(stderr), RedisPrefix: k.redisPrefix})
+	log := k.log.logger(stderr)
+	if err := resolveSecrets(log, k.storeFlag); err != nil {
+		return nil, err
+	}
+	return openStore(ctx, k.store, storeOptions{Logger: log, RedisPrefix: k.redisPrefix})
 }
 
 func runAPIKeyCreate(ctx context.Context, args []string, env lookupEnv, stdout, stderr io.Writer) error {

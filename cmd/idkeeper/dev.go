@@ -68,17 +68,18 @@ func runDev(ctx context.Context, args []string, env lookupEnv, stdout, stderr io
 	}
 	base := "http://" + srv.Addr().String()
 	gw, err := startGateway(gatewayConfig{
-		Listen:           *gwListen,
-		ServerURL:        base,
-		APIKey:           key,
-		NodeIDs:          *gwNodes,
-		MaxCount:         gateway.DefaultMaxCount,
-		IdempotencyStore: "bolt:" + filepath.Join(*data, "gateway-idem.db"),
-		IdempotencyTTL:   idempotency.DefaultTTL,
-		ShutdownTimeout:  5 * time.Second,
-		Version:          v,
-		Commit:           c,
-		Logger:           log,
+		Listen:             *gwListen,
+		ServerURL:          base,
+		APIKey:             key,
+		NodeIDs:            *gwNodes,
+		MaxCount:           gateway.DefaultMaxCount,
+		IdempotencyStore:   "bolt:" + filepath.Join(*data, "gateway-idem.db"),
+		IdempotencyTTL:     idempotency.DefaultTTL,
+		IdempotencyRecords: gateway.DefaultIdempotencyMaxRecords,
+		ShutdownTimeout:    5 * time.Second,
+		Version:            v,
+		Commit:             c,
+		Logger:             log,
 	})
 	if err != nil {
 		return errors.Join(err, srv.shutdown())
@@ -130,11 +131,12 @@ func dialable(addr net.Addr) string {
 	return net.JoinHostPort(host, port)
 }
 
-// devAPIKey returns IDKEEPER_BOOTSTRAP_API_KEY when set, else the key kept in the
-// data directory, making and saving one (mode 0600) on first use.
+// devAPIKey returns IDKEEPER_BOOTSTRAP_API_KEY (or the content of the file
+// IDKEEPER_BOOTSTRAP_API_KEY_FILE names) when set, else the key kept in the data
+// directory, making and saving one (mode 0600) on first use.
 func devAPIKey(dir string, env lookupEnv) (string, error) {
-	if k, ok := env(BootstrapKeyEnv); ok && k != "" {
-		return k, nil
+	if k, err := envSecret(env, BootstrapKeyEnv); err != nil || k != "" {
+		return k, err
 	}
 	path := filepath.Join(dir, devKeyFile)
 	b, err := os.ReadFile(path)

@@ -64,7 +64,13 @@ func parseFlags(fs *flag.FlagSet, args []string, env lookupEnv) error {
 		}
 		name := envName(f.Name)
 		if v, ok := env(name); ok {
-			if err := fs.Set(f.Name, v); err != nil {
+			var err error
+			if es, isSecret := f.Value.(envSetter); isSecret {
+				err = es.SetFromEnv(v)
+			} else {
+				err = fs.Set(f.Name, v)
+			}
+			if err != nil {
 				errs = append(errs, fmt.Errorf("invalid value %q for %s: %v", v, name, err))
 			}
 		}

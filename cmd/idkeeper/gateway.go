@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/bolt"
 	idkclient "github.com/idkeeper/idkeeper/client"
+	"github.com/idkeeper/idkeeper/client/clientmetrics"
 	"github.com/idkeeper/idkeeper/gateway"
 	"github.com/idkeeper/idkeeper/idempotency"
 	"github.com/idkeeper/idkeeper/redis"
@@ -42,39 +44,53 @@ type gatewayConfig struct {
 	IdempotencyStore    string // "none", "bolt:PATH", "redis://…" or "rediss://…"
 	IdempotencyTTL      time.Duration
 	IdempotencyRequired bool
+	IdempotencyRecords  int // most records of one caller (idempotency.Config.MaxRecords); 0: no cap
 	RedisPrefix         string
 	ConsumerKeys        *gateway.ConsumerKeys // nil or empty: no authentication
 	ShutdownTimeout     time.Duration
 	Version, Commit     string
 	Logger              *slog.Logger
 	Requester           idkeeper.Requester // zero: this process's (idkclient.ProcessRequester)
+	Net                 listen             // the listener's TLS and the metrics listener
+	ServerTLS           *tls.Config        // trust for an https:// registry; nil: the system's roots
 }
 
 // gatewayFlags binds the gateway command's flags to a gatewayConfig.
 type gatewayFlags struct {
-	cfg      gatewayConfig
-	log      logFlags
-	keysFile string
+	cfg       gatewayConfig
+	log       logFlags
+	listen    listenFlags
+	keysFile  string
+	serverCA  string
+	apiKey    *secretFlag
+	idemStore *secretFlag
 }
 
 func (f *gatewayFlags) register(fs *flag.FlagSet) {
 	c := &f.cfg
 	fs.StringVar(&c.Listen, "listen", ":8081", "address to serve the gateway on, host:port")
 	fs.StringVar(&c.ServerURL, "server", "", "the registry's base URL, e.g. http://idkeeper:8080 (required)")
-	fs.StringVar(&c.APIKey, "api-key", "", "registry API key to lease node IDs with (required; prefer IDKEEPER_API_KEY: a flag shows in ps)")
+	f.apiKey = secretVar(fs, &c.APIKey, "api-key", "", "registry API key to lease node IDs with (required; prefer --api-key-file or IDKEEPER_API_KEY: a flag shows in ps)", always)
 	fs.IntVar(&c.NodeIDs, "node-ids", 1, "node IDs to lease, each good for 1,024,000 IDs/s; 1.."+strconv.Itoa(idkeeper.MaxCount))
 	fs.IntVar(&c.MaxCount, "max-count", gateway.DefaultMaxCount, "largest count of one POST /v1/ids; 1.."+strconv.Itoa(gateway.MaxMaxCount))
-	fs.StringVar(&c.IdempotencyStore, "idempotency-store", DefaultIdempotencyStore, "where Idempotency-Key records live: bolt:PATH (one gateway), redis://[:PASSWORD@]HOST:PORT/DB or rediss://… (gateways sharing work), or none")
+	f.idemStore = secretVar(fs, &c.IdempotencyStore, "idempotency-store", DefaultIdempotencyStore, "where Idempotency-Key records live: bolt:PATH (one gateway), redis://[:PASSWORD@]HOST:PORT/DB or rediss://… (gateways sharing work), or none", urlHasPassword)
 	fs.DurationVar(&c.IdempotencyTTL, "idempotency-ttl", idempotency.DefaultTTL, "how long an answer is replayed for its Idempotency-Key")
 	fs.BoolVar(&c.IdempotencyRequired, "idempotency-required", false, "answer POST /v1/ids without an Idempotency-Key with 400 IDEMPOTENCY_KEY_REQUIRED")
+	fs.IntVar(&c.IdempotencyRecords, "idempotency-max-records", gateway.DefaultIdempotencyMaxRecords, "most Idempotency-Key records one caller (consumer key, or client address without consumer keys) may hold; a new key beyond gets 429 IDEMPOTENCY_RECORDS_EXHAUSTED; 0: no cap")
 	fs.StringVar(&c.RedisPrefix, "redis-prefix", "", "prefix of the Redis keys of the idempotency records (default: the redis package's, which the registry uses too)")
 	fs.StringVar(&f.keysFile, "consumer-keys-file", "", "file of the keys consumers present in X-API-Key: one per line, SHA-256 hex or the key itself; with "+ConsumerKeysEnv+" unset too, no authentication")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "how long a stopping gateway waits for requests in flight")
+	fs.StringVar(&f.serverCA, "server-ca-file", "", "PEM bundle of the CAs to trust for an https:// --server, besides the system's")
 	f.log.register(fs)
+	f.listen.register(fs)
 }
 
 // config checks the settings and returns the gatewayConfig, consumer keys read.
 func (f *gatewayFlags) config(env lookupEnv, stderr io.Writer) (gatewayConfig, error) {
+	log := f.log.logger(stderr)
+	if err := resolveSecrets(log, f.apiKey, f.idemStore); err != nil {
+		return f.cfg, err
+	}
 	c := f.cfg
 	u, err := url.Parse(c.ServerURL)
 	switch {
@@ -83,7 +99,7 @@ func (f *gatewayFlags) config(env lookupEnv, stderr io.Writer) (gatewayConfig, e
 	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
 		return c, usagef("--server %q: want an http:// or https:// URL", c.ServerURL)
 	case c.APIKey == "":
-		return c, usagef("--api-key (or IDKEEPER_API_KEY) is required: the registry API key to lease node IDs with")
+		return c, usagef("--api-key-file, IDKEEPER_API_KEY(_FILE) or --api-key is required: the registry API key to lease node IDs with")
 	case c.NodeIDs < 1 || c.NodeIDs > idkeeper.MaxCount:
 		return c, usageError{&idkeeper.RangeError{Setting: "node-ids", Value: strconv.Itoa(c.NodeIDs), Min: "1", Max: strconv.Itoa(idkeeper.MaxCount)}}
 	case c.MaxCount < 1 || c.MaxCount > gateway.MaxMaxCount:
@@ -92,6 +108,8 @@ func (f *gatewayFlags) config(env lookupEnv, stderr io.Writer) (gatewayConfig, e
 		return c, usagef("--idempotency-ttl %s: want at least 1ms", c.IdempotencyTTL)
 	case c.ShutdownTimeout <= 0:
 		return c, usagef("--shutdown-timeout %s: want a positive duration", c.ShutdownTimeout)
+	case c.IdempotencyRecords < 0:
+		return c, usagef("--idempotency-max-records %d: want 0 (no cap) or more", c.IdempotencyRecords)
 	case c.IdempotencyRequired && c.IdempotencyStore == "none":
 		return c, usagef("--idempotency-required needs an --idempotency-store")
 	}
@@ -119,7 +137,15 @@ func (f *gatewayFlags) config(env lookupEnv, stderr io.Writer) (gatewayConfig, e
 		keys = keys.Merge(fromEnv)
 	}
 	c.ConsumerKeys = keys
-	c.Logger = f.log.logger(stderr)
+	c.Logger = log
+	if c.Net, err = f.listen.load(c.Logger); err != nil {
+		return c, err
+	}
+	if f.serverCA != "" {
+		if c.ServerTLS, err = idkclient.CABundle(f.serverCA); err != nil {
+			return c, usagef("--server-ca-file: %v", err)
+		}
+	}
 	c.Version, c.Commit = buildVersion()
 	return c, nil
 }
@@ -162,6 +188,7 @@ type gatewayServer struct {
 	sess     *idkclient.Session
 	idem     io.Closer // nil without an idempotency store
 	api      *httpService
+	metrics  *httpService  // nil without --metrics-listen
 	fatal    chan error    // the session's lost lease
 	openDone chan struct{} // closed when Open has returned; then openErr is set
 	openErr  error
@@ -209,7 +236,7 @@ func startGateway(cfg gatewayConfig) (_ *gatewayServer, err error) {
 	}()
 	var svc *idempotency.Service
 	if store != nil {
-		if svc, err = idempotency.New(store, idempotency.Config{TTL: cfg.IdempotencyTTL, Required: cfg.IdempotencyRequired, Logger: log}); err != nil {
+		if svc, err = idempotency.New(store, idempotency.Config{TTL: cfg.IdempotencyTTL, Required: cfg.IdempotencyRequired, MaxRecords: cfg.IdempotencyRecords, Logger: log}); err != nil {
 			return nil, err
 		}
 	}
@@ -220,6 +247,7 @@ func startGateway(cfg gatewayConfig) (_ *gatewayServer, err error) {
 		Count:     cfg.NodeIDs,
 		Logger:    log,
 		Requester: cfg.Requester,
+		TLSConfig: cfg.ServerTLS,
 		OnFatal: func(err error) {
 			select {
 			case g.fatal <- err:
@@ -230,7 +258,7 @@ func startGateway(cfg gatewayConfig) (_ *gatewayServer, err error) {
 	if err != nil {
 		return nil, usageError{err}
 	}
-	promReg := newPromRegistry(idkclient.NewCollector(g.sess))
+	promReg := newPromRegistry(clientmetrics.NewCollector(g.sess))
 	gw := gateway.New(g.sess, gateway.Options{
 		MaxCount:     cfg.MaxCount,
 		Idempotency:  svc,
@@ -241,7 +269,7 @@ func startGateway(cfg gatewayConfig) (_ *gatewayServer, err error) {
 		Version:      cfg.Version,
 		Commit:       cfg.Commit,
 	})
-	if g.api, err = startHTTP(cfg.Listen, gw.Handler(), log); err != nil {
+	if g.api, g.metrics, err = cfg.Net.serveAPI("the gateway", cfg.Listen, gw.Handler(), promReg, log); err != nil {
 		return nil, err
 	}
 	go func() {
@@ -252,7 +280,7 @@ func startGateway(cfg gatewayConfig) (_ *gatewayServer, err error) {
 	if store != nil {
 		idem = redactURL(cfg.IdempotencyStore)
 	}
-	log.Info("gateway listening; leasing node IDs", "addr", g.api.Addr().String(), "server", redactURL(cfg.ServerURL),
+	log.Info("gateway listening; leasing node IDs", "addr", g.api.Addr().String(), "tls", cfg.Net.tls != nil, "server", redactURL(cfg.ServerURL),
 		"nodeIds", cfg.NodeIDs, "maxCount", cfg.MaxCount, "idempotencyStore", idem, "idempotencyRequired", cfg.IdempotencyRequired,
 		"consumerKeys", cfg.ConsumerKeys.Len(), "version", cfg.Version)
 	return g, nil
@@ -311,7 +339,7 @@ func nodeIDsOf(ls []idkclient.Lease) []int64 {
 // ShutdownTimeout), then closes the session (drain, then Remove: the node IDs are
 // free at once) and the idempotency store.
 func (g *gatewayServer) shutdown() error {
-	steps := []closeStep{{"release the node IDs", g.sess.Close}}
+	steps := []closeStep{closeMetrics(g.metrics), {"release the node IDs", g.sess.Close}}
 	if g.idem != nil {
 		steps = append(steps, closeStep{"close the idempotency store", g.idem.Close})
 	}

@@ -25,11 +25,9 @@ its own when it finds it empty.
 // runInit is the init command.
 func runInit(ctx context.Context, args []string, env lookupEnv, stdout, stderr io.Writer) error {
 	fs := newFlagSet("init", stderr)
-	store := fs.String("store", DefaultStore, "the store: bolt:PATH, redis://… or rediss://… (a bolt file must not be open in a running server)")
-	redisPrefix := fs.String("redis-prefix", "", "prefix of every Redis key, as given to the server")
+	var kf keyStoreFlags
+	kf.register(fs)
 	nodes := fs.Int("nodes", idkeeper.DefaultLayout.Nodes(), "pool size: node IDs 0..nodes-1; 1.."+strconv.Itoa(idkeeper.DefaultLayout.Nodes()))
-	var lf logFlags
-	lf.register(fs)
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
 		fmt.Fprint(stdout, initUsage)
 		return nil
@@ -40,22 +38,21 @@ func runInit(ctx context.Context, args []string, env lookupEnv, stdout, stderr i
 	if *nodes < 1 || *nodes > idkeeper.DefaultLayout.Nodes() {
 		return usageError{&idkeeper.RangeError{Setting: "nodes", Value: strconv.Itoa(*nodes), Min: "1", Max: strconv.Itoa(idkeeper.DefaultLayout.Nodes())}}
 	}
-	log := lf.logger(stderr)
-	s, err := openStore(ctx, *store, storeOptions{Logger: log, RedisPrefix: *redisPrefix})
+	s, err := kf.open(ctx, stderr)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	res, err := initStore(ctx, s, *nodes, log)
+	res, err := initStore(ctx, s, *nodes, kf.log.logger(stderr))
 	if err != nil {
 		return err
 	}
 	g := res.Generation
 	if res.Fresh {
-		fmt.Fprintf(stdout, "initialised %s: generation %d (%s), %d node IDs\n", redactURL(*store), g.Number, g.ID, *nodes)
+		fmt.Fprintf(stdout, "initialised %s: generation %d (%s), %d node IDs\n", redactURL(kf.store), g.Number, g.ID, *nodes)
 	} else {
 		fmt.Fprintf(stdout, "%s is initialised already: generation %d (%s, origin %s, since %s); nothing changed\n",
-			redactURL(*store), g.Number, g.ID, g.Origin, g.At.Format("2006-01-02T15:04:05Z"))
+			redactURL(kf.store), g.Number, g.ID, g.Origin, g.At.Format("2006-01-02T15:04:05Z"))
 	}
 	return nil
 }

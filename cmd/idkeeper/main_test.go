@@ -107,7 +107,7 @@ func TestBinary(t *testing.T) {
 	if r := c.do("GET", "/readyz", "", 200); r["generation"].(map[string]any)["number"] != 1.0 || !strings.Contains(r["durability"].(string), "fsync") {
 		t.Fatalf("readyz %v", r)
 	}
-	if m := c.raw("GET", "/metrics"); !strings.Contains(m, "idkeeper_nodes_total 8") || !strings.Contains(m, "go_goroutines") ||
+	if m := c.raw("GET", "/metrics"); !strings.Contains(m, "idkeeper_nodes 8") || !strings.Contains(m, "go_goroutines") ||
 		!strings.Contains(m, `idkeeper_registry_phase{phase="ready"} 1`) {
 		t.Fatalf("metrics:\n%s", m)
 	}

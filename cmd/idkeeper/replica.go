@@ -41,7 +41,9 @@ func defaultStateFile(store string) string {
 // secret must be at least idkeeper.MinReceiptSecretLen bytes; a trailing newline
 // is not part of it.
 func receiptSecret(env lookupEnv, file, generatedPath string) (secret []byte, source string, generated bool, err error) {
-	if v, ok := env(ReceiptSecretEnv); ok && v != "" {
+	if v, ok := env(ReceiptSecretEnv); ok && v != "" && file != "" {
+		return nil, "", false, usagef("set %s or --receipt-secret-file (%s_FILE), not both", ReceiptSecretEnv, ReceiptSecretEnv)
+	} else if ok && v != "" {
 		secret, source = []byte(v), ReceiptSecretEnv
 	} else if file != "" {
 		b, err := os.ReadFile(file)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -33,10 +34,11 @@ type httpService struct {
 }
 
 // startHTTP listens on addr (host:port; ":0" picks a free port) and serves h in
-// the background, with the timeouts and header limit of every idkeeper listener;
-// the server's own errors go to log at warn level. Serve's result arrives on
-// served; it is http.ErrServerClosed after shutdown.
-func startHTTP(addr string, h http.Handler, log *slog.Logger) (*httpService, error) {
+// the background, over TLS when tlsCfg is not nil, with the timeouts and header
+// limit of every idkeeper listener; the server's own errors go to log at warn
+// level. A plain listener on a non-loopback address is warned about. Serve's
+// result arrives on served; it is http.ErrServerClosed after shutdown.
+func startHTTP(addr string, h http.Handler, tlsCfg *tls.Config, log *slog.Logger) (*httpService, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", addr, err)
@@ -49,8 +51,14 @@ func startHTTP(addr string, h http.Handler, log *slog.Logger) (*httpService, err
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		TLSConfig:         tlsCfg,
 	}}
-	go func() { s.served <- s.srv.Serve(ln) }()
+	if tlsCfg == nil {
+		go func() { s.served <- s.srv.Serve(ln) }()
+	} else {
+		// The certificate comes from TLSConfig.GetCertificate: no file names here.
+		go func() { s.served <- s.srv.ServeTLS(ln, "", "") }()
+	}
 	return s, nil
 }
 

@@ -55,12 +55,16 @@ type serverConfig struct {
 	InitStore bool
 	// Env reads secrets from the environment; os.LookupEnv when nil.
 	Env lookupEnv
+	// Net is the listeners' TLS and the metrics listener.
+	Net listen
 }
 
 // serverFlags binds the server command's flags to a serverConfig.
 type serverFlags struct {
 	cfg                                                      serverConfig
 	log                                                      logFlags
+	listen                                                   listenFlags
+	store                                                    *secretFlag
 	firstLease, leaseDuration, grace, cleanupInterval, drain time.Duration
 	nodes                                                    int
 	unsafe                                                   unsafeFlags
@@ -69,7 +73,7 @@ type serverFlags struct {
 func (f *serverFlags) register(fs *flag.FlagSet) {
 	c := &f.cfg
 	fs.StringVar(&c.Listen, "listen", ":8080", "address to serve the REST API on, host:port")
-	fs.StringVar(&c.Store, "store", DefaultStore, "the store: bolt:PATH, redis://[:PASSWORD@]HOST:PORT/DB or rediss://…")
+	f.store = secretVar(fs, &c.Store, "store", DefaultStore, "the store: bolt:PATH, redis://[:PASSWORD@]HOST:PORT/DB or rediss://…", urlHasPassword)
 	fs.StringVar(&c.RedisPrefix, "redis-prefix", "", "prefix of every Redis key, to share one Redis between registries (default: the redis package's)")
 	fs.IntVar(&c.RedisWait, "redis-wait-replicas", 0, "Redis replicas that must acknowledge every Alloc and Renew (WAIT) before it is answered; 0: none")
 	fs.DurationVar(&f.leaseDuration, "lease-duration", idkeeper.DefaultLeaseDuration, "length a Renew extends a lease to; first-lease..8760h")
@@ -84,6 +88,7 @@ func (f *serverFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&c.AcceptLostWrites, "accept-lost-writes-on-redis-restart", false, "start even though Redis persists too little to keep acknowledged grants over a restart (no AOF, or appendfsync not always without --redis-wait-replicas); every such restart then quarantines the whole pool for lease + grace")
 	fs.DurationVar(&f.drain, "shutdown-timeout", 20*time.Second, "how long a stopping server waits for requests in flight")
 	f.log.register(fs)
+	f.listen.register(fs)
 	f.unsafe.register(fs)
 }
 
@@ -126,9 +131,19 @@ func (f *serverFlags) config(env lookupEnv, stderr io.Writer) (serverConfig, err
 		c.Registry.Grace = idkeeper.NoGrace
 	}
 	c.ShutdownTimeout = f.drain
-	c.BootstrapAPIKey, _ = env(BootstrapKeyEnv)
 	c.Env = env
 	c.Logger = f.log.logger(stderr)
+	var err error
+	if c.BootstrapAPIKey, err = envSecret(env, BootstrapKeyEnv); err != nil {
+		return c, err
+	}
+	if err := resolveSecrets(c.Logger, f.store); err != nil {
+		return c, err
+	}
+	c.Store = f.cfg.Store
+	if c.Net, err = f.listen.load(c.Logger); err != nil {
+		return c, err
+	}
 	f.unsafe.apply(&c)
 	c.Version, c.Commit = buildVersion()
 	return c, nil
@@ -156,12 +171,13 @@ func runServer(ctx context.Context, args []string, env lookupEnv, stderr io.Writ
 // registryServer is a running registry: store, replica state, registry engine and
 // HTTP listener.
 type registryServer struct {
-	cfg   serverConfig
-	log   *slog.Logger
-	store idkeeper.Store
-	state *localstate.File
-	reg   *idkeeper.Registry
-	api   *httpService
+	cfg     serverConfig
+	log     *slog.Logger
+	store   idkeeper.Store
+	state   *localstate.File
+	reg     *idkeeper.Registry
+	api     *httpService
+	metrics *httpService // nil without --metrics-listen
 }
 
 // startRegistryServer validates cfg, opens the store (refusing a Redis that would
@@ -267,13 +283,13 @@ func startRegistryServer(ctx context.Context, cfg serverConfig) (_ *registryServ
 		Gatherer:       promReg,
 		Durability:     durability,
 	})
-	web, err := startHTTP(cfg.Listen, api.Handler(), log)
+	web, metricsWeb, err := cfg.Net.serveAPI("the registry API", cfg.Listen, api.Handler(), promReg, log)
 	if err != nil {
 		return nil, err
 	}
-	s := &registryServer{cfg: cfg, log: log, store: store, state: state, reg: reg, api: web}
+	s := &registryServer{cfg: cfg, log: log, store: store, state: state, reg: reg, api: web, metrics: metricsWeb}
 	rcfg := reg.Config()
-	log.Info("listening", "addr", web.Addr().String(), "store", redactURL(cfg.Store),
+	log.Info("listening", "addr", web.Addr().String(), "tls", cfg.Net.tls != nil, "store", redactURL(cfg.Store),
 		"version", cfg.Version, "commit", cfg.Commit, "phase", reg.Phase(), "stateFile", statePath,
 		"nodes", rcfg.Nodes, "firstLease", rcfg.FirstLease, "leaseDuration", rcfg.LeaseDuration,
 		"cleanupGrace", rcfg.Grace, "cleanupInterval", rcfg.CleanupInterval,
@@ -304,6 +320,7 @@ func (s *registryServer) wait(ctx context.Context) error {
 // ShutdownTimeout), then stops the registry's jobs and closes the store.
 func (s *registryServer) shutdown() error {
 	if err := s.api.shutdown(s.cfg.ShutdownTimeout,
+		closeMetrics(s.metrics),
 		closeStep{"stop the registry", s.reg.Close},
 		closeStep{"close the replica state", s.state.Close},
 		closeStep{"close the store", s.store.Close},

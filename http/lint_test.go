@@ -1,0 +1,51 @@
+package http_test
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idkeeper/idkeeper"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+)
+
+// The server's /metrics passes the ecosystem's lint (promlint, the checks behind
+// `promtool check metrics`) with zero problems: every series of a registry that
+// served traffic, with the pool gauges, and the Go, process and build-info
+// collectors the idkeeper binary registers next to them.
+func TestMetricsLint(t *testing.T) {
+	h := newBolt(t)
+	h.prom.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		collectors.NewBuildInfoCollector(),
+	)
+	who := requesterJSON(1)
+	h.post("/v1/leases", `{"requester":`+who+`,"count":2,"clientUtcNow":"`+ts(start.Add(-time.Hour))+`"}`).problem(t, idkeeper.CodeClockSkewTooLarge)
+	h.post("/v1/leases", `{"requester":`+who+`,"count":2,"clientUtcNow":"`+ts(start)+`"}`).ok(t)
+	h.post("/v1/leases/renew", `{"requester":`+who+`,"clientUtcNow":"`+ts(start)+`"}`).ok(t)
+	h.post("/v1/leases/remove", `{"requester":`+who+`}`).ok(t)
+
+	r := h.get("/metrics", "X-API-Key", "")
+	if r.status != 200 {
+		t.Fatalf("/metrics: %d", r.status)
+	}
+	if !strings.Contains(string(r.raw), "idkeeper_nodes ") {
+		t.Fatalf("/metrics lacks the pool gauges:\n%s", r.raw)
+	}
+	lintClean(t, r.raw)
+}
+
+// lintClean fails the test for every problem promlint finds in a text exposition.
+func lintClean(t *testing.T, exposition []byte) {
+	t.Helper()
+	problems, err := promlint.New(bytes.NewReader(exposition)).Lint()
+	if err != nil {
+		t.Fatalf("promlint: %v", err)
+	}
+	for _, p := range problems {
+		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+	}
+}
