@@ -181,45 +181,36 @@ func TestIdempotencyOversizedBodyOverTCP(t *testing.T) {
 	}
 }
 
-// Malformed requests with an Idempotency-Key are answered before the key is
-// claimed and leave no record: the key stays free for the corrected request. A
-// body that repeats count is such a request: the later {"count":2} with its key
-// runs as the first, it is not a replay of the 400.
-func TestIdempotencyMalformedRequestsStoreNothing(t *testing.T) {
+// A request with an Idempotency-Key refused for its media type or size is
+// answered before the key is claimed and leaves no record: the key stays free for
+// the corrected request.
+func TestIdempotencyUnreadRequestsStoreNothing(t *testing.T) {
 	reg := startRegistry(t, nil)
 	src := &spy{IDSource: reg.open(t, 1)}
 	store := boltIdem(t)
 	g := startGateway(t, src, gateway.Options{Idempotency: newIdempotency(t, store, true)})
 	for i, c := range []struct {
-		query, body, ct string
-		status          int
-		code            idkeeper.Code
+		body, ct string
+		status   int
+		code     idkeeper.Code
 	}{
-		{"", `{"count":1,"count":2}`, "", 400, idkeeper.CodeInvalidRequest},
-		{"", `{"count":0}`, "", 400, idkeeper.CodeInvalidRequest},
-		{"", `{"count":10001}`, "", 400, gateway.CodeCountTooLarge},
-		{"", `not json`, "", 400, idkeeper.CodeInvalidRequest},
-		{"?fromat=string", `{"count":1}`, "", 400, idkeeper.CodeInvalidRequest},
-		{"", `{"count":1}`, "text/plain", 415, idkeeper.CodeUnsupportedMediaType},
-		{"", `{"count":1}` + strings.Repeat(" ", gateway.MaxBodyBytes), "", 413, idkeeper.CodeBodyTooLarge},
+		{`{"count":1}`, "text/plain", 415, idkeeper.CodeUnsupportedMediaType},
+		{`{"count":1}` + strings.Repeat(" ", gateway.MaxBodyBytes), "", 413, idkeeper.CodeBodyTooLarge},
 	} {
-		key := fmt.Sprintf("malformed-%d", i)
+		key := fmt.Sprintf("unread-%d", i)
 		hdr := []string{idempotency.HeaderKey, key}
 		if c.ct != "" {
 			hdr = append(hdr, "Content-Type", c.ct)
 		}
 		for range 2 { // the same answer again, without a record
-			g.do(http.MethodPost, "/v1/ids"+c.query, c.body, hdr...).problem(t, c.status, c.code)
+			g.do(http.MethodPost, "/v1/ids", c.body, hdr...).problem(t, c.status, c.code)
 		}
 		if r, _ := stats(t, store); r != int64(i) {
-			t.Fatalf("%q: %d records, want only the %d of the corrected requests before", c.body, r, i)
-		}
-		if calls, _, _ := src.reset(); calls != 0 {
-			t.Fatalf("%q minted %d chunks", c.body, calls)
+			t.Fatalf("%d: %d records, want only the %d of the corrected requests before", c.status, r, i)
 		}
 		fresh := g.post(`{"count":2}`, idempotency.HeaderKey, key)
 		if len(fresh.ids(t)) != 2 || fresh.header.Get(idempotency.HeaderReplayed) != "" {
-			t.Fatalf("the key of %q, corrected: %v %s; want a fresh answer", c.body, fresh.header, fresh.body)
+			t.Fatalf("the key of the %d, corrected: %v %s; want a fresh answer", c.status, fresh.header, fresh.body)
 		}
 		replay := g.post(`{"count":2}`, idempotency.HeaderKey, key)
 		if replay.header.Get(idempotency.HeaderReplayed) != "true" || !bytes.Equal(replay.body, fresh.body) {
@@ -227,6 +218,45 @@ func TestIdempotencyMalformedRequestsStoreNothing(t *testing.T) {
 		}
 		if calls, _, _ := src.reset(); calls != 1 {
 			t.Fatalf("the corrected request and its replay minted %d chunks, want 1", calls)
+		}
+	}
+}
+
+// A request with an Idempotency-Key refused for its query or body binds the key to
+// its exact bytes without storing the answer: the same request is refused afresh
+// (not a replay), and the key with another body, {"count":2} included after
+// {"count":1,"count":2}, is 422, never a mint. The binding is a small record
+// counted like any other.
+func TestIdempotencyRefusedRequestsBindTheKey(t *testing.T) {
+	reg := startRegistry(t, nil)
+	src := &spy{IDSource: reg.open(t, 1)}
+	store := boltIdem(t)
+	g := startGateway(t, src, gateway.Options{Idempotency: newIdempotency(t, store, true)})
+	for i, c := range []struct {
+		query, body string
+		code        idkeeper.Code
+	}{
+		{"", `{"count":1,"count":2}`, idkeeper.CodeInvalidRequest},
+		{"", `{"count":2,"count":2}`, idkeeper.CodeInvalidRequest},
+		{"", `{"count":0}`, idkeeper.CodeInvalidRequest},
+		{"", `{"count":10001}`, gateway.CodeCountTooLarge},
+		{"", `not json`, idkeeper.CodeInvalidRequest},
+		{"?fromat=string", `{"count":2}`, idkeeper.CodeInvalidRequest},
+	} {
+		key := fmt.Sprintf("refused-%d", i)
+		for range 2 {
+			a := g.do(http.MethodPost, "/v1/ids"+c.query, c.body, idempotency.HeaderKey, key)
+			a.problem(t, 400, c.code)
+			if a.header.Get(idempotency.HeaderReplayed) != "" {
+				t.Fatalf("%q: the refusal was replayed: %v", c.body, a.header)
+			}
+		}
+		if r, bytes := stats(t, store); r != int64(i+1) || bytes > int64(512*(i+1)) {
+			t.Fatalf("%q: %d records of %d bytes, want %d small ones", c.body, r, bytes, i+1)
+		}
+		g.post(`{"count":2}`, idempotency.HeaderKey, key).problem(t, 422, idempotency.CodeKeyReused)
+		if calls, _, _ := src.reset(); calls != 0 {
+			t.Fatalf("%q: minted %d chunks", c.body, calls)
 		}
 	}
 }

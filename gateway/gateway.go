@@ -23,9 +23,9 @@
 // fails, the IDs already minted are dropped (a gap: a generator never mints an ID
 // twice) and the answer is 503. POST /v1/ids takes an Idempotency-Key through the
 // idempotency package when Options.Idempotency is set: the gateway checks the
-// request first (media type, size, query, body), so the layer reads no more than
-// MaxBodyBytes and keeps no record of a malformed request, and it stores an
-// answer's IDs as runs of consecutive IDs (idsCodec). With Options.ConsumerKeys,
+// media type and size first, so the layer reads no more than MaxBodyBytes; a bad
+// query or body binds the key to that request without storing the answer; an
+// answer's IDs are stored as runs of consecutive IDs (idsCodec). With Options.ConsumerKeys,
 // the /v1 routes other than /v1/version need a valid X-API-Key (401 otherwise).
 // Every error is application/problem+json with a code. docs/gateway.md is the
 // reference for clients and operators.
@@ -141,10 +141,11 @@ func New(src IDSource, opts Options) *Server {
 
 	var issue http.Handler = http.HandlerFunc(s.issue)
 	if opts.Idempotency != nil {
-		// Checked first, so the layer reads no more than MaxBodyBytes and stores
-		// nothing for a malformed request; answers stored as runs of IDs.
+		// Media type and size checked first, so the layer reads no more than
+		// MaxBodyBytes; a 400 binds the key to its request; answers stored as
+		// runs of IDs.
 		issue = s.admitted(opts.Idempotency.Wrap(IssueOperation, s.caller, issue,
-			idempotency.MaxBody(MaxBodyBytes), idempotency.WithCodec(idsCodec)))
+			idempotency.MaxBody(MaxBodyBytes), idempotency.WithCodec(idsCodec), idempotency.BindKeyOn(http.StatusBadRequest)))
 		if opts.Registerer != nil {
 			opts.Registerer.MustRegister(opts.Idempotency.Collector())
 		}

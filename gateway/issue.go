@@ -40,21 +40,33 @@ func putBuffers(b *buffers) {
 	bufferPool.Put(b)
 }
 
-// admit checks a POST /v1/ids: the query, the media type, the size of the body
-// (refused unread when Content-Length declares more than MaxBodyBytes, and never
-// read past MaxBodyBytes+1 bytes), then the body itself, read into b.body. It
-// returns the count and format asked for, or the error to answer.
+// admit checks a POST /v1/ids: frame, then parse. It returns the count and
+// format asked for, or the error to answer.
 func (s *Server) admit(r *http.Request, b *buffers) (count int, f format, err error) {
-	if f, err = parseQuery(r.URL.RawQuery); err != nil {
+	if err := frame(r, b); err != nil {
 		return 0, 0, err
 	}
+	return s.parse(r, b)
+}
+
+// frame checks what can be refused without reading the request: the media type
+// and the size of the body (refused unread when Content-Length declares more
+// than MaxBodyBytes, and never read past MaxBodyBytes+1 bytes); then it reads the
+// body into b.body.
+func frame(r *http.Request, b *buffers) (err error) {
 	if err := problem.CheckJSONContentType(r.Header.Get("Content-Type")); err != nil {
-		return 0, 0, err
+		return err
 	}
 	if r.ContentLength > MaxBodyBytes {
-		return 0, 0, errTooLarge
+		return errTooLarge
 	}
-	if b.body, err = readBody(r.Body, b.body); err != nil {
+	b.body, err = readBody(r.Body, b.body)
+	return err
+}
+
+// parse checks the query and the body that frame read.
+func (s *Server) parse(r *http.Request, b *buffers) (count int, f format, err error) {
+	if f, err = parseQuery(r.URL.RawQuery); err != nil {
 		return 0, 0, err
 	}
 	if count, err = decodeCount(b.body, s.maxCount); err != nil {
@@ -73,10 +85,14 @@ func refuse(w http.ResponseWriter, err error) {
 }
 
 // admitted passes to next (the idempotency layer) only the POST /v1/ids that
-// admit accepts, with the body it read; it answers the others itself. So a
-// malformed request claims no Idempotency-Key and leaves no record, and the layer
-// never reads more than the MaxBodyBytes that admit did. A request without the
-// header goes to next as it is: the layer reads no body of it, and issue checks it.
+// frame accepts, with the body it read; it answers the others (415, 413) itself.
+// So a request refused for its media type or size claims no Idempotency-Key and
+// leaves no record, and the layer never reads more than the MaxBodyBytes that
+// frame did. A request refused for its query or body does reach the layer: issue
+// refuses it there with 400, which binds the key to that request without storing
+// the answer (idempotency.BindKeyOn), so that the same key with another body is
+// 422, never a mint. A request without the header goes to next as it is: the
+// layer reads no body of it, and issue checks it.
 func (s *Server) admitted(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, keyed := r.Header[idempotency.HeaderKey]; !keyed {
@@ -85,7 +101,7 @@ func (s *Server) admitted(next http.Handler) http.Handler {
 		}
 		b := bufferPool.Get().(*buffers)
 		defer putBuffers(b)
-		if _, _, err := s.admit(r, b); err != nil {
+		if err := frame(r, b); err != nil {
 			refuse(w, err)
 			return
 		}

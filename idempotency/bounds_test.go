@@ -52,7 +52,7 @@ func testMalformedNotStored(e *env) {
 // testRepeatedMembers: a body that repeats a member is fingerprinted by its
 // bytes, so the body of its last value is another request: 422 once the first is
 // stored, not a replay of the first's answer. (The gateway refuses such a body
-// with a 400 before the key is claimed; this is a handler that takes it.)
+// with a 400 that binds the key, testBindKeyOn; this is a handler that takes it.)
 func testRepeatedMembers(e *env) {
 	h := e.handler(e.service(e.a, idempotency.Config{}))
 	e.wantRun(e.serve(h, post("k", `{"count":1,"count":2}`)), 200, 1)
@@ -71,6 +71,46 @@ func testRepeatedMembers(e *env) {
 	e.wantRun(e.serve(h, post("k2", `{"count":2}`)), 200, 3)
 	e.wantReplay(e.serve(h, post("k2", `{"count":2}`)), 200, 3)
 	e.wantRuns(3)
+}
+
+// testBindKeyOn: with BindKeyOn(400), a 400 binds the key to its request in a
+// record without the answer: the same request runs again and is not a replay; a
+// different one is 422 without running; a 413 still frees the key; and the same
+// request that the operation now accepts is 422, its answer unsent.
+func testBindKeyOn(e *env) {
+	s := e.service(e.a, idempotency.Config{})
+	h := s.Wrap("ids.issue", nil, http.HandlerFunc(e.issue), idempotency.BindKeyOn(400))
+	e.status = func(int64) int { return 400 }
+	e.wantRun(e.serve(h, post("k", `{"count":1,"count":2}`)), 400, 1)
+	e.wantRun(e.serve(h, post("k", `{"count":1,"count":2}`)), 400, 2)
+	if r, size := e.stats(); r != 1 || size > 512 {
+		e.Fatalf("%d records of %d bytes after a bound 400, want 1 without the answer", r, size)
+	}
+	e.wantProblem(e.serve(h, post("k", `{"count":2}`)), 422, idempotency.CodeKeyReused)
+	e.wantRuns(2)
+
+	e.status = func(int64) int { return 413 }
+	e.wantRun(e.serve(h, post("k2", `{"count":3}`)), 413, 3)
+	e.status = nil
+	e.wantRun(e.serve(h, post("k2", `{"count":2}`)), 200, 4)
+
+	e.wantProblem(e.serve(h, post("k", `{"count":1,"count":2}`)), 422, idempotency.CodeKeyReused)
+	e.wantRuns(5)
+	if r, _ := e.stats(); r != 2 {
+		e.Fatalf("%d records, want the binding and the 200", r)
+	}
+
+	ctx := e.Context()
+	refuse := func(context.Context) idempotency.Response { return idempotency.Response{Status: 400} }
+	if _, err := s.Do(ctx, "d", "fp", refuse, idempotency.BindKeyOn(400)); err != nil {
+		e.Fatal(err)
+	}
+	if _, err := s.Do(ctx, "d", "other", refuse); idkeeper.ErrorCode(err) != idempotency.CodeKeyReused {
+		e.Fatalf("Do with another fingerprint after a bound 400: %v, want 422", err)
+	}
+	if res, err := s.Do(ctx, "d", "fp", refuse); err != nil || res.Status != 400 || res.Replayed {
+		e.Fatalf("Do of the same request after a bound 400: %+v, %v; want a fresh 400", res, err)
+	}
 }
 
 // testOwnHeaders: a handler's own Cache-Control is sent fresh and, when

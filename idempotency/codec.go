@@ -46,6 +46,7 @@ type options struct {
 	codec   *Codec
 	owner   string
 	owned   bool
+	bind    []int // statuses that bind the key without storing the answer
 }
 
 // MaxBody lowers Config.MaxBody for the wrapped operation: Wrap reads at most n
@@ -61,6 +62,26 @@ func WithCodec(c *Codec) Option {
 		panic(err.Error())
 	}
 	return func(o *options) { o.codec = c }
+}
+
+// BindKeyOn binds the key to the request when the operation answers one of
+// statuses that Replayable does not store (the gateway passes 400 for a request
+// whose body or query it refuses). The record keeps the request's fingerprint and
+// the status, not the answer, so:
+//
+//   - the same request again runs the operation again, unclaimed, and gets its
+//     answer afresh (no Idempotent-Replayed);
+//   - a different request with the key gets 422
+//     IDEMPOTENCY_KEY_REUSED_WITH_DIFFERENT_REQUEST, as after any other answer;
+//   - should the same request now get a status that Replayable stores (the
+//     operation's settings changed meanwhile), that answer is not sent: the client
+//     gets 422 and must use a new key. The operation must therefore have had no
+//     effect a retry would repeat when it answers such a status.
+//
+// Other statuses that Replayable refuses keep freeing the key. The record counts
+// under Config.MaxRecords like any other.
+func BindKeyOn(statuses ...int) Option {
+	return func(o *options) { o.bind = append(o.bind, statuses...) }
 }
 
 // OwnedBy makes Do count the record against owner (see Owner), under

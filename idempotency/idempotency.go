@@ -22,11 +22,13 @@
 //   - a 5xx, 408, 425 or 429: "not done, try again";
 //   - a 400, 411, 413, 414, 415, 422 or 431: the request itself is malformed. The
 //     same request gets the same answer whenever it is sent, so there is nothing
-//     to remember, and a corrected request may use the key.
+//     to remember, and a corrected request may use the key. With BindKeyOn, the
+//     operation's own refusals of a request bind the key to that request without
+//     storing the answer: the same request is refused afresh, another gets 422.
 //
 // Handlers must therefore answer those statuses only when the operation had no
 // effect that a retry would repeat (the gateway drops the IDs of a failed request,
-// DESIGN §5, and checks a request before the key is claimed).
+// DESIGN §5, and mints nothing for a request it refuses).
 //
 // Records live in an idkeeper.IdempotencyStore (bolt for one process, redis for
 // several), never only in memory, for Config.TTL after completion (24 h by
@@ -66,6 +68,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -258,14 +261,14 @@ func Replayable(status int) bool {
 // scope is usually Scope(caller, operation, key) and fingerprint a Fingerprint.
 // fn gets ctx. Do waits for fn and stores its Response (when Replayable) even if
 // ctx has been cancelled meanwhile. If fn panics, the key is freed and the panic
-// goes on. The options WithCodec and OwnedBy apply.
+// goes on. The options WithCodec, OwnedBy and BindKeyOn apply.
 func (s *Service) Do(ctx context.Context, scope, fingerprint string, fn func(context.Context) Response, opts ...Option) (Result, error) {
 	o := collect(opts)
 	owner := ""
 	if o.owned {
 		owner = o.owner
 	}
-	return s.do(ctx, s.request(owner, o.owned, o.codec, scope, fingerprint), fn)
+	return s.do(ctx, s.request(owner, o.owned, o, scope, fingerprint), fn)
 }
 
 // request is one request's business with the store.
@@ -273,13 +276,14 @@ type request struct {
 	st                 idkeeper.IdempotencyStore // where its key is claimed: capped by MaxRecords for its owner
 	again              idkeeper.IdempotencyStore // the same owner uncapped: to claim the key again once it ran
 	codec              *Codec
+	bind               []int // BindKeyOn
 	scope, fingerprint string
 }
 
-// request returns the request of owner for scope; capped says whether
-// MaxRecords applies.
-func (s *Service) request(owner string, capped bool, codec *Codec, scope, fingerprint string) request {
-	r := request{st: s.store, again: s.store, codec: codec, scope: scope, fingerprint: fingerprint}
+// request returns the request of owner for scope, with the options o; capped
+// says whether MaxRecords applies.
+func (s *Service) request(owner string, capped bool, o options, scope, fingerprint string) request {
+	r := request{st: s.store, again: s.store, codec: o.codec, bind: o.bind, scope: scope, fingerprint: fingerprint}
 	if s.counting != nil {
 		r.again = s.counting.Owned(owner, 0)
 		r.st = r.again
@@ -297,10 +301,40 @@ func (s *Service) do(ctx context.Context, req request, fn func(context.Context) 
 		return Result{}, s.storeError("begin", req.scope, err)
 	}
 	if !started {
+		if refusal(rec) && rec.Fingerprint == req.fingerprint {
+			return s.rerun(ctx, fn)
+		}
 		return s.decide(rec, req)
 	}
 	resp := s.run(ctx, req, token, fn)
 	return s.finish(ctx, req, token, resp, false)
+}
+
+// refusal reports whether rec binds its key to a refused request (BindKeyOn).
+func refusal(rec *idkeeper.IdempotencyRecord) bool {
+	enc := rec.Header[HeaderEncoding]
+	return rec.State == idkeeper.IdempotencyCompleted && len(enc) == 1 && enc[0] == encodingRefusal
+}
+
+// rerun runs fn for a request whose key a refusal of the same request holds, and
+// answers afresh; see BindKeyOn.
+func (s *Service) rerun(ctx context.Context, fn func(context.Context) Response) (Result, error) {
+	resp := fn(ctx)
+	if resp.Status == 0 {
+		resp.Status = http.StatusOK
+	}
+	return s.afterRefusal(resp)
+}
+
+// afterRefusal is what a request gets whose key was bound to the same request by
+// an earlier refusal, resp being its own answer: resp when it is not stored
+// either, else 422, since the key's record cannot take it.
+func (s *Service) afterRefusal(resp Response) (Result, error) {
+	if !Replayable(resp.Status) {
+		return Result{Response: resp}, nil
+	}
+	return Result{}, &idkeeper.Error{Code: CodeKeyReused,
+		Message: "this Idempotency-Key was refused for this request before; use a new key for the request"}
 }
 
 // decide is the answer to req that found rec live under its scope.
@@ -368,13 +402,18 @@ func (s *Service) run(ctx context.Context, req request, token string, fn func(co
 // is not replayable, and returns what the request gets. again is set on the
 // second attempt, after the marker was lost once.
 func (s *Service) finish(ctx context.Context, req request, token string, resp Response, again bool) (Result, error) {
-	if !Replayable(resp.Status) {
+	bound := !Replayable(resp.Status) && slices.Contains(req.bind, resp.Status)
+	if !Replayable(resp.Status) && !bound {
 		s.abort(ctx, req, token)
 		return Result{Response: resp}, nil
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 	defer cancel()
-	err := req.st.Complete(sctx, req.scope, token, s.result(resp, req.codec), s.ttl)
+	res := s.result(resp, req.codec)
+	if bound {
+		res = idkeeper.IdempotencyResult{Status: resp.Status, Header: map[string][]string{HeaderEncoding: {encodingRefusal}}}
+	}
+	err := req.st.Complete(sctx, req.scope, token, res, s.ttl)
 	switch {
 	case err == nil:
 		s.m.stored.Inc()
@@ -392,9 +431,17 @@ func (s *Service) finish(ctx context.Context, req request, token string, resp Re
 			return Result{}, s.storeError("begin", req.scope, err)
 		}
 		if !started {
+			if refusal(rec) && rec.Fingerprint == req.fingerprint {
+				return s.afterRefusal(resp)
+			}
 			return s.decide(rec, req)
 		}
 		return s.finish(ctx, req, token, resp, true)
+	case bound:
+		// The refusal is the right answer with or without the record: the key
+		// is merely left free.
+		s.abort(ctx, req, token)
+		return Result{Response: resp}, nil
 	}
 	// Unstored, the response must not be sent: a retry could get another one.
 	s.abort(ctx, req, token)

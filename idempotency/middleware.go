@@ -39,13 +39,13 @@ const MaxOperationLen = 128
 // code: IDEMPOTENCY_KEY_REQUIRED, IDEMPOTENCY_KEY_INVALID, BODY_TOO_LARGE,
 // INVALID_REQUEST (unreadable body), and those of Do.
 //
-// Wrap checks the size of a body, not what it says: a handler that refuses
-// malformed requests should do so before Wrap where it can (the gateway does), so
-// that they cost no store call.
+// Wrap checks the size of a body, not what it says: a handler should refuse what
+// it can without reading the body (media type, size) before Wrap (the gateway
+// does), so that it costs no store call; see BindKeyOn for refusals of a body.
 //
 // Wrap panics when operation is empty, longer than MaxOperationLen or not
-// printable ASCII: it is a constant of the program. The options MaxBody and
-// WithCodec apply.
+// printable ASCII: it is a constant of the program. The options MaxBody,
+// WithCodec and BindKeyOn apply.
 func (s *Service) Wrap(operation string, caller func(*http.Request) string, next http.Handler, opts ...Option) http.Handler {
 	if operation == "" || len(operation) > MaxOperationLen || strings.IndexFunc(operation, func(r rune) bool { return r < 0x21 || r > 0x7e }) >= 0 {
 		panic(fmt.Sprintf("idempotency: invalid operation name %q", operation))
@@ -92,7 +92,7 @@ func (s *Service) Wrap(operation string, caller func(*http.Request) string, next
 		if caller != nil {
 			who = caller(r)
 		}
-		idem := s.request(Owner(who, operation), true, o.codec, Scope(who, operation, key), Fingerprint(r.Method, Target(r.URL), body))
+		idem := s.request(Owner(who, operation), true, o, Scope(who, operation, key), Fingerprint(r.Method, Target(r.URL), body))
 		res, err := s.do(r.Context(), idem, func(ctx context.Context) Response {
 			rec := &recorder{header: http.Header{}}
 			req := r.WithContext(ctx)

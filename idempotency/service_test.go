@@ -46,6 +46,7 @@ func TestService(t *testing.T) {
 		{"Do", testDo},
 		{"MalformedNotStored", testMalformedNotStored},
 		{"RepeatedMembers", testRepeatedMembers},
+		{"BindKeyOn", testBindKeyOn},
 		{"OwnHeaders", testOwnHeaders},
 		{"Cap", testCap},
 		{"CapLateAnswer", testCapLateAnswer},

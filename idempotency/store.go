@@ -59,3 +59,8 @@ func Owner(caller, operation string) string {
 // it can never be a header of an answer; a Service strips it before replaying. A
 // record without it holds the body as it was sent.
 const HeaderEncoding = ":encoding"
+
+// encodingRefusal is the HeaderEncoding of a record that binds a key to a refused
+// request (BindKeyOn): it holds a status and no answer. A space is not allowed in
+// a Codec's Name, so no codec can write it.
+const encodingRefusal = "refused request"
