@@ -26,7 +26,7 @@ func (r *Registry) Cleanup(ctx context.Context) (reclaimed int, ran bool, err er
 		return 0, false, nil
 	}
 	err = r.mutate(ctx, true, func(gd Guard) error {
-		reclaimed, err = r.reclaim(ctx, gd)
+		reclaimed, err = r.store.Reclaim(ctx, gd, r.cfg.Grace)
 		return err
 	})
 	if now, nerr := r.store.Now(ctx); nerr == nil && now.After(lock.Until) {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/idkeeper/idkeeper/internal/shortlease"
 )
 
 // Defaults and ranges of the lease settings (DESIGN §3).
@@ -41,9 +43,10 @@ type Config struct {
 	Grace time.Duration
 	// CleanupInterval is the period of the cleanup job: 10 min, 1 s–1 h.
 	CleanupInterval time.Duration
-	// ShortLeases lifts the lower bounds of FirstLease and LeaseDuration to 1 s, for
-	// fault-injection tests that must complete in minutes. Never in production.
-	ShortLeases bool
+	// shortLeases lifts the lower bounds of FirstLease and LeaseDuration to 1 s, for
+	// fault-injection tests that must complete in minutes; only this module's
+	// programs can set it (internal/shortlease). Never in production.
+	shortLeases bool
 	// Owner names this replica in job locks. Default: host name, PID and a random suffix.
 	Owner string
 	// Clock is the registry's own wall clock (time.Now), for API-key expiry and to
@@ -71,6 +74,16 @@ type Config struct {
 	// bootstrap API key, which a store that lost its data has lost too. Errors are
 	// logged; serving starts anyway.
 	OnAdopt func(ctx context.Context) error
+}
+
+func init() {
+	shortlease.Install(func(cfg any) bool {
+		c, ok := cfg.(*Config)
+		if ok {
+			c.shortLeases = true
+		}
+		return ok
+	})
 }
 
 // RangeError reports a setting outside its range. Its message names the setting and
@@ -121,7 +134,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.CleanupInterval = DefaultCleanupInterval
 	}
 	minFirst, minInterval := MinFirstLease, time.Second
-	if c.ShortLeases {
+	if c.shortLeases {
 		minFirst = time.Second
 	}
 	checks := []struct {

@@ -257,7 +257,7 @@ func (r *Registry) recoverReset(ctx context.Context, why, from string) error {
 	if own := Millis(r.cfg.Clock()); own.After(now) {
 		now = own
 	}
-	until := resetUntil(now, r.cfg.LeaseDuration+r.cfg.Grace)
+	until := now.Add(r.cfg.LeaseDuration + r.cfg.Grace)
 	seen := r.Generation()
 	if seen.IsZero() {
 		seen = r.state.seen()

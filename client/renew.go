@@ -40,12 +40,11 @@ func (s *Session) validateGrant(g grant, sent time.Duration) ([]*minter, error) 
 	}
 	minters := make([]*minter, len(g.leases))
 	for i, l := range g.leases {
-		nb, ex := mintWindow(l.NotBefore, l.ExpiresAt)
 		gen, err := snowflake.New(g.layout, l.NodeID, snowflake.Options{
 			Now:             s.clk.Now,
 			MaxBackwardStep: s.cfg.MaxBackwardStep,
-			NotBefore:       nb,
-			ExpiresAt:       ex,
+			NotBefore:       l.NotBefore,
+			ExpiresAt:       l.ExpiresAt,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrInvalidGrant, err)
@@ -164,7 +163,7 @@ func (s *Session) renewLocked() error {
 		if l.Receipt == "" {
 			g.leases[i].Receipt = held[i].Receipt
 		}
-		s.gens[i].m.Load().gen.SetWindow(mintWindow(g.leases[i].NotBefore, l.ExpiresAt))
+		s.gens[i].m.Load().gen.SetWindow(g.leases[i].NotBefore, l.ExpiresAt)
 	}
 	s.leases = g.leases
 	s.setDeadlineLocked(sent, g)

@@ -180,7 +180,7 @@ func (s *Session) open(ctx context.Context) error {
 	// The session's own instance, kept across its Alloc retries and never reused:
 	// no other session, of this process or of a twin container, can be answered
 	// this session's lease by the idempotent Alloc, nor remove it.
-	r.Instance = sessionInstance()
+	r.Instance = idkeeper.NewInstance()
 	s.mu.Lock()
 	s.requester = r
 	s.mu.Unlock()

@@ -1,6 +1,10 @@
 package main
 
-import "flag"
+import (
+	"flag"
+
+	"github.com/idkeeper/idkeeper/internal/shortlease"
+)
 
 // hiddenFlags are left out of a command's usage: test-only settings that an
 // operator should never come across. They still work, from the environment too.
@@ -8,8 +12,8 @@ var hiddenFlags = map[string]bool{"unsafe-short-leases": true}
 
 // unsafeFlags are the server's test-only settings, hidden from its usage.
 type unsafeFlags struct {
-	// shortLeases sets idkeeper.Config.ShortLeases: first-lease and
-	// lease-duration down to 1 s, so that fault-injection tests (internal/chaos)
+	// shortLeases allows, on the registry's config (internal/shortlease), first-lease
+	// and lease-duration down to 1 s, so that fault-injection tests (internal/chaos)
 	// complete in minutes. Never in production: a lease of seconds turns every GC
 	// pause or network hiccup into a lost lease.
 	shortLeases bool
@@ -23,7 +27,7 @@ func (u *unsafeFlags) register(fs *flag.FlagSet) {
 // apply copies the settings into c, logging a warning for each one set.
 func (u *unsafeFlags) apply(c *serverConfig) {
 	if u.shortLeases {
-		c.Registry.ShortLeases = true
+		shortlease.Allow(&c.Registry)
 		c.Logger.Warn("--unsafe-short-leases is set: leases of seconds are allowed; for fault-injection tests only")
 	}
 }

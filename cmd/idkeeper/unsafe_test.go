@@ -34,8 +34,8 @@ func TestUnsafeShortLeasesIsHiddenAndGated(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !cfg.Registry.ShortLeases || cfg.Registry.Validate() != nil {
-			t.Fatalf("%v %v: ShortLeases %v, %v", c.args, c.env, cfg.Registry.ShortLeases, cfg.Registry.Validate())
+		if err := cfg.Registry.Validate(); err != nil {
+			t.Fatalf("%v %v: short leases refused: %v", c.args, c.env, err)
 		}
 	}
 }

@@ -95,7 +95,7 @@ func TestSoak(t *testing.T) {
 
 func runSafe(t *testing.T, bins Binaries, sc Scenario, p Plan) {
 	dir := runDir(t)
-	out, err := RunScenario(t, bins, dir, sc, p, nil, nil)
+	out, err := RunScenario(t, bins, dir, sc, p, "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,8 @@ func runSafe(t *testing.T, bins Binaries, sc Scenario, p Plan) {
 }
 
 // TestControls runs each negative control: a scenario with one safety mechanism
-// switched off in a chaos_unsafe build. The checker must fail each of them.
+// switched off by a chaos program (chaosserver on a store control, or chaosclient
+// --control). The checker must fail each of them.
 func TestControls(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the chaos suite starts real processes; skipped in -short mode")
@@ -130,11 +131,11 @@ func TestControls(t *testing.T) {
 	for _, ctl := range Controls() {
 		t.Run(ctl.Name, func(t *testing.T) {
 			dir := runDir(t)
-			out, err := RunScenario(t, bins, dir, ctl.Scenario, p, ctl.ServerEnv, ctl.ClientEnv)
+			out, err := RunScenario(t, bins, dir, ctl.Scenario, p, ctl.Server, ctl.Client)
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Logf("control %s (%s with %v%v) in %v:\n%s", ctl.Name, ctl.Scenario.Name, ctl.ServerEnv, ctl.ClientEnv,
+			t.Logf("control %s (%s, server control %q, client control %q) in %v:\n%s", ctl.Name, ctl.Scenario.Name, ctl.Server, ctl.Client,
 				out.Elapsed.Round(time.Second), out.Report)
 			for _, prop := range ctl.MustFail {
 				if !out.Report.Violated(prop) {

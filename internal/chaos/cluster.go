@@ -53,9 +53,10 @@ type ClientSpec struct {
 type Options struct {
 	Settings
 	AOF bool // Redis with appendfsync always; false: a Redis that persists nothing
-	// ServerEnv and ClientEnv switch negative controls on (IDKEEPER_UNSAFE_…=1); a
-	// non-empty one selects the chaos_unsafe build of that program.
-	ServerEnv, ClientEnv []string
+	// ServerControl, when set, runs the replicas as chaosserver on that store
+	// control (internal/chaos/controls); ClientControl is chaosclient's --control.
+	// Both are for negative controls only; the gateway is never affected.
+	ServerControl, ClientControl string
 }
 
 // Fault is one injected fault. Global faults (the store, the servers) concern every
@@ -146,7 +147,7 @@ func StartCluster(t testing.TB, dir string, bins Binaries, opts Options) *Cluste
 
 func (c *Cluster) startServer(s *serverProc) error {
 	o := c.opts
-	args := []string{"server",
+	args := []string{
 		"--listen", "127.0.0.1:" + strconv.Itoa(s.port),
 		"--store", c.Redis.URL(),
 		"--first-lease", o.FirstLease.String(),
@@ -154,18 +155,19 @@ func (c *Cluster) startServer(s *serverProc) error {
 		"--cleanup-grace", o.Grace.String(),
 		"--cleanup-interval", o.CleanupInterval.String(),
 		"--nodes", strconv.Itoa(o.Nodes),
-		"--unsafe-short-leases",
-		"--shutdown-timeout", "2s",
 		"--state-file", filepath.Join(c.dir, s.name+".state"), // kept across the replica's restarts
 	}
-	if !o.AOF {
-		args = append(args, "--accept-lost-writes-on-redis-restart")
+	bin := c.bins.ChaosServer
+	if o.ServerControl != "" {
+		args = append(args, "--control", o.ServerControl)
+	} else {
+		bin = c.bins.Server
+		args = append([]string{"server", "--unsafe-short-leases", "--shutdown-timeout", "2s"}, args...)
+		if !o.AOF {
+			args = append(args, "--accept-lost-writes-on-redis-restart")
+		}
 	}
-	bin := c.bins.Server
-	if len(o.ServerEnv) > 0 {
-		bin = c.bins.ServerUnsafe
-	}
-	env := append([]string{"IDKEEPER_BOOTSTRAP_API_KEY=" + c.apiKey, "IDKEEPER_RECEIPT_SECRET=" + c.secret}, o.ServerEnv...)
+	env := []string{"IDKEEPER_BOOTSTRAP_API_KEY=" + c.apiKey, "IDKEEPER_RECEIPT_SECRET=" + c.secret}
 	p, err := startProcess(s.name, filepath.Join(c.dir, s.name+".log"), env, bin, args...)
 	if err != nil {
 		return err
@@ -231,15 +233,14 @@ func (c *Cluster) launch(cl *Client) error {
 	if s.Twin {
 		args = append(args, "--twin")
 	}
-	bin := c.bins.Client
-	if len(c.opts.ClientEnv) > 0 {
-		bin = c.bins.ClientUnsafe
+	if c.opts.ClientControl != "" {
+		args = append(args, "--control", c.opts.ClientControl)
 	}
-	env := append([]string{"CHAOS_API_KEY=" + c.apiKey}, c.opts.ClientEnv...)
+	env := []string{"CHAOS_API_KEY=" + c.apiKey}
 	if err := os.MkdirAll(cl.Dir, 0o755); err != nil {
 		return err
 	}
-	p, err := startProcess(cl.Name, filepath.Join(c.dir, cl.Name+".log"), env, bin, args...)
+	p, err := startProcess(cl.Name, filepath.Join(c.dir, cl.Name+".log"), env, c.bins.Client, args...)
 	if err != nil {
 		return err
 	}

@@ -13,9 +13,14 @@
 // interval + slack. Every ID is checked, none sampled: IDs of different node IDs
 // never collide, so the IDs are bucketed by node ID and each bucket sorted.
 //
-// Negative controls (Controls) run a scenario on builds made with -tags
-// chaos_unsafe and one safety mechanism switched off by an environment variable;
-// each must make the checker fail, or the checker proves nothing.
+// Negative controls (Controls) run a scenario with one safety mechanism switched
+// off from outside the production code: the replicas run as cmd/chaosserver, the
+// registry on a store wrapped by a control of package controls (a reset recovered
+// without quarantine, a reclaim acting on a stale read), or the clients run
+// chaosclient --control (minting with bare generators that ignore the lease
+// window, requests sent without the requester's instance). Each must make the
+// checker fail, or the checker proves nothing. No production package has a test
+// switch or a build tag for them.
 //
 // go test runs the short mode (a few minutes). The long mode, for soak runs:
 //

@@ -169,12 +169,8 @@ func (g *Gateway) launch(server string) error {
 	g.mu.Unlock()
 	args := []string{"gateway", "--listen", "127.0.0.1:" + strconv.Itoa(port), "--server", server,
 		"--node-ids", "2", "--idempotency-store", "none", "--shutdown-timeout", "2s"}
-	bin := g.c.bins.Server
-	if len(g.c.opts.ServerEnv)+len(g.c.opts.ClientEnv) > 0 {
-		bin = g.c.bins.ServerUnsafe
-	}
-	env := append([]string{"IDKEEPER_API_KEY=" + g.c.apiKey}, g.c.opts.ClientEnv...)
-	p, err := startProcess(fmt.Sprintf("%s-%d", GatewayName, gen), filepath.Join(g.c.dir, GatewayName+".log"), env, bin, args...)
+	env := []string{"IDKEEPER_API_KEY=" + g.c.apiKey}
+	p, err := startProcess(fmt.Sprintf("%s-%d", GatewayName, gen), filepath.Join(g.c.dir, GatewayName+".log"), env, g.c.bins.Server, args...)
 	if err != nil {
 		return err
 	}

@@ -17,33 +17,26 @@ import (
 
 // Binaries are the programs a chaos run starts, built once per test binary.
 type Binaries struct {
-	Server       string // ./cmd/idkeeper, production build
-	ServerUnsafe string // ./cmd/idkeeper -tags chaos_unsafe: negative-control switches
-	Client       string // ./internal/chaos/cmd/chaosclient, production build of the library
-	ClientUnsafe string // chaosclient -tags chaos_unsafe
+	Server      string // ./cmd/idkeeper: the production server, gateway and init
+	ChaosServer string // ./internal/chaos/cmd/chaosserver: the registry on a store control
+	Client      string // ./internal/chaos/cmd/chaosclient: the client library, and the client controls
 }
 
 // Build compiles the binaries into dir, without the race detector: the children
 // must run at full speed, and the library's races are what its own tests look for.
 func Build(dir string) (Binaries, error) {
 	b := Binaries{
-		Server:       filepath.Join(dir, "idkeeper"),
-		ServerUnsafe: filepath.Join(dir, "idkeeper-unsafe"),
-		Client:       filepath.Join(dir, "chaosclient"),
-		ClientUnsafe: filepath.Join(dir, "chaosclient-unsafe"),
+		Server:      filepath.Join(dir, "idkeeper"),
+		ChaosServer: filepath.Join(dir, "chaosserver"),
+		Client:      filepath.Join(dir, "chaosclient"),
 	}
 	const mod = "github.com/idkeeper/idkeeper"
-	for _, job := range []struct{ out, pkg, tags string }{
-		{b.Server, mod + "/cmd/idkeeper", ""},
-		{b.ServerUnsafe, mod + "/cmd/idkeeper", "chaos_unsafe"},
-		{b.Client, mod + "/internal/chaos/cmd/chaosclient", ""},
-		{b.ClientUnsafe, mod + "/internal/chaos/cmd/chaosclient", "chaos_unsafe"},
+	for _, job := range []struct{ out, pkg string }{
+		{b.Server, mod + "/cmd/idkeeper"},
+		{b.ChaosServer, mod + "/internal/chaos/cmd/chaosserver"},
+		{b.Client, mod + "/internal/chaos/cmd/chaosclient"},
 	} {
-		args := []string{"build", "-o", job.out}
-		if job.tags != "" {
-			args = append(args, "-tags", job.tags)
-		}
-		cmd := exec.Command("go", append(args, job.pkg)...)
+		cmd := exec.Command("go", "build", "-o", job.out, job.pkg)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return b, fmt.Errorf("go build %s: %v\n%s", job.pkg, err, out)

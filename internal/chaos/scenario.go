@@ -53,12 +53,13 @@ type Scenario struct {
 }
 
 // Control is a negative control: a scenario run with one safety mechanism
-// switched off, which the checker must catch.
+// switched off from outside the production code, which the checker must catch.
 type Control struct {
-	Name      string
-	Scenario  Scenario
-	ServerEnv []string
-	ClientEnv []string
+	Name     string
+	Scenario Scenario
+	// Server is the store control the replicas run on (chaosserver --control,
+	// package controls); Client is chaosclient's --control. One of them is set.
+	Server, Client string
 	// MustFail are the properties that must be violated.
 	MustFail []string
 }
@@ -72,8 +73,8 @@ type Outcome struct {
 }
 
 // RunScenario runs sc on a fresh cluster in a directory under dir and checks
-// the histories. serverEnv and clientEnv switch negative controls on.
-func RunScenario(t testing.TB, bins Binaries, dir string, sc Scenario, p Plan, serverEnv, clientEnv []string) (*Outcome, error) {
+// the histories. serverControl and clientControl switch a negative control on.
+func RunScenario(t testing.TB, bins Binaries, dir string, sc Scenario, p Plan, serverControl, clientControl string) (*Outcome, error) {
 	t.Helper()
 	start := time.Now()
 	set := p.Settings
@@ -83,7 +84,7 @@ func RunScenario(t testing.TB, bins Binaries, dir string, sc Scenario, p Plan, s
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	c := StartCluster(t, dir, bins, Options{Settings: set, AOF: !sc.NoAOF, ServerEnv: serverEnv, ClientEnv: clientEnv})
+	c := StartCluster(t, dir, bins, Options{Settings: set, AOF: !sc.NoAOF, ServerControl: serverControl, ClientControl: clientControl})
 	// The gateway starts first: under contention, its library-default back-off
 	// (3 s and up) would lose every race for a node ID to the clients' 100 ms.
 	gw, err := c.StartGateway()

@@ -5,13 +5,15 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/idkeeper/idkeeper/internal/chaos/controls"
 )
 
-// Negative-control switches (the chaos_unsafe builds read them at start).
+// The client controls (chaosclient --control); the store controls are package
+// controls'.
 const (
-	EnvNoWindow             = "IDKEEPER_UNSAFE_NO_WINDOW=1"
-	EnvNoResetQuarantine    = "IDKEEPER_UNSAFE_NO_RESET_QUARANTINE=1"
-	EnvUnconditionalReclaim = "IDKEEPER_UNSAFE_UNCONDITIONAL_RECLAIM=1"
+	ClientNoWindow   = "no-window"
+	ClientNoInstance = "no-instance"
 )
 
 // Scenarios is the fault catalogue of issues #5 and #8, one fault kind per scenario.
@@ -23,13 +25,13 @@ func Scenarios() []Scenario {
 // Controls are the negative controls: each must make the checker fail.
 func Controls() []Control {
 	return []Control{
-		{Name: "no-window", Scenario: ClockSkew(), ClientEnv: []string{EnvNoWindow},
+		{Name: "no-window", Scenario: ClockSkew(), Client: ClientNoWindow,
 			MustFail: []string{PropUnique, PropInWindow}},
-		{Name: "no-reset-quarantine", Scenario: RedisReset(), ServerEnv: []string{EnvNoResetQuarantine},
+		{Name: "no-reset-quarantine", Scenario: RedisReset(), Server: controls.NoResetQuarantine,
 			MustFail: []string{PropUnique, PropWindows}},
-		{Name: "unconditional-reclaim", Scenario: Contention(), ServerEnv: []string{EnvUnconditionalReclaim},
+		{Name: "stale-reclaim", Scenario: Contention(), Server: controls.StaleReclaim,
 			MustFail: []string{PropRealTime}},
-		{Name: "no-instance", Scenario: Twins(), ClientEnv: []string{EnvNoInstance},
+		{Name: "no-instance", Scenario: Twins(), Client: ClientNoInstance,
 			MustFail: []string{PropUnique}},
 	}
 }
@@ -238,10 +240,6 @@ func Contention() Scenario {
 		},
 	}
 }
-
-// EnvNoInstance switches the client library's per-session instance off (the
-// chaos_unsafe build of the client reads it).
-const EnvNoInstance = "IDKEEPER_UNSAFE_NO_INSTANCE=1"
 
 // Twins runs two client processes of three churning sessions each whose every
 // session claims the same machine ID, PID 1 and start time, as containers of one

@@ -11,6 +11,9 @@
 // SIGTERM or SIGINT closes every session (drain, Remove) and exits 0. The wall
 // clock the sessions see can be skewed and stepped back (--skew, --step-period,
 // --step-back); the monotonic clock is the host's.
+//
+// --control switches one of the library's safety mechanisms off from outside it,
+// for the suite's negative controls (controls.go).
 package main
 
 import (
@@ -41,7 +44,7 @@ type options struct {
 	requestTimeout, minRetry  time.Duration
 	backoffMin, backoffMax    time.Duration
 	openTimeout, maxBackward  time.Duration
-	logLevel                  string
+	logLevel, control         string
 	twin                      bool
 }
 
@@ -71,6 +74,7 @@ func main() {
 	flag.DurationVar(&o.openTimeout, "open-timeout", 30*time.Second, "how long one Open may retry before the slot starts a new session")
 	flag.DurationVar(&o.maxBackward, "max-backward-step", 0, "client.Config.MaxBackwardStep (0: the library's default)")
 	flag.StringVar(&o.logLevel, "log-level", "warn", "level of the library's logs on stderr")
+	flag.StringVar(&o.control, "control", "", "negative control: "+controlNoWindow+" or "+controlNoInstance+" (none by default)")
 	flag.BoolVar(&o.twin, "twin", false, "every session of every --twin process claims one machine ID, PID 1 and one start time: only the library's instance tells them apart")
 	flag.Parse()
 	o.apiKey = os.Getenv("CHAOS_API_KEY")
@@ -86,6 +90,9 @@ func run(o options) error {
 	}
 	if o.sessions < 1 || o.count < 1 || o.batch < 1 || o.tick <= 0 || o.holdMax < o.holdMin {
 		return errors.New("bad --sessions, --count, --batch, --tick or --hold-min/--hold-max")
+	}
+	if err := checkControl(o.control); err != nil {
+		return err
 	}
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return err
@@ -169,11 +176,15 @@ func (c *proc) session(ctx context.Context, slot, gen int, ids *history.IDWriter
 		req = idkeeper.Requester{MachineID: "chaos-twin-image", PID: 1, StartedAt: twinStart}
 	}
 	fatal := make(chan error, 1)
+	var transport http.RoundTripper = http.DefaultTransport
+	if c.o.control == controlNoInstance {
+		transport = stripInstance{transport}
+	}
 	cfg := client.Config{
 		ServerURL:         c.o.server,
 		APIKey:            c.o.apiKey,
 		Count:             c.o.count,
-		HTTPClient:        &http.Client{Transport: &recorder{p: c, slot: slot, gen: gen, base: http.DefaultTransport}},
+		HTTPClient:        &http.Client{Transport: &recorder{p: c, slot: slot, gen: gen, base: transport}},
 		RequestTimeout:    c.o.requestTimeout,
 		Logger:            c.log.With("slot", slot, "gen", gen),
 		OnFatal:           func(err error) { fatal <- err },
@@ -202,12 +213,22 @@ func (c *proc) session(ctx context.Context, slot, gen int, ids *history.IDWriter
 		}
 		return nil
 	}
-	l := s.Layout()
-	c.record(history.Event{Ev: history.EvAcquired, S: slot, G: gen, Req: s.Requester().Key(), Off: ids.Off(),
+	l, held := s.Layout(), s.Requester()
+	if c.o.control == controlNoInstance {
+		held.Instance = "" // the requester the registry saw
+	}
+	c.record(history.Event{Ev: history.EvAcquired, S: slot, G: gen, Req: held.Key(), Off: ids.Off(),
 		Leases: leases(s.Leases()),
 		Layout: &history.Layout{EpochMs: l.EpochMillis(), TimestampBits: l.TimestampBits, NodeBits: l.NodeBits, SequenceBits: l.SequenceBits}})
 
-	m := minting{p: c, s: s, ids: ids, slot: slot, gen: gen, buf: make([]int64, c.o.batch)}
+	m := minting{p: c, s: s, ids: ids, slot: slot, gen: gen, buf: make([]int64, c.o.batch), mint: s.NextIDs}
+	if c.o.control == controlNoWindow {
+		b, err := newBareMinter(s, c.clk, c.o.maxBackward)
+		if err != nil {
+			return err
+		}
+		m.mint = b.NextIDs
+	}
 	end, why := m.run(ctx, fatal, c.hold())
 	if err := ids.Flush(); err != nil {
 		return err
@@ -250,6 +271,7 @@ const (
 type minting struct {
 	p          *proc
 	s          *client.Session
+	mint       func(dst []int64) error // s.NextIDs, or a control's
 	ids        *history.IDWriter
 	slot, gen  int
 	buf        []int64
@@ -282,7 +304,7 @@ func (m *minting) run(ctx context.Context, fatal <-chan error, hold time.Duratio
 		case <-tick.C:
 		}
 		start := time.Now()
-		err := m.s.NextIDs(m.buf)
+		err := m.mint(m.buf)
 		switch {
 		case err == nil:
 			if werr := m.ids.Write(m.buf); werr != nil {

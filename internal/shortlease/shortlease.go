@@ -1,0 +1,24 @@
+// Package shortlease lets this module's own programs allow leases of seconds,
+// which an idkeeper.Config refuses: first-lease and lease-duration down to 1 s, so
+// that the fault-injection suite (internal/chaos) runs in minutes. It is left out
+// of the public API on purpose: a lease of seconds turns every GC pause or network
+// hiccup into a lost lease. Its callers are the hidden --unsafe-short-leases of
+// cmd/idkeeper and the chaos programs under internal/chaos/cmd.
+//
+// Standard library only: package idkeeper imports it to install the switch.
+package shortlease
+
+// allow sets the switch on an *idkeeper.Config; it reports false for any other value.
+var allow func(cfg any) bool
+
+// Install is for package idkeeper only, at init: f sets the unexported short-lease
+// switch of cfg, an *idkeeper.Config, and reports false for any other value.
+func Install(f func(cfg any) bool) { allow = f }
+
+// Allow lets cfg, an *idkeeper.Config, take first-lease and lease-duration down to
+// 1 s. It panics for any other value.
+func Allow(cfg any) {
+	if allow == nil || !allow(cfg) {
+		panic("shortlease: Allow wants an *idkeeper.Config")
+	}
+}
