@@ -5,96 +5,36 @@ import (
 	"fmt"
 )
 
-// Code is a stable, machine-readable error code, sent as the `code` member of a
-// problem+json body.
+// Code is a stable, machine-readable error code: what a program branches on.
+// Services send it as the `code` member of a problem+json body; the HTTP status
+// and title that go with each code are internal/problem's. The codes below are
+// the domain's; the idempotency and gateway packages define their own.
 type Code string
 
-// Error codes. Their HTTP status is given by Status.
+// Error codes of the registry and of every service.
 const (
-	CodeInvalidRequest         Code = "INVALID_REQUEST"          // 400
-	CodeAPIKeyMissing          Code = "API_KEY_MISSING"          // 401
-	CodeAPIKeyInvalid          Code = "API_KEY_INVALID"          // 401
-	CodeAPIKeyExpired          Code = "API_KEY_EXPIRED"          // 401
-	CodeIPNotAllowed           Code = "IP_NOT_ALLOWED"           // 403
-	CodeLeaseNotOwned          Code = "LEASE_NOT_OWNED"          // 403
-	CodeNotFound               Code = "NOT_FOUND"                // 404
-	CodeMethodNotAllowed       Code = "METHOD_NOT_ALLOWED"       // 405
-	CodeConflict               Code = "CONFLICT"                 // 409
-	CodeClockSkewTooLarge      Code = "CLOCK_SKEW_TOO_LARGE"     // 409
-	CodeRequesterCountMismatch Code = "REQUESTER_COUNT_MISMATCH" // 409
-	CodeNodeIDsExhausted       Code = "NODE_IDS_EXHAUSTED"       // 409
-	CodeAPIKeyQuotaExceeded    Code = "API_KEY_QUOTA_EXCEEDED"   // 409
-	CodeUnsupportedMediaType   Code = "UNSUPPORTED_MEDIA_TYPE"   // 415
-	CodeBodyTooLarge           Code = "BODY_TOO_LARGE"           // 413
-	CodeStoreUnavailable       Code = "STORE_UNAVAILABLE"        // 503
-	CodeNotReady               Code = "NOT_READY"                // 503
-	CodeStoreNotInitialised    Code = "STORE_NOT_INITIALISED"    // 503
-	CodeStoreRecovering        Code = "STORE_RECOVERING"         // 503
-	CodeStoreClockSkew         Code = "STORE_CLOCK_SKEW"         // 503
-	CodeInternal               Code = "INTERNAL"                 // 500
+	CodeInvalidRequest         Code = "INVALID_REQUEST"          // a request member is missing or wrong; Error.Field names it
+	CodeAPIKeyMissing          Code = "API_KEY_MISSING"          // no API key sent
+	CodeAPIKeyInvalid          Code = "API_KEY_INVALID"          // unknown or revoked API key
+	CodeAPIKeyExpired          Code = "API_KEY_EXPIRED"          // the API key has expired
+	CodeIPNotAllowed           Code = "IP_NOT_ALLOWED"           // the client's address is not on the allow-list
+	CodeLeaseNotOwned          Code = "LEASE_NOT_OWNED"          // the leases belong to another API key
+	CodeNotFound               Code = "NOT_FOUND"                // no such record or route
+	CodeMethodNotAllowed       Code = "METHOD_NOT_ALLOWED"       // the route exists, not with that method
+	CodeConflict               Code = "CONFLICT"                 // a record with that identity exists already
+	CodeClockSkewTooLarge      Code = "CLOCK_SKEW_TOO_LARGE"     // the requester's clock is too far from the registry's
+	CodeRequesterCountMismatch Code = "REQUESTER_COUNT_MISMATCH" // the requester holds another number of node IDs
+	CodeNodeIDsExhausted       Code = "NODE_IDS_EXHAUSTED"       // fewer node IDs allocatable than requested
+	CodeAPIKeyQuotaExceeded    Code = "API_KEY_QUOTA_EXCEEDED"   // the API key's quota of node IDs is reached
+	CodeUnsupportedMediaType   Code = "UNSUPPORTED_MEDIA_TYPE"   // the request body is not application/json
+	CodeBodyTooLarge           Code = "BODY_TOO_LARGE"           // the request body exceeds the limit
+	CodeStoreUnavailable       Code = "STORE_UNAVAILABLE"        // the store failed or timed out; retry
+	CodeNotReady               Code = "NOT_READY"                // the service cannot serve yet; retry
+	CodeStoreNotInitialised    Code = "STORE_NOT_INITIALISED"    // the store holds no generation: run `idkeeper init`
+	CodeStoreRecovering        Code = "STORE_RECOVERING"         // the registry recovers from a store reset; retry
+	CodeStoreClockSkew         Code = "STORE_CLOCK_SKEW"         // the store's clock disagrees with the registry's
+	CodeInternal               Code = "INTERNAL"                 // anything else; shows nothing of its cause
 )
-
-// Error codes of the Idempotency-Key component (package idempotency), sent by
-// every service that uses it.
-const (
-	// CodeIdempotencyKeyRequired (400): the operation requires an Idempotency-Key
-	// and the request has none.
-	CodeIdempotencyKeyRequired Code = "IDEMPOTENCY_KEY_REQUIRED"
-	// CodeIdempotencyKeyInvalid (400): the Idempotency-Key is malformed or repeated.
-	CodeIdempotencyKeyInvalid Code = "IDEMPOTENCY_KEY_INVALID"
-	// CodeIdempotencyInProgress (409, Retry-After): a request with the same key
-	// and the same fingerprint is still running.
-	CodeIdempotencyInProgress Code = "IDEMPOTENCY_REQUEST_IN_PROGRESS"
-	// CodeIdempotencyKeyReused (422): the key was first used for another request.
-	CodeIdempotencyKeyReused Code = "IDEMPOTENCY_KEY_REUSED_WITH_DIFFERENT_REQUEST"
-	// CodeIdempotencyRecordsExhausted (429, Retry-After): the caller holds as many
-	// idempotency records as the service keeps for one caller; a new key is refused
-	// until one of them lapses. The problem carries maxRecords.
-	CodeIdempotencyRecordsExhausted Code = "IDEMPOTENCY_RECORDS_EXHAUSTED"
-)
-
-// Error codes of the ID gateway (package gateway).
-const (
-	// CodeCountTooLarge (400): count is above the gateway's largest; the problem
-	// carries a maxCount member.
-	CodeCountTooLarge Code = "COUNT_TOO_LARGE"
-	// CodeIssuingUnavailable (503, Retry-After): the gateway cannot mint now: it
-	// holds no lease yet, has lost it, a node ID is still cooling, or the clock is
-	// unusable. No ID of the request was handed out.
-	CodeIssuingUnavailable Code = "ISSUING_UNAVAILABLE"
-)
-
-// Status is the HTTP status that goes with a code; it covers every code above,
-// and is 500 for an unknown one.
-func (c Code) Status() int {
-	switch c {
-	case CodeInvalidRequest, CodeIdempotencyKeyRequired, CodeIdempotencyKeyInvalid, CodeCountTooLarge:
-		return 400
-	case CodeAPIKeyMissing, CodeAPIKeyInvalid, CodeAPIKeyExpired:
-		return 401
-	case CodeIPNotAllowed, CodeLeaseNotOwned:
-		return 403
-	case CodeNotFound:
-		return 404
-	case CodeMethodNotAllowed:
-		return 405
-	case CodeConflict, CodeClockSkewTooLarge, CodeRequesterCountMismatch, CodeNodeIDsExhausted, CodeIdempotencyInProgress,
-		CodeAPIKeyQuotaExceeded:
-		return 409
-	case CodeBodyTooLarge:
-		return 413
-	case CodeUnsupportedMediaType:
-		return 415
-	case CodeIdempotencyKeyReused:
-		return 422
-	case CodeIdempotencyRecordsExhausted:
-		return 429
-	case CodeStoreUnavailable, CodeNotReady, CodeIssuingUnavailable, CodeStoreNotInitialised, CodeStoreRecovering,
-		CodeStoreClockSkew:
-		return 503
-	}
-	return 500
-}
 
 // Error is a domain error: a code for programs, a message for people, and optional
 // details that the HTTP layer adds to the problem body as extension members.

@@ -3,6 +3,7 @@ package idkeeper
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -29,11 +30,14 @@ func (s IdempotencyState) String() string {
 	return "unknown"
 }
 
-// Limits every IdempotencyStore enforces; longer values are an INVALID_REQUEST Error.
+// Limits every IdempotencyStore enforces; values outside them are an
+// INVALID_REQUEST Error.
 const (
 	MaxIdempotencyScopeLen       = 1024 // bytes of a scope
 	MaxIdempotencyFingerprintLen = 256  // bytes of a fingerprint
 	MaxIdempotencyTokenLen       = 128  // bytes of a marker token
+	MinIdempotencyOutcome        = 100  // the smallest IdempotencyResult.Outcome
+	MaxIdempotencyOutcome        = 999  // the largest IdempotencyResult.Outcome
 )
 
 // IdempotencyRecord is what an IdempotencyStore keeps for one scope. Times come
@@ -42,11 +46,11 @@ type IdempotencyRecord struct {
 	Scope       string
 	Fingerprint string // of the request that holds (or held) the key
 	State       IdempotencyState
-	// Status, Header and Body are the stored response; set when Completed. Header
-	// holds only the headers worth replaying (Content-Type, Location, …).
-	Status int
-	Header map[string][]string
-	Body   []byte
+	// Outcome, Metadata and Body are the stored IdempotencyResult; set when
+	// Completed.
+	Outcome  int
+	Metadata map[string][]string
+	Body     []byte
 	// CreatedAt is when the request that holds the key began.
 	CreatedAt time.Time
 	// LockedUntil is when an in-flight marker lapses: a request that crashed does
@@ -57,11 +61,14 @@ type IdempotencyRecord struct {
 	ExpiresAt time.Time
 }
 
-// IdempotencyResult is the response Complete stores.
+// IdempotencyResult is what Complete stores: the outcome of the operation that held
+// the key, which a store keeps as it is given and never interprets. The component
+// that uses the store gives the fields their meaning: package idempotency stores an
+// HTTP answer, its status as Outcome and its replayable headers as Metadata.
 type IdempotencyResult struct {
-	Status int
-	Header map[string][]string
-	Body   []byte
+	Outcome  int                 // a code of three digits: MinIdempotencyOutcome to MaxIdempotencyOutcome
+	Metadata map[string][]string // named values kept with the outcome, in any number
+	Body     []byte
 }
 
 // ErrIdempotencyMarkerLost is returned by IdempotencyStore.Complete when the
@@ -69,6 +76,27 @@ type IdempotencyResult struct {
 // was aborted, or another request has taken the key over. Nothing was written.
 // The caller must not deliver its own response then; see the idempotency package.
 var ErrIdempotencyMarkerLost = errors.New("idkeeper: the idempotency marker has lapsed or was taken over")
+
+// IdempotencyCapError is the refusal of a new record by a store that caps the live
+// records of one owner (the Owned views of package idempotency's CountingStore):
+// the owner holds MaxRecords live records, the earliest of which lapses in
+// RetryAfter seconds. Nothing was written.
+type IdempotencyCapError struct {
+	MaxRecords int
+	RetryAfter int // whole seconds, at least 1
+}
+
+// NewIdempotencyCapError returns the refusal for an owner that holds maxRecords
+// records, the earliest of which lapses after wait: RetryAfter is wait rounded up
+// to whole seconds, at least 1.
+func NewIdempotencyCapError(maxRecords int, wait time.Duration) *IdempotencyCapError {
+	return &IdempotencyCapError{MaxRecords: maxRecords, RetryAfter: int(max(1, (wait+time.Second-1)/time.Second))}
+}
+
+func (e *IdempotencyCapError) Error() string {
+	return fmt.Sprintf("idkeeper: the owner holds %d idempotency records, the most allowed; the earliest lapses in %d s",
+		e.MaxRecords, e.RetryAfter)
+}
 
 // IdempotencyStore keeps the records of the Idempotency-Key component (DESIGN §6):
 // one record per scope (caller, operation, key), shared by every process that
@@ -82,7 +110,8 @@ var ErrIdempotencyMarkerLost = errors.New("idkeeper: the idempotency marker has 
 // completes or aborts it. Every method is safe for concurrent use, by goroutines
 // and by processes sharing the store, and is atomic: it applies entirely or not at
 // all. Arguments that the ValidateIdempotency functions reject are an
-// INVALID_REQUEST Error; any other error is a failing store.
+// INVALID_REQUEST Error; a store that caps an owner's records refuses a Begin
+// beyond the cap with an *IdempotencyCapError; any other error is a failing store.
 type IdempotencyStore interface {
 	// Begin claims scope for a request with the given fingerprint. When scope has
 	// no live record it writes an in-flight marker owned by token (CreatedAt =
@@ -116,13 +145,15 @@ func ValidateIdempotencyBegin(scope, fingerprint, token string, lockFor time.Dur
 }
 
 // ValidateIdempotencyComplete checks the arguments of IdempotencyStore.Complete,
-// including a status of 100 to 999; stores call it first.
+// including an Outcome of MinIdempotencyOutcome to MaxIdempotencyOutcome; stores
+// call it first.
 func ValidateIdempotencyComplete(scope, token string, res IdempotencyResult, ttl time.Duration) error {
 	if err := ValidateIdempotencyAbort(scope, token); err != nil {
 		return err
 	}
-	if res.Status < 100 || res.Status > 999 {
-		return Invalidf("status", "an HTTP status has three digits, got %d", res.Status)
+	if res.Outcome < MinIdempotencyOutcome || res.Outcome > MaxIdempotencyOutcome {
+		return Invalidf("outcome", "an idempotency outcome has three digits, %d to %d, got %d",
+			MinIdempotencyOutcome, MaxIdempotencyOutcome, res.Outcome)
 	}
 	return validIdempotencyDuration("ttl", ttl)
 }

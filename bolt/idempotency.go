@@ -106,7 +106,7 @@ func (r *idemRec) counted() bool { return r.V >= idemFormat }
 
 func (r *idemRec) record(scope string) *idkeeper.IdempotencyRecord {
 	out := &idkeeper.IdempotencyRecord{
-		Scope: scope, Fingerprint: r.Fingerprint, State: r.State, Status: r.Status, Header: r.Header, Body: r.Body,
+		Scope: scope, Fingerprint: r.Fingerprint, State: r.State, Outcome: r.Status, Metadata: r.Header, Body: r.Body,
 		CreatedAt: msTime(r.CreatedAt), ExpiresAt: msTime(r.ExpiresAt),
 	}
 	if r.State == idkeeper.IdempotencyInFlight {
@@ -312,7 +312,7 @@ func (t *idemTxn) purgeOwner(owner string) error {
 // full returns the refusal of a new record of owner when it holds limit live
 // records or more, else nil. It purges owner's lapsed records first when they
 // might make the difference.
-func (t *idemTxn) full(owner string, limit int) (*idkeeper.Error, error) {
+func (t *idemTxn) full(owner string, limit int) (*idkeeper.IdempotencyCapError, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
@@ -331,16 +331,7 @@ func (t *idemTxn) full(owner string, limit int) (*idkeeper.Error, error) {
 	if k != nil && bytes.HasPrefix(k, prefix) && len(k) >= len(prefix)+8 {
 		wait = keyTime(k[len(prefix):]) - t.now
 	}
-	return recordsExhausted(limit, wait), nil
-}
-
-// recordsExhausted is Begin's refusal of a record beyond max, wait ms before the
-// owner's earliest record lapses (see idempotency.CountingStore).
-func recordsExhausted(limit int, wait int64) *idkeeper.Error {
-	secs := int(max(1, (wait+999)/1000))
-	return &idkeeper.Error{Code: idkeeper.CodeIdempotencyRecordsExhausted,
-		Message: fmt.Sprintf("the owner holds %d idempotency records, the most allowed; the earliest lapses in %d s", limit, secs),
-		Details: map[string]any{"maxRecords": limit, "retryAfter": secs}}
+	return idkeeper.NewIdempotencyCapError(limit, time.Duration(wait)*time.Millisecond), nil
 }
 
 // validOwner checks the arguments of IdempotencyStore.Owned.
@@ -394,7 +385,7 @@ func (o *idemOwned) Begin(ctx context.Context, scope, fingerprint, token string,
 		return nil, false, err
 	}
 	var existing *idkeeper.IdempotencyRecord
-	var refused *idkeeper.Error
+	var refused *idkeeper.IdempotencyCapError
 	err := o.s.update(ctx, func(t *idemTxn) error {
 		existing, refused = nil, nil
 		if _, err := t.purge(purgeBatch); err != nil {
@@ -458,7 +449,7 @@ func (o *idemOwned) Complete(ctx context.Context, scope, token string, res idkee
 		return t.put(scope, old, &idemRec{
 			V: old.V, Owner: old.Owner,
 			State: idkeeper.IdempotencyCompleted, Fingerprint: old.Fingerprint,
-			Status: res.Status, Header: res.Header, Body: res.Body,
+			Status: res.Outcome, Header: res.Metadata, Body: res.Body,
 			CreatedAt: old.CreatedAt, ExpiresAt: t.now + ttl.Milliseconds(),
 		})
 	})

@@ -57,7 +57,7 @@ func TestIdempotencyReopenKeepsRecords(t *testing.T) {
 	if _, _, err := s.Begin(ctx, "done", "fp", "t1", time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Complete(ctx, "done", "t1", idkeeper.IdempotencyResult{Status: 201, Body: []byte("x")}, time.Hour); err != nil {
+	if err := s.Complete(ctx, "done", "t1", idkeeper.IdempotencyResult{Outcome: 201, Body: []byte("x")}, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := s.Begin(ctx, "running", "fp", "t2", time.Minute); err != nil {
@@ -69,7 +69,7 @@ func TestIdempotencyReopenKeepsRecords(t *testing.T) {
 
 	s = openIdempotency(t, path, clock.Now)
 	rec, started, err := s.Begin(ctx, "done", "fp", "t3", time.Minute)
-	if err != nil || started || rec.Status != 201 || string(rec.Body) != "x" {
+	if err != nil || started || rec.Outcome != 201 || string(rec.Body) != "x" {
 		t.Fatalf("completed record after reopening = %+v, %v, %v", rec, started, err)
 	}
 	// A process that crashed mid-request leaves its marker, which lapses on time.

@@ -34,15 +34,22 @@ var (
 // built once so that refusing does not allocate.
 var errLeaseExpired = fmt.Errorf("%w: the lease expired on the local monotonic clock", ErrLeaseLost)
 
-// ServerError is an answer of the registry other than 200: the status, the code of
-// its problem+json body (empty when the body was not problem+json), the body's
-// detail, and the body itself as received (at most 4 KiB) for logs.
+// ServerError is an answer of the registry other than 200: the status, the members
+// of its problem+json body (Code empty when the body was not problem+json), and the
+// body itself as received (at most 4 KiB) for logs.
+//
+// A ServerError with a Code unwraps to the *idkeeper.Error the server sent, so that
+// idkeeper.ErrorCode and errors.As work on both sides of the wire.
 type ServerError struct {
 	Op     string // "alloc", "renew" or "remove"
 	Status int
 	Code   idkeeper.Code
-	Detail string
-	Body   string
+	Detail string // the problem's detail, else its title
+	Field  string // the request member at fault, for INVALID_REQUEST
+	// Details are the problem's extension members (such as "remaining" of
+	// NODE_IDS_EXHAUSTED) as encoding/json decodes them: numbers are float64.
+	Details map[string]any
+	Body    string
 }
 
 func (e *ServerError) Error() string {
@@ -55,6 +62,15 @@ func (e *ServerError) Error() string {
 		b.WriteString(": " + e.Detail)
 	}
 	return b.String()
+}
+
+// Unwrap returns the server's error as an *idkeeper.Error with the problem's code,
+// detail (as Message), field and details; nil when the answer carried no code.
+func (e *ServerError) Unwrap() error {
+	if e.Code == "" {
+		return nil
+	}
+	return &idkeeper.Error{Code: e.Code, Message: e.Detail, Field: e.Field, Details: e.Details}
 }
 
 // transient reports whether an Alloc failing with e is worth retrying: a server or

@@ -169,7 +169,11 @@ func startDemoRegistry(cfg idkeeper.Config) (serverURL, apiKey string, stop func
 	if _, err := reg.EnsureAPIKey(context.Background(), apiKey, "example"); err != nil {
 		log.Fatal(err)
 	}
-	srv := httptest.NewServer(idkhttp.NewServer(reg, idkhttp.Options{Logger: quiet, Gatherer: prometheus.NewRegistry()}).Handler())
+	api, err := idkhttp.NewServer(reg, idkhttp.Options{Logger: quiet, Gatherer: prometheus.NewRegistry()})
+	if err != nil {
+		log.Fatal(err)
+	}
+	srv := httptest.NewServer(api.Handler())
 	return srv.URL, apiKey, func() {
 		srv.Close()
 		reg.Close()

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/idkeeper/idkeeper/internal/wire"
 	"github.com/idkeeper/idkeeper/snowflake"
 )
 
@@ -32,7 +33,7 @@ func (s *Session) validateGrant(g grant, sent time.Duration) ([]*minter, error) 
 		if now.After(l.ExpiresAt) {
 			return nil, fmt.Errorf("%w: the lease of node ID %d expires at %s, already past by the local clock (%s): "+
 				"the local clock is ahead of the server's by more than the lease", ErrInvalidGrant,
-				l.NodeID, formatTime(l.ExpiresAt), formatTime(now))
+				l.NodeID, wire.FormatTime(l.ExpiresAt), wire.FormatTime(now))
 		}
 	}
 	if deadline := sent + minExpiry(g.leases).Sub(g.serverNow); deadline <= s.clk.Mono() {
@@ -201,7 +202,7 @@ func (s *Session) checkRenewed(held []Lease, g grant, sent time.Duration) error 
 	for _, l := range g.leases {
 		if now.After(l.ExpiresAt) {
 			return fmt.Errorf("%w: the renewed lease of node ID %d expires at %s, already past by the local clock (%s)",
-				ErrLeaseLost, l.NodeID, formatTime(l.ExpiresAt), formatTime(now))
+				ErrLeaseLost, l.NodeID, wire.FormatTime(l.ExpiresAt), wire.FormatTime(now))
 		}
 	}
 	if sent+minExpiry(g.leases).Sub(g.serverNow) <= s.clk.Mono() {

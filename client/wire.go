@@ -12,11 +12,9 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/internal/wire"
 	"github.com/idkeeper/idkeeper/snowflake"
 )
-
-// timeFormat is the wire format of every time (DESIGN §10): RFC 3339, UTC, ms.
-const timeFormat = "2006-01-02T15:04:05.000Z07:00"
 
 // maxAnswer bounds the bodies read from the server.
 const maxAnswer = 4 << 20
@@ -55,67 +53,9 @@ type api struct {
 	timeout time.Duration
 }
 
-type wireRequester struct {
-	MachineID string `json:"machineId"`
-	PID       int    `json:"pid"`
-	StartedAt string `json:"startedAt"`
-	Instance  string `json:"instance,omitempty"`
+func requesterOf(r idkeeper.Requester) wire.Requester {
+	return wire.Requester{MachineID: r.MachineID, PID: r.PID, StartedAt: wire.FormatTime(r.StartedAt), Instance: r.Instance}
 }
-
-func requesterOf(r idkeeper.Requester) wireRequester {
-	return wireRequester{MachineID: r.MachineID, PID: r.PID, StartedAt: formatTime(r.StartedAt), Instance: r.Instance}
-}
-
-type allocBody struct {
-	Requester    wireRequester `json:"requester"`
-	Count        int           `json:"count"`
-	ClientUtcNow string        `json:"clientUtcNow"`
-}
-
-type renewBody struct {
-	Requester     wireRequester `json:"requester"`
-	ClientUtcNow  string        `json:"clientUtcNow"`
-	FencingTokens []uint64      `json:"fencingTokens"`
-	Receipts      []string      `json:"receipts,omitempty"`
-}
-
-type removeBody struct {
-	Requester  wireRequester `json:"requester"`
-	MintedUpTo string        `json:"mintedUpTo,omitempty"`
-}
-
-type wireLayout struct {
-	Epoch         string `json:"epoch"`
-	TimestampBits int    `json:"timestampBits"`
-	NodeBits      int    `json:"nodeBits"`
-	SequenceBits  int    `json:"sequenceBits"`
-}
-
-type wireLease struct {
-	NodeID       *int64  `json:"nodeId"`
-	NotBefore    string  `json:"notBefore"`
-	ExpiresAt    string  `json:"expiresAt"`
-	FencingToken *uint64 `json:"fencingToken"`
-	Receipt      string  `json:"receipt"`
-}
-
-type grantAnswer struct {
-	Layout       *wireLayout  `json:"layout"`
-	Leases       *[]wireLease `json:"leases"`
-	ServerUtcNow string       `json:"serverUtcNow"`
-}
-
-type removeAnswer struct {
-	Removed *int `json:"removed"`
-}
-
-type problem struct {
-	Code   idkeeper.Code `json:"code"`
-	Detail string        `json:"detail"`
-	Title  string        `json:"title"`
-}
-
-func formatTime(t time.Time) string { return t.UTC().Format(timeFormat) }
 
 // noRedirects returns a copy of hc that follows no redirect. The API key travels in
 // X-API-Key, which net/http does not strip on a redirect to another host (it
@@ -128,8 +68,8 @@ func noRedirects(hc *http.Client) *http.Client {
 }
 
 func (a *api) alloc(ctx context.Context, r idkeeper.Requester, count int, clientNow time.Time) (grant, error) {
-	body := allocBody{Requester: requesterOf(r), Count: count, ClientUtcNow: formatTime(clientNow)}
-	var ans grantAnswer
+	body := wire.AllocRequest{Requester: requesterOf(r), Count: count, ClientUtcNow: wire.FormatTime(clientNow)}
+	var ans wire.AllocResponse
 	if err := a.post(ctx, "alloc", "/v1/leases", body, &ans); err != nil {
 		return grant{}, err
 	}
@@ -140,28 +80,28 @@ func (a *api) alloc(ctx context.Context, r idkeeper.Requester, count int, client
 	if err != nil {
 		return grant{}, &MalformedError{Op: "alloc", Err: err}
 	}
-	g, err := decodeGrant("alloc", ans)
+	g, err := decodeGrant("alloc", ans.Leases, ans.ServerUtcNow)
 	g.layout = snowflake.Layout{Epoch: epoch, TimestampBits: ans.Layout.TimestampBits,
 		NodeBits: ans.Layout.NodeBits, SequenceBits: ans.Layout.SequenceBits}
 	return g, err
 }
 
 func (a *api) renew(ctx context.Context, r idkeeper.Requester, clientNow time.Time, tokens []uint64, receipts []string) (grant, error) {
-	body := renewBody{Requester: requesterOf(r), ClientUtcNow: formatTime(clientNow), FencingTokens: tokens, Receipts: receipts}
-	var ans grantAnswer
+	body := wire.RenewRequest{Requester: requesterOf(r), ClientUtcNow: wire.FormatTime(clientNow), FencingTokens: tokens, Receipts: receipts}
+	var ans wire.RenewResponse
 	if err := a.post(ctx, "renew", "/v1/leases/renew", body, &ans); err != nil {
 		return grant{}, err
 	}
-	return decodeGrant("renew", ans)
+	return decodeGrant("renew", ans.Leases, ans.ServerUtcNow)
 }
 
 // remove releases the requester's leases; a zero mintedUpTo is left out.
 func (a *api) remove(ctx context.Context, r idkeeper.Requester, mintedUpTo time.Time) (int, error) {
-	body := removeBody{Requester: requesterOf(r)}
+	body := wire.RemoveRequest{Requester: requesterOf(r)}
 	if !mintedUpTo.IsZero() {
-		body.MintedUpTo = formatTime(mintedUpTo)
+		body.MintedUpTo = wire.FormatTime(mintedUpTo)
 	}
-	var ans removeAnswer
+	var ans wire.RemoveResponse
 	if err := a.post(ctx, "remove", "/v1/leases/remove", body, &ans); err != nil {
 		return 0, err
 	}
@@ -171,16 +111,18 @@ func (a *api) remove(ctx context.Context, r idkeeper.Requester, mintedUpTo time.
 	return *ans.Removed, nil
 }
 
-func decodeGrant(op string, ans grantAnswer) (grant, error) {
-	if ans.Leases == nil {
+// decodeGrant checks and converts the members of an Alloc or Renew answer: a nil
+// leases is a missing (or null) member.
+func decodeGrant(op string, leases []wire.Lease, serverNow string) (grant, error) {
+	if leases == nil {
 		return grant{}, &MalformedError{Op: op, Err: errors.New(`no "leases" member`)}
 	}
-	now, err := parseTime(ans.ServerUtcNow, "serverUtcNow")
+	now, err := parseTime(serverNow, "serverUtcNow")
 	if err != nil {
 		return grant{}, &MalformedError{Op: op, Err: err}
 	}
-	g := grant{serverNow: now, leases: make([]Lease, 0, len(*ans.Leases))}
-	for i, wl := range *ans.Leases {
+	g := grant{serverNow: now, leases: make([]Lease, 0, len(leases))}
+	for i, wl := range leases {
 		if wl.NodeID == nil || wl.FencingToken == nil {
 			return grant{}, &MalformedError{Op: op, Err: fmt.Errorf("leases[%d] lacks nodeId or fencingToken", i)}
 		}
@@ -200,11 +142,11 @@ func parseTime(s, field string) (time.Time, error) {
 	if s == "" {
 		return time.Time{}, fmt.Errorf("%s is missing", field)
 	}
-	t, err := time.Parse(time.RFC3339Nano, s)
+	t, err := wire.ParseTime(s)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("%s: %w", field, err)
 	}
-	return t.UTC(), nil
+	return t, nil
 }
 
 // post sends body as JSON and decodes a 200 answer into out. Errors: a transport
@@ -250,13 +192,31 @@ func serverError(op string, resp *http.Response, data []byte) *ServerError {
 		return e
 	}
 	if strings.Contains(resp.Header.Get("Content-Type"), "json") {
-		var p problem
+		var p wire.Problem
 		if json.Unmarshal(data, &p) == nil {
-			e.Code, e.Detail = p.Code, p.Detail
+			e.Code, e.Detail, e.Field = idkeeper.Code(p.Code), p.Detail, p.Field
 			if e.Detail == "" {
 				e.Detail = p.Title
 			}
+			e.Details = problemDetails(data)
 		}
 	}
 	return e
+}
+
+// problemDetails returns the extension members of a problem+json body (every
+// member but wire.ProblemMembers), as encoding/json decodes them into an any; nil
+// when there are none.
+func problemDetails(data []byte) map[string]any {
+	var members map[string]any
+	if json.Unmarshal(data, &members) != nil {
+		return nil
+	}
+	for _, m := range wire.ProblemMembers {
+		delete(members, m)
+	}
+	if len(members) == 0 {
+		return nil
+	}
+	return members
 }

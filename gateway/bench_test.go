@@ -31,7 +31,7 @@ const benchClients = 8
 func benchGateway(t testing.TB, nodes int) string {
 	reg := startRegistry(t, nil)
 	pr := prometheus.NewRegistry()
-	srv := gateway.New(reg.open(t, nodes), gateway.Options{
+	srv := newGateway(t, reg.open(t, nodes), gateway.Options{
 		Logger: quiet, Registerer: pr, Gatherer: pr, Idempotency: newIdempotency(t, boltIdem(t), false),
 	})
 	ts := httptest.NewServer(srv.Handler())
@@ -138,9 +138,9 @@ func BenchmarkBareNetHTTP(b *testing.B) { drive(b, bareServer(b), 1, 1) }
 func BenchmarkHandler(b *testing.B) {
 	reg := startRegistry(b, nil)
 	pr := prometheus.NewRegistry()
-	gw := gateway.New(reg.open(b, 2), gateway.Options{Logger: quiet, Registerer: pr, Gatherer: pr,
+	gw := newGateway(b, reg.open(b, 2), gateway.Options{Logger: quiet, Registerer: pr, Gatherer: pr,
 		Idempotency: newIdempotency(b, boltIdem(b), false)}).Handler()
-	fixed := gateway.New(&fixedSource{next: 1 << 60}, gateway.Options{Logger: quiet, Registerer: prometheus.NewRegistry()}).Handler()
+	fixed := newGateway(b, &fixedSource{next: 1 << 60}, gateway.Options{Logger: quiet, Registerer: prometheus.NewRegistry()}).Handler()
 	bare := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header()["Content-Type"] = []string{"application/json"}
 		_, _ = w.Write(bareBody)

@@ -71,7 +71,7 @@ func TestIdempotencyOversizedBodyReadsAtMostTheLimit(t *testing.T) {
 	store := boltIdem(t)
 	// The layer's own limit is its default, 1 MiB: the gateway lowers it.
 	svc := idempotencyWith(t, store, idempotency.Config{})
-	h := gateway.New(reg.open(t, 1), gateway.Options{Logger: quiet, Registerer: prometheus.NewRegistry(), Idempotency: svc}).Handler()
+	h := newGateway(t, reg.open(t, 1), gateway.Options{Logger: quiet, Registerer: prometheus.NewRegistry(), Idempotency: svc}).Handler()
 	for _, declared := range []bool{true, false} {
 		for _, query := range []string{"", "?format=string"} {
 			body := &countingBody{r: bytes.NewReader(bytes.Repeat([]byte(" "), 1<<20))}
@@ -142,7 +142,7 @@ func (c countingConn) Read(p []byte) (int, error) {
 func TestIdempotencyOversizedBodyOverTCP(t *testing.T) {
 	reg := startRegistry(t, nil)
 	svc := idempotencyWith(t, boltIdem(t), idempotency.Config{})
-	srv := gateway.New(reg.open(t, 1), gateway.Options{Logger: quiet, Registerer: prometheus.NewRegistry(), Idempotency: svc})
+	srv := newGateway(t, reg.open(t, 1), gateway.Options{Logger: quiet, Registerer: prometheus.NewRegistry(), Idempotency: svc})
 	var read atomic.Int64
 	ts := httptest.NewUnstartedServer(srv.Handler())
 	ts.Listener = countingListener{ts.Listener, &read}
@@ -365,7 +365,7 @@ func TestIdempotencyRecordsCap(t *testing.T) {
 // (1,048,576 before the gateway's limit came first; now its 4 KiB and one byte).
 func BenchmarkOversizedBody(b *testing.B) {
 	reg := startRegistry(b, nil)
-	h := gateway.New(reg.open(b, 1), gateway.Options{Logger: quiet, Registerer: prometheus.NewRegistry(),
+	h := newGateway(b, reg.open(b, 1), gateway.Options{Logger: quiet, Registerer: prometheus.NewRegistry(),
 		Idempotency: idempotencyWith(b, boltIdem(b), idempotency.Config{})}).Handler()
 	payload := bytes.Repeat([]byte(" "), 1<<20)
 	var read int64

@@ -41,6 +41,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/idempotency"
+	"github.com/idkeeper/idkeeper/internal/wire"
 	"github.com/idkeeper/idkeeper/snowflake"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -84,10 +85,11 @@ const IssueOperation = "gateway.ids.issue"
 // with the indexes: a caller at the cap holds 1.5 to 1.7 GB of the store.
 const DefaultIdempotencyMaxRecords = 1_000_000
 
-// Options configure a Server. Zero fields mean the default.
+// Options configure a Server. A zero field means its default; New returns an
+// error for a value outside a field's range.
 type Options struct {
-	// MaxCount is the largest count of one POST /v1/ids: DefaultMaxCount. A larger
-	// count is 400 COUNT_TOO_LARGE.
+	// MaxCount is the largest count of one POST /v1/ids, 1 to MaxMaxCount; 0 means
+	// DefaultMaxCount. A larger count is 400 COUNT_TOO_LARGE.
 	MaxCount int
 	// Idempotency, when set, gives POST /v1/ids the Idempotency-Key semantics of
 	// the idempotency package under the operation IssueOperation; its Config
@@ -121,11 +123,13 @@ type Server struct {
 	other    *routeMetrics            // requests that matched no pattern
 }
 
-// New returns a gateway over src. It does no I/O. It panics when opts.MaxCount is
-// negative or above MaxMaxCount: the program validates its settings first.
-func New(src IDSource, opts Options) *Server {
+// New returns a gateway over src. It does no I/O. An option outside its range
+// (MaxCount negative or above MaxMaxCount) is an error that wraps an
+// *idkeeper.RangeError.
+func New(src IDSource, opts Options) (*Server, error) {
 	if opts.MaxCount < 0 || opts.MaxCount > MaxMaxCount {
-		panic(fmt.Sprintf("gateway: MaxCount %d outside 0..%d", opts.MaxCount, MaxMaxCount))
+		return nil, fmt.Errorf("gateway: %w", &idkeeper.RangeError{Setting: "MaxCount", Value: strconv.Itoa(opts.MaxCount),
+			Min: "0", Max: strconv.Itoa(MaxMaxCount)})
 	}
 	s := &Server{src: src, opts: opts, keys: opts.ConsumerKeys, maxCount: opts.MaxCount, log: opts.Logger}
 	if s.maxCount == 0 {
@@ -168,7 +172,7 @@ func New(src IDSource, opts Options) *Server {
 	}))
 	s.other = s.m.route(routeOther)
 	s.mux = mux
-	return s
+	return s, nil
 }
 
 // Handler returns the http.Handler that serves every route.
@@ -230,10 +234,6 @@ func (s *Server) currentLayout() (snowflake.Layout, bool) {
 	return l, true
 }
 
-// TimeFormat is how the gateway writes times: RFC 3339 in UTC with milliseconds,
-// as the registry does.
-const TimeFormat = "2006-01-02T15:04:05.000Z07:00"
-
 var errNoLayout = &idkeeper.Error{Code: idkeeper.CodeNotReady,
 	Message: "the gateway holds no lease yet, so the ID layout is not known; retry later"}
 
@@ -253,41 +253,17 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, idkeeper.Invalidf("id", "%v", err))
 		return
 	}
-	writeJSON(w, decodeResponse{
-		ID: strconv.FormatInt(id, 10), Time: p.Time.UTC().Format(TimeFormat), NodeID: p.Node, Sequence: p.Sequence,
+	writeJSON(w, wire.DecodedID{
+		ID: strconv.FormatInt(id, 10), Time: wire.FormatTime(p.Time), NodeID: p.Node, Sequence: p.Sequence,
 	})
 }
 
-type decodeResponse struct {
-	ID       string `json:"id"`
-	Time     string `json:"time"`
-	NodeID   int64  `json:"nodeId"`
-	Sequence int64  `json:"sequence"`
-}
-
-type layoutJSON struct {
-	Epoch         string `json:"epoch"`
-	TimestampBits int    `json:"timestampBits"`
-	NodeBits      int    `json:"nodeBits"`
-	SequenceBits  int    `json:"sequenceBits"`
-}
-
-type versionResponse struct {
-	Version string      `json:"version"`
-	Commit  string      `json:"commit"`
-	Layout  *layoutJSON `json:"layout"` // null until the gateway holds a lease
-}
-
 func (s *Server) version(w http.ResponseWriter, _ *http.Request) {
-	v := versionResponse{Version: s.opts.Version, Commit: s.opts.Commit}
+	v := wire.VersionResponse{Version: s.opts.Version, Commit: s.opts.Commit} // layout null until the gateway holds a lease
 	if l, ok := s.currentLayout(); ok {
-		v.Layout = &layoutJSON{Epoch: l.Epoch.UTC().Format(TimeFormat), TimestampBits: l.TimestampBits, NodeBits: l.NodeBits, SequenceBits: l.SequenceBits}
+		v.Layout = &wire.Layout{Epoch: wire.FormatTime(l.Epoch), TimestampBits: l.TimestampBits, NodeBits: l.NodeBits, SequenceBits: l.SequenceBits}
 	}
 	writeJSON(w, v)
-}
-
-type statusResponse struct {
-	Status string `json:"status"`
 }
 
 // canIssue is the health condition: the source's Check, then one ID minted and
@@ -306,7 +282,7 @@ func (s *Server) health(w http.ResponseWriter, _ *http.Request) {
 		writeProblem(w, unavailable(err))
 		return
 	}
-	writeJSON(w, statusResponse{Status: "ok"})
+	writeJSON(w, wire.StatusResponse{Status: "ok"})
 }
 
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
@@ -314,7 +290,7 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 		writeProblem(w, &idkeeper.Error{Code: idkeeper.CodeNotReady, Message: "the gateway cannot issue IDs now: " + err.Error(), Err: err})
 		return
 	}
-	writeJSON(w, statusResponse{Status: "ready"})
+	writeJSON(w, wire.StatusResponse{Status: "ready"})
 }
 
 var errEnded = &idkeeper.Error{Code: CodeIssuingUnavailable,
@@ -329,5 +305,5 @@ func (s *Server) livez(w http.ResponseWriter, _ *http.Request) {
 		default:
 		}
 	}
-	writeJSON(w, statusResponse{Status: "ok"})
+	writeJSON(w, wire.StatusResponse{Status: "ok"})
 }

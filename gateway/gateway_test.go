@@ -19,6 +19,7 @@ import (
 	"github.com/idkeeper/idkeeper/client"
 	"github.com/idkeeper/idkeeper/client/clienttest"
 	"github.com/idkeeper/idkeeper/gateway"
+	"github.com/idkeeper/idkeeper/internal/wire"
 	"github.com/idkeeper/idkeeper/snowflake"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -166,7 +167,7 @@ func TestDecode(t *testing.T) {
 	if a.status != http.StatusOK || json.Unmarshal(a.body, &d) != nil {
 		t.Fatalf("%d %s", a.status, a.body)
 	}
-	tm, err := time.Parse(gateway.TimeFormat, d.Time)
+	tm, err := time.Parse(wire.TimeFormat, d.Time)
 	if err != nil || d.ID != strconv.FormatInt(id, 10) || d.NodeID != sess.Leases()[0].NodeID ||
 		tm.Before(before) || tm.After(after) || !strings.HasSuffix(d.Time, "Z") {
 		t.Fatalf("decoded %+v (time %v, err %v); issued between %v and %v", d, tm, err, before, after)
@@ -436,7 +437,7 @@ func TestIssueDoesNotAllocatePerID(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector makes sync.Pool drop buffers at random")
 	}
-	h := gateway.New(&fixedSource{next: 1 << 60}, gateway.Options{Logger: quiet, Registerer: prometheus.NewRegistry()}).Handler()
+	h := newGateway(t, &fixedSource{next: 1 << 60}, gateway.Options{Logger: quiet, Registerer: prometheus.NewRegistry()}).Handler()
 	allocs := func(count int, query string) float64 {
 		body := []byte(fmt.Sprintf(`{"count":%d}`, count))
 		rd := bytes.NewReader(body)
@@ -459,5 +460,22 @@ func TestIssueDoesNotAllocatePerID(t *testing.T) {
 	// A long answer sets Content-Length itself: a string and its header slice.
 	if one > 2 || many > one+2 || most != many || str != many {
 		t.Fatalf("allocations per request: count=1 %v, count=1000 %v, count=10000 %v, count=1000 as strings %v", one, many, most, str)
+	}
+}
+
+// TestNewRefusesBadOptions: an option outside its range is an error naming it,
+// not a panic; zero means the default.
+func TestNewRefusesBadOptions(t *testing.T) {
+	src := &fixedSource{next: 1 << 60}
+	for _, n := range []int{-1, gateway.MaxMaxCount + 1} {
+		srv, err := gateway.New(src, gateway.Options{MaxCount: n, Logger: quiet})
+		var re *idkeeper.RangeError
+		if srv != nil || !errors.As(err, &re) || re.Setting != "MaxCount" || re.Value != strconv.Itoa(n) {
+			t.Errorf("MaxCount %d: %v, %v; want a RangeError", n, srv, err)
+		}
+	}
+	srv, err := gateway.New(src, gateway.Options{Logger: quiet, Registerer: prometheus.NewRegistry()})
+	if err != nil || srv.MaxCount() != gateway.DefaultMaxCount {
+		t.Fatalf("zero MaxCount: %v, %v; want the default %d", srv, err, gateway.DefaultMaxCount)
 	}
 }

@@ -91,6 +91,16 @@ func openSession(t testing.TB, cfg client.Config) *client.Session {
 	return s
 }
 
+// newGateway is gateway.New for options that are valid.
+func newGateway(t testing.TB, src gateway.IDSource, opts gateway.Options) *gateway.Server {
+	t.Helper()
+	srv, err := gateway.New(src, opts)
+	if err != nil {
+		t.Fatalf("gateway.New: %v", err)
+	}
+	return srv
+}
+
 // gw is a gateway served on loopback.
 type gw struct {
 	t   testing.TB
@@ -108,7 +118,7 @@ func startGateway(t testing.TB, src gateway.IDSource, opts gateway.Options) *gw 
 		pr := prometheus.NewRegistry()
 		opts.Registerer, opts.Gatherer = pr, pr
 	}
-	srv := gateway.New(src, opts)
+	srv := newGateway(t, src, opts)
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
 	hc := ts.Client()

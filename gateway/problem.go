@@ -7,21 +7,28 @@ import (
 	"github.com/idkeeper/idkeeper/internal/problem"
 )
 
-// Error codes of the gateway, sent as the `code` member of problem+json: the
-// idkeeper codes of the same names, whose Status gives their HTTP status. The
-// gateway also answers with the idkeeper codes INVALID_REQUEST, API_KEY_MISSING,
+// Error codes of the gateway, sent as the `code` member of problem+json; their
+// HTTP status and title are registered with internal/problem below. The gateway
+// also answers with the idkeeper codes INVALID_REQUEST, API_KEY_MISSING,
 // API_KEY_INVALID, UNSUPPORTED_MEDIA_TYPE, BODY_TOO_LARGE, NOT_FOUND,
 // METHOD_NOT_ALLOWED, NOT_READY and INTERNAL, and with those of the idempotency
 // package.
 const (
 	// CodeCountTooLarge (400): count is above Options.MaxCount; the problem carries
 	// a maxCount member.
-	CodeCountTooLarge = idkeeper.CodeCountTooLarge
+	CodeCountTooLarge idkeeper.Code = "COUNT_TOO_LARGE"
 	// CodeIssuingUnavailable (503, Retry-After): the gateway cannot mint now: it
 	// holds no lease yet, has lost it, a node ID is still cooling, or the clock is
 	// unusable. No ID of the request was handed out.
-	CodeIssuingUnavailable = idkeeper.CodeIssuingUnavailable
+	CodeIssuingUnavailable idkeeper.Code = "ISSUING_UNAVAILABLE"
 )
+
+func init() {
+	problem.Register(map[idkeeper.Code]problem.Entry{
+		CodeCountTooLarge:      {Status: http.StatusBadRequest, Title: "Count too large"},
+		CodeIssuingUnavailable: {Status: http.StatusServiceUnavailable, Title: "Issuing unavailable"},
+	})
+}
 
 // RetryAfterSeconds is the Retry-After of every 503 the gateway sends itself.
 const RetryAfterSeconds = 1

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/internal/wire"
 )
 
 // The request decoders below are pure functions of the body bytes, so they can be
@@ -34,14 +35,13 @@ const MaxPID = math.MaxUint32
 // node ID at most.
 const maxFencingTokens = idkeeper.MaxCount
 
-// timeExample is shown in messages about a timestamp that does not parse.
-const timeExample = "2026-01-01T00:00:00.000Z"
-
+// The members each body may have: those of its type in internal/wire, which the
+// client encodes.
 var (
-	allocMembers     = []string{"requester", "count", "clientUtcNow"}
-	renewMembers     = []string{"requester", "clientUtcNow", "fencingTokens", "receipts"}
-	removeMembers    = []string{"requester", "mintedUpTo"}
-	requesterMembers = []string{"machineId", "pid", "startedAt", "instance"}
+	allocMembers     = wire.Members(wire.AllocRequest{})
+	renewMembers     = wire.Members(wire.RenewRequest{})
+	removeMembers    = wire.Members(wire.RemoveRequest{})
+	requesterMembers = wire.Members(wire.Requester{})
 )
 
 // decodeAllocRequest decodes the body of POST /v1/leases.
@@ -278,11 +278,11 @@ func optionalTimeMember(m members, prefix, name string) (*time.Time, error) {
 	field := prefix + name
 	var s string
 	if raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
-		return nil, idkeeper.Invalidf(field, "%s must be an RFC 3339 timestamp string such as %s", field, timeExample)
+		return nil, idkeeper.Invalidf(field, "%s must be an RFC 3339 timestamp string such as %s", field, wire.TimeExample)
 	}
-	t, err := time.Parse(time.RFC3339Nano, s)
+	t, err := wire.ParseTime(s)
 	if err != nil {
-		return nil, idkeeper.Invalidf(field, "%s is not an RFC 3339 timestamp such as %s", field, timeExample)
+		return nil, idkeeper.Invalidf(field, "%s is not an RFC 3339 timestamp such as %s", field, wire.TimeExample)
 	}
 	t = idkeeper.Millis(t)
 	if t.IsZero() || t.Year() < 1 || t.Year() > 9999 {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/internal/wire"
 )
 
 const goodRequester = `{"machineId":"host-a","pid":42,"startedAt":"2026-03-01T10:00:00.123Z"}`
@@ -172,7 +173,7 @@ func assertInvalid(t *testing.T, err error, field string) {
 // encodeRequester is the canonical wire form of a decoded requester, for the
 // round-trip property of the fuzz tests.
 func encodeRequester(r idkeeper.Requester) map[string]any {
-	m := map[string]any{"machineId": r.MachineID, "pid": r.PID, "startedAt": formatTime(r.StartedAt)}
+	m := map[string]any{"machineId": r.MachineID, "pid": r.PID, "startedAt": wire.FormatTime(r.StartedAt)}
 	if r.Instance != "" {
 		m["instance"] = r.Instance
 	}
@@ -183,7 +184,7 @@ func encodeTime(t *time.Time) any {
 	if t == nil {
 		return nil
 	}
-	return formatTime(*t)
+	return wire.FormatTime(*t)
 }
 
 func fuzzSeeds(f *testing.F, bodies ...string) {

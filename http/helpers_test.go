@@ -17,8 +17,10 @@ import (
 	"github.com/idkeeper/idkeeper/bolt"
 	idkhttp "github.com/idkeeper/idkeeper/http"
 	"github.com/idkeeper/idkeeper/internal/fakeclock"
+	"github.com/idkeeper/idkeeper/internal/problem"
 	"github.com/idkeeper/idkeeper/internal/redistest"
 	"github.com/idkeeper/idkeeper/internal/registrytest"
+	"github.com/idkeeper/idkeeper/internal/wire"
 	"github.com/idkeeper/idkeeper/redis"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -195,8 +197,9 @@ func (r response) ok(t testing.TB) response {
 // problem asserts a problem+json answer with the code's status and returns it.
 func (r response) problem(t testing.TB, code idkeeper.Code) response {
 	t.Helper()
-	if r.status != code.Status() {
-		t.Fatalf("status %d, want %d (%s): %s", r.status, code.Status(), code, r.raw)
+	want, _ := problem.Lookup(code)
+	if r.status != want.Status {
+		t.Fatalf("status %d, want %d (%s): %s", r.status, want.Status, code, r.raw)
 	}
 	if ct := r.header.Get("Content-Type"); ct != "application/problem+json" {
 		t.Fatalf("Content-Type %q, want application/problem+json: %s", ct, r.raw)
@@ -205,7 +208,7 @@ func (r response) problem(t testing.TB, code idkeeper.Code) response {
 		t.Fatalf("code %q, want %q: %s", got, code, r.raw)
 	}
 	wantType := "https://idkeeper.dev/problems/" + strings.ReplaceAll(strings.ToLower(string(code)), "_", "-")
-	if r.str("type") != wantType || r.str("title") == "" || r.str("detail") == "" || r.num("status") != int64(code.Status()) {
+	if r.str("type") != wantType || r.str("title") == "" || r.str("detail") == "" || r.num("status") != int64(want.Status) {
 		t.Fatalf("incomplete problem body: %s", r.raw)
 	}
 	if code == idkeeper.CodeStoreUnavailable || code == idkeeper.CodeNotReady {
@@ -251,7 +254,7 @@ func (r response) leases(t testing.TB) []lease {
 }
 
 // ts renders t the way the API does.
-func ts(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+func ts(t time.Time) string { return wire.FormatTime(t) }
 
 // requesterJSON is a requester member for pid.
 func requesterJSON(pid int) string {

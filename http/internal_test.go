@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/internal/problem"
 )
 
 func TestClientIP(t *testing.T) {
@@ -84,8 +85,8 @@ func TestProblemBody(t *testing.T) {
 	if _, body = problemBody(idkeeper.Errorf("SOMETHING_NEW", "x")); body["title"] != "Internal Server Error" {
 		t.Fatalf("%v", body)
 	}
-	for code := range problemTitles {
-		if code.Status() == 500 && code != idkeeper.CodeInternal {
+	for _, code := range problem.Codes() {
+		if e, _ := problem.Lookup(code); e.Status == 500 && code != idkeeper.CodeInternal {
 			t.Errorf("%s has no status of its own", code)
 		}
 	}

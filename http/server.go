@@ -20,13 +20,16 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"time"
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/internal/problem"
+	"github.com/idkeeper/idkeeper/internal/wire"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -40,9 +43,10 @@ const DefaultTimeout = 10 * time.Second
 // APIKeyHeader carries the API key on every /v1 route but /v1/version.
 const APIKeyHeader = "X-API-Key"
 
-// Options configure a Server. Zero fields mean the default.
+// Options configure a Server. A zero field means its default; NewServer returns an
+// error for a value outside a field's range.
 type Options struct {
-	Logger *slog.Logger // slog.Default()
+	Logger *slog.Logger // nil: slog.Default()
 	// AllowedIPs, when not empty, are the only client addresses the /v1 routes other
 	// than /v1/version answer; others get 403 IP_NOT_ALLOWED. Empty allows all.
 	AllowedIPs []netip.Prefix
@@ -53,10 +57,12 @@ type Options struct {
 	Version, Commit string
 	// Gatherer serves /metrics: prometheus.DefaultGatherer when nil.
 	Gatherer prometheus.Gatherer
-	// MaxBodyBytes limits request bodies (413 BODY_TOO_LARGE): DefaultMaxBodyBytes.
+	// MaxBodyBytes limits request bodies (413 BODY_TOO_LARGE); 0 means
+	// DefaultMaxBodyBytes, a negative value is an error.
 	MaxBodyBytes int64
-	// Timeout bounds the store work of one request, API-key check included:
-	// DefaultTimeout. A request that runs out of it fails with 503 STORE_UNAVAILABLE.
+	// Timeout bounds the store work of one request, API-key check included; 0 means
+	// DefaultTimeout, a negative value is an error. A request that runs out of it
+	// fails with 503 STORE_UNAVAILABLE.
 	Timeout time.Duration
 	// Durability, when set, is shown by /readyz: what the store's settings guarantee,
 	// e.g. that the operator accepted lost writes on a Redis restart.
@@ -71,18 +77,28 @@ type Server struct {
 	handler http.Handler
 }
 
-// NewServer returns the API server for reg. It does no I/O.
-func NewServer(reg *idkeeper.Registry, opts Options) *Server {
+// NewServer returns the API server for reg. It does no I/O. An option outside its
+// range (a negative MaxBodyBytes or Timeout) is an error that wraps an
+// *idkeeper.RangeError.
+func NewServer(reg *idkeeper.Registry, opts Options) (*Server, error) {
+	switch {
+	case opts.MaxBodyBytes < 0:
+		return nil, fmt.Errorf("http: %w", &idkeeper.RangeError{Setting: "MaxBodyBytes",
+			Value: strconv.FormatInt(opts.MaxBodyBytes, 10), Min: "0", Max: "∞"})
+	case opts.Timeout < 0:
+		return nil, fmt.Errorf("http: %w", &idkeeper.RangeError{Setting: "Timeout",
+			Value: opts.Timeout.String(), Min: "0s", Max: "∞"})
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
 	if opts.Gatherer == nil {
 		opts.Gatherer = prometheus.DefaultGatherer
 	}
-	if opts.MaxBodyBytes <= 0 {
+	if opts.MaxBodyBytes == 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	if opts.Timeout <= 0 {
+	if opts.Timeout == 0 {
 		opts.Timeout = DefaultTimeout
 	}
 	s := &Server{reg: reg, opts: opts, log: opts.Logger}
@@ -99,7 +115,7 @@ func NewServer(reg *idkeeper.Registry, opts Options) *Server {
 		ErrorHandling: promhttp.ContinueOnError,
 	}))
 	s.handler = s.accessLog(s.fallback(mux))
-	return s
+	return s, nil
 }
 
 // Handler returns the http.Handler that serves every route.
@@ -195,7 +211,7 @@ func (s *Server) alloc(w http.ResponseWriter, r *http.Request, c caller) (any, e
 	if err != nil {
 		return nil, err
 	}
-	return allocResponse{Layout: layoutOf(s.reg.Layout()), Leases: leasesOf(g.Leases, s.reg.Layout()), ServerUtcNow: formatTime(g.Now)}, nil
+	return wire.AllocResponse{Layout: layoutOf(s.reg.Layout()), Leases: leasesOf(g.Leases, s.reg.Layout()), ServerUtcNow: wire.FormatTime(g.Now)}, nil
 }
 
 func (s *Server) renew(w http.ResponseWriter, r *http.Request, c caller) (any, error) {
@@ -212,7 +228,7 @@ func (s *Server) renew(w http.ResponseWriter, r *http.Request, c caller) (any, e
 	if err != nil {
 		return nil, err
 	}
-	return renewResponse{Leases: leasesOf(g.Leases, s.reg.Layout()), ServerUtcNow: formatTime(g.Now)}, nil
+	return wire.RenewResponse{Leases: leasesOf(g.Leases, s.reg.Layout()), ServerUtcNow: wire.FormatTime(g.Now)}, nil
 }
 
 func (s *Server) remove(w http.ResponseWriter, r *http.Request, c caller) (any, error) {
@@ -229,7 +245,7 @@ func (s *Server) remove(w http.ResponseWriter, r *http.Request, c caller) (any, 
 	if err != nil {
 		return nil, err
 	}
-	return removeResponse{Removed: n}, nil
+	return wire.RemoveResponse{Removed: &n}, nil
 }
 
 func (s *Server) remaining(_ http.ResponseWriter, r *http.Request, _ caller) (any, error) {
@@ -237,17 +253,17 @@ func (s *Server) remaining(_ http.ResponseWriter, r *http.Request, _ caller) (an
 	if err != nil {
 		return nil, err
 	}
-	return remainingResponse{Total: c.Total, Remaining: c.Remaining, Leased: c.Leased, InGrace: c.InGrace, Quarantined: c.Quarantined}, nil
+	return wire.RemainingResponse{Total: c.Total, Remaining: c.Remaining, Leased: c.Leased, InGrace: c.InGrace, Quarantined: c.Quarantined}, nil
 }
 
 func (s *Server) version(w http.ResponseWriter, _ *http.Request) {
-	s.writeJSON(w, versionResponse{Version: s.opts.Version, Commit: s.opts.Commit, Layout: layoutOf(s.reg.Layout())})
+	s.writeJSON(w, wire.VersionResponse{Version: s.opts.Version, Commit: s.opts.Commit, Layout: layoutOf(s.reg.Layout())})
 }
 
 // livez answers 200 while the process can serve HTTP at all; it checks nothing else,
 // so a store outage never gets the process restarted.
 func (s *Server) livez(w http.ResponseWriter, _ *http.Request) {
-	s.writeJSON(w, statusResponse{Status: "ok"})
+	s.writeJSON(w, wire.StatusResponse{Status: "ok"})
 }
 
 // readyz answers 200 with the store's generation (and durability, when set) when
@@ -265,6 +281,6 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g := s.reg.Generation()
-	s.writeJSON(w, readyResponse{Status: "ready", Durability: s.opts.Durability, Generation: generationJSON{
-		Number: g.Number, ID: g.ID, Origin: string(g.Origin), At: formatTime(g.At)}})
+	s.writeJSON(w, wire.ReadyResponse{Status: "ready", Durability: s.opts.Durability, Generation: wire.Generation{
+		Number: g.Number, ID: g.ID, Origin: string(g.Origin), At: wire.FormatTime(g.At)}})
 }

@@ -3,6 +3,7 @@ package http_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	idkhttp "github.com/idkeeper/idkeeper/http"
+	"github.com/idkeeper/idkeeper/internal/registrytest"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 func TestScenario(t *testing.T) { stores(t, scenario) }
@@ -464,4 +467,20 @@ func TestNo401ForAKeyTheStoreLostTrack(t *testing.T) {
 		t.Fatalf("before init: %v %s", p.header, p.raw)
 	}
 	w.get("/readyz").problem(t, idkeeper.CodeStoreNotInitialised)
+}
+
+// TestNewServerRefusesBadOptions: a negative limit is an error naming the option,
+// not silently the default; zero is the default.
+func TestNewServerRefusesBadOptions(t *testing.T) {
+	reg := registrytest.Start(t, registrytest.Options{}).Registry
+	for setting, o := range map[string]idkhttp.Options{"MaxBodyBytes": {MaxBodyBytes: -1}, "Timeout": {Timeout: -time.Second}} {
+		s, err := idkhttp.NewServer(reg, o)
+		var re *idkeeper.RangeError
+		if s != nil || !errors.As(err, &re) || re.Setting != setting {
+			t.Errorf("%s: %v, %v; want a RangeError", setting, s, err)
+		}
+	}
+	if _, err := idkhttp.NewServer(reg, idkhttp.Options{Gatherer: prometheus.NewRegistry()}); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -244,7 +244,7 @@ func testCodec(e *env) {
 	if err != nil || started {
 		e.Fatalf("probe: %v, %v", started, err)
 	}
-	if want := []string{reverse.Name}; !slices.Equal(rec.Header[idempotency.HeaderEncoding], want) ||
+	if want := []string{reverse.Name}; !slices.Equal(rec.Metadata[idempotency.HeaderEncoding], want) ||
 		string(rec.Body) != `}3:"tnuoc",1:"nur"{` {
 		e.Fatalf("stored record %+v; want the body reversed and the encoding named", rec)
 	}

@@ -73,20 +73,37 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/internal/problem"
 )
 
-// Error codes of the component, sent as the `code` member of problem+json. They
-// are the idkeeper.CodeIdempotency… codes under their older names here;
-// idkeeper.Code.Status gives their HTTP status.
+// Error codes of the component, sent as the `code` member of problem+json by
+// every service that uses it. Their HTTP status and title are registered with
+// internal/problem below.
 const (
-	CodeKeyRequired = idkeeper.CodeIdempotencyKeyRequired // 400 IDEMPOTENCY_KEY_REQUIRED
-	CodeKeyInvalid  = idkeeper.CodeIdempotencyKeyInvalid  // 400 IDEMPOTENCY_KEY_INVALID
-	CodeInProgress  = idkeeper.CodeIdempotencyInProgress  // 409 IDEMPOTENCY_REQUEST_IN_PROGRESS
-	CodeKeyReused   = idkeeper.CodeIdempotencyKeyReused   // 422 IDEMPOTENCY_KEY_REUSED_WITH_DIFFERENT_REQUEST
+	// CodeKeyRequired (400): the operation requires an Idempotency-Key and the
+	// request has none.
+	CodeKeyRequired idkeeper.Code = "IDEMPOTENCY_KEY_REQUIRED"
+	// CodeKeyInvalid (400): the Idempotency-Key is malformed or repeated.
+	CodeKeyInvalid idkeeper.Code = "IDEMPOTENCY_KEY_INVALID"
+	// CodeInProgress (409, Retry-After): a request with the same key and the same
+	// fingerprint is still running.
+	CodeInProgress idkeeper.Code = "IDEMPOTENCY_REQUEST_IN_PROGRESS"
+	// CodeKeyReused (422): the key was first used for another request.
+	CodeKeyReused idkeeper.Code = "IDEMPOTENCY_KEY_REUSED_WITH_DIFFERENT_REQUEST"
 	// CodeRecordsExhausted (429, Retry-After): the caller holds Config.MaxRecords
 	// records; the problem carries maxRecords and retryAfter (seconds).
-	CodeRecordsExhausted = idkeeper.CodeIdempotencyRecordsExhausted // 429 IDEMPOTENCY_RECORDS_EXHAUSTED
+	CodeRecordsExhausted idkeeper.Code = "IDEMPOTENCY_RECORDS_EXHAUSTED"
 )
+
+func init() {
+	problem.Register(map[idkeeper.Code]problem.Entry{
+		CodeKeyRequired:      {Status: http.StatusBadRequest, Title: "Idempotency key required"},
+		CodeKeyInvalid:       {Status: http.StatusBadRequest, Title: "Idempotency key invalid"},
+		CodeInProgress:       {Status: http.StatusConflict, Title: "Request with this idempotency key in progress"},
+		CodeKeyReused:        {Status: http.StatusUnprocessableEntity, Title: "Idempotency key reused with a different request"},
+		CodeRecordsExhausted: {Status: http.StatusTooManyRequests, Title: "Too many idempotency records"},
+	})
+}
 
 // Defaults for zero Config fields.
 const (
@@ -312,7 +329,7 @@ func (s *Service) do(ctx context.Context, req request, fn func(context.Context) 
 
 // refusal reports whether rec binds its key to a refused request (BindKeyOn).
 func refusal(rec *idkeeper.IdempotencyRecord) bool {
-	enc := rec.Header[HeaderEncoding]
+	enc := rec.Metadata[HeaderEncoding]
 	return rec.State == idkeeper.IdempotencyCompleted && len(enc) == 1 && enc[0] == encodingRefusal
 }
 
@@ -358,9 +375,9 @@ func (s *Service) decide(rec *idkeeper.IdempotencyRecord, req request) (Result, 
 // encoded it. A record this Service cannot decode is never replayed as it is
 // stored: it is a STORE_UNAVAILABLE Error (a newer build may have written it).
 func (s *Service) stored(rec *idkeeper.IdempotencyRecord, codec *Codec) (Response, error) {
-	enc := rec.Header[HeaderEncoding]
+	enc := rec.Metadata[HeaderEncoding]
 	if enc == nil {
-		return Response{Status: rec.Status, Header: http.Header(rec.Header), Body: rec.Body}, nil
+		return Response{Status: rec.Outcome, Header: http.Header(rec.Metadata), Body: rec.Body}, nil
 	}
 	var err error
 	switch {
@@ -369,13 +386,13 @@ func (s *Service) stored(rec *idkeeper.IdempotencyRecord, codec *Codec) (Respons
 	default:
 		var body []byte
 		if body, err = codec.Decode(rec.Body); err == nil {
-			h := make(http.Header, len(rec.Header)-1)
-			for name, v := range rec.Header {
+			h := make(http.Header, len(rec.Metadata)-1)
+			for name, v := range rec.Metadata {
 				if name != HeaderEncoding {
 					h[name] = v
 				}
 			}
-			return Response{Status: rec.Status, Header: h, Body: body}, nil
+			return Response{Status: rec.Outcome, Header: h, Body: body}, nil
 		}
 	}
 	s.log.Error("idempotency store: cannot read a stored answer", "scope", rec.Scope, "err", err)
@@ -411,7 +428,7 @@ func (s *Service) finish(ctx context.Context, req request, token string, resp Re
 	defer cancel()
 	res := s.result(resp, req.codec)
 	if bound {
-		res = idkeeper.IdempotencyResult{Status: resp.Status, Header: map[string][]string{HeaderEncoding: {encodingRefusal}}}
+		res = idkeeper.IdempotencyResult{Outcome: resp.Status, Metadata: map[string][]string{HeaderEncoding: {encodingRefusal}}}
 	}
 	err := req.st.Complete(sctx, req.scope, token, res, s.ttl)
 	switch {
@@ -448,16 +465,17 @@ func (s *Service) finish(ctx context.Context, req request, token string, resp Re
 	return Result{}, s.storeError("complete", req.scope, err)
 }
 
-// result is what Complete stores of resp: the replayable headers and the body,
-// encoded by codec when it takes it (the header map then names the encoding).
+// result is what Complete stores of resp: the status as the Outcome, the
+// replayable headers as the Metadata and the body, encoded by codec when it takes
+// it (the Metadata then names the encoding).
 func (s *Service) result(resp Response, codec *Codec) idkeeper.IdempotencyResult {
-	res := idkeeper.IdempotencyResult{Status: resp.Status, Header: s.replayable(resp.Header), Body: resp.Body}
+	res := idkeeper.IdempotencyResult{Outcome: resp.Status, Metadata: s.replayable(resp.Header), Body: resp.Body}
 	if codec != nil {
 		if b, ok := codec.Encode(resp.Status, resp.Header, resp.Body); ok {
-			if res.Header == nil {
-				res.Header = map[string][]string{}
+			if res.Metadata == nil {
+				res.Metadata = map[string][]string{}
 			}
-			res.Header[HeaderEncoding] = []string{codec.Name}
+			res.Metadata[HeaderEncoding] = []string{codec.Name}
 			res.Body = b
 		}
 	}
@@ -475,11 +493,10 @@ func (s *Service) abort(ctx context.Context, req request, token string) {
 }
 
 func (s *Service) storeError(op, scope string, err error) error {
-	var e *idkeeper.Error
-	if errors.As(err, &e) {
-		if e.Code == CodeRecordsExhausted {
-			return s.exhausted(e)
-		}
+	if ce, ok := errors.AsType[*idkeeper.IdempotencyCapError](err); ok {
+		return s.exhausted(ce)
+	}
+	if _, ok := errors.AsType[*idkeeper.Error](err); ok {
 		return err
 	}
 	if !errors.Is(err, context.Canceled) {
@@ -490,11 +507,9 @@ func (s *Service) storeError(op, scope string, err error) error {
 }
 
 // exhausted is the client's error for the store's refusal e of a new record.
-func (s *Service) exhausted(e *idkeeper.Error) error {
+func (s *Service) exhausted(e *idkeeper.IdempotencyCapError) error {
 	s.m.exhausted.Inc()
-	limit, _ := e.Details["maxRecords"].(int)
-	retry, _ := e.Details["retryAfter"].(int)
-	retry = max(retry, 1)
+	limit, retry := e.MaxRecords, max(e.RetryAfter, 1)
 	return &idkeeper.Error{Code: CodeRecordsExhausted,
 		Message: fmt.Sprintf("this client holds %d Idempotency-Key records, the most this server keeps for one client "+
 			"(a record is kept %v after its request); retry in %d s, or use fewer new keys", limit, s.ttl, retry),

@@ -21,12 +21,12 @@ type CountingStore interface {
 	// Abort are those of the IdempotencyStore contract, for records that count
 	// against owner. When scope has no live record and owner already holds
 	// maxRecords live records (in-flight markers and completed records alike),
-	// Begin writes nothing and returns an *idkeeper.Error with the code
-	// IDEMPOTENCY_RECORDS_EXHAUSTED and the Details "maxRecords" (int) and
-	// "retryAfter" (int: whole seconds, at least 1, until the earliest of owner's
-	// live records lapses). The check and the write are one atomic step, so
-	// concurrent Begins never take owner past maxRecords. A live record of scope is
-	// returned as usual, whatever owner holds. maxRecords 0 means no cap; an owner
+	// Begin writes nothing and returns an *idkeeper.IdempotencyCapError (its
+	// RetryAfter: whole seconds, at least 1, until the earliest of owner's live
+	// records lapses), which a Service answers with CodeRecordsExhausted. The
+	// check and the write are one atomic step, so concurrent Begins never take
+	// owner past maxRecords. A live record of scope is returned as usual, whatever
+	// owner holds. maxRecords 0 means no cap; an owner
 	// longer than idkeeper.MaxIdempotencyScopeLen bytes is an INVALID_REQUEST
 	// Error from every method.
 	//
@@ -54,8 +54,8 @@ func Owner(caller, operation string) string {
 	return operation + ":" + hex.EncodeToString(h.Sum(nil)[:16])
 }
 
-// HeaderEncoding is the name under which a stored record's header map holds the
-// name of the Codec that encoded its body. It is not a valid HTTP field name, so
+// HeaderEncoding is the name under which a stored record's Metadata (the
+// replayable headers) holds the name of the Codec that encoded its body. It is not a valid HTTP field name, so
 // it can never be a header of an answer; a Service strips it before replaying. A
 // record without it holds the body as it was sent.
 const HeaderEncoding = ":encoding"

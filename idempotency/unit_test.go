@@ -55,7 +55,7 @@ func (s *faultyStore) Complete(_ context.Context, scope, token string, res idkee
 		return idkeeper.ErrIdempotencyMarkerLost
 	}
 	delete(s.marker, scope)
-	s.done[scope] = &idkeeper.IdempotencyRecord{Scope: scope, State: idkeeper.IdempotencyCompleted, Status: res.Status, Body: res.Body}
+	s.done[scope] = &idkeeper.IdempotencyRecord{Scope: scope, State: idkeeper.IdempotencyCompleted, Outcome: res.Outcome, Body: res.Body}
 	return nil
 }
 

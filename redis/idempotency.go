@@ -170,7 +170,7 @@ func (o *idemOwned) Begin(ctx context.Context, scope, fingerprint, token string,
 		return nil, true, nil
 	case kind == 2 && len(a) == 2:
 		wait, _ := a[1].(int64)
-		return nil, false, recordsExhausted(o.max, wait)
+		return nil, false, idkeeper.NewIdempotencyCapError(o.max, time.Duration(wait)*time.Millisecond)
 	case kind == 3 && len(a) == 2:
 		return nil, false, fmt.Errorf("redis: idempotency record of scope %q has format %v; this build reads formats up to 2", scope, a[1])
 	}
@@ -210,13 +210,13 @@ func decodeIdem(scope string, a []any) (*idkeeper.IdempotencyRecord, error) {
 	if err := firstErr(err1, err2, err3, err4); err != nil {
 		return nil, fmt.Errorf("record of scope %q: %w", scope, err)
 	}
-	r.CreatedAt, r.ExpiresAt, r.Status = fromMs(created), fromMs(expires), int(status)
+	r.CreatedAt, r.ExpiresAt, r.Outcome = fromMs(created), fromMs(expires), int(status)
 	if r.State == idkeeper.IdempotencyInFlight {
 		r.LockedUntil = fromMs(locked)
 		return r, nil
 	}
 	if h := str(7); h != "" {
-		if err := json.Unmarshal([]byte(h), &r.Header); err != nil {
+		if err := json.Unmarshal([]byte(h), &r.Metadata); err != nil {
 			return nil, fmt.Errorf("record of scope %q: header: %w", scope, err)
 		}
 	}
@@ -244,12 +244,12 @@ func (o *idemOwned) Complete(ctx context.Context, scope, token string, res idkee
 	if err := validOwner(o.owner, o.max); err != nil {
 		return err
 	}
-	header, err := json.Marshal(res.Header)
+	header, err := json.Marshal(res.Metadata)
 	if err != nil {
 		return fmt.Errorf("redis: idempotency complete: %w", err)
 	}
 	v, err := o.i.s.run(ctx, scriptIdemComplete, o.keys(scope), true,
-		o.i.s.nowArg(), token, res.Status, header, res.Body, ttl.Milliseconds(), o.owner, scope)
+		o.i.s.nowArg(), token, res.Outcome, header, res.Body, ttl.Milliseconds(), o.owner, scope)
 	if err != nil {
 		return wrap("idempotency complete", err)
 	}
@@ -275,15 +275,6 @@ func (o *idemOwned) Abort(ctx context.Context, scope, token string) error {
 		return wrap("idempotency abort", err)
 	}
 	return nil
-}
-
-// recordsExhausted is Begin's refusal of a record beyond limit, wait ms before
-// the owner's earliest record lapses (see idempotency.CountingStore).
-func recordsExhausted(limit int, wait int64) *idkeeper.Error {
-	secs := int(max(1, (wait+999)/1000))
-	return &idkeeper.Error{Code: idkeeper.CodeIdempotencyRecordsExhausted,
-		Message: fmt.Sprintf("the owner holds %d idempotency records, the most allowed; the earliest lapses in %d s", limit, secs),
-		Details: map[string]any{"maxRecords": limit, "retryAfter": secs}}
 }
 
 // validOwner checks the arguments of IdempotencyStore.Owned.

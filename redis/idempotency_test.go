@@ -75,7 +75,7 @@ func TestIdempotencyRedisTime(t *testing.T) {
 	if _, started, err := s.Begin(ctx, "s", "fp", "t3", time.Minute); err != nil || !started {
 		t.Fatalf("Begin after the marker lapsed: %v, %v", started, err)
 	}
-	if err := s.Complete(ctx, "s", "t3", idkeeper.IdempotencyResult{Status: 200}, 2*time.Hour); err != nil {
+	if err := s.Complete(ctx, "s", "t3", idkeeper.IdempotencyResult{Outcome: 200}, 2*time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	if pttl := raw.PTTL(ctx, s.Key("s")).Val(); pttl <= time.Hour || pttl > 2*time.Hour {
@@ -120,7 +120,7 @@ func TestIdempotencyTwoClientsShare(t *testing.T) {
 	if _, started, err := other.Begin(ctx, "s", "fp", "to", time.Minute); err != nil || !started {
 		t.Fatalf("Begin under another prefix: %v, %v", started, err)
 	}
-	if err := a.Complete(ctx, "s", "ta", idkeeper.IdempotencyResult{Status: 201, Body: []byte("ids")}, time.Hour); err != nil {
+	if err := a.Complete(ctx, "s", "ta", idkeeper.IdempotencyResult{Outcome: 201, Body: []byte("ids")}, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	if rec, _, err := b.Begin(ctx, "s", "fp", "tb", time.Minute); err != nil || rec == nil || string(rec.Body) != "ids" {
@@ -208,7 +208,7 @@ func TestIdempotencyStatsSwept(t *testing.T) {
 		if _, started, err := s.Begin(ctx, scope, "fp", token, time.Second); err != nil || !started {
 			t.Fatalf("Begin %d: %v, %v", i, started, err)
 		}
-		if err := s.Complete(ctx, scope, token, idkeeper.IdempotencyResult{Status: 200}, ttl); err != nil {
+		if err := s.Complete(ctx, scope, token, idkeeper.IdempotencyResult{Outcome: 200}, ttl); err != nil {
 			t.Fatal(err)
 		}
 		clock.Advance(time.Minute)

@@ -11,11 +11,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"text/template"
 	"time"
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/gateway"
 	"github.com/idkeeper/idkeeper/idempotency"
+	"github.com/idkeeper/idkeeper/internal/wire"
 )
 
 // devKeyFile holds the dev command's API key inside its data directory, so that a
@@ -90,33 +92,53 @@ func runDev(ctx context.Context, args []string, env lookupEnv, stdout, stderr io
 		}
 		return errors.Join(fmt.Errorf("the gateway could not lease a node ID: %w", err), gw.shutdown(), srv.shutdown())
 	}
-	gwBase := "http://" + dialable(gw.Addr())
-	fmt.Fprintf(stdout, `IdKeeper %s is running on the embedded store %s
-
-  registry  %s
-  API key   %s
-  gateway   %s
-
-Get IDs from the gateway:
-  curl -s -X POST -H 'Content-Type: application/json' %s/v1/ids -d '{"count":5}'
-  curl -s -X POST -H 'Content-Type: application/json' '%s/v1/ids?format=string' -d '{"count":5}'
-  curl -s %s/v1/ids/<an ID>
-  curl -s %s/health
-
-Talk to the registry with the API key:
-  curl -s -H 'X-API-Key: %s' %s/v1/leases/remaining
-  curl -s -H 'X-API-Key: %s' -H 'Content-Type: application/json' %s/v1/leases \
-       -d '{"requester":{"machineId":"my-laptop","pid":1234,"startedAt":"%s"},"count":2}'
-
-Stop with Ctrl-C.
-`, v, filepath.Join(*data, "idkeeper.db"), base, key, gwBase, gwBase, gwBase, gwBase, gwBase, key, base, key, base,
-		idkeeper.Millis(time.Now()).Format("2006-01-02T15:04:05.000Z"))
+	// Like any write to stdout, the banner's failing is no reason to stop serving.
+	_ = devBanner.Execute(stdout, devInfo{
+		Version:  v,
+		Store:    filepath.Join(*data, "idkeeper.db"),
+		Registry: base,
+		APIKey:   key,
+		Gateway:  "http://" + dialable(gw.Addr()),
+		Now:      wire.FormatTime(time.Now()),
+	})
 	gwErr := gw.wait(ctx)
 	// The registry stops after the gateway, which gives its node ID back first.
 	stopped, cancel := context.WithCancel(context.Background())
 	cancel()
 	return errors.Join(gwErr, srv.wait(stopped))
 }
+
+// devInfo fills devBanner.
+type devInfo struct {
+	Version  string // of the binary
+	Store    string // the bolt file
+	Registry string // base URL of the registry API
+	APIKey   string
+	Gateway  string // base URL of the gateway
+	Now      string // in the API's time format, for the example requester's startedAt
+}
+
+// devBanner is what dev prints once the gateway can issue IDs: the URLs, the key
+// and commands to paste.
+var devBanner = template.Must(template.New("dev").Parse(`IdKeeper {{.Version}} is running on the embedded store {{.Store}}
+
+  registry  {{.Registry}}
+  API key   {{.APIKey}}
+  gateway   {{.Gateway}}
+
+Get IDs from the gateway:
+  curl -s -X POST -H 'Content-Type: application/json' {{.Gateway}}/v1/ids -d '{"count":5}'
+  curl -s -X POST -H 'Content-Type: application/json' '{{.Gateway}}/v1/ids?format=string' -d '{"count":5}'
+  curl -s {{.Gateway}}/v1/ids/<an ID>
+  curl -s {{.Gateway}}/health
+
+Talk to the registry with the API key:
+  curl -s -H 'X-API-Key: {{.APIKey}}' {{.Registry}}/v1/leases/remaining
+  curl -s -H 'X-API-Key: {{.APIKey}}' -H 'Content-Type: application/json' {{.Registry}}/v1/leases \
+       -d '{"requester":{"machineId":"my-laptop","pid":1234,"startedAt":"{{.Now}}"},"count":2}'
+
+Stop with Ctrl-C.
+`))
 
 // dialable is addr as a client reaches it: an unspecified host (":8081",
 // "0.0.0.0:8081") becomes localhost.

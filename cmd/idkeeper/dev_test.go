@@ -127,3 +127,33 @@ func runPrintedCurl(t *testing.T, out, marker string) []int64 {
 	}
 	return ids
 }
+
+// TestDevBanner: the banner is, byte for byte, the one dev printed with Fprintf
+// before it became a template.
+func TestDevBanner(t *testing.T) {
+	var b strings.Builder
+	err := devBanner.Execute(&b, devInfo{Version: "v1.2.3", Store: "data/idkeeper.db", Registry: "http://127.0.0.1:8080",
+		APIKey: "idk_k", Gateway: "http://localhost:8081", Now: "2026-01-02T03:04:05.006Z"})
+	const want = `IdKeeper v1.2.3 is running on the embedded store data/idkeeper.db
+
+  registry  http://127.0.0.1:8080
+  API key   idk_k
+  gateway   http://localhost:8081
+
+Get IDs from the gateway:
+  curl -s -X POST -H 'Content-Type: application/json' http://localhost:8081/v1/ids -d '{"count":5}'
+  curl -s -X POST -H 'Content-Type: application/json' 'http://localhost:8081/v1/ids?format=string' -d '{"count":5}'
+  curl -s http://localhost:8081/v1/ids/<an ID>
+  curl -s http://localhost:8081/health
+
+Talk to the registry with the API key:
+  curl -s -H 'X-API-Key: idk_k' http://127.0.0.1:8080/v1/leases/remaining
+  curl -s -H 'X-API-Key: idk_k' -H 'Content-Type: application/json' http://127.0.0.1:8080/v1/leases \
+       -d '{"requester":{"machineId":"my-laptop","pid":1234,"startedAt":"2026-01-02T03:04:05.006Z"},"count":2}'
+
+Stop with Ctrl-C.
+`
+	if err != nil || b.String() != want {
+		t.Fatalf("%v\n%s\nwant\n%s", err, b.String(), want)
+	}
+}

@@ -259,7 +259,7 @@ func startGateway(cfg gatewayConfig) (_ *gatewayServer, err error) {
 		return nil, usageError{err}
 	}
 	promReg := newPromRegistry(clientmetrics.NewCollector(g.sess))
-	gw := gateway.New(g.sess, gateway.Options{
+	gw, err := gateway.New(g.sess, gateway.Options{
 		MaxCount:     cfg.MaxCount,
 		Idempotency:  svc,
 		ConsumerKeys: cfg.ConsumerKeys,
@@ -269,6 +269,9 @@ func startGateway(cfg gatewayConfig) (_ *gatewayServer, err error) {
 		Version:      cfg.Version,
 		Commit:       cfg.Commit,
 	})
+	if err != nil {
+		return nil, usageError{err}
+	}
 	if g.api, g.metrics, err = cfg.Net.serveAPI("the gateway", cfg.Listen, gw.Handler(), promReg, log); err != nil {
 		return nil, err
 	}

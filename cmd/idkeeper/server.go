@@ -274,7 +274,7 @@ func startRegistryServer(ctx context.Context, cfg serverConfig) (_ *registryServ
 	}()
 	metrics.CollectPool(reg)
 
-	api := idkhttp.NewServer(reg, idkhttp.Options{
+	api, err := idkhttp.NewServer(reg, idkhttp.Options{
 		Logger:         log,
 		AllowedIPs:     cfg.AllowedIPs,
 		TrustedProxies: cfg.TrustedProxies,
@@ -283,6 +283,9 @@ func startRegistryServer(ctx context.Context, cfg serverConfig) (_ *registryServ
 		Gatherer:       promReg,
 		Durability:     durability,
 	})
+	if err != nil {
+		return nil, err
+	}
 	web, metricsWeb, err := cfg.Net.serveAPI("the registry API", cfg.Listen, api.Handler(), promReg, log)
 	if err != nil {
 		return nil, err

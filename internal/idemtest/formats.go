@@ -31,13 +31,13 @@ type StatsStore interface {
 func RecordFormats(t *testing.T, s StatsStore, clock *fakeclock.Clock) {
 	t.Helper()
 	ctx := t.Context()
-	if rec, started, err := s.Begin(ctx, "old-done", "fp", "t1", time.Minute); err != nil || started || rec.Status != 201 || string(rec.Body) != "x" {
+	if rec, started, err := s.Begin(ctx, "old-done", "fp", "t1", time.Minute); err != nil || started || rec.Outcome != 201 || string(rec.Body) != "x" {
 		t.Fatalf("format 1 record = %+v, %v, %v", rec, started, err)
 	}
-	if err := s.Complete(ctx, "old-running", "t-old", idkeeper.IdempotencyResult{Status: 200, Body: []byte("y")}, time.Hour); err != nil {
+	if err := s.Complete(ctx, "old-running", "t-old", idkeeper.IdempotencyResult{Outcome: 200, Body: []byte("y")}, time.Hour); err != nil {
 		t.Fatalf("Complete of a format 1 marker: %v", err)
 	}
-	if rec, _, err := s.Begin(ctx, "old-running", "fp", "t2", time.Minute); err != nil || rec.Status != 200 || string(rec.Body) != "y" {
+	if rec, _, err := s.Begin(ctx, "old-running", "fp", "t2", time.Minute); err != nil || rec.Outcome != 200 || string(rec.Body) != "y" {
 		t.Fatalf("completed format 1 marker = %+v, %v", rec, err)
 	}
 	if n, _, err := s.Stats(ctx); err != nil || n != 0 {

@@ -135,9 +135,9 @@ func (e *env) wantLost(err error, what string) {
 }
 
 var result = idkeeper.IdempotencyResult{
-	Status: 201,
-	Header: map[string][]string{"Content-Type": {"application/json"}, "Link": {"</a>", "</b>"}},
-	Body:   []byte("{\"ids\":[1,2]}\x00\xff binary"),
+	Outcome:  201,
+	Metadata: map[string][]string{"Content-Type": {"application/json"}, "Link": {"</a>", "</b>"}},
+	Body:     []byte("{\"ids\":[1,2]}\x00\xff binary"),
 }
 
 func testBeginFresh(e *env) {
@@ -189,18 +189,18 @@ func testCompleteReplay(e *env) {
 	rec, _ := e.begin("s", "fp", "t2")
 	checkRecord(e, rec, idkeeper.IdempotencyRecord{
 		Scope: "s", Fingerprint: "fp", State: idkeeper.IdempotencyCompleted,
-		Status: result.Status, Header: result.Header, Body: result.Body,
+		Outcome: result.Outcome, Metadata: result.Metadata, Body: result.Body,
 		CreatedAt: T0, ExpiresAt: idkeeper.Millis(done).Add(ttl),
 	})
 }
 
 func testCompleteEmpty(e *env) {
 	e.mustStart("s", "fp", "t1")
-	if err := e.complete("s", "t1", idkeeper.IdempotencyResult{Status: 204}); err != nil {
+	if err := e.complete("s", "t1", idkeeper.IdempotencyResult{Outcome: 204}); err != nil {
 		e.Fatal(err)
 	}
 	rec := e.mustFind("s")
-	if rec.State != idkeeper.IdempotencyCompleted || rec.Status != 204 || len(rec.Header) != 0 || len(rec.Body) != 0 {
+	if rec.State != idkeeper.IdempotencyCompleted || rec.Outcome != 204 || len(rec.Metadata) != 0 || len(rec.Body) != 0 {
 		e.Fatalf("record = %+v, want completed 204 without header or body", rec)
 	}
 }
@@ -215,8 +215,8 @@ func testCompleteNotOurs(e *env) {
 	if err := e.complete("s", "t1", result); err != nil {
 		e.Fatal(err)
 	}
-	e.wantLost(e.complete("s", "t1", idkeeper.IdempotencyResult{Status: 500}), "a second Complete")
-	if rec := e.mustFind("s"); rec.Status != result.Status {
+	e.wantLost(e.complete("s", "t1", idkeeper.IdempotencyResult{Outcome: 500}), "a second Complete")
+	if rec := e.mustFind("s"); rec.Outcome != result.Outcome {
 		e.Fatalf("record after a second Complete = %+v, want the first result", rec)
 	}
 }
@@ -327,7 +327,7 @@ func testConcurrent(e *env) {
 	var lost int
 	for i := range n {
 		wg.Go(func() {
-			err := e.s.Complete(e.ctx, "s", fmt.Sprintf("t%d", i), idkeeper.IdempotencyResult{Status: 200 + i}, ttl)
+			err := e.s.Complete(e.ctx, "s", fmt.Sprintf("t%d", i), idkeeper.IdempotencyResult{Outcome: 200 + i}, ttl)
 			mu.Lock()
 			defer mu.Unlock()
 			if errors.Is(err, idkeeper.ErrIdempotencyMarkerLost) {
@@ -341,8 +341,8 @@ func testConcurrent(e *env) {
 	if lost != n-1 {
 		e.Fatalf("%d concurrent Completes lost, want %d", lost, n-1)
 	}
-	if rec := e.mustFind("s"); fmt.Sprintf("t%d", rec.Status-200) != winners[0] {
-		e.Fatalf("stored status %d, want the winner %s's", rec.Status, winners[0])
+	if rec := e.mustFind("s"); fmt.Sprintf("t%d", rec.Outcome-200) != winners[0] {
+		e.Fatalf("stored outcome %d, want the winner %s's", rec.Outcome, winners[0])
 	}
 }
 
@@ -358,7 +358,7 @@ func testInvalid(e *env) {
 		{"Begin/EmptyToken", func() error { _, _, err := e.s.Begin(e.ctx, "s", "fp", "", lockFor); return err }},
 		{"Begin/ZeroLock", func() error { _, _, err := e.s.Begin(e.ctx, "s", "fp", "t", 0); return err }},
 		{"Complete/EmptyToken", func() error { return e.s.Complete(e.ctx, "s", "", result, ttl) }},
-		{"Complete/Status", func() error { return e.s.Complete(e.ctx, "s", "t", idkeeper.IdempotencyResult{Status: 0}, ttl) }},
+		{"Complete/Outcome", func() error { return e.s.Complete(e.ctx, "s", "t", idkeeper.IdempotencyResult{Outcome: 0}, ttl) }},
 		{"Complete/ZeroTTL", func() error { return e.s.Complete(e.ctx, "s", "t", result, 0) }},
 		{"Abort/EmptyScope", func() error { return e.s.Abort(e.ctx, "", "t") }},
 	} {
@@ -398,8 +398,8 @@ func checkRecord(e *env, got *idkeeper.IdempotencyRecord, want idkeeper.Idempote
 		e.Fatalf("no record, want %+v", want)
 	}
 	ok := got.Scope == want.Scope && got.Fingerprint == want.Fingerprint && got.State == want.State &&
-		got.Status == want.Status && bytes.Equal(got.Body, want.Body) &&
-		maps.EqualFunc(got.Header, want.Header, slices.Equal) &&
+		got.Outcome == want.Outcome && bytes.Equal(got.Body, want.Body) &&
+		maps.EqualFunc(got.Metadata, want.Metadata, slices.Equal) &&
 		got.CreatedAt.Equal(want.CreatedAt) && got.LockedUntil.Equal(want.LockedUntil) && got.ExpiresAt.Equal(want.ExpiresAt)
 	if !ok {
 		e.Fatalf("record\n got %+v\nwant %+v", *got, want)
@@ -437,27 +437,27 @@ func mustStartOn(e *env, s idkeeper.IdempotencyStore, scope, token string) {
 func wantFull(e *env, s idkeeper.IdempotencyStore, scope string, max, retryAfter int) {
 	e.Helper()
 	rec, started, err := beginOn(e, s, scope, "refused")
-	var ie *idkeeper.Error
-	if !errors.As(err, &ie) || ie.Code != idkeeper.CodeIdempotencyRecordsExhausted {
-		e.Fatalf("Begin(%q) on a full owner: %+v, %v, %v; want IDEMPOTENCY_RECORDS_EXHAUSTED", scope, rec, started, err)
+	ce, ok := errors.AsType[*idkeeper.IdempotencyCapError](err)
+	if !ok {
+		e.Fatalf("Begin(%q) on a full owner: %+v, %v, %v; want an *idkeeper.IdempotencyCapError", scope, rec, started, err)
 	}
-	if ie.Details["maxRecords"] != max || ie.Details["retryAfter"] != retryAfter {
-		e.Fatalf("refusal details %v, want maxRecords %d, retryAfter %d", ie.Details, max, retryAfter)
+	if ce.MaxRecords != max || ce.RetryAfter != retryAfter {
+		e.Fatalf("refusal %+v, want MaxRecords %d, RetryAfter %d", *ce, max, retryAfter)
 	}
 }
 
 // testEncodedRecord: a record holds any header name, HeaderEncoding included,
 // and a binary body, byte for byte.
 func testEncodedRecord(e *env) {
-	res := idkeeper.IdempotencyResult{Status: 200,
-		Header: map[string][]string{"Content-Type": {"application/json"}, idempotency.HeaderEncoding: {"gateway.ids/1"}},
-		Body:   []byte{'n', 0x01, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01, 0x00, 0xff, 0x07}}
+	res := idkeeper.IdempotencyResult{Outcome: 200,
+		Metadata: map[string][]string{"Content-Type": {"application/json"}, idempotency.HeaderEncoding: {"gateway.ids/1"}},
+		Body:     []byte{'n', 0x01, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01, 0x00, 0xff, 0x07}}
 	e.mustStart("s", "fp", "t1")
 	if err := e.complete("s", "t1", res); err != nil {
 		e.Fatal(err)
 	}
 	rec := e.mustFind("s")
-	if rec.Status != 200 || !bytes.Equal(rec.Body, res.Body) || !maps.EqualFunc(rec.Header, res.Header, slices.Equal) {
+	if rec.Outcome != 200 || !bytes.Equal(rec.Body, res.Body) || !maps.EqualFunc(rec.Metadata, res.Metadata, slices.Equal) {
 		e.Fatalf("encoded record read back as %+v, want %+v", rec, res)
 	}
 }
@@ -536,7 +536,7 @@ func testCapConcurrent(e *env) {
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
-			case idkeeper.ErrorCode(err) == idkeeper.CodeIdempotencyRecordsExhausted:
+			case errors.As(err, new(*idkeeper.IdempotencyCapError)):
 				refused++
 			case err != nil:
 				e.Errorf("Begin: %v", err)
@@ -608,7 +608,7 @@ func testStats(e *env) {
 	if r != 3 || markers <= 0 || markers > 3*1024 {
 		e.Fatalf("Stats with 3 markers = %d records, %d bytes", r, markers)
 	}
-	big := idkeeper.IdempotencyResult{Status: 200, Body: bytes.Repeat([]byte("x"), 10_000)}
+	big := idkeeper.IdempotencyResult{Outcome: 200, Body: bytes.Repeat([]byte("x"), 10_000)}
 	if err := o.Complete(e.ctx, "s1", "t1", big, ttl); err != nil {
 		e.Fatal(err)
 	}
@@ -649,9 +649,9 @@ func testStatsCompact(e *env) {
 	if _, started, err := o.Begin(e.ctx, scope, fp, "0123456789abcdef0123456789abcdef", lockFor); err != nil || !started {
 		e.Fatalf("Begin: %v, %v", started, err)
 	}
-	res := idkeeper.IdempotencyResult{Status: 200,
-		Header: map[string][]string{"Content-Type": {"application/json"}, idempotency.HeaderEncoding: {"gateway.ids/1"}},
-		Body:   bytes.Repeat([]byte{0x81}, 64)}
+	res := idkeeper.IdempotencyResult{Outcome: 200,
+		Metadata: map[string][]string{"Content-Type": {"application/json"}, idempotency.HeaderEncoding: {"gateway.ids/1"}},
+		Body:     bytes.Repeat([]byte{0x81}, 64)}
 	if err := o.Complete(e.ctx, scope, "0123456789abcdef0123456789abcdef", res, ttl); err != nil {
 		e.Fatal(err)
 	}

@@ -2,6 +2,9 @@
 // registry API in package http, the ID gateway, the idempotency middleware) share,
 // so that a client sees one family of answers from all of them:
 //
+//   - the one table of codes and their HTTP status and title (Lookup; the root
+//     package's codes here, the codes of packages above this one added with
+//     Register);
 //   - errors as RFC 9457 application/problem+json bodies (From, Problem.Write):
 //     type, title, status, detail and code, field for INVALID_REQUEST, and the
 //     Error's Details as extension members;
@@ -9,19 +12,24 @@
 //     SetHeaders);
 //   - the media type a JSON request must have (CheckJSONContentType).
 //
-// It uses the standard library and the root idkeeper package only. What differs
-// between the services (Retry-After, logging) stays with them.
+// It uses the standard library, the root idkeeper package and internal/wire only.
+// What differs between the services (Retry-After, logging) stays with them.
 package problem
 
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"maps"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/internal/wire"
 )
 
 // TypeBase prefixes the "type" member of every problem body; the rest is the code
@@ -34,69 +42,107 @@ const TypeBase = "https://idkeeper.dev/problems/"
 // ContentType is the media type of error bodies (RFC 9457).
 const ContentType = "application/problem+json"
 
-// Titles are the fixed, short summaries of each code (the "title" member); the
-// "detail" member tells what went wrong with this request. A code without an entry
-// gets the text of its HTTP status. Read-only.
-var Titles = map[idkeeper.Code]string{
-	idkeeper.CodeInvalidRequest:         "Invalid request",
-	idkeeper.CodeAPIKeyMissing:          "API key missing",
-	idkeeper.CodeAPIKeyInvalid:          "API key invalid",
-	idkeeper.CodeAPIKeyExpired:          "API key expired",
-	idkeeper.CodeIPNotAllowed:           "IP address not allowed",
-	idkeeper.CodeLeaseNotOwned:          "Lease owned by another API key",
-	idkeeper.CodeNotFound:               "Not found",
-	idkeeper.CodeMethodNotAllowed:       "Method not allowed",
-	idkeeper.CodeConflict:               "Conflict",
-	idkeeper.CodeClockSkewTooLarge:      "Clock skew too large",
-	idkeeper.CodeRequesterCountMismatch: "Requester holds a different number of node IDs",
-	idkeeper.CodeNodeIDsExhausted:       "Node IDs exhausted",
-	idkeeper.CodeAPIKeyQuotaExceeded:    "API key quota exceeded",
-	idkeeper.CodeUnsupportedMediaType:   "Unsupported media type",
-	idkeeper.CodeBodyTooLarge:           "Request body too large",
-	idkeeper.CodeStoreUnavailable:       "Store unavailable",
-	idkeeper.CodeNotReady:               "Not ready",
-	idkeeper.CodeStoreNotInitialised:    "Store not initialised",
-	idkeeper.CodeStoreRecovering:        "Store recovering from a reset",
-	idkeeper.CodeStoreClockSkew:         "Store clock disagrees",
-	idkeeper.CodeInternal:               "Internal server error",
+// Entry is how HTTP speaks one code: the status of the answer and the "title"
+// member of its problem body, a fixed short summary of the code (the "detail"
+// member tells what went wrong with this request).
+type Entry struct {
+	Status int
+	Title  string
+}
 
-	idkeeper.CodeIdempotencyKeyRequired: "Idempotency key required",
-	idkeeper.CodeIdempotencyKeyInvalid:  "Idempotency key invalid",
-	idkeeper.CodeIdempotencyInProgress:  "Request with this idempotency key in progress",
-	idkeeper.CodeIdempotencyKeyReused:   "Idempotency key reused with a different request",
+// table is the one mapping of codes to HTTP: the root package's codes here, those
+// of the packages above this one added by Register. Written only by Register.
+var (
+	tableMu sync.RWMutex
+	table   = map[idkeeper.Code]Entry{
+		idkeeper.CodeInvalidRequest:         {http.StatusBadRequest, "Invalid request"},
+		idkeeper.CodeAPIKeyMissing:          {http.StatusUnauthorized, "API key missing"},
+		idkeeper.CodeAPIKeyInvalid:          {http.StatusUnauthorized, "API key invalid"},
+		idkeeper.CodeAPIKeyExpired:          {http.StatusUnauthorized, "API key expired"},
+		idkeeper.CodeIPNotAllowed:           {http.StatusForbidden, "IP address not allowed"},
+		idkeeper.CodeLeaseNotOwned:          {http.StatusForbidden, "Lease owned by another API key"},
+		idkeeper.CodeNotFound:               {http.StatusNotFound, "Not found"},
+		idkeeper.CodeMethodNotAllowed:       {http.StatusMethodNotAllowed, "Method not allowed"},
+		idkeeper.CodeConflict:               {http.StatusConflict, "Conflict"},
+		idkeeper.CodeClockSkewTooLarge:      {http.StatusConflict, "Clock skew too large"},
+		idkeeper.CodeRequesterCountMismatch: {http.StatusConflict, "Requester holds a different number of node IDs"},
+		idkeeper.CodeNodeIDsExhausted:       {http.StatusConflict, "Node IDs exhausted"},
+		idkeeper.CodeAPIKeyQuotaExceeded:    {http.StatusConflict, "API key quota exceeded"},
+		idkeeper.CodeUnsupportedMediaType:   {http.StatusUnsupportedMediaType, "Unsupported media type"},
+		idkeeper.CodeBodyTooLarge:           {http.StatusRequestEntityTooLarge, "Request body too large"},
+		idkeeper.CodeStoreUnavailable:       {http.StatusServiceUnavailable, "Store unavailable"},
+		idkeeper.CodeNotReady:               {http.StatusServiceUnavailable, "Not ready"},
+		idkeeper.CodeStoreNotInitialised:    {http.StatusServiceUnavailable, "Store not initialised"},
+		idkeeper.CodeStoreRecovering:        {http.StatusServiceUnavailable, "Store recovering from a reset"},
+		idkeeper.CodeStoreClockSkew:         {http.StatusServiceUnavailable, "Store clock disagrees"},
+		idkeeper.CodeInternal:               {http.StatusInternalServerError, "Internal server error"},
+	}
+)
 
-	idkeeper.CodeIdempotencyRecordsExhausted: "Too many idempotency records",
+// Register adds the entries of the codes a package defines for itself (package
+// idempotency, package gateway). Such a package imports this one, so this one
+// cannot list its codes; it calls Register from its init instead, as image
+// formats and database/sql drivers register themselves: every code a package can
+// return is then in the table before any of its code runs.
+//
+// It panics, at start-up, on a programming error: a code already in the table,
+// an empty code or title, or a status outside 400..599.
+func Register(entries map[idkeeper.Code]Entry) {
+	tableMu.Lock()
+	defer tableMu.Unlock()
+	for code, e := range entries {
+		switch _, dup := table[code]; {
+		case dup:
+			panic(fmt.Sprintf("problem: code %s registered twice", code))
+		case code == "" || e.Title == "" || e.Status < 400 || e.Status > 599:
+			panic(fmt.Sprintf("problem: bad entry for code %q: %+v", code, e))
+		}
+	}
+	maps.Copy(table, entries)
+}
 
-	idkeeper.CodeCountTooLarge:      "Count too large",
-	idkeeper.CodeIssuingUnavailable: "Issuing unavailable",
+// Lookup returns the entry of code. A code that no package registered has
+// status 500 and the text of that status as its title, and ok false.
+func Lookup(code idkeeper.Code) (e Entry, ok bool) {
+	tableMu.RLock()
+	e, ok = table[code]
+	tableMu.RUnlock()
+	if !ok {
+		e = Entry{http.StatusInternalServerError, http.StatusText(http.StatusInternalServerError)}
+	}
+	return e, ok
+}
+
+// Codes returns every code in the table, sorted.
+func Codes() []idkeeper.Code {
+	tableMu.RLock()
+	defer tableMu.RUnlock()
+	return slices.Sorted(maps.Keys(table))
 }
 
 // reserved are the problem members that Error.Details may not override.
-var reserved = map[string]bool{"type": true, "title": true, "status": true, "detail": true, "code": true, "field": true, "instance": true}
+var reserved = func() map[string]bool {
+	m := map[string]bool{}
+	for _, name := range wire.ProblemMembers {
+		m[name] = true
+	}
+	return m
+}()
 
 // Type is the "type" URI of code: TypeBase and the code in lower case with dashes.
 func Type(code idkeeper.Code) string {
 	return TypeBase + strings.ReplaceAll(strings.ToLower(string(code)), "_", "-")
 }
 
-// Title is the "title" member of code: its entry in Titles, else the text of its
-// HTTP status.
-func Title(code idkeeper.Code) string {
-	if t := Titles[code]; t != "" {
-		return t
-	}
-	return http.StatusText(code.Status())
-}
-
 // Problem is one problem+json answer.
 type Problem struct {
 	Code   idkeeper.Code  // never empty
-	Status int            // Code.Status()
+	Status int            // the code's, from Lookup
 	Body   map[string]any // the members; encoding/json writes them sorted by name
 }
 
 // From builds the problem of err: the code of the first *idkeeper.Error in its
-// chain, its status from idkeeper.Code.Status, and the members type, title,
+// chain, its status and title from Lookup, and the members type, title,
 // status, detail and code; field when the Error names one; and the Error's Details
 // as extension members, except any that would replace a standard member (type,
 // title, status, detail, code, field, instance). An error that is not an
@@ -107,10 +153,11 @@ func From(err error) Problem {
 	if code == "" {
 		code = idkeeper.CodeInternal
 	}
-	status := code.Status()
+	entry, _ := Lookup(code)
+	status := entry.Status
 	body := map[string]any{
 		"type":   Type(code),
-		"title":  Title(code),
+		"title":  entry.Title,
 		"status": status,
 		"detail": idkeeper.ErrorMessage(err),
 		"code":   string(code),
@@ -140,7 +187,7 @@ func (p Problem) Write(w http.ResponseWriter, retryAfter int) error {
 }
 
 // internalBody is sent when an answer cannot be encoded.
-var internalBody = []byte(`{"type":"` + Type(idkeeper.CodeInternal) + `","title":"` + Titles[idkeeper.CodeInternal] +
+var internalBody = []byte(`{"type":"` + Type(idkeeper.CodeInternal) + `","title":"` + table[idkeeper.CodeInternal].Title +
 	`","status":500,"code":"INTERNAL"}` + "\n")
 
 // WriteJSON sends v encoded with encoding/json and a newline, with status, the

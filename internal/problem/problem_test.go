@@ -5,14 +5,23 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"testing"
 
 	"github.com/idkeeper/idkeeper"
 )
 
+// codeAbove stands for a code that a package above this one defines and
+// registers, as package gateway does with this very code.
+const codeAbove idkeeper.Code = "COUNT_TOO_LARGE"
+
+func init() {
+	Register(map[idkeeper.Code]Entry{codeAbove: {Status: http.StatusBadRequest, Title: "Count too large"}})
+}
+
 func TestWriteBytes(t *testing.T) {
 	err := fmt.Errorf("wrapped: %w", &idkeeper.Error{
-		Code: idkeeper.CodeCountTooLarge, Message: "too <many>", Field: "count", Err: errors.New("secret cause"),
+		Code: codeAbove, Message: "too <many>", Field: "count", Err: errors.New("secret cause"),
 		Details: map[string]any{"maxCount": 50, "code": "HIJACK", "status": 200, "type": "x", "title": "x", "detail": "x", "field": "x", "instance": "x"},
 	})
 	w := httptest.NewRecorder()
@@ -51,19 +60,51 @@ func TestFrom(t *testing.T) {
 	if _, ok := p.Body["field"]; ok || p.Status != 409 || p.Body["status"] != 409 {
 		t.Fatalf("%+v", p)
 	}
-	// A code without a title of its own gets the status text.
-	if got := Title("SOMETHING_NEW"); got != "Internal Server Error" {
-		t.Fatal(got)
+	// A code that no package registered is a 500 with the status text as title.
+	if e, ok := Lookup("SOMETHING_NEW"); ok || e != (Entry{500, "Internal Server Error"}) {
+		t.Fatal(e, ok)
+	}
+	if p := From(idkeeper.Errorf("SOMETHING_NEW", "x")); p.Status != 500 || p.Body["title"] != "Internal Server Error" {
+		t.Fatalf("%+v", p)
 	}
 }
 
-// TestTitles: every code with a title has a status of its own, so Code.Status
-// covers every code a service sends.
-func TestTitles(t *testing.T) {
-	for code, title := range Titles {
-		if title == "" || (code.Status() == 500 && code != idkeeper.CodeInternal) {
-			t.Errorf("%s: title %q, status %d", code, title, code.Status())
+// TestTable: every code in the table has a title and a status of its own (only
+// INTERNAL is a 500), the registered code included.
+func TestTable(t *testing.T) {
+	codes := Codes()
+	if !slices.Contains(codes, codeAbove) || !slices.Contains(codes, idkeeper.CodeInvalidRequest) {
+		t.Fatalf("Codes() = %v", codes)
+	}
+	for _, code := range codes {
+		e, ok := Lookup(code)
+		if !ok || e.Title == "" || e.Status < 400 || e.Status > 599 || (e.Status == 500 && code != idkeeper.CodeInternal) {
+			t.Errorf("%s: %+v, %v", code, e, ok)
 		}
+	}
+}
+
+// TestRegisterRefuses: a code registered twice, or an entry that is not an
+// error status with a title, panics at start-up rather than answer wrongly later.
+func TestRegisterRefuses(t *testing.T) {
+	for name, entries := range map[string]map[idkeeper.Code]Entry{
+		"root code":  {idkeeper.CodeNotFound: {Status: 404, Title: "Not found"}},
+		"registered": {codeAbove: {Status: 400, Title: "Count too large"}},
+		"empty code": {"": {Status: 400, Title: "x"}},
+		"no title":   {"SOMETHING_NEW": {Status: 400}},
+		"status 200": {"SOMETHING_NEW": {Status: 200, Title: "x"}},
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: no panic", name)
+				}
+			}()
+			Register(entries)
+		}()
+	}
+	if _, ok := Lookup("SOMETHING_NEW"); ok {
+		t.Fatal("a refused entry was registered")
 	}
 }
 

@@ -155,7 +155,11 @@ func Start(t TB, o Options) *Server {
 	if hopts.Gatherer == nil {
 		hopts.Gatherer = prometheus.NewRegistry()
 	}
-	var h http.Handler = idkhttp.NewServer(reg, hopts).Handler()
+	api, err := idkhttp.NewServer(reg, hopts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h http.Handler = api.Handler()
 	if o.Wrap != nil {
 		h = o.Wrap(h)
 	}

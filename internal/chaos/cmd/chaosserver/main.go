@@ -87,7 +87,10 @@ func run(ctx context.Context, log *slog.Logger, listen, storeURL, stateFile, con
 		return err
 	}
 	defer reg.Close()
-	api := idkhttp.NewServer(reg, idkhttp.Options{Logger: log})
+	api, err := idkhttp.NewServer(reg, idkhttp.Options{Logger: log})
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return err
