@@ -6,15 +6,26 @@
 // window (NotBefore … ExpiresAt), so two holders of one node ID never mint the same
 // ID even when their real times overlap.
 //
-// This root package holds the domain vocabulary, the Store contract every storage
-// adapter implements, and the Registry: the lease policy over a Store. It uses the
-// standard library only; adapters (bolt, redis, http, …) import it, never the
-// other way round.
+// This root package holds:
+//
+//   - the domain vocabulary: NodeID, Requester, Lease, Grant, Layout, Generation,
+//     the error codes of the domain (Error, ErrorCode; their HTTP status is the
+//     http adapter's business, internal/problem);
+//   - the Store contract every storage adapter implements (LeaseStore, LockStore,
+//     KeyStore, SkewStore), the argument checks every store shares (storecheck.go),
+//     the optional ReplicatedStore, and the IdempotencyStore contract;
+//   - the Registry: the lease policy over a Store, with its injected clocks, lease
+//     receipts (signed with Config.ReceiptSecret), the replica's own state
+//     (StateKeeper), store-reset recovery and the cleanup job.
+//
+// It uses the standard library only; adapters (bolt, redis, http, client, …)
+// import it, never the other way round.
 package idkeeper
 
 import (
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
@@ -231,6 +242,14 @@ type Generation struct {
 
 // IsZero reports whether g is no generation at all.
 func (g Generation) IsZero() bool { return g.ID == "" }
+
+// NewGenerationID returns a fresh random generation ID, the one every Store writes:
+// 128 bits as 32 hex digits.
+func NewGenerationID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b) // never fails (crypto/rand)
+	return hex.EncodeToString(b)
+}
 
 // SkewLevel is the registry's verdict on a requester's clock.
 type SkewLevel string

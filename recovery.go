@@ -271,7 +271,7 @@ func (r *Registry) recoverReset(ctx context.Context, why, from string) error {
 	r.setGeneration(res.Generation)
 	// The recovery covers whatever a change of the replication ID meant: adopt the
 	// current one, or the next check would take the same change for another reset.
-	if rs, ok := r.store.(replicationIDer); ok {
+	if rs, ok := r.store.(ReplicatedStore); ok {
 		if id, err := rs.ReplicationID(ctx); err == nil {
 			r.state.update(func(s *ReplicaState) bool { changed := s.ReplicationID != id; s.ReplicationID = id; return changed })
 		} else {
@@ -299,19 +299,6 @@ func (r *Registry) onAdopt(ctx context.Context) {
 	}
 }
 
-// RecoverReset treats the store as reset, for signals found outside the store's
-// own methods.
-func (r *Registry) RecoverReset(ctx context.Context, why string) error {
-	return r.recoverReset(ctx, why, r.Generation().ID)
-}
-
-// replicationIDer is a store that can tell the replication ID of its data set, and
-// whether a change of it from prev can have lost acknowledged writes.
-type replicationIDer interface {
-	ReplicationID(ctx context.Context) (string, error)
-	ReplicationChangeSafe(ctx context.Context, prev string) (safe bool, why string, err error)
-}
-
 // checkReplication compares the store's replication ID (Redis) with the one last
 // judged, which the replica state keeps across restarts. A change is a reset
 // unless the store vouches that no acknowledged write can have been lost (a
@@ -319,7 +306,7 @@ type replicationIDer interface {
 // every write fsynced before its reply); then it is logged and adopted. The new ID
 // is adopted only once the change is handled, so a failed check is repeated.
 func (r *Registry) checkReplication(ctx context.Context, from string) error {
-	rs, ok := r.store.(replicationIDer)
+	rs, ok := r.store.(ReplicatedStore)
 	if !ok {
 		return nil
 	}

@@ -113,9 +113,6 @@ func (r *Registry) Config() Config { return r.cfg }
 // Layout is the bit layout clients must mint with.
 func (r *Registry) Layout() Layout { return r.cfg.Layout }
 
-// Store returns the underlying store.
-func (r *Registry) Store() Store { return r.store }
-
 // Generation is the store generation the registry adopted; zero before.
 func (r *Registry) Generation() Generation {
 	r.genMu.RLock()

@@ -141,8 +141,11 @@ type RemoveParams struct {
 // A never-used node's watermark is the zero time.Time, so its first grant's
 // NotBefore is the zero time + 1 ms: no lower bound for minting.
 //
-// Bad arguments (count < 1, an invalid Requester, nodes < 1, a MinFence above
-// MaxFencingToken) return an INVALID_REQUEST Error and change nothing.
+// Bad arguments return the INVALID_REQUEST Error of the shared checks
+// (AllocParams.Validate, RenewParams.Validate, RemoveParams.Validate,
+// ResetParams.Validate, CheckPoolSize; before the guard is checked) or of the
+// checks against the stored pool (ShrinkRefused, OutsidePool; after it), and change
+// nothing. A claim that is not Possible is ignored.
 //
 // The watermark of a node ID is never deleted and never falls below an ExpiresAt the
 // store has granted, except through Remove with mintedUpTo (see Remove).
@@ -307,6 +310,24 @@ type SkewStore interface {
 	// SkewObservations returns the observations that have not lapsed, sorted by
 	// requester key, dropping lapsed ones as it goes.
 	SkewObservations(ctx context.Context) ([]SkewObservation, error)
+}
+
+// ReplicatedStore is the optional interface of a Store whose data set carries a
+// replication ID that changes when the data set may have been replaced: a replica
+// promoted, a server restarted (Redis: master_replid). The Registry reads it at
+// start and on every reset probe, keeps the last one it judged in its replica
+// state, and treats a change as a store reset (DESIGN §7) unless the store vouches
+// that no acknowledged write can have been lost. A store without it (bolt) is
+// judged by its generation and fencing counter alone.
+type ReplicatedStore interface {
+	// ReplicationID returns the replication ID of the data set the store serves
+	// now: non-empty, the same on every call until the data set changes.
+	ReplicationID(ctx context.Context) (string, error)
+	// ReplicationChangeSafe reports whether the change from prev to the current
+	// replication ID cannot have lost a write the store acknowledged; why says
+	// which case applied, for the log. An unchanged ID is safe. err is set, and
+	// safe false, only when the store could not be asked.
+	ReplicationChangeSafe(ctx context.Context, prev string) (safe bool, why string, err error)
 }
 
 // Reasons a guard fails, wrapped with ErrStoreReset by every store, so the Registry

@@ -48,8 +48,6 @@ package bolt
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -194,12 +192,6 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // Now is the store's clock truncated to the millisecond.
 func (s *Store) Now(context.Context) (time.Time, error) { return idkeeper.Millis(s.clock()), nil }
-
-func newGenerationID() string {
-	b := make([]byte, 16)
-	rand.Read(b)
-	return hex.EncodeToString(b)
-}
 
 // counters are the meta counters a transaction reads at its start and update writes
 // back when they changed.

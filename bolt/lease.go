@@ -2,8 +2,6 @@ package bolt
 
 import (
 	"context"
-	"fmt"
-	"math"
 	"slices"
 	"time"
 
@@ -23,7 +21,7 @@ func (s *Store) Status(ctx context.Context) (idkeeper.StoreStatus, error) {
 
 // Init implements idkeeper.LeaseStore.
 func (s *Store) Init(ctx context.Context, nodes int) (idkeeper.InitResult, error) {
-	if err := checkPool(nodes); err != nil {
+	if err := idkeeper.CheckPoolSize(nodes); err != nil {
 		return idkeeper.InitResult{}, err
 	}
 	var res idkeeper.InitResult
@@ -37,7 +35,7 @@ func (s *Store) Init(ctx context.Context, nodes int) (idkeeper.InitResult, error
 			return t.growTo(nodes)
 		}
 		res = idkeeper.InitResult{Fresh: true, Generation: idkeeper.Generation{
-			ID: newGenerationID(), Number: 1, Origin: idkeeper.OriginFresh, At: msTime(t.now)}}
+			ID: idkeeper.NewGenerationID(), Number: 1, Origin: idkeeper.OriginFresh, At: msTime(t.now)}}
 		if err := t.growTo(nodes); err != nil {
 			return err
 		}
@@ -55,34 +53,24 @@ func (s *Store) Init(ctx context.Context, nodes int) (idkeeper.InitResult, error
 // growTo grows the pool to nodes; a smaller pool is an INVALID_REQUEST Error.
 func (t *txn) growTo(nodes int) error {
 	if uint64(nodes) < t.nodeCount {
-		return idkeeper.Invalidf("nodes", "the store holds %d node IDs; a pool of %d would drop some", t.nodeCount, nodes)
+		return idkeeper.ShrinkRefused(t.nodeCount, nodes)
 	}
 	return t.grow(nodes)
 }
 
 // Grow implements idkeeper.LeaseStore.
 func (s *Store) Grow(ctx context.Context, g idkeeper.Guard, nodes int) error {
-	if err := checkPool(nodes); err != nil {
+	if err := idkeeper.CheckPoolSize(nodes); err != nil {
 		return err
 	}
 	return s.update(ctx, &g, func(t *txn) error { return t.growTo(nodes) })
 }
 
-func checkPool(nodes int) error {
-	if nodes < 1 || nodes > math.MaxUint32 {
-		return idkeeper.Invalidf("nodes", "a pool holds 1..%d node IDs, not %d", uint32(math.MaxUint32), nodes)
-	}
-	return nil
-}
-
 // Reset implements idkeeper.LeaseStore. It never shrinks the pool: a p.Nodes below
 // the stored size leaves the size as it is.
 func (s *Store) Reset(ctx context.Context, p idkeeper.ResetParams) (idkeeper.ResetResult, error) {
-	if err := checkPool(p.Nodes); err != nil {
+	if err := p.Validate(); err != nil {
 		return idkeeper.ResetResult{}, err
-	}
-	if p.MinFence > idkeeper.MaxFencingToken {
-		return idkeeper.ResetResult{}, idkeeper.Invalidf("minFence", "a fencing counter above 2^53-1 is no token")
 	}
 	var res idkeeper.ResetResult
 	until := timeMs(p.Until)
@@ -104,7 +92,7 @@ func (s *Store) Reset(ctx context.Context, p idkeeper.ResetParams) (idkeeper.Res
 			return err
 		}
 		if !ok || cur.ID == p.Seen.ID {
-			res = idkeeper.ResetResult{NewGeneration: true, Generation: idkeeper.Generation{ID: newGenerationID(),
+			res = idkeeper.ResetResult{NewGeneration: true, Generation: idkeeper.Generation{ID: idkeeper.NewGenerationID(),
 				Number: max(cur.Number, p.Seen.Number) + 1, Origin: idkeeper.OriginRecovered, At: msTime(t.now)}}
 		} else {
 			cur.Origin, cur.At = idkeeper.OriginRecovered, msTime(t.now)
@@ -122,11 +110,8 @@ func (s *Store) Reset(ctx context.Context, p idkeeper.ResetParams) (idkeeper.Res
 
 // Alloc implements idkeeper.LeaseStore.
 func (s *Store) Alloc(ctx context.Context, g idkeeper.Guard, p idkeeper.AllocParams) (idkeeper.Grant, error) {
-	if err := p.Requester.Validate(); err != nil {
+	if err := p.Validate(); err != nil {
 		return idkeeper.Grant{}, err
-	}
-	if p.Count < 1 {
-		return idkeeper.Grant{}, idkeeper.Invalidf("count", "count must be at least 1, got %d", p.Count)
 	}
 	var gr idkeeper.Grant
 	err := s.update(ctx, &g, func(t *txn) error {
@@ -158,7 +143,7 @@ func (s *Store) Alloc(ctx context.Context, g idkeeper.Guard, p idkeeper.AllocPar
 			return idkeeper.Exhausted(p.Count, free)
 		}
 		if t.fence+uint64(p.Count) > idkeeper.MaxFencingToken {
-			return fmt.Errorf("the fencing counter %d cannot grow by %d past 2^53-1", t.fence, p.Count)
+			return idkeeper.FenceCeiling(t.fence, p.Count)
 		}
 		ids, err := t.pick(p.Count)
 		if err != nil {
@@ -280,7 +265,7 @@ func (t *txn) grant(ids []uint32) (idkeeper.Grant, error) {
 
 // Renew implements idkeeper.LeaseStore.
 func (s *Store) Renew(ctx context.Context, g idkeeper.Guard, p idkeeper.RenewParams) (idkeeper.Grant, error) {
-	if err := p.Requester.Validate(); err != nil {
+	if err := p.Validate(); err != nil {
 		return idkeeper.Grant{}, err
 	}
 	var gr idkeeper.Grant
@@ -315,7 +300,7 @@ func (t *txn) claims(key string, p idkeeper.RenewParams) (restored, contested []
 	cs := slices.Clone(p.Claims)
 	slices.SortFunc(cs, func(a, b idkeeper.Claim) int { return int(a.NodeID - b.NodeID) })
 	for _, c := range cs {
-		if c.NodeID < 0 || uint64(c.NodeID) >= t.nodeCount || timeMs(c.ExpiresAt) < t.now {
+		if !c.Possible() || uint64(c.NodeID) >= t.nodeCount || timeMs(c.ExpiresAt) < t.now {
 			continue
 		}
 		id := uint32(c.NodeID)
@@ -381,7 +366,7 @@ func (t *txn) contest(id uint32, l leaseRec, c idkeeper.Claim, grace time.Durati
 
 // Remove implements idkeeper.LeaseStore.
 func (s *Store) Remove(ctx context.Context, g idkeeper.Guard, p idkeeper.RemoveParams) (int, error) {
-	if err := p.Requester.Validate(); err != nil {
+	if err := p.Validate(); err != nil {
 		return 0, err
 	}
 	var n int
@@ -488,7 +473,7 @@ func (s *Store) Quarantine(ctx context.Context, g idkeeper.Guard, until time.Tim
 	return s.update(ctx, &g, func(t *txn) error {
 		for _, id := range nodes {
 			if id < 0 || uint64(id) >= t.nodeCount {
-				return idkeeper.Invalidf("nodes", "node ID %d is outside the pool of %d", id, t.nodeCount)
+				return idkeeper.OutsidePool(id)
 			}
 		}
 		for _, id := range nodes {

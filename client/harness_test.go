@@ -44,6 +44,7 @@ type env struct {
 	t     *testing.T
 	clk   *clienttest.Clock
 	reg   *idkeeper.Registry
+	store idkeeper.Store
 	proxy *proxy
 	url   string
 	hc    *http.Client
@@ -70,7 +71,7 @@ func newEnvOn(t *testing.T, cfg idkeeper.Config, st idkeeper.Store) *env {
 			return e.proxy
 		},
 	})
-	e.reg, e.url, e.hc = srv.Registry, srv.URL, srv.Client
+	e.reg, e.store, e.url, e.hc = srv.Registry, srv.Store, srv.URL, srv.Client
 	return e
 }
 
@@ -260,7 +261,7 @@ func (b *syncBuffer) count(s string) int { return strings.Count(b.String(), s) }
 // leaseOf returns the store's lease of node, failing when there is none.
 func (e *env) storeLeases() []idkeeper.Lease {
 	e.t.Helper()
-	ls, err := e.reg.Store().Leases(context.Background())
+	ls, err := e.store.Leases(context.Background())
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -108,7 +108,7 @@ func TestRequestsCarryClientUtcNow(t *testing.T) {
 			t.Errorf("renew %d requester %v, want the session's, instance included", i, renews[i]["requester"])
 		}
 	}
-	obs, err := e.reg.Store().SkewObservations(context.Background())
+	obs, err := e.store.SkewObservations(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -343,7 +343,7 @@ func TestCloseRemovesWithMintedUpTo(t *testing.T) {
 	if len(rm) != 1 || rm[0]["mintedUpTo"] != "2026-03-01T12:00:00.005Z" {
 		t.Fatalf("Remove bodies %v, want one with mintedUpTo 12:00:00.005Z", rm)
 	}
-	st, err := e.reg.Store().Node(context.Background(), idkeeper.NodeID(node))
+	st, err := e.store.Node(context.Background(), idkeeper.NodeID(node))
 	if err != nil {
 		t.Fatal(err)
 	}

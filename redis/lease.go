@@ -51,12 +51,12 @@ func (s *Store) Status(ctx context.Context) (idkeeper.StoreStatus, error) {
 // Init initialises an empty store, or grows the pool of an initialised one, as
 // idkeeper.LeaseStore says. It walks the new node IDs once.
 func (s *Store) Init(ctx context.Context, nodes int) (idkeeper.InitResult, error) {
-	if err := checkPool(nodes); err != nil {
+	if err := idkeeper.CheckPoolSize(nodes); err != nil {
 		return idkeeper.InitResult{}, err
 	}
-	v, err := s.run(ctx, scriptInit, s.keys.lease, false, s.nowArg(), nodes, newGenerationID())
+	v, err := s.run(ctx, scriptInit, s.keys.lease, false, s.nowArg(), nodes, idkeeper.NewGenerationID())
 	if r, ok := asReply(err, errShrink); ok {
-		return idkeeper.InitResult{}, shrinkError(r, nodes)
+		return idkeeper.InitResult{}, idkeeper.ShrinkRefused(uint64(r.n), nodes)
 	}
 	if _, ok := asReply(err, errOldLayout); ok {
 		return idkeeper.InitResult{}, s.oldLayout()
@@ -76,40 +76,25 @@ func (s *Store) Init(ctx context.Context, nodes int) (idkeeper.InitResult, error
 
 // Grow adds node IDs up to nodes under the guard, as idkeeper.LeaseStore says.
 func (s *Store) Grow(ctx context.Context, g idkeeper.Guard, nodes int) error {
-	if err := checkPool(nodes); err != nil {
+	if err := idkeeper.CheckPoolSize(nodes); err != nil {
 		return err
 	}
 	_, err := s.runGuarded(ctx, scriptGrow, "grow", false, g, nodes)
 	if r, ok := asReply(err, errShrink); ok {
-		return shrinkError(r, nodes)
+		return idkeeper.ShrinkRefused(uint64(r.n), nodes)
 	}
 	return err
-}
-
-func checkPool(nodes int) error {
-	if nodes < 1 {
-		return idkeeper.Invalidf("nodes", "the pool needs at least one node ID, got %d", nodes)
-	}
-	return nil
-}
-
-func shrinkError(r *scriptReply, nodes int) error {
-	return idkeeper.Invalidf("nodes", "the store holds %d node IDs; the pool cannot shrink to %d", r.n, nodes)
 }
 
 // Reset makes a store that lost writes safe, as idkeeper.LeaseStore says, in one
 // script that walks the pool once. With Options.WaitReplicas it waits for the
 // replicas like a grant does: a quarantine lost in a failover would be forgotten.
 func (s *Store) Reset(ctx context.Context, p idkeeper.ResetParams) (idkeeper.ResetResult, error) {
-	if err := checkPool(p.Nodes); err != nil {
+	if err := p.Validate(); err != nil {
 		return idkeeper.ResetResult{}, err
 	}
-	if p.MinFence > idkeeper.MaxFencingToken {
-		return idkeeper.ResetResult{}, idkeeper.Invalidf("minFence",
-			"a fencing counter of %d is above the last token 2^53-1", p.MinFence)
-	}
 	v, err := s.run(ctx, scriptReset, s.keys.lease, true, s.nowArg(), p.Nodes, ms(p.Until),
-		strconv.FormatUint(p.MinFence, 10), p.Seen.ID, strconv.FormatUint(p.Seen.Number, 10), newGenerationID())
+		strconv.FormatUint(p.MinFence, 10), p.Seen.ID, strconv.FormatUint(p.Seen.Number, 10), idkeeper.NewGenerationID())
 	if _, ok := asReply(err, errOldLayout); ok {
 		return idkeeper.ResetResult{}, s.oldLayout()
 	}
@@ -171,11 +156,8 @@ func generationFlagReply(v any) (idkeeper.Generation, bool, error) {
 // Alloc grants p.Count node IDs to p.Requester, as idkeeper.LeaseStore says,
 // without scanning the pool.
 func (s *Store) Alloc(ctx context.Context, g idkeeper.Guard, p idkeeper.AllocParams) (idkeeper.Grant, error) {
-	if err := p.Requester.Validate(); err != nil {
+	if err := p.Validate(); err != nil {
 		return idkeeper.Grant{}, err
-	}
-	if p.Count < 1 {
-		return idkeeper.Grant{}, idkeeper.Invalidf("count", "count must be at least 1, got %d", p.Count)
 	}
 	v, err := s.runGuarded(ctx, scriptAlloc, "alloc", true, g, p.Requester.Key(), p.KeyID, p.Count,
 		p.First.Milliseconds(), max(p.MaxNodes, 0))
@@ -188,6 +170,9 @@ func (s *Store) Alloc(ctx context.Context, g idkeeper.Guard, p idkeeper.AllocPar
 	if r, ok := asReply(err, errExhausted); ok {
 		return idkeeper.Grant{}, idkeeper.Exhausted(p.Count, r.n)
 	}
+	if r, ok := asReply(err, errFenceMax); ok {
+		return idkeeper.Grant{}, fmt.Errorf("redis: alloc: %w", idkeeper.FenceCeiling(uint64(r.n), p.Count))
+	}
 	if err != nil {
 		return idkeeper.Grant{}, err
 	}
@@ -197,16 +182,14 @@ func (s *Store) Alloc(ctx context.Context, g idkeeper.Guard, p idkeeper.AllocPar
 // Renew handles the claims and extends every lease of p.Requester, as
 // idkeeper.LeaseStore says.
 func (s *Store) Renew(ctx context.Context, g idkeeper.Guard, p idkeeper.RenewParams) (idkeeper.Grant, error) {
-	if err := p.Requester.Validate(); err != nil {
+	if err := p.Validate(); err != nil {
 		return idkeeper.Grant{}, err
 	}
 	args := []any{p.Requester.Key(), p.KeyID, p.Duration.Milliseconds(), p.Grace.Milliseconds()}
 	claims := slices.Clone(p.Claims)
 	slices.SortStableFunc(claims, func(a, b idkeeper.Claim) int { return cmp.Compare(a.NodeID, b.NodeID) })
 	for _, c := range claims {
-		// A token outside 1..MaxFencingToken was never handed out; a negative node
-		// ID lies outside every pool.
-		if c.NodeID < 0 || c.Token < 1 || c.Token > idkeeper.MaxFencingToken {
+		if !c.Possible() {
 			continue
 		}
 		args = append(args, int(c.NodeID), strconv.FormatUint(c.Token, 10), ms(c.NotBefore), ms(c.ExpiresAt))
@@ -220,7 +203,7 @@ func (s *Store) Renew(ctx context.Context, g idkeeper.Guard, p idkeeper.RenewPar
 
 // Remove releases every lease of p.Requester, as idkeeper.LeaseStore says.
 func (s *Store) Remove(ctx context.Context, g idkeeper.Guard, p idkeeper.RemoveParams) (int, error) {
-	if err := p.Requester.Validate(); err != nil {
+	if err := p.Validate(); err != nil {
 		return 0, err
 	}
 	minted := ""
@@ -267,7 +250,7 @@ func (s *Store) Quarantine(ctx context.Context, g idkeeper.Guard, until time.Tim
 	}
 	_, err := s.runGuarded(ctx, scriptQuarantine, "quarantine", false, g, args...)
 	if r, ok := asReply(err, errInvalid); ok {
-		return idkeeper.Invalidf("nodes", "node ID %s is outside the pool", r.arg)
+		return idkeeper.OutsidePool(idkeeper.NodeID(r.n))
 	}
 	return err
 }

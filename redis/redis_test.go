@@ -110,6 +110,8 @@ func TestOpenRejects(t *testing.T) {
 		{"redis://127.0.0.1:1/x", redis.Options{}},
 		{"redis://127.0.0.1:1/0", redis.Options{Prefix: "a{b}"}},
 		{"redis://127.0.0.1:1/0", redis.Options{WaitReplicas: -1}},
+		{"redis://127.0.0.1:1/0", redis.Options{WaitTimeout: -time.Second}},
+		{"redis://127.0.0.1:1/0", redis.Options{ReclaimBatch: -1}},
 	} {
 		if s, err := redis.Open(c.url, c.opts); err == nil {
 			s.Close()
@@ -118,7 +120,6 @@ func TestOpenRejects(t *testing.T) {
 	}
 }
 
-// With no Clock, the scripts take now from Redis TIME.
 // With no Clock, the scripts take now from Redis TIME, and the guard compares the
 // caller's clock with it.
 func TestRedisTimeIsTheClock(t *testing.T) {

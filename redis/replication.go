@@ -40,9 +40,9 @@ const noReplID = "0000000000000000000000000000000000000000"
 // that is a replica, or CONFIG GET answering an error (a renamed or forbidden
 // command). why says which case applied, for the log. An unchanged ID is safe. err
 // is set only when Redis could not be asked (a connection error); safe is false
-// then. A restore of an old append-only file also looks like a restart and is not
-// detected here: after restoring a backup, force the recovery
-// (idkeeper.Registry.RecoverReset).
+// then. A restore of an old append-only file also looks like a restart here; the
+// guard catches it instead, by its fencing counter below a token a registry handed
+// out (idkeeper.ErrFenceRegression), or by its generation.
 func (s *Store) ReplicationChangeSafe(ctx context.Context, prev string) (safe bool, why string, err error) {
 	c, err := s.server(ctx)
 	if err != nil {

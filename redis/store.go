@@ -2,8 +2,6 @@ package redis
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -53,10 +51,11 @@ type Options struct {
 	// quarantine written by Reset is not lost silently. Requires a *goredis.Client
 	// or *goredis.ClusterClient.
 	WaitReplicas int
-	// WaitTimeout bounds each WAIT. Default DefaultWaitTimeout.
+	// WaitTimeout bounds each WAIT. Zero: DefaultWaitTimeout; negative: Open
+	// fails.
 	WaitTimeout time.Duration
 	// ReclaimBatch is the most leases one Reclaim script deletes before Reclaim
-	// calls the next one. Default DefaultReclaimBatch.
+	// calls the next one. Zero: DefaultReclaimBatch; negative: Open fails.
 	ReclaimBatch int
 }
 
@@ -74,7 +73,10 @@ type Store struct {
 	reclaimBatch int
 }
 
-var _ idkeeper.Store = (*Store)(nil)
+var (
+	_ idkeeper.Store           = (*Store)(nil)
+	_ idkeeper.ReplicatedStore = (*Store)(nil)
+)
 
 // Open returns a Store on the Redis at url (redis:// or rediss://, as accepted by
 // goredis.ParseURL, query options included), or on opts.Client when it is set (url
@@ -89,8 +91,13 @@ func Open(url string, opts Options) (*Store, error) {
 	if strings.ContainsAny(prefix, "{}") {
 		return nil, fmt.Errorf("redis: prefix %q must not contain '{' or '}'", prefix)
 	}
-	if opts.WaitReplicas < 0 {
+	switch {
+	case opts.WaitReplicas < 0:
 		return nil, fmt.Errorf("redis: WaitReplicas %d is negative", opts.WaitReplicas)
+	case opts.WaitTimeout < 0:
+		return nil, fmt.Errorf("redis: WaitTimeout %v is negative", opts.WaitTimeout)
+	case opts.ReclaimBatch < 0:
+		return nil, fmt.Errorf("redis: ReclaimBatch %d is negative", opts.ReclaimBatch)
 	}
 	s := &Store{
 		client:       opts.Client,
@@ -105,10 +112,10 @@ func Open(url string, opts Options) (*Store, error) {
 	if s.log == nil {
 		s.log = slog.Default()
 	}
-	if s.waitTimeout <= 0 {
+	if s.waitTimeout == 0 {
 		s.waitTimeout = DefaultWaitTimeout
 	}
-	if s.reclaimBatch <= 0 {
+	if s.reclaimBatch == 0 {
 		s.reclaimBatch = DefaultReclaimBatch
 	}
 	if s.client == nil {
@@ -195,13 +202,6 @@ func newKeys(prefix string) keys {
 }
 
 func (k keys) skew(requesterKey string) string { return k.skewPrefix + requesterKey }
-
-// newGenerationID returns a random generation ID: 128 bits in hex.
-func newGenerationID() string {
-	b := make([]byte, 16)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
 
 // nowArg is the now argument of a script: "" lets the script read Redis TIME.
 func (s *Store) nowArg() string {
@@ -358,8 +358,8 @@ func guardArgs(g idkeeper.Guard) []any {
 
 // runGuarded runs a guarded lease script with g's arguments and now before args,
 // and maps the error replies every guarded script shares: the guard's (through
-// Guard.Check, so the error is the one the contract names), LEASE_NOT_OWNED and
-// the fencing counter's ceiling. Other error replies come back as *scriptReply.
+// Guard.Check, so the error is the one the contract names) and LEASE_NOT_OWNED.
+// Other error replies come back as *scriptReply.
 func (s *Store) runGuarded(ctx context.Context, sc *goredis.Script, op string, wait bool, g idkeeper.Guard, args ...any) (any, error) {
 	v, err := s.run(ctx, sc, s.keys.lease, wait, append(append(guardArgs(g), s.nowArg()), args...)...)
 	if err == nil {
@@ -374,8 +374,6 @@ func (s *Store) runGuarded(ctx context.Context, sc *goredis.Script, op string, w
 		return nil, guardError(g, r.arg)
 	case errNotOwned:
 		return nil, idkeeper.NotOwned()
-	case errFenceMax:
-		return nil, fmt.Errorf("redis: %s: the fencing counter %s cannot grow past 2^53-1", op, r.arg)
 	}
 	return nil, r
 }

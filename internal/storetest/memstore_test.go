@@ -93,11 +93,11 @@ func (s *memStore) Status(context.Context) (idkeeper.StoreStatus, error) {
 
 func (s *memStore) Init(_ context.Context, n int) (idkeeper.InitResult, error) {
 	defer s.lock()()
-	if n < 1 {
-		return idkeeper.InitResult{}, idkeeper.Invalidf("nodes", "no pool")
+	if err := idkeeper.CheckPoolSize(n); err != nil {
+		return idkeeper.InitResult{}, err
 	}
 	if n < len(s.d.nodes) {
-		return idkeeper.InitResult{}, idkeeper.Invalidf("nodes", "cannot shrink")
+		return idkeeper.InitResult{}, idkeeper.ShrinkRefused(uint64(len(s.d.nodes)), n)
 	}
 	fresh := s.d.gen.IsZero()
 	if fresh {
@@ -109,11 +109,14 @@ func (s *memStore) Init(_ context.Context, n int) (idkeeper.InitResult, error) {
 
 func (s *memStore) Grow(_ context.Context, g idkeeper.Guard, n int) error {
 	defer s.lock()()
+	if err := idkeeper.CheckPoolSize(n); err != nil {
+		return err
+	}
 	if err := s.guard(g); err != nil {
 		return err
 	}
 	if n < len(s.d.nodes) {
-		return idkeeper.Invalidf("nodes", "cannot shrink")
+		return idkeeper.ShrinkRefused(uint64(len(s.d.nodes)), n)
 	}
 	s.d.grow(n)
 	return nil
@@ -121,8 +124,8 @@ func (s *memStore) Grow(_ context.Context, g idkeeper.Guard, n int) error {
 
 func (s *memStore) Reset(_ context.Context, p idkeeper.ResetParams) (idkeeper.ResetResult, error) {
 	defer s.lock()()
-	if p.Nodes < 1 || p.MinFence > idkeeper.MaxFencingToken {
-		return idkeeper.ResetResult{}, idkeeper.Invalidf("nodes", "bad reset")
+	if err := p.Validate(); err != nil {
+		return idkeeper.ResetResult{}, err
 	}
 	s.d.fence = max(s.d.fence, p.MinFence)
 	s.d.grow(p.Nodes)
@@ -183,11 +186,8 @@ func (s *memStore) grant(ids []int, now time.Time) idkeeper.Grant {
 
 func (s *memStore) Alloc(_ context.Context, g idkeeper.Guard, p idkeeper.AllocParams) (idkeeper.Grant, error) {
 	defer s.lock()()
-	if err := p.Requester.Validate(); err != nil {
+	if err := p.Validate(); err != nil {
 		return idkeeper.Grant{}, err
-	}
-	if p.Count < 1 {
-		return idkeeper.Grant{}, idkeeper.Invalidf("count", "count below 1")
 	}
 	if err := s.guard(g); err != nil {
 		return idkeeper.Grant{}, err
@@ -252,7 +252,7 @@ func (s *memStore) Alloc(_ context.Context, g idkeeper.Guard, p idkeeper.AllocPa
 
 func (s *memStore) Renew(_ context.Context, g idkeeper.Guard, p idkeeper.RenewParams) (idkeeper.Grant, error) {
 	defer s.lock()()
-	if err := p.Requester.Validate(); err != nil {
+	if err := p.Validate(); err != nil {
 		return idkeeper.Grant{}, err
 	}
 	if err := s.guard(g); err != nil {
@@ -266,7 +266,7 @@ func (s *memStore) Renew(_ context.Context, g idkeeper.Guard, p idkeeper.RenewPa
 	slices.SortFunc(claims, func(a, b idkeeper.Claim) int { return cmp.Compare(a.NodeID, b.NodeID) })
 	var restored, contested []idkeeper.NodeID
 	for _, c := range claims {
-		if c.NodeID < 0 || int(c.NodeID) >= len(s.d.nodes) || idkeeper.Millis(c.ExpiresAt).Before(now) {
+		if !c.Possible() || int(c.NodeID) >= len(s.d.nodes) || idkeeper.Millis(c.ExpiresAt).Before(now) {
 			continue
 		}
 		n := &s.d.nodes[c.NodeID]
@@ -309,7 +309,7 @@ func (s *memStore) free(n *memNode) {
 
 func (s *memStore) Remove(_ context.Context, g idkeeper.Guard, p idkeeper.RemoveParams) (int, error) {
 	defer s.lock()()
-	if err := p.Requester.Validate(); err != nil {
+	if err := p.Validate(); err != nil {
 		return 0, err
 	}
 	if err := s.guard(g); err != nil {
@@ -357,7 +357,7 @@ func (s *memStore) Quarantine(_ context.Context, g idkeeper.Guard, until time.Ti
 	}
 	for _, id := range nodes {
 		if id < 0 || int(id) >= len(s.d.nodes) {
-			return idkeeper.Invalidf("nodes", "node %d outside the pool", id)
+			return idkeeper.OutsidePool(id)
 		}
 	}
 	for _, id := range nodes {
