@@ -115,22 +115,43 @@ func (r *Registry) touch(id string, now time.Time) {
 // that secret exists; created tells which. A secret shorter than MinAPIKeyLen is an
 // INVALID_REQUEST Error.
 func (r *Registry) EnsureAPIKey(ctx context.Context, secret, description string) (created bool, err error) {
-	return r.ensureKey(ctx, secret, description, false)
+	return r.ensureKey(ctx, secret, description, false, false)
 }
 
 // EnsureBootstrapKey stores secret as the bootstrap key (APIKey.Bootstrap) unless
-// it exists, and revokes every other bootstrap key that is not revoked yet: a new
-// IDKEEPER_BOOTSTRAP_API_KEY retires the previous one. A bootstrap key that was
-// revoked (retired by a newer one) is not brought back: the error says so, and
-// retires nothing. created tells whether the key was stored; retired lists the
-// IDs of the keys revoked.
+// it exists, and revokes every other bootstrap key that is not revoked yet and is
+// not an admin key: a new IDKEEPER_BOOTSTRAP_API_KEY retires the previous one. A
+// bootstrap key that was revoked (retired by a newer one) is not brought back: the
+// error says so, and retires nothing. created tells whether the key was stored;
+// retired lists the IDs of the keys revoked.
 func (r *Registry) EnsureBootstrapKey(ctx context.Context, secret string) (created bool, retired []string, err error) {
+	return r.ensureEnvKey(ctx, secret, false)
+}
+
+// EnsureAdminKey is EnsureBootstrapKey for the admin key of the environment
+// (IDKEEPER_ADMIN_API_KEY): it stores secret as a bootstrap key that is an admin
+// key (APIKey.Admin) unless it exists, and retires the previous such key. A key
+// with that secret that exists but is not an admin key is a CONFLICT Error: keys
+// are never promoted.
+func (r *Registry) EnsureAdminKey(ctx context.Context, secret string) (created bool, retired []string, err error) {
+	return r.ensureEnvKey(ctx, secret, true)
+}
+
+// ensureEnvKey stores a key of the environment: the bootstrap key, or the admin
+// key when admin. It retires the previous key of the same kind.
+func (r *Registry) ensureEnvKey(ctx context.Context, secret string, admin bool) (created bool, retired []string, err error) {
+	env, desc := "IDKEEPER_BOOTSTRAP_API_KEY", "bootstrap key (IDKEEPER_BOOTSTRAP_API_KEY)"
+	if admin {
+		env, desc = "IDKEEPER_ADMIN_API_KEY", "admin key (IDKEEPER_ADMIN_API_KEY)"
+	}
 	id, _ := HashAPIKey(secret)
 	if k, err := r.store.APIKey(ctx, id); err == nil && k.Revoked() {
-		return false, nil, Errorf(CodeConflict, "the bootstrap API key %s was revoked at %s (a newer bootstrap key retired it); "+
-			"set the current key in IDKEEPER_BOOTSTRAP_API_KEY", id, k.RevokedAt.UTC().Format(time.RFC3339))
+		return false, nil, Errorf(CodeConflict, "the key %s in %s was revoked at %s (a newer key retired it, or an operator); "+
+			"set the current key in %s", id, env, k.RevokedAt.UTC().Format(time.RFC3339), env)
+	} else if err == nil && k.Admin != admin {
+		return false, nil, Errorf(CodeConflict, "the key %s in %s exists with admin = %t; give %s a key of its own", id, env, k.Admin, env)
 	}
-	created, err = r.ensureKey(ctx, secret, "bootstrap key (IDKEEPER_BOOTSTRAP_API_KEY)", true)
+	created, err = r.ensureKey(ctx, secret, desc, true, admin)
 	if err != nil {
 		return false, nil, err
 	}
@@ -140,7 +161,7 @@ func (r *Registry) EnsureBootstrapKey(ctx context.Context, secret string) (creat
 	}
 	now := r.cfg.Clock()
 	for _, k := range keys {
-		if k.Bootstrap && !k.Revoked() && k.ID != id {
+		if k.Bootstrap && k.Admin == admin && !k.Revoked() && k.ID != id {
 			if err := r.store.RevokeAPIKey(ctx, k.ID, now); err != nil && !errors.Is(err, ErrNotFound) {
 				return created, retired, Unavailable(err)
 			}
@@ -150,12 +171,12 @@ func (r *Registry) EnsureBootstrapKey(ctx context.Context, secret string) (creat
 	return created, retired, nil
 }
 
-func (r *Registry) ensureKey(ctx context.Context, secret, description string, bootstrap bool) (bool, error) {
+func (r *Registry) ensureKey(ctx context.Context, secret, description string, bootstrap, admin bool) (bool, error) {
 	if len(secret) < MinAPIKeyLen {
 		return false, Invalidf("apiKey", "an API key must be at least %d characters long", MinAPIKeyLen)
 	}
 	k := APIKeyFor(secret, description, r.cfg.Clock(), time.Time{})
-	k.Bootstrap = bootstrap
+	k.Bootstrap, k.Admin = bootstrap, admin
 	if _, err := r.store.APIKey(ctx, k.ID); err == nil {
 		return false, nil
 	} else if !errors.Is(err, ErrNotFound) {

@@ -15,7 +15,9 @@ func JobLockTimes(interval time.Duration) (atMostFor, atLeastFor time.Duration) 
 
 // Cleanup runs the cleanup job once under the job lock: it reclaims leases more than
 // grace past their expiry. ran is false when another replica holds the lock. The
-// reclaim is conditional per lease, so even a double run is harmless.
+// reclaim is conditional per lease, so even a double run is harmless. Every call,
+// run or not, then updates the machine watch (watchMachines), which warns only
+// after a run.
 func (r *Registry) Cleanup(ctx context.Context) (reclaimed int, ran bool, err error) {
 	atMost, atLeast := JobLockTimes(r.cfg.CleanupInterval)
 	lock, ok, err := r.store.TryLock(ctx, CleanupJob, r.cfg.Owner, atMost)
@@ -23,6 +25,7 @@ func (r *Registry) Cleanup(ctx context.Context) (reclaimed int, ran bool, err er
 		return 0, false, r.storeErr(err)
 	}
 	if !ok {
+		r.watchMachines(ctx, false)
 		return 0, false, nil
 	}
 	err = r.mutate(ctx, true, func(gd Guard) error {
@@ -43,5 +46,6 @@ func (r *Registry) Cleanup(ctx context.Context) (reclaimed int, ran bool, err er
 	if reclaimed > 0 {
 		r.log.Info("cleanup reclaimed expired leases", "reclaimed", reclaimed, "grace", r.cfg.Grace)
 	}
+	r.watchMachines(ctx, true)
 	return reclaimed, true, nil
 }

@@ -201,6 +201,14 @@ type Observer interface {
 	// Evidence reports what a Renew's evidence came to: restored and contested node
 	// IDs, and ignored evidence by reason ("bad_receipt", "bare_token").
 	Evidence(kind string, n int)
+	// CoolingGrants reports n node IDs an Alloc newly granted whose window opens
+	// after the grant (NotBefore after its now): their holder must wait to mint.
+	CoolingGrants(n int)
+	// Machines reports, at every cleanup tick, the machine IDs whose sessions hold
+	// the most node IDs (at most MachineWatchTop, sorted as SummariseMachines
+	// sorts) and how many machine IDs hold leases at all. It replaces the previous
+	// report.
+	Machines(top []MachineLeases, machines int)
 }
 
 type nopObserver struct{}
@@ -212,3 +220,5 @@ func (nopObserver) JobLockOverrun(string, time.Duration)  {}
 func (nopObserver) StoreReset(bool)                       {}
 func (nopObserver) Phase(Phase, bool, time.Duration)      {}
 func (nopObserver) Evidence(string, int)                  {}
+func (nopObserver) CoolingGrants(int)                     {}
+func (nopObserver) Machines([]MachineLeases, int)         {}

@@ -19,6 +19,7 @@ const (
 	CodeAPIKeyExpired          Code = "API_KEY_EXPIRED"          // the API key has expired
 	CodeIPNotAllowed           Code = "IP_NOT_ALLOWED"           // the client's address is not on the allow-list
 	CodeLeaseNotOwned          Code = "LEASE_NOT_OWNED"          // the leases belong to another API key
+	CodeAdminKeyRequired       Code = "ADMIN_KEY_REQUIRED"       // the route needs an admin API key (APIKey.Admin)
 	CodeNotFound               Code = "NOT_FOUND"                // no such record or route
 	CodeMethodNotAllowed       Code = "METHOD_NOT_ALLOWED"       // the route exists, not with that method
 	CodeConflict               Code = "CONFLICT"                 // a record with that identity exists already
@@ -28,6 +29,7 @@ const (
 	CodeAPIKeyQuotaExceeded    Code = "API_KEY_QUOTA_EXCEEDED"   // the API key's quota of node IDs is reached
 	CodeUnsupportedMediaType   Code = "UNSUPPORTED_MEDIA_TYPE"   // the request body is not application/json
 	CodeBodyTooLarge           Code = "BODY_TOO_LARGE"           // the request body exceeds the limit
+	CodeCountTooLarge          Code = "COUNT_TOO_LARGE"          // count above the most one request may ask; Details "maxCount"
 	CodeStoreUnavailable       Code = "STORE_UNAVAILABLE"        // the store failed or timed out; retry
 	CodeNotReady               Code = "NOT_READY"                // the service cannot serve yet; retry
 	CodeStoreNotInitialised    Code = "STORE_NOT_INITIALISED"    // the store holds no generation: run `idkeeper init`

@@ -17,6 +17,10 @@ type recorder struct {
 	phases    []idkeeper.Phase
 	clockOK   bool
 	evidence  map[string]int
+	cooling   int                      // CoolingGrants
+	machines  []idkeeper.MachineLeases // the last Machines report
+	// machineCount is the last Machines report's count of machine IDs.
+	machineCount int
 }
 
 func (r *recorder) Phase(p idkeeper.Phase, clockOK bool, _ time.Duration) {
@@ -60,6 +64,18 @@ func (r *recorder) count(op string, code idkeeper.Code) int {
 }
 
 func (r *recorder) Skew(string, time.Duration, idkeeper.SkewLevel) {}
+
+func (r *recorder) CoolingGrants(n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cooling += n
+}
+
+func (r *recorder) Machines(top []idkeeper.MachineLeases, machines int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.machines, r.machineCount = append([]idkeeper.MachineLeases(nil), top...), machines
+}
 
 func (r *recorder) Reclaimed(n int) {
 	r.mu.Lock()

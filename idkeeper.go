@@ -182,13 +182,31 @@ type Grant struct {
 }
 
 // Counts is the state of the node pool at one instant. Total = Remaining + Leased +
-// InGrace + Quarantined.
+// InGrace + Quarantined, and Remaining = ready + Cooling: a cooling node ID is
+// allocatable, so it counts in Remaining, but its next holder mints nothing before
+// its window opens (LeaseStore: ready, cooling, quarantined).
 type Counts struct {
-	Total       int // node IDs in the pool
-	Remaining   int // free and allocatable now (or as soon as their window opens)
+	Total     int // node IDs in the pool
+	Remaining int // free and allocatable now: ready ones and cooling ones (Cooling)
+	// Cooling is the part of Remaining whose fenced watermark is not before now: a
+	// grant of one of them has NotBefore after now, up to a whole lease later (a
+	// holder that ended without mintedUpTo, a crash, a store reset).
+	Cooling     int
 	Leased      int // held by a lease that has not expired
 	InGrace     int // held by an expired lease that cleanup has not reclaimed yet
 	Quarantined int // free, but not allocatable before their quarantine ends
+	// NextReadyAt is when the first cooling node ID turns ready: its lowest fenced
+	// watermark + 1 ms, which is the NotBefore a grant of it gets. Zero when
+	// Cooling is 0. Quarantined node IDs are not considered.
+	NextReadyAt time.Time
+}
+
+// Equal reports whether c and o hold the same counts and the same NextReadyAt
+// instant (== compares time.Time representations, not instants).
+func (c Counts) Equal(o Counts) bool {
+	a, b := c, o
+	a.NextReadyAt, b.NextReadyAt = time.Time{}, time.Time{}
+	return a == b && c.NextReadyAt.Equal(o.NextReadyAt)
 }
 
 // NodeState is what the store keeps of one node ID, for operators and tests.
@@ -284,7 +302,11 @@ type APIKey struct {
 	MaxNodes int
 	// Bootstrap marks the key stored from IDKEEPER_BOOTSTRAP_API_KEY: a new bootstrap
 	// key retires (revokes) the previous one.
-	Bootstrap  bool
+	Bootstrap bool
+	// Admin marks a key that may use the admin API (/admin/api/) as well as /v1:
+	// manage API keys on a running server. Records stored before it existed read as
+	// false.
+	Admin      bool
 	RevokedAt  time.Time // zero while not revoked; a revoked key authenticates nothing
 	LastUsedAt time.Time // updated at most once a minute per replica; zero: never used
 }

@@ -186,7 +186,7 @@ func (r *Registry) CheckStore(ctx context.Context) error {
 		}
 	}
 	if st.Nodes > r.cfg.Nodes {
-		return Invalidf("nodes", "the store holds %d node IDs; a pool of %d would drop some", st.Nodes, r.cfg.Nodes)
+		return ShrinkRefused(uint64(st.Nodes), r.cfg.Nodes)
 	}
 	if st.Nodes < r.cfg.Nodes {
 		if err := r.store.Grow(ctx, r.guard(false), r.cfg.Nodes); err != nil {
@@ -339,10 +339,17 @@ func (r *Registry) loop(ctx context.Context) {
 	defer cleanup.Stop()
 	probe := time.NewTicker(min(resetProbeInterval, r.cfg.CleanupInterval))
 	defer probe.Stop()
+	keys := time.NewTimer(keyCheckFirst)
+	defer keys.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-keys.C:
+			if _, err := r.WarnExpiringKeys(ctx); err != nil && ctx.Err() == nil {
+				r.log.Warn("API key expiry check", "err", err)
+			}
+			keys.Reset(keyCheckEvery)
 		case <-cleanup.C:
 			if r.Phase() != PhaseReady || !r.clockOK.Load() {
 				continue

@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -77,6 +79,8 @@ type Registry struct {
 
 	skew skewBook // per requester: the clock-skew record and warning budget (skew.go)
 
+	machines machineWatch // the machine watch's warning times (machines.go)
+
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -131,11 +135,15 @@ func (r *Registry) Alloc(ctx context.Context, req AllocRequest) (g Grant, err er
 	if err := req.Requester.Validate(); err != nil {
 		return Grant{}, err
 	}
-	if req.Count < 1 || req.Count > MaxCount {
-		return Grant{}, Invalidf("count", "count must be between 1 and %d", MaxCount)
+	if req.Count < 1 {
+		return Grant{}, Invalidf("count", "count must be at least 1, got %d", req.Count)
 	}
-	if req.Count > r.cfg.Nodes {
-		return Grant{}, Invalidf("count", "count %d is larger than the pool of %d node IDs", req.Count, r.cfg.Nodes)
+	if most := min(MaxCount, r.cfg.Nodes); req.Count > most {
+		msg := fmt.Sprintf("count %d is above the most one request may ask, %d", req.Count, MaxCount)
+		if most < MaxCount {
+			msg = fmt.Sprintf("count %d is larger than the pool of %d node IDs", req.Count, most)
+		}
+		return Grant{}, &Error{Code: CodeCountTooLarge, Field: "count", Message: msg, Details: map[string]any{"maxCount": most}}
 	}
 	if err := r.Serving(); err != nil {
 		return Grant{}, err
@@ -162,7 +170,8 @@ func (r *Registry) Alloc(ctx context.Context, req AllocRequest) (g Grant, err er
 	}
 	r.sign(g.Leases)
 	r.log.Info("alloc", "requester", req.Requester.Key(), "keyId", req.Key.ID, "count", req.Count,
-		"nodes", nodeIDs(g.Leases), "remoteIp", req.RemoteIP)
+		"nodes", nodeRanges(nodeIDs(g.Leases)), "remoteIp", req.RemoteIP)
+	r.noteCooling(req, g)
 	return g, nil
 }
 
@@ -215,12 +224,12 @@ func (r *Registry) Renew(ctx context.Context, req RenewRequest) (g Grant, err er
 	if len(g.Restored) > 0 {
 		r.obs.Evidence("restored", len(g.Restored))
 		r.log.Warn("leases restored from their receipts after a store reset", "requester", req.Requester.Key(),
-			"keyId", req.KeyID, "nodes", g.Restored)
+			"keyId", req.KeyID, "nodes", nodeRanges(g.Restored))
 	}
 	if len(g.Contested) > 0 {
 		r.obs.Evidence("contested", len(g.Contested))
 		r.log.Error("node IDs claimed twice after a store reset: both holders stopped, the node IDs quarantined",
-			"requester", req.Requester.Key(), "keyId", req.KeyID, "nodes", g.Contested)
+			"requester", req.Requester.Key(), "keyId", req.KeyID, "nodes", nodeRanges(g.Contested))
 	}
 	if err := r.learnToken(ctx, g.Fence); err != nil {
 		return Grant{}, err
@@ -367,6 +376,35 @@ func (r *Registry) storeErr(err error) error {
 		return err
 	}
 	return Unavailable(err)
+}
+
+// nodeRanges is ids, sorted, as a log value: runs of consecutive node IDs as
+// ranges, "0-99,105,107-110", so that an Alloc of a thousand node IDs is one short
+// attribute.
+type nodeRanges []NodeID
+
+// LogValue implements slog.LogValuer.
+func (ids nodeRanges) LogValue() slog.Value { return slog.StringValue(ids.String()) }
+
+func (ids nodeRanges) String() string {
+	sorted := slices.Sorted(slices.Values(ids))
+	var b strings.Builder
+	for i := 0; i < len(sorted); {
+		j := i
+		for j+1 < len(sorted) && sorted[j+1] <= sorted[j]+1 {
+			j++
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(int(sorted[i])))
+		if sorted[j] != sorted[i] {
+			b.WriteByte('-')
+			b.WriteString(strconv.Itoa(int(sorted[j])))
+		}
+		i = j + 1
+	}
+	return b.String()
 }
 
 func nodeIDs(ls []Lease) []NodeID {

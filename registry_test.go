@@ -224,8 +224,6 @@ func TestAllocValidatesInput(t *testing.T) {
 		field string
 	}{
 		{idkeeper.AllocRequest{Requester: who(1), Count: 0}, "count"},
-		{idkeeper.AllocRequest{Requester: who(1), Count: 4097}, "count"},
-		{idkeeper.AllocRequest{Requester: who(1), Count: 9}, "count"},
 		{idkeeper.AllocRequest{Requester: idkeeper.Requester{PID: 1, StartedAt: t0}, Count: 1}, "requester.machineId"},
 		{idkeeper.AllocRequest{Requester: idkeeper.Requester{MachineID: "a\nb", PID: 1, StartedAt: t0}, Count: 1}, "requester.machineId"},
 		{idkeeper.AllocRequest{Requester: idkeeper.Requester{MachineID: "m", PID: 0, StartedAt: t0}, Count: 1}, "requester.pid"},
@@ -236,6 +234,15 @@ func TestAllocValidatesInput(t *testing.T) {
 		var ie *idkeeper.Error
 		if !errors.As(err, &ie) || ie.Code != idkeeper.CodeInvalidRequest || ie.Field != c.field {
 			t.Errorf("%+v: got %v, want INVALID_REQUEST on %s", c.req, err, c.field)
+		}
+	}
+	// A count above the pool (or above MaxCount) is the one code the gateway
+	// sends for a count above its limit too.
+	for _, n := range []int{9, idkeeper.MaxCount + 1} {
+		_, err := e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: who(1), Count: n})
+		var ie *idkeeper.Error
+		if !errors.As(err, &ie) || ie.Code != idkeeper.CodeCountTooLarge || ie.Field != "count" || ie.Details["maxCount"] != 8 {
+			t.Errorf("count %d: got %v, want COUNT_TOO_LARGE with maxCount 8", n, err)
 		}
 	}
 	if c, _ := e.reg.Remaining(ctx); c.Remaining != 8 {
@@ -511,5 +518,23 @@ func TestGrantsSaveTheStateBeforeAnswering(t *testing.T) {
 	}
 	if state.saves != before {
 		t.Fatalf("a renewal saved the state %d times", state.saves-before)
+	}
+}
+
+// The alloc log line names the node IDs as ranges, not one by one: an Alloc of a
+// thousand node IDs is one short attribute.
+func TestAllocLogSummarisesNodeRanges(t *testing.T) {
+	e := newEnv(t, idkeeper.Config{Nodes: 1024})
+	if _, err := e.reg.Alloc(context.Background(), idkeeper.AllocRequest{Requester: who(1), Count: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	var line string
+	for l := range strings.SplitSeq(e.logs.String(), "\n") {
+		if strings.Contains(l, "msg=alloc ") {
+			line = l
+		}
+	}
+	if !strings.Contains(line, "nodes=0-999 ") || len(line) > 300 {
+		t.Fatalf("alloc log line: %q; want nodes=0-999", line)
 	}
 }

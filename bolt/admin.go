@@ -92,13 +92,14 @@ type apiKeyRec struct {
 	ExpiresAt   int64  `json:"expiresAt"`
 	MaxNodes    int    `json:"maxNodes,omitempty"`
 	Bootstrap   bool   `json:"bootstrap,omitempty"`
+	Admin       bool   `json:"admin,omitempty"` // absent in records written before it: not an admin key
 	RevokedAt   int64  `json:"revokedAt"`
 	LastUsedAt  int64  `json:"lastUsedAt"`
 }
 
 func apiKeyRecOf(k idkeeper.APIKey) apiKeyRec {
 	return apiKeyRec{Hash: k.Hash, Description: k.Description, CreatedAt: timeMs(k.CreatedAt), ExpiresAt: timeMs(k.ExpiresAt),
-		MaxNodes: k.MaxNodes, Bootstrap: k.Bootstrap, RevokedAt: timeMs(k.RevokedAt), LastUsedAt: timeMs(k.LastUsedAt)}
+		MaxNodes: k.MaxNodes, Bootstrap: k.Bootstrap, Admin: k.Admin, RevokedAt: timeMs(k.RevokedAt), LastUsedAt: timeMs(k.LastUsedAt)}
 }
 
 func decodeAPIKey(id string, v []byte) (idkeeper.APIKey, error) {
@@ -107,7 +108,7 @@ func decodeAPIKey(id string, v []byte) (idkeeper.APIKey, error) {
 		return idkeeper.APIKey{}, fmt.Errorf("corrupt API key %q: %w", id, err)
 	}
 	return idkeeper.APIKey{ID: id, Hash: r.Hash, Description: r.Description, CreatedAt: msTime(r.CreatedAt),
-		ExpiresAt: msTime(r.ExpiresAt), MaxNodes: r.MaxNodes, Bootstrap: r.Bootstrap, RevokedAt: msTime(r.RevokedAt),
+		ExpiresAt: msTime(r.ExpiresAt), MaxNodes: r.MaxNodes, Bootstrap: r.Bootstrap, Admin: r.Admin, RevokedAt: msTime(r.RevokedAt),
 		LastUsedAt: msTime(r.LastUsedAt)}, nil
 }
 

@@ -19,7 +19,9 @@
 //	meta        "version" (schema, 2), "generation" (number u64 | at i64 | origin
 //	            len u8 | origin | ID; absent: not initialised), "nodes" (pool
 //	            size), "fence" (fencing counter), "seq" (free-order counter),
-//	            "held" (leases), "quarantined" (entries of the quarantine index)
+//	            "held" (leases), "quarantined" (entries of the quarantine index),
+//	            "cooling" (entries of the cooling index; counted at Open when a
+//	            file written before it lacks it)
 //	nodes       node u32 → watermark i64 | quarantinedUntil i64 | freeSeq u64 |
 //	            place u8 | floor i64 | lastToken u64 | restorable u8 (one record per
 //	            node ID, never deleted; place names the one index below that holds
@@ -43,7 +45,8 @@
 // quarantine ends, a watermark passes); such moves are made lazily, at the start of
 // Alloc and Reclaim. So Alloc costs O((count + moved) · log n)
 // whatever the number of leases, and Counts is O(log n + k) with k the leases in
-// grace plus the quarantine entries that have ended but not yet moved.
+// grace plus the quarantine and cooling entries that time has moved on but that
+// have not been moved yet.
 package bolt
 
 import (
@@ -114,6 +117,7 @@ var (
 	keySeq         = []byte("seq")
 	keyHeld        = []byte("held")
 	keyQuarantined = []byte("quarantined")
+	keyCooling     = []byte("cooling")
 )
 
 // Open opens or creates the store file at path. It waits up to opts.Timeout for the
@@ -177,7 +181,14 @@ func createBuckets(tx *bbolt.Tx) error {
 				"by an older development build, which no release reads; start on a new file (and run `idkeeper init`)",
 				got, schemaVersion)
 		}
+		if meta.Get(keyCooling) == nil {
+			// A file from before the cooling counter: count the index once.
+			return meta.Put(keyCooling, putU64(uint64(tx.Bucket(bucketCooling).Stats().KeyN)))
+		}
 		return nil
+	}
+	if err := meta.Put(keyCooling, putU64(0)); err != nil {
+		return err
 	}
 	return meta.Put(keyVersion, putU64(schemaVersion))
 }
@@ -201,6 +212,7 @@ type counters struct {
 	seq            uint64 // free-order counter
 	held           uint64 // leases
 	quarantineSize uint64 // entries of the quarantine index
+	coolingSize    uint64 // entries of the cooling index
 }
 
 // txn is one transaction with its buckets, its instant and the meta counters.
@@ -225,6 +237,7 @@ func (s *Store) begin(tx *bbolt.Tx) *txn {
 	t.seq = getU64(t.meta.Get(keySeq))
 	t.held = getU64(t.meta.Get(keyHeld))
 	t.quarantineSize = getU64(t.meta.Get(keyQuarantined))
+	t.coolingSize = getU64(t.meta.Get(keyCooling))
 	t.loaded = t.counters
 	return t
 }
@@ -236,7 +249,8 @@ func (t *txn) flush() error {
 	for _, kv := range []struct {
 		k []byte
 		v uint64
-	}{{keyNodes, t.nodeCount}, {keyFence, t.fence}, {keySeq, t.seq}, {keyHeld, t.held}, {keyQuarantined, t.quarantineSize}} {
+	}{{keyNodes, t.nodeCount}, {keyFence, t.fence}, {keySeq, t.seq}, {keyHeld, t.held}, {keyQuarantined, t.quarantineSize},
+		{keyCooling, t.coolingSize}} {
 		if err := t.meta.Put(kv.k, putU64(kv.v)); err != nil {
 			return err
 		}

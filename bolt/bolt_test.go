@@ -146,3 +146,43 @@ func TestOldSchemaRefused(t *testing.T) {
 		t.Fatalf("Open of a schema 1 file: %v; want the versions and what to do", err)
 	}
 }
+
+// A file written before the cooling counter (schema 2 without meta "cooling") gets
+// it counted at Open, so Counts reports its cooling node IDs without a scan.
+func TestCoolingCounterCountedAtOpen(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "idkeeper.db")
+	clock := fakeclock.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	s, err := bolt.Open(path, bolt.Options{Clock: clock.Now, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Init(ctx, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gd := idkeeper.Guard{Generation: res.Generation.ID}
+	r := idkeeper.Requester{MachineID: "host", PID: 7, StartedAt: clock.Now(), Instance: "a"}
+	if _, err := s.Alloc(ctx, gd, idkeeper.AllocParams{Requester: r, KeyID: "k", Count: 3, First: 10 * time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	gd.MinFence = 3
+	if _, err := s.Remove(ctx, gd, idkeeper.RemoveParams{Requester: r, KeyID: "k"}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	db, err := bbolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bbolt.Tx) error { return tx.Bucket([]byte("meta")).Delete([]byte("cooling")) }); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	s = open(t, path, clock.Now)
+	want := idkeeper.Counts{Total: 5, Remaining: 5, Cooling: 3, NextReadyAt: clock.Now().Add(10*time.Minute + time.Millisecond)}
+	if c, err := s.Counts(ctx); err != nil || !c.Equal(want) {
+		t.Fatalf("Counts after reopening = %+v, %v; want %+v", c, err, want)
+	}
+}

@@ -77,6 +77,11 @@ func (s *Store) Idempotency() *IdempotencyStore {
 	return &IdempotencyStore{db: s.db, clock: s.clock}
 }
 
+// Ping checks that the file is open and readable.
+func (s *IdempotencyStore) Ping(context.Context) error {
+	return s.db.View(func(*bbolt.Tx) error { return nil })
+}
+
 // Close closes a file that OpenIdempotency opened.
 func (s *IdempotencyStore) Close() error {
 	if !s.own {

@@ -55,6 +55,7 @@ func (t *txn) unplace(id uint32, r *nodeRec) error {
 		err = t.ready.Delete(seqNodeKey(r.freeSeq, id))
 	case placeCooling:
 		err = t.cooling.Delete(coolingKey(r.fenced(), r.freeSeq, id))
+		t.coolingSize--
 	case placeQuarantine:
 		err = t.quar.Delete(timeNodeKey(r.quarUntil, id))
 		t.quarantineSize--
@@ -78,6 +79,7 @@ func (t *txn) place(id uint32, r *nodeRec) error {
 	default:
 		r.place = placeCooling
 		err = t.cooling.Put(coolingKey(r.fenced(), r.freeSeq, id), nil)
+		t.coolingSize++
 	}
 	if err != nil {
 		return err

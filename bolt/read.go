@@ -2,6 +2,7 @@ package bolt
 
 import (
 	"context"
+	"encoding/binary"
 
 	bbolt "go.etcd.io/bbolt"
 
@@ -9,19 +10,44 @@ import (
 )
 
 // Counts implements idkeeper.LeaseStore. It costs O(log n + k), k being the
-// expired leases not yet reclaimed plus the ended quarantines not yet promoted.
+// expired leases not yet reclaimed plus the ended quarantines and passed cooling
+// watermarks not yet promoted: the indexes are read as they are, and what time has
+// moved on since the last Alloc or Reclaim is judged at now.
 func (s *Store) Counts(ctx context.Context) (idkeeper.Counts, error) {
 	var c idkeeper.Counts
 	err := s.view(ctx, func(t *txn) error {
 		inGrace := countWhile(t.expiry, func(k []byte) bool { return keyTime(k) < t.now })
-		ended := countWhile(t.quar, func(k []byte) bool { return keyTime(k) <= t.now })
-		quarantined := int(t.quarantineSize) - ended
+		ended := collect(t.quar, func(k []byte) bool { return keyTime(k) <= t.now }, -1)
+		quarantined := int(t.quarantineSize) - len(ended)
+		// Cooling entries whose watermark has passed are ready at now.
+		cooling := int(t.coolingSize) - countWhile(t.cooling, func(k []byte) bool { return keyTime(k) < t.now })
+		next := int64(0)
+		if k, _ := t.cooling.Cursor().Seek(binary.BigEndian.AppendUint64(nil, sortable(t.now))); k != nil {
+			next = keyTime(k)
+		}
+		// A node whose quarantine has ended is ready or cooling, as its watermark says.
+		for _, k := range ended {
+			r, err := t.node(keyNode(k))
+			if err != nil {
+				return err
+			}
+			if w := r.fenced(); w >= t.now {
+				if cooling == 0 || w < next {
+					next = w
+				}
+				cooling++
+			}
+		}
 		c = idkeeper.Counts{
 			Total:       int(t.nodeCount),
 			Remaining:   int(t.nodeCount) - int(t.held) - quarantined,
+			Cooling:     cooling,
 			Leased:      int(t.held) - inGrace,
 			InGrace:     inGrace,
 			Quarantined: quarantined,
+		}
+		if cooling > 0 {
+			c.NextReadyAt = msTime(next + 1)
 		}
 		return nil
 	})

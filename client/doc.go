@@ -63,8 +63,10 @@
 // the latest expiry it ever granted for it, so even two processes that hold the
 // same node ID at overlapping real times (a paused VM, a partition, a clock step)
 // never mint the same ID; they can only lose availability. A newly granted node ID
-// may still be cooling: issuing then fails with snowflake.ErrBeforeWindow and Check
-// is red until NotBefore. A wall clock that steps back keeps minting at the last
+// may still be cooling (its previous holder ended without mintedUpTo, or a store
+// reset raised its watermark): issuing then fails with snowflake.ErrBeforeWindow,
+// Check is red with a *CoolingError that says until when, and the session logs it
+// at warn level once per lease. A wall clock that steps back keeps minting at the last
 // timestamp for up to Config.MaxBackwardStep, then fails with
 // snowflake.ErrClockBackwards; a used-up millisecond waits for the next one.
 //

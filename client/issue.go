@@ -188,10 +188,11 @@ func (g *Generator) note(err error) {
 }
 
 // Check returns nil when issuing can succeed now, else the reason: the issuing
-// path's own refusal (ErrNotOpen, ErrClosed, an error wrapping ErrLeaseLost), or a
-// *snowflake.WindowError when the wall clock lies outside a generator's window
-// (before a cooling node ID's NotBefore, or after ExpiresAt). Serve it as the
-// health check: it is never green while issuing fails for lack of a lease.
+// path's own refusal (ErrNotOpen, ErrClosed, an error wrapping ErrLeaseLost), a
+// *CoolingError (wrapping a *snowflake.WindowError) when the wall clock lies before
+// a cooling node ID's NotBefore — its text says until when the generator waits —,
+// or a *snowflake.WindowError when it lies after ExpiresAt. Serve it as the health
+// check: it is never green while issuing fails for lack of a lease.
 func (s *Session) Check() error {
 	if err := s.enter(); err != nil {
 		return err
@@ -209,7 +210,8 @@ func (s *Session) Check() error {
 		}
 		switch {
 		case !nb.IsZero() && ms < first:
-			return &snowflake.WindowError{Err: snowflake.ErrBeforeWindow, NotBefore: nb, ExpiresAt: ex}
+			return &CoolingError{NodeID: g.NodeID(), NotBefore: nb, Wait: time.UnixMilli(first).Sub(s.clk.Now()),
+				Window: &snowflake.WindowError{Err: snowflake.ErrBeforeWindow, NotBefore: nb, ExpiresAt: ex}}
 		case !ex.IsZero() && ms > ex.UnixMilli():
 			return &snowflake.WindowError{Err: snowflake.ErrWindowEnded, NotBefore: nb, ExpiresAt: ex}
 		}

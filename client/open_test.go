@@ -65,6 +65,12 @@ func TestOpenAllocatesRenewsAtOnceAndMints(t *testing.T) {
 	if got := e.pending(); !slices.Equal(got, []time.Duration{24 * time.Hour, 48 * time.Hour}) {
 		t.Errorf("pending timers %v, want the renew at half the lease (24h) and the expiry (48h)", got)
 	}
+	// The log says the lease the session holds: the full one after the first
+	// Renew, not the 10-minute first lease.
+	want := "expiresAt=" + t0.Add(idkeeper.DefaultLeaseDuration).Format("2006-01-02T15:04:05")
+	if logs := e.logs.String(); !strings.Contains(logs, "lease held") || !strings.Contains(logs, want) {
+		t.Errorf("the lease-held log line lacks %s:\n%s", want, logs)
+	}
 }
 
 // Every Alloc and Renew carries clientUtcNow (the session's wall clock, RFC 3339 UTC

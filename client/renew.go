@@ -167,6 +167,7 @@ func (s *Session) renewLocked() error {
 		s.gens[i].m.Load().gen.SetWindow(g.leases[i].NotBefore, l.ExpiresAt)
 	}
 	s.leases = g.leases
+	s.noteCooling(g.leases) // a restored lease's window may start later
 	s.setDeadlineLocked(sent, g)
 	lease := minExpiry(g.leases).Sub(g.serverNow)
 	s.scheduleLocked(max(sent+lease/2-s.clk.Mono(), 0))

@@ -82,6 +82,8 @@ type Session struct {
 	renewTimer  Timer
 	expiryTimer Timer
 
+	cooled sync.Map // coolingKey → struct{}: the leases noteCooling logged
+
 	endOnce sync.Once
 	err     error // why the session ended; read after done is closed
 	done    chan struct{}
@@ -105,6 +107,7 @@ func New(cfg Config) (*Session, error) {
 		drained: make(chan struct{}),
 		done:    make(chan struct{}),
 	}
+	s.api.notice = &keyNotice{clk: cfg.Clock, log: cfg.Logger}
 	s.deadline.Store(notHeld)
 	s.gens = make([]*Generator, cfg.Count)
 	for i := range s.gens {
@@ -215,8 +218,7 @@ func (s *Session) open(ctx context.Context) error {
 	s.state = stateOpen
 	s.setDeadlineLocked(sent, g)
 	s.mu.Unlock()
-	s.log.Info("idkeeper client: lease held", "requester", r.Key(), "nodes", nodeIDs(g.leases),
-		"expiresAt", minExpiry(g.leases), "layout", fmt.Sprintf("%d/%d/%d", g.layout.TimestampBits, g.layout.NodeBits, g.layout.SequenceBits))
+	s.noteCooling(g.leases)
 
 	// The first Renew at once proves the renew path before the program relies on it.
 	s.renewMu.Lock()
@@ -226,11 +228,17 @@ func (s *Session) open(ctx context.Context) error {
 		return fatal
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if r := s.halt.Load(); r != nil {
+		s.mu.Unlock()
 		return r.err
 	}
 	s.opened = true
+	held := s.leases
+	s.mu.Unlock()
+	// Logged after the first Renew, so that expiresAt is the lease the session
+	// holds from now on (the full duration), not the short first lease.
+	s.log.Info("idkeeper client: lease held", "requester", r.Key(), "nodes", nodeIDs(held),
+		"expiresAt", minExpiry(held), "layout", fmt.Sprintf("%d/%d/%d", g.layout.TimestampBits, g.layout.NodeBits, g.layout.SequenceBits))
 	return nil
 }
 

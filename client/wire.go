@@ -51,6 +51,7 @@ type api struct {
 	key     string
 	hc      *http.Client
 	timeout time.Duration
+	notice  *keyNotice // logs the key's announced expiry; nil: not logged
 }
 
 func requesterOf(r idkeeper.Requester) wire.Requester {
@@ -171,6 +172,7 @@ func (a *api) post(ctx context.Context, op, path string, body, out any) error {
 		return fmt.Errorf("idkeeper client: %s: %w", op, err)
 	}
 	defer resp.Body.Close()
+	a.notice.observe(resp.Header)
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
 	if err != nil {
 		return fmt.Errorf("idkeeper client: %s: read answer: %w", op, err)

@@ -239,7 +239,7 @@ func TestIdempotencyRefusedRequestsBindTheKey(t *testing.T) {
 		{"", `{"count":1,"count":2}`, idkeeper.CodeInvalidRequest},
 		{"", `{"count":2,"count":2}`, idkeeper.CodeInvalidRequest},
 		{"", `{"count":0}`, idkeeper.CodeInvalidRequest},
-		{"", `{"count":10001}`, gateway.CodeCountTooLarge},
+		{"", `{"count":10001}`, idkeeper.CodeCountTooLarge},
 		{"", `not json`, idkeeper.CodeInvalidRequest},
 		{"?fromat=string", `{"count":2}`, idkeeper.CodeInvalidRequest},
 	} {

@@ -203,7 +203,7 @@ func countValue(v []byte, max int) (int, error) {
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || n > int64(max) {
-		return 0, &idkeeper.Error{Code: CodeCountTooLarge, Field: "count",
+		return 0, &idkeeper.Error{Code: idkeeper.CodeCountTooLarge, Field: "count",
 			Message: "count is larger than this gateway hands out in one request (" + strconv.Itoa(max) + "); split the request",
 			Details: map[string]any{"maxCount": max}}
 	}

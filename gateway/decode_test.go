@@ -28,8 +28,8 @@ func TestDecodeCount(t *testing.T) {
 		{`{"count":1}`, 1, "", ""},
 		{"\t{ \"count\" :\r\n 10000 }\n", 10000, "", ""},
 		{`{"\u0063ount":3}`, 3, "", ""},
-		{`{"count":123456789}`, 0, CodeCountTooLarge, "count"},
-		{`{"count":10001}`, 0, CodeCountTooLarge, "count"},
+		{`{"count":123456789}`, 0, idkeeper.CodeCountTooLarge, "count"},
+		{`{"count":10001}`, 0, idkeeper.CodeCountTooLarge, "count"},
 		{`{"count":0}`, 0, idkeeper.CodeInvalidRequest, "count"},
 		{`{"count":-0}`, 0, idkeeper.CodeInvalidRequest, "count"},
 		{`{"count":01}`, 0, idkeeper.CodeInvalidRequest, "body"},
@@ -93,7 +93,7 @@ func FuzzDecodeCount(f *testing.F) {
 			t.Fatalf("%q: fast path %d, %v; general %d, %v", body, n, err, slowN, slowErr)
 		}
 		if err != nil {
-			if c := idkeeper.ErrorCode(err); c != idkeeper.CodeInvalidRequest && c != CodeCountTooLarge {
+			if c := idkeeper.ErrorCode(err); c != idkeeper.CodeInvalidRequest && c != idkeeper.CodeCountTooLarge {
 				t.Fatalf("%q: error code %s", body, c)
 			}
 			return

@@ -13,7 +13,8 @@
 //	POST /v1/ids          {"count":N} → 200 {"ids":[…ascending…]}; ?format=string: IDs as JSON strings
 //	GET  /v1/ids/{id}     200 {"id":"…","time":"…","nodeId":17,"sequence":3}
 //	GET  /v1/version      200 {"version":"…","commit":"…","layout":{…}}
-//	GET  /health          200 {"status":"ok"} exactly when a mint succeeds now, else 503
+//	GET  /health          200 {"status":"ok"} exactly when a mint succeeds now (and, when a
+//	                      key is required, the idempotency store answers), else 503
 //	GET  /readyz          the same condition as /health
 //	GET  /livez           200 until the source has ended for good, then 503
 //	GET  /metrics         Prometheus
@@ -32,6 +33,8 @@
 package gateway
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -266,27 +269,44 @@ func (s *Server) version(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, v)
 }
 
+// healthStoreTimeout bounds the idempotency store's answer to a health check.
+const healthStoreTimeout = 2 * time.Second
+
 // canIssue is the health condition: the source's Check, then one ID minted and
 // dropped, so that every refusal of the issuing path (a clock stepped back past
-// the tolerated step, for one, which Check does not see) turns health red too.
-func (s *Server) canIssue() error {
+// the tolerated step, for one, which Check does not see) turns health red too;
+// and, when every POST /v1/ids needs an Idempotency-Key, the idempotency store
+// answering, since no request can succeed without it.
+func (s *Server) canIssue(ctx context.Context) error {
 	if err := s.src.Check(); err != nil {
 		return err
 	}
 	var one [1]int64
-	return s.src.NextIDs(one[:])
+	if err := s.src.NextIDs(one[:]); err != nil {
+		return err
+	}
+	if svc := s.opts.Idempotency; svc != nil && svc.Required() {
+		ctx, cancel := context.WithTimeout(ctx, healthStoreTimeout)
+		defer cancel()
+		if err := svc.Check(ctx); err != nil {
+			// The cause (an address, a dial error) goes to the log, not to callers.
+			s.log.Warn("health: the idempotency store does not answer", "err", err)
+			return errors.New("every request needs an Idempotency-Key, and " + idkeeper.ErrorMessage(err))
+		}
+	}
+	return nil
 }
 
-func (s *Server) health(w http.ResponseWriter, _ *http.Request) {
-	if err := s.canIssue(); err != nil {
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	if err := s.canIssue(r.Context()); err != nil {
 		writeProblem(w, unavailable(err))
 		return
 	}
 	writeJSON(w, wire.StatusResponse{Status: "ok"})
 }
 
-func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
-	if err := s.canIssue(); err != nil {
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if err := s.canIssue(r.Context()); err != nil {
 		writeProblem(w, &idkeeper.Error{Code: idkeeper.CodeNotReady, Message: "the gateway cannot issue IDs now: " + err.Error(), Err: err})
 		return
 	}

@@ -329,9 +329,9 @@ func TestRequestValidation(t *testing.T) {
 		{g, "", `{"count":1} {}`, "", 400, idkeeper.CodeInvalidRequest, "body"},
 		{g, "", `{"count":1`, "", 400, idkeeper.CodeInvalidRequest, "body"},
 		{g, "", ` `, "", 400, idkeeper.CodeInvalidRequest, "body"},
-		{g, "", `{"count":10001}`, "", 400, gateway.CodeCountTooLarge, "count"},
-		{g, "", `{"count":99999999999999999999999}`, "", 400, gateway.CodeCountTooLarge, "count"},
-		{small, "", `{"count":51}`, "", 400, gateway.CodeCountTooLarge, "count"},
+		{g, "", `{"count":10001}`, "", 400, idkeeper.CodeCountTooLarge, "count"},
+		{g, "", `{"count":99999999999999999999999}`, "", 400, idkeeper.CodeCountTooLarge, "count"},
+		{small, "", `{"count":51}`, "", 400, idkeeper.CodeCountTooLarge, "count"},
 		{g, "format=xml", `{"count":1}`, "", 400, idkeeper.CodeInvalidRequest, "format"},
 		{g, "fromat=string", `{"count":1}`, "", 400, idkeeper.CodeInvalidRequest, "fromat"},
 		{g, "format=string&format=string", `{"count":1}`, "", 400, idkeeper.CodeInvalidRequest, "format"},
@@ -353,7 +353,7 @@ func TestRequestValidation(t *testing.T) {
 		if f, _ := p["field"].(string); f != c.field {
 			t.Errorf("%s %.40s: field %q, want %q", path, c.body, f, c.field)
 		}
-		if c.code == gateway.CodeCountTooLarge && p["maxCount"] != float64(c.g.srv.MaxCount()) {
+		if c.code == idkeeper.CodeCountTooLarge && p["maxCount"] != float64(c.g.srv.MaxCount()) {
 			t.Errorf("COUNT_TOO_LARGE without maxCount %d: %v", c.g.srv.MaxCount(), p)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -200,5 +201,44 @@ func TestTwoGatewaysShareIdempotencyOnRedis(t *testing.T) {
 	cb, _, _ := srcB.reset()
 	if ca+cb != 1 {
 		t.Fatalf("gateways minted %d + %d times for one key, want 1 in all", ca, cb)
+	}
+}
+
+// With a key required, the gateway can serve nothing while the idempotency store
+// is down, so /health and /readyz are red then, and green again once it is back.
+// Without the requirement, keyless requests still work and health stays green.
+func TestHealthCoversTheIdempotencyStoreWhenAKeyIsRequired(t *testing.T) {
+	reg := startRegistry(t, nil)
+	src := reg.open(t, 1)
+	rs := redistest.Start(t)
+	store, err := redis.OpenIdempotency(rs.URL(), redis.Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	required := startGateway(t, src, gateway.Options{Idempotency: newIdempotency(t, store, true)})
+	optional := startGateway(t, src, gateway.Options{Idempotency: newIdempotency(t, store, false)})
+	for _, g := range []*gw{required, optional} {
+		if a := g.get("/health"); a.status != http.StatusOK {
+			t.Fatalf("/health with the store up: %d %s", a.status, a.body)
+		}
+	}
+	rs.Stop(t)
+	a := required.get("/health")
+	a.problem(t, http.StatusServiceUnavailable, gateway.CodeIssuingUnavailable)
+	if !strings.Contains(string(a.body), "Idempotency-Key") || strings.Contains(string(a.body), "127.0.0.1") {
+		t.Fatalf("/health with the store down: %s; want the reason, without the store's address", a.body)
+	}
+	required.get("/readyz").problem(t, http.StatusServiceUnavailable, idkeeper.CodeNotReady)
+	if a := optional.get("/health"); a.status != http.StatusOK {
+		t.Fatalf("/health of a gateway that does not require a key, store down: %d %s", a.status, a.body)
+	}
+	rs.Restart(t)
+	deadline := time.Now().Add(10 * time.Second)
+	for required.get("/health").status != http.StatusOK {
+		if time.Now().After(deadline) {
+			t.Fatal("/health stayed red after the store came back")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

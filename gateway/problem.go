@@ -9,14 +9,12 @@ import (
 
 // Error codes of the gateway, sent as the `code` member of problem+json; their
 // HTTP status and title are registered with internal/problem below. The gateway
-// also answers with the idkeeper codes INVALID_REQUEST, API_KEY_MISSING,
+// also answers with the idkeeper codes INVALID_REQUEST, COUNT_TOO_LARGE (count
+// above Options.MaxCount, with a maxCount member), API_KEY_MISSING,
 // API_KEY_INVALID, UNSUPPORTED_MEDIA_TYPE, BODY_TOO_LARGE, NOT_FOUND,
 // METHOD_NOT_ALLOWED, NOT_READY and INTERNAL, and with those of the idempotency
 // package.
 const (
-	// CodeCountTooLarge (400): count is above Options.MaxCount; the problem carries
-	// a maxCount member.
-	CodeCountTooLarge idkeeper.Code = "COUNT_TOO_LARGE"
 	// CodeIssuingUnavailable (503, Retry-After): the gateway cannot mint now: it
 	// holds no lease yet, has lost it, a node ID is still cooling, or the clock is
 	// unusable. No ID of the request was handed out.
@@ -25,7 +23,6 @@ const (
 
 func init() {
 	problem.Register(map[idkeeper.Code]problem.Entry{
-		CodeCountTooLarge:      {Status: http.StatusBadRequest, Title: "Count too large"},
 		CodeIssuingUnavailable: {Status: http.StatusServiceUnavailable, Title: "Issuing unavailable"},
 	})
 }

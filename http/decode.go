@@ -54,7 +54,9 @@ func decodeAllocRequest(body []byte) (idkeeper.AllocRequest, error) {
 	if req.Requester, err = requesterMember(m); err != nil {
 		return idkeeper.AllocRequest{}, err
 	}
-	count, ok, err := intMember(m, "", "count", 1, idkeeper.MaxCount)
+	// Above MaxCount is the Registry's COUNT_TOO_LARGE, the gateway's code for a
+	// count above its limit too; an integer past int64 is no count at all.
+	count, ok, err := intMember(m, "", "count", 1, math.MaxInt64)
 	if err != nil {
 		return idkeeper.AllocRequest{}, err
 	}

@@ -57,7 +57,7 @@ func TestDecodeInvalid(t *testing.T) {
 		{"missing count", `{"requester":` + r + `}`, "count"},
 		{"count zero", `{"requester":` + r + `,"count":0}`, "count"},
 		{"count negative", `{"requester":` + r + `,"count":-1}`, "count"},
-		{"count too big", `{"requester":` + r + `,"count":4097}`, "count"},
+		{"count past int64", `{"requester":` + r + `,"count":9223372036854775808}`, "count"},
 		{"count fraction", `{"requester":` + r + `,"count":1.5}`, "count"},
 		{"count exponent", `{"requester":` + r + `,"count":1e2}`, "count"},
 		{"count string", `{"requester":` + r + `,"count":"1"}`, "count"},

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"net/http/httptest"
 	"net/netip"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/internal/problem"
@@ -89,5 +91,18 @@ func TestProblemBody(t *testing.T) {
 		if e, _ := problem.Lookup(code); e.Status == 500 && code != idkeeper.CodeInternal {
 			t.Errorf("%s has no status of its own", code)
 		}
+	}
+}
+
+// A machine ID becomes a label of at most maxMachineLabel bytes, valid UTF-8, and
+// two long ones that share their first bytes keep apart.
+func TestMachineLabel(t *testing.T) {
+	if got := machineLabel("pod-7f9c"); got != "pod-7f9c" {
+		t.Errorf("short machine ID %q became %q", "pod-7f9c", got)
+	}
+	long := strings.Repeat("ä", 100) // 200 bytes
+	a, b := machineLabel(long+"a"), machineLabel(long+"b")
+	if len(a) > maxMachineLabel || !utf8.ValidString(a) || a == b || !strings.HasPrefix(a, "ää") {
+		t.Errorf("labels %q (%d bytes) and %q", a, len(a), b)
 	}
 }

@@ -2,6 +2,7 @@ package http_test
 
 import (
 	"bytes"
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -26,14 +27,20 @@ func TestMetricsLint(t *testing.T) {
 	h.post("/v1/leases", `{"requester":`+who+`,"count":2,"clientUtcNow":"`+ts(start.Add(-time.Hour))+`"}`).problem(t, idkeeper.CodeClockSkewTooLarge)
 	h.post("/v1/leases", `{"requester":`+who+`,"count":2,"clientUtcNow":"`+ts(start)+`"}`).ok(t)
 	h.post("/v1/leases/renew", `{"requester":`+who+`,"clientUtcNow":"`+ts(start)+`"}`).ok(t)
-	h.post("/v1/leases/remove", `{"requester":`+who+`}`).ok(t)
+	if _, _, err := h.reg.Cleanup(context.Background()); err != nil { // the machine gauges
+		t.Fatal(err)
+	}
+	h.post("/v1/leases/remove", `{"requester":`+who+`}`).ok(t) // cooling: the next-ready gauge
 
 	r := h.get("/metrics", "X-API-Key", "")
 	if r.status != 200 {
 		t.Fatalf("/metrics: %d", r.status)
 	}
-	if !strings.Contains(string(r.raw), "idkeeper_nodes ") {
-		t.Fatalf("/metrics lacks the pool gauges:\n%s", r.raw)
+	for _, s := range []string{"idkeeper_nodes ", "idkeeper_nodes_cooling 2", "idkeeper_nodes_next_ready_timestamp_seconds ",
+		`idkeeper_machine_node_ids{machine_id="host-a"} 2`, "idkeeper_cooling_grants_total 0"} {
+		if !strings.Contains(string(r.raw), s) {
+			t.Fatalf("/metrics lacks %q:\n%s", s, r.raw)
+		}
 	}
 	lintClean(t, r.raw)
 }

@@ -31,11 +31,18 @@ const poolScrapeTimeout = 5 * time.Second
 //	idkeeper_store_clock_ok                       1 while the store's clock agrees with this replica's, else 0
 //	idkeeper_store_clock_offset_seconds           store clock − this replica's clock, last measured
 //	idkeeper_renew_evidence_total{kind}           restored and contested node IDs, ignored evidence (bad_receipt, bare_token)
+//	idkeeper_cooling_grants_total                 node IDs newly granted with a window that opens after the grant
+//	idkeeper_machine_node_ids{machine_id}         node IDs held by the sessions of a machine ID ┐ for the 10 machine IDs
+//	idkeeper_machine_sessions{machine_id}         sessions of a machine ID holding leases       │ holding the most node
+//	idkeeper_machine_overdue_sessions{machine_id} of those, sessions that missed a renewal       ┘ IDs (machines.go)
+//	idkeeper_machines                             machine IDs whose sessions hold leases
 //
 // and, after CollectPool, gauges read from the store at scrape time:
 //
-//	idkeeper_nodes, idkeeper_nodes_free, idkeeper_nodes_leased,
-//	idkeeper_nodes_in_grace, idkeeper_nodes_quarantined, idkeeper_store_up
+//	idkeeper_nodes, idkeeper_nodes_free, idkeeper_nodes_cooling, idkeeper_nodes_leased,
+//	idkeeper_nodes_next_ready_timestamp_seconds (only while a node ID cools),
+//	idkeeper_nodes_in_grace, idkeeper_nodes_quarantined, idkeeper_store_up,
+//	idkeeper_api_key_time_to_expiry_seconds
 //
 // The names pass promlint (`promtool check metrics`): _total only on counters,
 // base units as suffixes. idkeeper_nodes was idkeeper_nodes_total before issue #9.
@@ -52,6 +59,8 @@ type Metrics struct {
 	clockOK   prometheus.Gauge
 	offset    prometheus.Gauge
 	evidence  *prometheus.CounterVec
+	cooling   prometheus.Counter
+	machine   machineGauges
 }
 
 // phases are the values of the phase label.
@@ -113,7 +122,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "What renewals' evidence came to: restored and contested node IDs after a reset; ignored evidence (bad_receipt: a receipt that does not verify; bare_token: a fencing token without a receipt).",
 		}, []string{"kind"}),
 	}
-	cs := []prometheus.Collector{m.duration, m.skew, m.runs, m.reclaimed, m.overruns, m.resets, m.phase, m.clockOK, m.offset, m.evidence}
+	m.cooling = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "idkeeper_cooling_grants_total",
+		Help: "Node IDs newly granted by Alloc whose window opens after the grant (notBefore after now): their holder waits to mint.",
+	})
+	m.machine = newMachineGauges()
+	cs := []prometheus.Collector{m.duration, m.skew, m.runs, m.reclaimed, m.overruns, m.resets, m.phase, m.clockOK, m.offset,
+		m.evidence, m.cooling, m.machine.nodes, m.machine.sessions, m.machine.overdue, m.machine.count}
 	for _, k := range []string{"restored", "contested", "bad_receipt", "bare_token"} {
 		m.evidence.WithLabelValues(k)
 	}
@@ -192,21 +207,30 @@ func (m *Metrics) Evidence(kind string, n int) {
 	m.evidence.WithLabelValues(kind).Add(float64(n))
 }
 
+// CoolingGrants implements idkeeper.Observer.
+func (m *Metrics) CoolingGrants(n int) { m.cooling.Add(float64(n)) }
+
+// Machines implements idkeeper.Observer.
+func (m *Metrics) Machines(top []idkeeper.MachineLeases, machines int) { m.machine.set(top, machines) }
+
 // CollectPool registers, with the Registerer given to NewMetrics, gauges of reg's
 // node pool that are read with reg.Remaining at every scrape. When the store does not
 // answer, or the registry does not serve (it waits for init or recovers a reset),
 // idkeeper_store_up is 0 and the pool gauges are left out of that scrape.
-// It panics when called twice, and does nothing when NewMetrics got a nil Registerer.
+// It registers the API-key expiry gauge too (idkeeper_api_key_time_to_expiry_seconds,
+// see keyExpiryCollector). It panics when called twice, and does nothing when
+// NewMetrics got a nil Registerer.
 func (m *Metrics) CollectPool(reg *idkeeper.Registry) {
 	if m.reg == nil {
 		return
 	}
-	m.reg.MustRegister(newPoolCollector(reg))
+	m.reg.MustRegister(newPoolCollector(reg), newKeyExpiryCollector(reg))
 }
 
 type poolCollector struct {
 	reg                                           *idkeeper.Registry
 	total, free, leased, inGrace, quarantined, up *prometheus.Desc
+	cooling, nextReady                            *prometheus.Desc
 }
 
 func newPoolCollector(reg *idkeeper.Registry) *poolCollector {
@@ -216,7 +240,9 @@ func newPoolCollector(reg *idkeeper.Registry) *poolCollector {
 	return &poolCollector{
 		reg:         reg,
 		total:       d("nodes", "Node IDs in the pool."),
-		free:        d("nodes_free", "Node IDs free and allocatable now (the Remaining count)."),
+		free:        d("nodes_free", "Node IDs free and allocatable now (the Remaining count): ready ones and cooling ones."),
+		cooling:     d("nodes_cooling", "Free node IDs that are cooling: a grant of one opens its window only later (part of nodes_free)."),
+		nextReady:   d("nodes_next_ready_timestamp_seconds", "When the first cooling node ID turns ready (Unix time); absent while none cools."),
 		leased:      d("nodes_leased", "Node IDs held by a lease that has not expired."),
 		inGrace:     d("nodes_in_grace", "Node IDs held by an expired lease inside the cleanup grace period."),
 		quarantined: d("nodes_quarantined", "Free node IDs not allocatable before their quarantine ends."),
@@ -225,7 +251,7 @@ func newPoolCollector(reg *idkeeper.Registry) *poolCollector {
 }
 
 func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.total, c.free, c.leased, c.inGrace, c.quarantined, c.up} {
+	for _, d := range []*prometheus.Desc{c.total, c.free, c.cooling, c.nextReady, c.leased, c.inGrace, c.quarantined, c.up} {
 		ch <- d
 	}
 }
@@ -242,7 +268,11 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, g := range []struct {
 		d *prometheus.Desc
 		v int
-	}{{c.total, n.Total}, {c.free, n.Remaining}, {c.leased, n.Leased}, {c.inGrace, n.InGrace}, {c.quarantined, n.Quarantined}} {
+	}{{c.total, n.Total}, {c.free, n.Remaining}, {c.cooling, n.Cooling}, {c.leased, n.Leased}, {c.inGrace, n.InGrace},
+		{c.quarantined, n.Quarantined}} {
 		ch <- prometheus.MustNewConstMetric(g.d, prometheus.GaugeValue, float64(g.v))
+	}
+	if !n.NextReadyAt.IsZero() {
+		ch <- prometheus.MustNewConstMetric(c.nextReady, prometheus.GaugeValue, float64(n.NextReadyAt.UnixMilli())/1000)
 	}
 }

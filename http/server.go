@@ -1,14 +1,16 @@
 // Package http is the registry's REST API (DESIGN §10): Alloc, Renew, Remove and
-// Remaining under /v1/leases, /v1/version, the health probes /livez and /readyz, and
-// Prometheus /metrics.
+// Remaining under /v1/leases, /v1/version, the health probes /livez and /readyz,
+// Prometheus /metrics, and the admin API under /admin/api/ (AdminPrefix: API keys,
+// for admin keys only).
 //
 // Every /v1 route but /v1/version checks, in this order, the client's IP address
 // against the allow-list (403 IP_NOT_ALLOWED), that the registry serves (503
 // STORE_NOT_INITIALISED while it waits for `idkeeper init`, STORE_RECOVERING while
 // it recovers from a store reset, both with Retry-After: never a 401 for a key it
 // cannot read yet), and the X-API-Key header (401 API_KEY_MISSING, API_KEY_INVALID,
-// API_KEY_EXPIRED). Renew and Remove of leases another key allocated answer 403
-// LEASE_NOT_OWNED. Request bodies are JSON
+// API_KEY_EXPIRED); an answer to a key that expires within 14 days carries a
+// Warning header (see authed). Renew and Remove of leases another key allocated
+// answer 403 LEASE_NOT_OWNED. Request bodies are JSON
 // (Content-Type application/json, at most Options.MaxBodyBytes), decoded strictly:
 // unknown or duplicate members, trailing data and out-of-range values are 400
 // INVALID_REQUEST with a "field" member, and nothing is written. Every error is an
@@ -108,6 +110,7 @@ func NewServer(reg *idkeeper.Registry, opts Options) (*Server, error) {
 	mux.Handle("POST /v1/leases/remove", s.v1(s.remove))
 	mux.Handle("GET /v1/leases/remaining", s.v1(s.remaining))
 	mux.HandleFunc("GET /v1/version", s.version)
+	s.adminRoutes(mux)
 	mux.HandleFunc("GET /livez", s.livez)
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{
@@ -131,47 +134,9 @@ type caller struct {
 // the 200 body, or an error sent as problem+json.
 type apiFunc func(w http.ResponseWriter, r *http.Request, c caller) (any, error)
 
-// v1 wraps h in the IP allow-list and API-key checks and the request timeout.
-func (s *Server) v1(h apiFunc) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ip, err := clientIP(r, s.opts.TrustedProxies)
-		remote := ip.String()
-		if err != nil {
-			remote = r.RemoteAddr
-		}
-		if info := infoFrom(r.Context()); info != nil {
-			info.remoteIP = remote
-		}
-		if len(s.opts.AllowedIPs) > 0 && (err != nil || !inPrefixes(s.opts.AllowedIPs, ip)) {
-			if err != nil {
-				s.log.Warn("cannot tell the client's address", "err", err)
-			}
-			s.writeProblem(w, r, idkeeper.Errorf(idkeeper.CodeIPNotAllowed, "requests from %s are not allowed", remote))
-			return
-		}
-		if err := s.reg.Serving(); err != nil {
-			s.writeProblem(w, r, err)
-			return
-		}
-		ctx, cancel := context.WithTimeout(r.Context(), s.opts.Timeout)
-		defer cancel()
-		r = r.WithContext(ctx)
-		key, err := s.reg.Authenticate(ctx, r.Header.Get(APIKeyHeader))
-		if err != nil {
-			s.writeProblem(w, r, err)
-			return
-		}
-		if info := infoFrom(ctx); info != nil {
-			info.keyID = key.ID
-		}
-		body, err := h(w, r, caller{remoteIP: remote, key: key})
-		if err != nil {
-			s.writeProblem(w, r, err)
-			return
-		}
-		s.writeJSON(w, body)
-	})
-}
+// v1 wraps h in the IP allow-list and API-key checks and the request timeout
+// (authed).
+func (s *Server) v1(h apiFunc) http.Handler { return s.authed(h, false) }
 
 // readBody returns the request body after checking its media type and size.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
@@ -253,7 +218,12 @@ func (s *Server) remaining(_ http.ResponseWriter, r *http.Request, _ caller) (an
 	if err != nil {
 		return nil, err
 	}
-	return wire.RemainingResponse{Total: c.Total, Remaining: c.Remaining, Leased: c.Leased, InGrace: c.InGrace, Quarantined: c.Quarantined}, nil
+	out := wire.RemainingResponse{Total: c.Total, Remaining: c.Remaining, Leased: c.Leased, InGrace: c.InGrace,
+		Quarantined: c.Quarantined, Cooling: c.Cooling}
+	if !c.NextReadyAt.IsZero() {
+		out.NextReadyAt = wire.FormatTime(c.NextReadyAt)
+	}
+	return out, nil
 }
 
 func (s *Server) version(w http.ResponseWriter, _ *http.Request) {

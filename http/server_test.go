@@ -82,15 +82,20 @@ func scenario(t *testing.T, h *harness) {
 	}
 
 	r = h.get("/v1/leases/remaining").ok(t)
-	assertKeys(t, r.raw, "total", "remaining", "leased", "inGrace", "quarantined")
+	assertKeys(t, r.raw, "total", "remaining", "leased", "inGrace", "quarantined", "cooling")
 	assertCounts(t, r, 4096, 4094, 2, 0, 0)
 
-	r = h.post("/v1/leases/remove", `{"requester":`+who+`,"mintedUpTo":"`+ts(now)+`"}`).ok(t)
+	// As the README: nothing minted, so mintedUpTo is the epoch; ready at once.
+	r = h.post("/v1/leases/remove", `{"requester":`+who+`,"mintedUpTo":"2026-01-01T00:00:00.000Z"}`).ok(t)
 	assertKeys(t, r.raw, "removed")
 	if r.num("removed") != 2 {
 		t.Fatalf("remove: %s", r.raw)
 	}
-	assertCounts(t, h.get("/v1/leases/remaining").ok(t), 4096, 4096, 0, 0, 0)
+	r = h.get("/v1/leases/remaining").ok(t)
+	assertCounts(t, r, 4096, 4096, 0, 0, 0)
+	if r.num("cooling") != 0 || r.str("nextReadyAt") != "" {
+		t.Fatalf("remaining after a remove with mintedUpTo: %s", r.raw)
+	}
 
 	// Holding nothing now: renew answers the definite empty list, remove 0.
 	r = h.post("/v1/leases/renew", `{"requester":`+who+`}`).ok(t)
@@ -265,7 +270,6 @@ func TestBadInputWritesNothing(t *testing.T) {
 		{"/v1/leases", good + `{}`, "body"},
 		{"/v1/leases", `{"requester":` + who + `,"count":1,"priority":9}`, "priority"},
 		{"/v1/leases", `{"requester":` + who + `,"count":0}`, "count"},
-		{"/v1/leases", `{"requester":` + who + `,"count":4097}`, "count"},
 		{"/v1/leases", `{"requester":{"machineId":"","pid":1,"startedAt":"2026-03-01T09:00:00Z"},"count":1}`, "requester.machineId"},
 		{"/v1/leases", `{"requester":{"machineId":"a","pid":0,"startedAt":"2026-03-01T09:00:00Z"},"count":1}`, "requester.pid"},
 		{"/v1/leases", `{"requester":{"machineId":"a","pid":1,"startedAt":"March 1st"},"count":1}`, "requester.startedAt"},
@@ -282,10 +286,18 @@ func TestBadInputWritesNothing(t *testing.T) {
 			t.Errorf("%s %s: field %q, want %q (%s)", c.path, c.body, r.str("field"), c.field, r.str("detail"))
 		}
 	}
-	// A count the pool cannot hold is refused by the registry, naming count.
+	// A count above 4096, or above what the pool holds, is COUNT_TOO_LARGE (the
+	// gateway's code for a count above its limit too), with the most allowed.
 	small := newBolt(t, withConfig(func(c *idkeeper.Config) { c.Nodes = 3 }))
-	if r := small.post("/v1/leases", `{"requester":`+who+`,"count":4}`).problem(t, idkeeper.CodeInvalidRequest); r.str("field") != "count" {
-		t.Fatalf("field %q", r.str("field"))
+	for _, c := range []struct {
+		h    *harness
+		body string
+		most int64
+	}{{h, `{"requester":` + who + `,"count":4097}`, 4096}, {h, `{"requester":` + who + `,"count":99999999999}`, 4096}, {small, `{"requester":` + who + `,"count":4}`, 3}} {
+		r := c.h.post("/v1/leases", c.body).problem(t, idkeeper.CodeCountTooLarge)
+		if r.str("field") != "count" || r.num("maxCount") != c.most {
+			t.Fatalf("%s: %s; want field count, maxCount %d", c.body, r.raw, c.most)
+		}
 	}
 
 	ctx := context.Background()

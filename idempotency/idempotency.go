@@ -230,6 +230,21 @@ func (s *Service) TTL() time.Duration { return s.ttl }
 // Required reports whether Wrap requires a key.
 func (s *Service) Required() bool { return s.required }
 
+// Check reports whether the store answers, through its Ping (Pinger) when it has
+// one, within ctx: nil, or a STORE_UNAVAILABLE Error. A service that requires a
+// key cannot serve while its store is down, so its health check should include
+// this.
+func (s *Service) Check(ctx context.Context) error {
+	p, ok := s.store.(Pinger)
+	if !ok {
+		return nil
+	}
+	if err := p.Ping(ctx); err != nil {
+		return &idkeeper.Error{Code: idkeeper.CodeStoreUnavailable, Message: "the idempotency store does not answer", Err: err}
+	}
+	return nil
+}
+
 // MaxRecords is the cap on one caller's records; 0 for none.
 func (s *Service) MaxRecords() int { return s.maxRecords }
 

@@ -54,6 +54,12 @@ func Owner(caller, operation string) string {
 	return operation + ":" + hex.EncodeToString(h.Sum(nil)[:16])
 }
 
+// Pinger is the optional interface of a store that can tell whether it answers;
+// both stores of this module have it.
+type Pinger interface {
+	Ping(ctx context.Context) error
+}
+
 // HeaderEncoding is the name under which a stored record's Metadata (the
 // replayable headers) holds the name of the Codec that encoded its body. It is not a valid HTTP field name, so
 // it can never be a header of an answer; a Service strips it before replaying. A

@@ -23,13 +23,14 @@ type apiKeyRecord struct {
 	ExpiresAt   time.Time `json:"expiresAt"`
 	MaxNodes    int       `json:"maxNodes,omitempty"`
 	Bootstrap   bool      `json:"bootstrap,omitempty"`
+	Admin       bool      `json:"admin,omitempty"` // absent in records written before it: not an admin key
 	RevokedAt   time.Time `json:"revokedAt"`
 	LastUsedAt  time.Time `json:"lastUsedAt"`
 }
 
 func encodeAPIKey(k idkeeper.APIKey) (string, error) {
 	b, err := json.Marshal(apiKeyRecord{Hash: k.Hash, Description: k.Description, CreatedAt: idkeeper.Millis(k.CreatedAt),
-		ExpiresAt: idkeeper.Millis(k.ExpiresAt), MaxNodes: k.MaxNodes, Bootstrap: k.Bootstrap,
+		ExpiresAt: idkeeper.Millis(k.ExpiresAt), MaxNodes: k.MaxNodes, Bootstrap: k.Bootstrap, Admin: k.Admin,
 		RevokedAt: idkeeper.Millis(k.RevokedAt), LastUsedAt: idkeeper.Millis(k.LastUsedAt)})
 	if err != nil {
 		return "", fmt.Errorf("redis: api key: %w", err)
@@ -43,7 +44,7 @@ func decodeAPIKey(id, v string) (idkeeper.APIKey, error) {
 		return idkeeper.APIKey{}, fmt.Errorf("redis: malformed api key %q: %w", id, err)
 	}
 	return idkeeper.APIKey{ID: id, Hash: r.Hash, Description: r.Description, CreatedAt: r.CreatedAt.UTC(),
-		ExpiresAt: r.ExpiresAt.UTC(), MaxNodes: r.MaxNodes, Bootstrap: r.Bootstrap, RevokedAt: r.RevokedAt.UTC(),
+		ExpiresAt: r.ExpiresAt.UTC(), MaxNodes: r.MaxNodes, Bootstrap: r.Bootstrap, Admin: r.Admin, RevokedAt: r.RevokedAt.UTC(),
 		LastUsedAt: r.LastUsedAt.UTC()}, nil
 }
 

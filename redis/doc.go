@@ -34,7 +34,7 @@
 //	{idkeeper}:free:seq           hash: node ID → its free sequence number
 //	{idkeeper}:locks              hash: job name → "lockedAt,until,owner"
 //	{idkeeper}:apikeys            hash: key ID → JSON (hash, description, createdAt, expiresAt,
-//	                              maxNodes, bootstrap, revokedAt, lastUsedAt)
+//	                              maxNodes, bootstrap, admin, revokedAt, lastUsedAt)
 //	{idkeeper}:skew:<requester>   string: JSON observation, PEXPIRE ttl
 //	{idkeeper}:skew-index         zset: requester key by lapse time (store clock)
 //

@@ -89,6 +89,9 @@ func (i *IdempotencyStore) Close() error {
 	return i.s.Close()
 }
 
+// Ping checks that Redis answers.
+func (i *IdempotencyStore) Ping(ctx context.Context) error { return i.s.Ping(ctx) }
+
 // Key is the Redis key of scope's record.
 func (i *IdempotencyStore) Key(scope string) string { return i.prefix + scope }
 

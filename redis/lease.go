@@ -255,17 +255,23 @@ func (s *Store) Quarantine(ctx context.Context, g idkeeper.Guard, until time.Tim
 	return err
 }
 
-// Counts returns the state of the pool at the store's now, in O(log n).
+// Counts returns the state of the pool at the store's now, in O(log n + k), k being
+// the ended quarantines not yet promoted (counts.lua).
 func (s *Store) Counts(ctx context.Context) (idkeeper.Counts, error) {
 	v, err := s.run(ctx, scriptCounts, s.keys.lease, false, s.nowArg())
 	if err != nil {
 		return idkeeper.Counts{}, wrap("counts", err)
 	}
-	a, err := ints(v, 6)
+	a, err := ints(v, 8)
 	if err != nil {
 		return idkeeper.Counts{}, err
 	}
-	return idkeeper.Counts{Total: int(a[0]), Remaining: int(a[1]), Leased: int(a[2]), InGrace: int(a[3]), Quarantined: int(a[4])}, nil
+	c := idkeeper.Counts{Total: int(a[0]), Remaining: int(a[1]), Leased: int(a[2]), InGrace: int(a[3]),
+		Quarantined: int(a[4]), Cooling: int(a[6])}
+	if c.Cooling > 0 {
+		c.NextReadyAt = time.UnixMilli(a[7]).UTC()
+	}
+	return c, nil
 }
 
 // Leases returns every lease, expired ones included, sorted by NodeID.

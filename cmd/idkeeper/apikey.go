@@ -13,16 +13,21 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/bolt"
 )
 
 const apikeyUsage = `Usage:
-  idkeeper apikey create --description TEXT [--expires 720h] [--max-nodes N] [--store …]
-  idkeeper apikey list [--format table|json] [--store …]
-  idkeeper apikey revoke ID [--store …]
+  idkeeper apikey create --description TEXT [--expires DURATION] [--max-nodes N] [--admin] [--store … | --server URL]
+  idkeeper apikey list [--format table|json] [--store … | --server URL]
+  idkeeper apikey revoke ID [--store … | --server URL]
 
 create makes an API key for the /v1 API and prints it once on standard output. Only
-its hash is stored: a lost key cannot be shown again, only replaced. --max-nodes is
-the key's quota: the most node IDs its leases may hold at once (0: none).
+its hash is stored: a lost key cannot be shown again, only replaced. A key never
+expires unless --expires gives it a lifetime (e.g. 2160h); the server warns about
+a key in use 14 days before it expires (log, metric, and a Warning header to its
+clients). --max-nodes is the key's quota: the most node IDs its leases may hold at
+once (0: none). --admin makes a key that may also use the admin API (/admin/api/):
+manage keys on a running server.
 
 list shows every key: its ID, description, creation, expiry, last use, quota, the
 node IDs its leases hold now, and whether it is active, expired or revoked.
@@ -30,6 +35,12 @@ node IDs its leases hold now, and whether it is active, expired or revoked.
 revoke ends a key at once: every request with it is refused (401). Its leases are
 not taken away: their holders cannot renew them and stop at their expiry; the
 server reclaims the node IDs after expiry + grace. A revoked key stays listed.
+
+Where: --store works on the store directly (a bolt file only while no server holds
+it). --server URL works through a running registry server's admin API, with an
+admin API key from IDKEEPER_ADMIN_API_KEY, IDKEEPER_ADMIN_API_KEY_FILE or
+--admin-api-key-file (never needed on the command line); --server-ca-file trusts
+the CA of an https:// server. The output is the same either way.
 `
 
 // runAPIKey is the apikey command: create, list, revoke.
@@ -76,18 +87,125 @@ func (k *keyStoreFlags) open(ctx context.Context, stderr io.Writer) (idkeeper.St
 	return openStore(ctx, k.store, storeOptions{Logger: log, RedisPrefix: k.redisPrefix})
 }
 
+// keyFlags are the flags of the apikey commands: where the keys are (a store, or
+// a running server's admin API) and logging.
+type keyFlags struct {
+	keyStoreFlags
+	server, serverCA, adminKey string
+	adminKeyFlag               *secretFlag
+}
+
+func (k *keyFlags) register(fs *flag.FlagSet) {
+	k.keyStoreFlags.register(fs)
+	fs.StringVar(&k.server, "server", "", "work through this running registry server's admin API (http:// or https:// base URL) instead of --store")
+	fs.StringVar(&k.serverCA, "server-ca-file", "", "PEM bundle of the CAs to trust for an https:// --server, besides the system's")
+	k.adminKeyFlag = secretVar(fs, &k.adminKey, "admin-api-key", "", "admin API key for --server (prefer --admin-api-key-file or "+AdminKeyEnv+": a flag shows in ps)", always)
+}
+
+// backend opens where the keys are: the server's admin API with --server, else the
+// store.
+func (k *keyFlags) backend(ctx context.Context, stderr io.Writer) (keyBackend, error) {
+	if k.server == "" {
+		s, err := k.open(ctx, stderr)
+		if errors.Is(err, bolt.ErrLocked) {
+			return nil, fmt.Errorf("%w; to manage keys while the server runs, give --server URL and an admin key (see apikey -h)", err)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return storeKeys{s}, nil
+	}
+	if k.storeFlag.argv || k.storeFlag.file != "" {
+		return nil, usagef("give --store or --server, not both")
+	}
+	if err := resolveSecrets(k.log.logger(stderr), k.adminKeyFlag); err != nil {
+		return nil, err
+	}
+	return newServerKeys(k.server, k.serverCA, k.adminKey)
+}
+
+// keyBackend is where the apikey commands find the keys: a store (storeKeys) or a
+// running server's admin API (serverKeys). Both answer alike.
+type keyBackend interface {
+	// create makes a key; expires 0: it never expires.
+	create(ctx context.Context, description string, expires time.Duration, maxNodes int, admin bool) (secret string, k keyRow, err error)
+	list(ctx context.Context) ([]keyRow, error)
+	// revoke revokes a key unless it is revoked already; errNoKey when there is none.
+	revoke(ctx context.Context, id string) (k keyRow, already bool, err error)
+	Close() error
+}
+
+// errNoKey: there is no key with that ID.
+var errNoKey = errors.New("no such key")
+
+// storeKeys are the keys of a store opened by this command.
+type storeKeys struct{ s idkeeper.Store }
+
+func (b storeKeys) Close() error { return b.s.Close() }
+
+func (b storeKeys) create(ctx context.Context, desc string, expires time.Duration, maxNodes int, admin bool) (string, keyRow, error) {
+	// API keys are checked against the server's wall clock (Registry.Authenticate), so
+	// their expiry is measured on it too.
+	now := time.Now()
+	spec := idkeeper.KeySpec{Description: desc, MaxNodes: maxNodes, Admin: admin}
+	if expires > 0 {
+		spec.ExpiresAt = now.Add(expires)
+	}
+	secret, k, err := idkeeper.CreateKey(ctx, b.s, spec, now, idkeeper.DefaultLayout.Nodes())
+	if err != nil {
+		return "", keyRow{}, fmt.Errorf("store the API key: %w", err)
+	}
+	return secret, rowOf(idkeeper.KeyInfo{Key: k}, now), nil
+}
+
+func (b storeKeys) list(ctx context.Context) ([]keyRow, error) {
+	keys, err := idkeeper.ListKeys(ctx, b.s)
+	if err != nil {
+		return nil, fmt.Errorf("read the API keys: %w", err)
+	}
+	now := time.Now()
+	rows := make([]keyRow, len(keys))
+	for i, k := range keys {
+		rows[i] = rowOf(k, now)
+	}
+	return rows, nil
+}
+
+func (b storeKeys) revoke(ctx context.Context, id string) (keyRow, bool, error) {
+	now := time.Now()
+	k, already, err := idkeeper.RevokeKey(ctx, b.s, id, now)
+	if errors.Is(err, idkeeper.ErrNotFound) {
+		return keyRow{}, false, errNoKey
+	}
+	if err != nil {
+		return keyRow{}, false, fmt.Errorf("revoke the API key: %w", err)
+	}
+	return rowOf(k, now), already, nil
+}
+
+// rowOf is k as apikey list shows it at now.
+func rowOf(k idkeeper.KeyInfo, now time.Time) keyRow {
+	return keyRow{ID: k.Key.ID, Description: k.Key.Description, Status: k.Key.Status(now), Bootstrap: k.Key.Bootstrap,
+		Admin: k.Key.Admin, CreatedAt: k.Key.CreatedAt, ExpiresAt: optional(k.Key.ExpiresAt), LastUsedAt: optional(k.Key.LastUsedAt),
+		RevokedAt: optional(k.Key.RevokedAt), MaxNodes: k.Key.MaxNodes, NodesHeld: k.NodesHeld}
+}
+
 func runAPIKeyCreate(ctx context.Context, args []string, env lookupEnv, stdout, stderr io.Writer) error {
 	fs := newFlagSet("apikey create", stderr)
-	var kf keyStoreFlags
+	var kf keyFlags
 	kf.register(fs)
 	desc := fs.String("description", "", "what the key is for, shown to operators (required)")
-	expires := fs.Duration("expires", 720*time.Hour, "lifetime of the key; 0: never expires")
+	expires := fs.Duration("expires", 0, "lifetime of the key, e.g. 2160h; 0: never expires")
 	maxNodes := fs.Int("max-nodes", 0, "the key's quota: the most node IDs its leases may hold at once; 0: no quota")
+	admin := fs.Bool("admin", false, "the key may also use the admin API (/admin/api/): manage keys on a running server")
 	if err := parseFlags(fs, args, env); err != nil {
 		return err
 	}
 	if strings.TrimSpace(*desc) == "" {
 		return usagef("apikey create: --description is required")
+	}
+	if len(strings.TrimSpace(*desc)) > idkeeper.MaxKeyDescriptionLen {
+		return usagef("apikey create: --description is longer than %d bytes", idkeeper.MaxKeyDescriptionLen)
 	}
 	if *expires < 0 {
 		return usagef("apikey create: --expires %s is negative; want 0 (never expires) or a positive duration", expires)
@@ -95,31 +213,22 @@ func runAPIKeyCreate(ctx context.Context, args []string, env lookupEnv, stdout, 
 	if *maxNodes < 0 || *maxNodes > idkeeper.DefaultLayout.Nodes() {
 		return usageError{&idkeeper.RangeError{Setting: "max-nodes", Value: strconv.Itoa(*maxNodes), Min: "0", Max: strconv.Itoa(idkeeper.DefaultLayout.Nodes())}}
 	}
-	s, err := kf.open(ctx, stderr)
+	b, err := kf.backend(ctx, stderr)
 	if err != nil {
 		return err
 	}
-	defer s.Close()
-
-	// API keys are checked against the server's wall clock (Registry.Authenticate), so
-	// their expiry is measured on it too.
-	now := time.Now()
-	var until time.Time
-	if *expires > 0 {
-		until = idkeeper.Millis(now.Add(*expires))
-	}
-	secret, key := idkeeper.NewAPIKey(strings.TrimSpace(*desc), now, until)
-	key.MaxNodes = *maxNodes
-	if err := s.CreateAPIKey(ctx, key); err != nil {
-		return fmt.Errorf("store the API key: %w", err)
+	defer b.Close()
+	secret, key, err := b.create(ctx, strings.TrimSpace(*desc), *expires, *maxNodes, *admin)
+	if err != nil {
+		return err
 	}
 	fmt.Fprintln(stdout, secret)
 	expiry := "never expires"
-	if !until.IsZero() {
-		expiry = "expires " + until.Format(time.RFC3339)
+	if key.ExpiresAt != nil {
+		expiry = "expires " + key.ExpiresAt.UTC().Format(time.RFC3339)
 	}
 	kf.log.logger(stderr).Info("API key created; it is shown only once, store it now", "keyId", key.ID,
-		"description", key.Description, "expiry", expiry, "maxNodes", key.MaxNodes)
+		"description", key.Description, "expiry", expiry, "maxNodes", key.MaxNodes, "admin", key.Admin)
 	return nil
 }
 
@@ -129,6 +238,7 @@ type keyRow struct {
 	Description string     `json:"description"`
 	Status      string     `json:"status"` // active, expired, revoked
 	Bootstrap   bool       `json:"bootstrap"`
+	Admin       bool       `json:"admin"`
 	CreatedAt   time.Time  `json:"createdAt"`
 	ExpiresAt   *time.Time `json:"expiresAt"`
 	LastUsedAt  *time.Time `json:"lastUsedAt"`
@@ -146,7 +256,7 @@ func optional(t time.Time) *time.Time {
 
 func runAPIKeyList(ctx context.Context, args []string, env lookupEnv, stdout, stderr io.Writer) error {
 	fs := newFlagSet("apikey list", stderr)
-	var kf keyStoreFlags
+	var kf keyFlags
 	kf.register(fs)
 	format := fs.String("format", "table", "output format: table or json")
 	if err := parseFlags(fs, args, env); err != nil {
@@ -155,32 +265,14 @@ func runAPIKeyList(ctx context.Context, args []string, env lookupEnv, stdout, st
 	if *format != "table" && *format != "json" {
 		return usagef("apikey list: --format %q: want table or json", *format)
 	}
-	s, err := kf.open(ctx, stderr)
+	b, err := kf.backend(ctx, stderr)
 	if err != nil {
 		return err
 	}
-	defer s.Close()
-	keys, err := s.APIKeys(ctx)
+	defer b.Close()
+	rows, err := b.list(ctx)
 	if err != nil {
-		return fmt.Errorf("read the API keys: %w", err)
-	}
-	held, err := s.KeyHoldings(ctx)
-	if err != nil {
-		return fmt.Errorf("read the leases: %w", err)
-	}
-	now := time.Now()
-	rows := make([]keyRow, len(keys))
-	for i, k := range keys {
-		st := "active"
-		switch {
-		case k.Revoked():
-			st = "revoked"
-		case k.Expired(now):
-			st = "expired"
-		}
-		rows[i] = keyRow{ID: k.ID, Description: k.Description, Status: st, Bootstrap: k.Bootstrap, CreatedAt: k.CreatedAt,
-			ExpiresAt: optional(k.ExpiresAt), LastUsedAt: optional(k.LastUsedAt), RevokedAt: optional(k.RevokedAt),
-			MaxNodes: k.MaxNodes, NodesHeld: held[k.ID]}
+		return err
 	}
 	if *format == "json" {
 		enc := json.NewEncoder(stdout)
@@ -201,8 +293,15 @@ func runAPIKeyList(ctx context.Context, args []string, env lookupEnv, stdout, st
 			quota = strconv.Itoa(r.MaxNodes)
 		}
 		st := r.Status
+		var marks []string
 		if r.Bootstrap {
-			st += " (bootstrap)"
+			marks = append(marks, "bootstrap")
+		}
+		if r.Admin {
+			marks = append(marks, "admin")
+		}
+		if len(marks) > 0 {
+			st += " (" + strings.Join(marks, ", ") + ")"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", r.ID, st, oneLine(r.Description), show(&r.CreatedAt, ""),
 			show(r.ExpiresAt, "never"), show(r.LastUsedAt, "never"), quota, r.NodesHeld)
@@ -221,7 +320,7 @@ func runAPIKeyRevoke(ctx context.Context, args []string, env lookupEnv, stdout, 
 		id, args = args[0], args[1:]
 	}
 	fs := newFlagSet("apikey revoke", stderr)
-	var kf keyStoreFlags
+	var kf keyFlags
 	kf.register(fs)
 	if err := parseFlags(fs, args, env); err != nil {
 		return err
@@ -229,26 +328,22 @@ func runAPIKeyRevoke(ctx context.Context, args []string, env lookupEnv, stdout, 
 	if id == "" {
 		return usagef("apikey revoke: want the ID of the key (see apikey list)")
 	}
-	s, err := kf.open(ctx, stderr)
+	b, err := kf.backend(ctx, stderr)
 	if err != nil {
 		return err
 	}
-	defer s.Close()
-	k, err := s.APIKey(ctx, id)
-	if errors.Is(err, idkeeper.ErrNotFound) {
+	defer b.Close()
+	k, already, err := b.revoke(ctx, id)
+	if errors.Is(err, errNoKey) {
 		return fmt.Errorf("apikey revoke: there is no key %q (see apikey list)", id)
 	}
 	if err != nil {
-		return fmt.Errorf("read the API key: %w", err)
+		return err
 	}
-	if k.Revoked() {
+	if already {
 		fmt.Fprintf(stdout, "key %s was revoked already, at %s\n", id, k.RevokedAt.UTC().Format(time.RFC3339))
 		return nil
 	}
-	if err := s.RevokeAPIKey(ctx, id, time.Now()); err != nil {
-		return fmt.Errorf("revoke the API key: %w", err)
-	}
-	held, _ := s.KeyHoldings(ctx)
-	fmt.Fprintf(stdout, "revoked key %s (%s); its leases (%d node IDs) end at their expiry\n", id, oneLine(k.Description), held[id])
+	fmt.Fprintf(stdout, "revoked key %s (%s); its leases (%d node IDs) end at their expiry\n", id, oneLine(k.Description), k.NodesHeld)
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	idkhttp "github.com/idkeeper/idkeeper/http"
+	"github.com/idkeeper/idkeeper/redis"
 )
 
 // errHelp is returned when -h was asked for; the usage has been printed.
@@ -138,13 +139,16 @@ func (l *logFlags) register(fs *flag.FlagSet) {
 	fs.Var(choiceFlag{&l.format, []string{"text", "json"}}, "log-format", "log format: text or json")
 }
 
-// logger returns the slog.Logger the flags describe, writing to w.
+// logger returns the slog.Logger the flags describe, writing to w, and makes it
+// go-redis's logger too, so that no line escapes the format.
 func (l *logFlags) logger(w io.Writer) *slog.Logger {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(l.level))
 	opts := &slog.HandlerOptions{Level: level}
+	log := slog.New(slog.NewTextHandler(w, opts))
 	if l.format == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
+		log = slog.New(slog.NewJSONHandler(w, opts))
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	redis.RouteClientLogs(log)
+	return log
 }

@@ -25,6 +25,11 @@ import (
 // It is an environment variable only: a flag would show the secret in ps.
 const BootstrapKeyEnv = "IDKEEPER_BOOTSTRAP_API_KEY"
 
+// AdminKeyEnv names the environment variable whose value the server stores as an
+// admin API key (for the admin API, /admin/api/) as it stores the bootstrap key;
+// `idkeeper apikey … --server` reads the same variable.
+const AdminKeyEnv = "IDKEEPER_ADMIN_API_KEY"
+
 // serverConfig is everything a registry server is built from. runServer fills it
 // from flags and the environment; other commands (idkeeper dev) can fill it
 // themselves and call startRegistryServer.
@@ -37,6 +42,7 @@ type serverConfig struct {
 	AllowedIPs      []netip.Prefix
 	TrustedProxies  []netip.Prefix
 	BootstrapAPIKey string // stored as an API key when absent; empty: none
+	AdminAPIKey     string // stored as an admin API key when absent; empty: none
 	ShutdownTimeout time.Duration
 	Version, Commit string
 	Logger          *slog.Logger
@@ -137,6 +143,9 @@ func (f *serverFlags) config(env lookupEnv, stderr io.Writer) (serverConfig, err
 	if c.BootstrapAPIKey, err = envSecret(env, BootstrapKeyEnv); err != nil {
 		return c, err
 	}
+	if c.AdminAPIKey, err = envSecret(env, AdminKeyEnv); err != nil {
+		return c, err
+	}
 	if err := resolveSecrets(c.Logger, f.store); err != nil {
 		return c, err
 	}
@@ -205,6 +214,12 @@ func startRegistryServer(ctx context.Context, cfg serverConfig) (_ *registryServ
 	if cfg.BootstrapAPIKey != "" && len(cfg.BootstrapAPIKey) < idkeeper.MinAPIKeyLen {
 		return nil, usagef("%s must be at least %d characters long", BootstrapKeyEnv, idkeeper.MinAPIKeyLen)
 	}
+	if cfg.AdminAPIKey != "" && len(cfg.AdminAPIKey) < idkeeper.MinAPIKeyLen {
+		return nil, usagef("%s must be at least %d characters long", AdminKeyEnv, idkeeper.MinAPIKeyLen)
+	}
+	if cfg.AdminAPIKey != "" && cfg.AdminAPIKey == cfg.BootstrapAPIKey {
+		return nil, usagef("%s and %s hold the same key; give the admin key a value of its own", AdminKeyEnv, BootstrapKeyEnv)
+	}
 
 	store, err := openStore(ctx, cfg.Store, storeOptions{Logger: log, Clock: cfg.Clock, RedisPrefix: cfg.RedisPrefix, RedisWaitReplicas: cfg.RedisWait})
 	if err != nil {
@@ -256,10 +271,12 @@ func startRegistryServer(ctx context.Context, cfg serverConfig) (_ *registryServ
 	metrics := idkhttp.NewMetrics(promReg)
 	rc.Observer = metrics
 	var reg *idkeeper.Registry
-	if cfg.BootstrapAPIKey != "" {
+	if cfg.BootstrapAPIKey != "" || cfg.AdminAPIKey != "" {
 		// Before serving any generation it adopts: a store that lost its data lost the
-		// key too, and a new store has none yet.
-		rc.OnAdopt = func(ctx context.Context) error { return ensureBootstrapKey(ctx, reg, cfg.BootstrapAPIKey, log) }
+		// keys too, and a new store has none yet.
+		rc.OnAdopt = func(ctx context.Context) error {
+			return errors.Join(ensureBootstrapKey(ctx, reg, cfg.BootstrapAPIKey, log), ensureAdminKey(ctx, reg, cfg.AdminAPIKey, log))
+		}
 	}
 	if reg, err = idkeeper.NewRegistry(store, rc); err != nil {
 		return nil, err
@@ -337,6 +354,9 @@ func (s *registryServer) shutdown() error {
 // ensureBootstrapKey stores the bootstrap API key unless it is there, retiring the
 // previous bootstrap key, and logs what it did; the key itself is never logged.
 func ensureBootstrapKey(ctx context.Context, reg *idkeeper.Registry, secret string, log *slog.Logger) error {
+	if secret == "" {
+		return nil
+	}
 	created, retired, err := reg.EnsureBootstrapKey(ctx, secret)
 	if err != nil {
 		return fmt.Errorf("store the bootstrap API key: %w", err)
@@ -349,6 +369,28 @@ func ensureBootstrapKey(ctx context.Context, reg *idkeeper.Registry, secret stri
 	}
 	for _, old := range retired {
 		log.Warn("retired the previous bootstrap API key: it authenticates nothing from now on", "keyId", old, "newKeyId", id)
+	}
+	return nil
+}
+
+// ensureAdminKey stores the admin API key of AdminKeyEnv unless it is there,
+// retiring the previous one, and logs what it did; the key itself is never logged.
+func ensureAdminKey(ctx context.Context, reg *idkeeper.Registry, secret string, log *slog.Logger) error {
+	if secret == "" {
+		return nil
+	}
+	created, retired, err := reg.EnsureAdminKey(ctx, secret)
+	if err != nil {
+		return fmt.Errorf("store the admin API key: %w", err)
+	}
+	id, _ := idkeeper.HashAPIKey(secret)
+	if created {
+		log.Info("admin API key created", "keyId", id)
+	} else {
+		log.Debug("admin API key present", "keyId", id)
+	}
+	for _, old := range retired {
+		log.Warn("retired the previous admin API key: it authenticates nothing from now on", "keyId", old, "newKeyId", id)
 	}
 	return nil
 }

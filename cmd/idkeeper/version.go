@@ -19,8 +19,18 @@ var (
 // buildVersion returns the version and commit of this binary, never empty:
 // "(devel)" and "unknown" when nothing better is known.
 func buildVersion() (v, c string) {
-	v, c = version, commit
-	if bi, ok := debug.ReadBuildInfo(); ok {
+	bi, _ := debug.ReadBuildInfo()
+	return versionOf(bi, version, commit)
+}
+
+// versionOf is buildVersion over the build info bi (nil when there is none) and
+// the link-time values: the module version the toolchain stamps (v1.2.3 for `go
+// install …@v1.2.3`, a pseudo-version such as v0.0.0-20261130120000-abcdef123456
+// for a build from a checkout) and the VCS revision, "-dirty" appended when the
+// checkout had changes.
+func versionOf(bi *debug.BuildInfo, linkVersion, linkCommit string) (v, c string) {
+	v, c = linkVersion, linkCommit
+	if bi != nil {
 		if v == "" {
 			v = bi.Main.Version
 		}

@@ -12,11 +12,11 @@ import (
 )
 
 // codeAbove stands for a code that a package above this one defines and
-// registers, as package gateway does with this very code.
-const codeAbove idkeeper.Code = "COUNT_TOO_LARGE"
+// registers, as packages gateway and idempotency do with theirs.
+const codeAbove idkeeper.Code = "WIDGETS_TOO_MANY"
 
 func init() {
-	Register(map[idkeeper.Code]Entry{codeAbove: {Status: http.StatusBadRequest, Title: "Count too large"}})
+	Register(map[idkeeper.Code]Entry{codeAbove: {Status: http.StatusBadRequest, Title: "Too many widgets"}})
 }
 
 func TestWriteBytes(t *testing.T) {
@@ -28,8 +28,8 @@ func TestWriteBytes(t *testing.T) {
 	if e := From(err).Write(w, 3); e != nil {
 		t.Fatal(e)
 	}
-	const want = `{"code":"COUNT_TOO_LARGE","detail":"too \u003cmany\u003e","field":"count","maxCount":50,"status":400,` +
-		`"title":"Count too large","type":"https://idkeeper.dev/problems/count-too-large"}` + "\n"
+	const want = `{"code":"WIDGETS_TOO_MANY","detail":"too \u003cmany\u003e","field":"count","maxCount":50,"status":400,` +
+		`"title":"Too many widgets","type":"https://idkeeper.dev/problems/widgets-too-many"}` + "\n"
 	if w.Code != 400 || w.Body.String() != want {
 		t.Fatalf("%d %s\nwant %s", w.Code, w.Body, want)
 	}
@@ -89,7 +89,7 @@ func TestTable(t *testing.T) {
 func TestRegisterRefuses(t *testing.T) {
 	for name, entries := range map[string]map[idkeeper.Code]Entry{
 		"root code":  {idkeeper.CodeNotFound: {Status: 404, Title: "Not found"}},
-		"registered": {codeAbove: {Status: 400, Title: "Count too large"}},
+		"registered": {codeAbove: {Status: 400, Title: "Too many widgets"}},
 		"empty code": {"": {Status: 400, Title: "x"}},
 		"no title":   {"SOMETHING_NEW": {Status: 400}},
 		"status 200": {"SOMETHING_NEW": {Status: 200, Title: "x"}},

@@ -140,6 +140,9 @@ func testConcurrentChurn(t *testing.T, open Factory) {
 		t.Fatalf("%d distinct tokens, want %d", len(tokens), workers*rounds*each)
 	}
 	e.fence = uint64(len(tokens))
-	e.wantCounts(idkeeper.Counts{Total: pool, Remaining: pool})
+	// Every node ID is free; which ones still cool, check judges from their states.
+	if c := e.counts(); c.Total != pool || c.Remaining != pool {
+		t.Fatalf("Counts() = %+v, want every one of %d node IDs remaining", c, pool)
+	}
 	e.check()
 }

@@ -380,6 +380,12 @@ func (s *memStore) Counts(context.Context) (idkeeper.Counts, error) {
 			c.Quarantined++
 		default:
 			c.Remaining++
+			if w := n.fenced(); !w.Before(now) {
+				if c.Cooling == 0 || w.Add(time.Millisecond).Before(c.NextReadyAt) {
+					c.NextReadyAt = w.Add(time.Millisecond)
+				}
+				c.Cooling++
+			}
 		}
 	}
 	return c, nil

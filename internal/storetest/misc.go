@@ -205,7 +205,7 @@ func wantKey(t *testing.T, got, want idkeeper.APIKey) {
 	if got.ID != want.ID || !bytes.Equal(got.Hash, want.Hash) || got.Description != want.Description ||
 		!got.CreatedAt.Equal(want.CreatedAt) || !got.ExpiresAt.Equal(want.ExpiresAt) ||
 		got.ExpiresAt.IsZero() != want.ExpiresAt.IsZero() || got.MaxNodes != want.MaxNodes ||
-		got.Bootstrap != want.Bootstrap || !got.RevokedAt.Equal(want.RevokedAt) ||
+		got.Bootstrap != want.Bootstrap || got.Admin != want.Admin || !got.RevokedAt.Equal(want.RevokedAt) ||
 		got.RevokedAt.IsZero() != want.RevokedAt.IsZero() || !got.LastUsedAt.Equal(want.LastUsedAt) ||
 		got.LastUsedAt.IsZero() != want.LastUsedAt.IsZero() {
 		t.Fatalf("API key = %+v, want %+v", got, want)

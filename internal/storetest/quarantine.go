@@ -60,7 +60,8 @@ func testQuarantineHeld(t *testing.T, open Factory) {
 	e.wantCounts(idkeeper.Counts{Total: 2, Quarantined: 2})
 	e.wantExhausted(req(3), 1, 0)
 	e.clock.Set(t0.Add(time.Hour))
-	e.wantCounts(idkeeper.Counts{Total: 2, Remaining: 1, Quarantined: 1})
+	// a's quarantine ended, but its watermark (the renewed expiry) lies ahead.
+	e.wantCounts(cooling(idkeeper.Counts{Total: 2, Quarantined: 1}, 0, 1, t0.Add(48*time.Hour+ms)))
 	if got := e.allocOne(req(3), 10*time.Minute); got != a {
 		t.Fatalf("Alloc after the quarantine = %d, want %d", got, a)
 	}
@@ -91,10 +92,11 @@ func testCountsEveryState(t *testing.T, open Factory) {
 		}
 	}
 	e.quarantine(t0.Add(2*time.Hour), free)
-	e.wantCounts(idkeeper.Counts{Total: 6, Remaining: 3, Leased: 2, Quarantined: 1})
+	coolAt := t0.Add(time.Hour + ms)
+	e.wantCounts(cooling(idkeeper.Counts{Total: 6, Leased: 2, Quarantined: 1}, 2, 1, coolAt))
 	e.advance(11 * time.Minute)
 	e.check()
-	e.wantCounts(idkeeper.Counts{Total: 6, Remaining: 3, Leased: 1, InGrace: 1, Quarantined: 1})
+	e.wantCounts(cooling(idkeeper.Counts{Total: 6, Leased: 1, InGrace: 1, Quarantined: 1}, 2, 1, coolAt))
 	if n := e.reclaim(10 * time.Minute); n != 0 {
 		t.Fatalf("Reclaim inside the grace = %d", n)
 	}
@@ -102,7 +104,7 @@ func testCountsEveryState(t *testing.T, open Factory) {
 	if n := e.reclaim(10 * time.Minute); n != 1 {
 		t.Fatalf("Reclaim = %d, want 1", n)
 	}
-	e.wantCounts(idkeeper.Counts{Total: 6, Remaining: 4, Leased: 1, Quarantined: 1})
+	e.wantCounts(cooling(idkeeper.Counts{Total: 6, Leased: 1, Quarantined: 1}, 3, 1, coolAt))
 	e.clock.Set(t0.Add(2 * time.Hour))
 	e.check()
 	e.wantCounts(idkeeper.Counts{Total: 6, Remaining: 5, Leased: 1})

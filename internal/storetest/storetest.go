@@ -109,6 +109,10 @@ var cases = []testCase{
 	{"Quarantine/HeldNode", testQuarantineHeld},
 	{"Quarantine/OutOfPool", testQuarantineOutOfPool},
 	{"Counts/EveryState", testCountsEveryState},
+	{"Counts/Cooling", testCountsCooling},
+	{"Counts/QuarantineEndsIntoCooling", testCountsQuarantineEnds},
+	{"Counts/ResetFloorCools", testCountsResetFloorCools},
+	{"Counts/MintedUpToReady", testCountsMintedUpToReady},
 	{"Reset/Recovers", testResetRecovers},
 	{"Reset/AnotherReplicaRecovered", testResetOtherReplica},
 	{"Reset/Grows", testResetGrows},
@@ -134,6 +138,7 @@ var cases = []testCase{
 	{"Lock/AtLeastFor", testLockAtLeastFor},
 	{"APIKey", testAPIKeys},
 	{"APIKey/RevokeAndTouch", testAPIKeyRevokeTouch},
+	{"APIKey/Admin", testAPIKeyAdmin},
 	{"Skew", testSkew},
 }
 
@@ -466,15 +471,15 @@ func (e *env) checkPicks(g idkeeper.Grant, before map[idkeeper.NodeID]idkeeper.N
 }
 
 // check cross-checks Counts, Leases and Node at the current instant: Total =
-// Remaining + Leased + InGrace + Quarantined, every count agrees with the node
-// states, Leases lists exactly the held nodes sorted by NodeID, and no watermark lies
+// Remaining + Leased + InGrace + Quarantined, every count (Cooling and NextReadyAt
+// included) agrees with the node states, Leases lists exactly the held nodes sorted by NodeID, and no watermark lies
 // below its lease's expiry.
 func (e *env) check() {
 	e.t.Helper()
 	now := e.now()
 	c := e.counts()
-	if c.Total != c.Remaining+c.Leased+c.InGrace+c.Quarantined {
-		e.t.Fatalf("Counts %+v: Total != Remaining + Leased + InGrace + Quarantined", c)
+	if c.Total != c.Remaining+c.Leased+c.InGrace+c.Quarantined || c.Cooling > c.Remaining {
+		e.t.Fatalf("Counts %+v: Total != Remaining + Leased + InGrace + Quarantined, or Cooling > Remaining", c)
 	}
 	leases := e.leases()
 	want := idkeeper.Counts{Total: e.nodes}
@@ -500,12 +505,13 @@ func (e *env) check() {
 			want.Quarantined++
 		default:
 			want.Remaining++
+			wantCooling(&want, st, now)
 		}
 	}
 	if held != len(leases) {
 		e.t.Fatalf("Leases() has %d leases, Node() shows %d held", len(leases), held)
 	}
-	if c != want {
+	if !c.Equal(want) {
 		e.t.Fatalf("Counts() = %+v, node states say %+v", c, want)
 	}
 	if _, err := e.s.Node(e.ctx, idkeeper.NodeID(e.nodes)); !errors.Is(err, idkeeper.ErrNotFound) {
@@ -515,7 +521,7 @@ func (e *env) check() {
 
 func (e *env) wantCounts(want idkeeper.Counts) {
 	e.t.Helper()
-	if c := e.counts(); c != want {
+	if c := e.counts(); !c.Equal(want) {
 		e.t.Fatalf("Counts() = %+v, want %+v", c, want)
 	}
 }

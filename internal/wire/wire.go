@@ -108,13 +108,18 @@ type RemoveResponse struct {
 	Removed *int `json:"removed"`
 }
 
-// RemainingResponse is the 200 body of GET /v1/leases/remaining.
+// RemainingResponse is the 200 body of GET /v1/leases/remaining. Remaining counts
+// ready and cooling node IDs; Cooling is the part of it whose grant would open its
+// window only at a later time, NextReadyAt the earliest such time (absent when
+// Cooling is 0).
 type RemainingResponse struct {
-	Total       int `json:"total"`
-	Remaining   int `json:"remaining"`
-	Leased      int `json:"leased"`
-	InGrace     int `json:"inGrace"`
-	Quarantined int `json:"quarantined"`
+	Total       int    `json:"total"`
+	Remaining   int    `json:"remaining"`
+	Leased      int    `json:"leased"`
+	InGrace     int    `json:"inGrace"`
+	Quarantined int    `json:"quarantined"`
+	Cooling     int    `json:"cooling"`
+	NextReadyAt string `json:"nextReadyAt,omitempty"`
 }
 
 // VersionResponse is the 200 body of GET /v1/version. The registry always sends

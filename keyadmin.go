@@ -1,0 +1,170 @@
+package idkeeper
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// MaxKeyDescriptionLen bounds an API key's description, in bytes.
+const MaxKeyDescriptionLen = 200
+
+// Key statuses, as operators see them (APIKey.Status).
+const (
+	KeyActive  = "active"
+	KeyExpired = "expired"
+	KeyRevoked = "revoked"
+)
+
+// Status is the key's status at now: KeyRevoked, KeyExpired or KeyActive, in that
+// order of precedence.
+func (k APIKey) Status(now time.Time) string {
+	switch {
+	case k.Revoked():
+		return KeyRevoked
+	case k.Expired(now):
+		return KeyExpired
+	}
+	return KeyActive
+}
+
+// KeySpec describes a new API key.
+type KeySpec struct {
+	Description string    // what the key is for, shown to operators: required
+	ExpiresAt   time.Time // zero: the key never expires
+	MaxNodes    int       // the key's quota (APIKey.MaxNodes); 0: none
+	Admin       bool      // the key may use the admin API (APIKey.Admin)
+}
+
+// KeyInfo is an API key as operators see it: the record (its hash is no secret,
+// yet never shown) and the node IDs its leases hold now.
+type KeyInfo struct {
+	Key       APIKey
+	NodesHeld int
+}
+
+// CreateKey makes a random key from spec, created at now, and stores it on s. It
+// returns the secret, to show once (only its hash is stored), and the record. The
+// description is trimmed of surrounding space. Errors: INVALID_REQUEST naming the
+// field ("description", "expiresAt", "maxNodes") for a description that is empty,
+// longer than MaxKeyDescriptionLen or not UTF-8, an expiry not after now, a quota
+// outside 0..maxNodes; any other error is the store's.
+func CreateKey(ctx context.Context, s KeyStore, spec KeySpec, now time.Time, maxNodes int) (secret string, k APIKey, err error) {
+	desc := strings.TrimSpace(spec.Description)
+	switch {
+	case desc == "":
+		return "", APIKey{}, Invalidf("description", "description is required: what the key is for")
+	case len(desc) > MaxKeyDescriptionLen || !utf8.ValidString(desc):
+		return "", APIKey{}, Invalidf("description", "description must be UTF-8 text of at most %d bytes", MaxKeyDescriptionLen)
+	case !spec.ExpiresAt.IsZero() && !Millis(spec.ExpiresAt).After(Millis(now)):
+		return "", APIKey{}, Invalidf("expiresAt", "the expiry %s is not in the future", Millis(spec.ExpiresAt).Format(time.RFC3339Nano))
+	case spec.MaxNodes < 0 || spec.MaxNodes > maxNodes:
+		return "", APIKey{}, Invalidf("maxNodes", "maxNodes must be between 0 (no quota) and %d", maxNodes)
+	}
+	var until time.Time
+	if !spec.ExpiresAt.IsZero() {
+		until = Millis(spec.ExpiresAt)
+	}
+	secret, k = NewAPIKey(desc, now, until)
+	k.MaxNodes, k.Admin = spec.MaxNodes, spec.Admin
+	if err := s.CreateAPIKey(ctx, k); err != nil {
+		return "", APIKey{}, err
+	}
+	return secret, k, nil
+}
+
+// ListKeys returns every key on s, revoked ones included, sorted by ID, with the
+// node IDs its leases hold now. Errors are the store's.
+func ListKeys(ctx context.Context, s Store) ([]KeyInfo, error) {
+	keys, err := s.APIKeys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	held, err := s.KeyHoldings(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]KeyInfo, len(keys))
+	for i, k := range keys {
+		out[i] = KeyInfo{Key: k, NodesHeld: held[k.ID]}
+	}
+	return out, nil
+}
+
+// RevokeKey revokes the key with that ID on s at now, unless it is revoked
+// already (already then tells so; RevokedAt keeps the first revocation), and
+// returns it as it is afterwards. Its leases stay: their holders cannot renew and
+// stop at their expiry. Errors: ErrNotFound (NOT_FOUND) for an unknown ID; any
+// other error is the store's.
+func RevokeKey(ctx context.Context, s Store, id string, now time.Time) (info KeyInfo, already bool, err error) {
+	k, err := s.APIKey(ctx, id)
+	if err != nil {
+		return KeyInfo{}, false, err
+	}
+	already = k.Revoked()
+	if !already {
+		if err := s.RevokeAPIKey(ctx, id, now); err != nil {
+			return KeyInfo{}, false, err
+		}
+		if k, err = s.APIKey(ctx, id); err != nil {
+			return KeyInfo{}, false, err
+		}
+	}
+	held, err := s.KeyHoldings(ctx)
+	if err != nil {
+		return KeyInfo{}, false, err
+	}
+	return KeyInfo{Key: k, NodesHeld: held[id]}, already, nil
+}
+
+// keyNotFound is the NOT_FOUND Error of an unknown key ID.
+func keyNotFound(id string) *Error {
+	return Errorf(CodeNotFound, "there is no API key %q", id)
+}
+
+// CreateKey makes and stores a key from spec at the registry's clock (see the
+// package-level CreateKey); the quota may be up to the layout's node IDs.
+// Errors: INVALID_REQUEST, STORE_UNAVAILABLE.
+func (r *Registry) CreateKey(ctx context.Context, spec KeySpec) (secret string, k APIKey, err error) {
+	secret, k, err = CreateKey(ctx, r.store, spec, r.cfg.Clock(), r.cfg.Layout.Nodes())
+	return secret, k, r.storeErr(err)
+}
+
+// Keys returns every key with the node IDs it holds (ListKeys). Errors:
+// STORE_UNAVAILABLE.
+func (r *Registry) Keys(ctx context.Context) ([]KeyInfo, error) {
+	ks, err := ListKeys(ctx, r.store)
+	return ks, r.storeErr(err)
+}
+
+// Key returns the key with that ID and the node IDs it holds. Errors: NOT_FOUND,
+// STORE_UNAVAILABLE.
+func (r *Registry) Key(ctx context.Context, id string) (KeyInfo, error) {
+	k, err := r.store.APIKey(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return KeyInfo{}, keyNotFound(id)
+	}
+	if err != nil {
+		return KeyInfo{}, r.storeErr(err)
+	}
+	held, err := r.store.KeyHoldings(ctx)
+	if err != nil {
+		return KeyInfo{}, r.storeErr(err)
+	}
+	return KeyInfo{Key: k, NodesHeld: held[id]}, nil
+}
+
+// RevokeKey revokes a key at the registry's clock (see the package-level
+// RevokeKey). Errors: NOT_FOUND, STORE_UNAVAILABLE.
+func (r *Registry) RevokeKey(ctx context.Context, id string) (info KeyInfo, already bool, err error) {
+	info, already, err = RevokeKey(ctx, r.store, id, r.cfg.Clock())
+	if errors.Is(err, ErrNotFound) {
+		return KeyInfo{}, false, keyNotFound(id)
+	}
+	return info, already, r.storeErr(err)
+}
+
+// Now is the registry's own clock (Config.Clock): the time API keys expire by.
+func (r *Registry) Now() time.Time { return r.cfg.Clock() }
