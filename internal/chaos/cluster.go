@@ -132,14 +132,24 @@ func StartCluster(t testing.TB, dir string, bins Binaries, opts Options) *Cluste
 		t.Fatalf("idkeeper init: %v\n%s", err, out)
 	}
 	for i := range 2 {
-		port, err := freePort()
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := &serverProc{name: fmt.Sprintf("server%d", i+1), port: port}
+		s := &serverProc{name: fmt.Sprintf("server%d", i+1)}
 		c.servers = append(c.servers, s)
-		if err := c.startServer(s); err != nil {
-			t.Fatal(err)
+		// Another test process may take the port between freePort and the server's
+		// listen: then try another port, a few times.
+		for try := 1; ; try++ {
+			port, err := freePort()
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.port = port
+			err = c.startServer(s)
+			if err == nil {
+				break
+			}
+			if !errPortTaken(err) || try == 3 {
+				t.Fatal(err)
+			}
+			t.Logf("%s: port %d was taken meanwhile; trying another", s.name, port)
 		}
 	}
 	return c

@@ -146,6 +146,24 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
+// logTail returns the last max bytes of the file at path, or why it cannot.
+func logTail(path string, max int64) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	if int64(len(b)) > max {
+		b = b[int64(len(b))-max:]
+	}
+	return string(b)
+}
+
+// errPortTaken reports whether err is waitHTTP's error for a process that exited
+// because another process took its port between freePort and its listen.
+func errPortTaken(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "address already in use")
+}
+
 // waitHTTP polls url until it answers 200, the process exits, or timeout passes.
 func waitHTTP(ctx context.Context, p *process, url string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
@@ -159,7 +177,8 @@ func waitHTTP(ctx context.Context, p *process, url string, timeout time.Duration
 			}
 		}
 		if p.exited() {
-			return fmt.Errorf("%s exited before %s answered (see %s)", p.name, url, p.log.Name())
+			return fmt.Errorf("%s exited before %s answered (see %s); its log ends:\n%s", p.name, url, p.log.Name(),
+				logTail(p.log.Name(), 2048))
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return fmt.Errorf("%s: %s did not answer 200 within %v: %v", p.name, url, timeout, err)
