@@ -35,6 +35,9 @@ const (
 	CodeStoreNotInitialised    Code = "STORE_NOT_INITIALISED"    // the store holds no generation: run `idkeeper init`
 	CodeStoreRecovering        Code = "STORE_RECOVERING"         // the registry recovers from a store reset; retry
 	CodeStoreClockSkew         Code = "STORE_CLOCK_SKEW"         // the store's clock disagrees with the registry's
+	CodeLoginFailed            Code = "LOGIN_FAILED"             // unknown user, wrong password, disabled or throttled: one error; Details "retryAfterSeconds" when throttled
+	CodeSessionExpired         Code = "SESSION_EXPIRED"          // the admin session is unknown, timed out or voided: log in again
+	CodeForbidden              Code = "FORBIDDEN"                // the account's role may not do that
 	CodeInternal               Code = "INTERNAL"                 // anything else; shows nothing of its cause
 )
 

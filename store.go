@@ -143,17 +143,18 @@ type RemoveParams struct {
 //
 // Bad arguments return the INVALID_REQUEST Error of the shared checks
 // (AllocParams.Validate, RenewParams.Validate, RemoveParams.Validate,
-// ResetParams.Validate, CheckPoolSize; before the guard is checked) or of the
-// checks against the stored pool (ShrinkRefused, OutsidePool; after it), and change
-// nothing. A claim that is not Possible is ignored.
+// ResetParams.Validate, CheckPoolSize, CheckGrace; before the guard is checked) or
+// of the checks against the stored pool (ShrinkRefused, OutsidePool; after it), and
+// change nothing. A claim that is not Possible is ignored.
 //
 // The watermark of a node ID is never deleted and never falls below an ExpiresAt the
 // store has granted, except through Remove with mintedUpTo (see Remove).
 //
-// Guarded methods (Grow, Alloc, Renew, Remove, Reclaim, Quarantine) check their
-// Guard first, in the same atomic step as their writes. Ownership: a lease belongs
-// to the KeyID that allocated it; Alloc, Renew and Remove of a requester that holds
-// a lease of another key return a LEASE_NOT_OWNED Error and change nothing.
+// Guarded methods (Grow, Alloc, Renew, Remove, Reclaim, Quarantine, RevokeLease)
+// check their Guard first, in the same atomic step as their writes. Ownership: a
+// lease belongs to the KeyID that allocated it; Alloc, Renew and Remove of a
+// requester that holds a lease of another key return a LEASE_NOT_OWNED Error and
+// change nothing.
 type LeaseStore interface {
 	// Now is the store's clock (the time authority), truncated to the millisecond.
 	Now(ctx context.Context) (time.Time, error)
@@ -248,6 +249,24 @@ type LeaseStore interface {
 	// (never lowers it). A held node keeps its lease; the quarantine applies when it is
 	// freed. Node IDs outside the pool return an INVALID_REQUEST Error.
 	Quarantine(ctx context.Context, g Guard, until time.Time, nodes ...NodeID) error
+
+	// RevokeLease ends the lease on node whose FencingToken is token at once, for an
+	// operator (DESIGN §3), whoever holds it and whichever key owns it, and returns
+	// the lease as it was. Its holder may still mint until the lease's ExpiresAt: it
+	// learns of the revocation only at its next Renew, whose answer then lacks the
+	// node. So, in one atomic step, the lease is deleted; the node's watermark is
+	// raised to at least the lease's ExpiresAt (it is already); its QuarantinedUntil
+	// is raised to at least ExpiresAt + grace (never lowered), so no Alloc grants it
+	// before then, and a later grant's NotBefore lies after ExpiresAt; Restorable is
+	// cleared; LastToken stays, so a claim of the revoked grant is not news and
+	// neither restores nor contests the node (RenewParams); the Floor never changes.
+	// The node goes to the back of the free order and counts as Quarantined until
+	// ExpiresAt + grace, then as ready or cooling as its fenced watermark says. A
+	// lease whose ExpiresAt has passed (in grace, not reclaimed yet) is revoked the
+	// same way. When the node holds no lease with that token (another lease, none,
+	// a node outside the pool) it returns ErrNotFound and changes nothing. A
+	// negative grace returns an INVALID_REQUEST Error (CheckGrace).
+	RevokeLease(ctx context.Context, g Guard, node NodeID, token uint64, grace time.Duration) (Lease, error)
 
 	// Counts returns the state of the pool at the store's now, without scanning the
 	// pool: O(log n + k) at most, k being the leases in grace.

@@ -97,3 +97,12 @@ func (p ResetParams) Validate() error {
 func (c Claim) Possible() bool {
 	return c.NodeID >= 0 && c.Token >= 1 && c.Token <= MaxFencingToken
 }
+
+// CheckGrace returns an INVALID_REQUEST Error unless grace, a grace period, is not
+// negative.
+func CheckGrace(grace time.Duration) error {
+	if grace < 0 {
+		return Invalidf("grace", "the grace period must not be negative, got %v", grace)
+	}
+	return nil
+}

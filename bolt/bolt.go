@@ -38,6 +38,10 @@
 //	apikeys     ID → JSON
 //	skew        requester key → JSON (with its lapse time)
 //
+// The admin records (idkeeper.AdminStore: users, sessions, usersessions,
+// allowlist, audit and meta "audithead") are laid out in adminenc.go; their
+// buckets are made by the first write that needs them.
+//
 // The fenced watermark is max(watermark, floor): the floor is what a reset raised.
 //
 // A free node gets the next free-order sequence number when it is freed, and keeps

@@ -31,9 +31,13 @@ func (s *Server) authed(h apiFunc, admin bool) http.Handler {
 		if info := infoFrom(r.Context()); info != nil {
 			info.remoteIP = remote
 		}
-		if len(s.opts.AllowedIPs) > 0 && (err != nil || !inPrefixes(s.opts.AllowedIPs, ip)) {
-			if err != nil {
+		if al := s.opts.AllowList; err != nil && !al.AllowsAll() || err == nil && !al.Allows(ip) {
+			switch {
+			case err != nil:
 				s.log.Warn("cannot tell the client's address", "err", err)
+			case !al.Loaded():
+				s.writeProblem(w, r, idkeeper.Errorf(idkeeper.CodeStoreUnavailable, "the IP allow-list has not been read from the store yet"))
+				return
 			}
 			s.writeProblem(w, r, idkeeper.Errorf(idkeeper.CodeIPNotAllowed, "requests from %s are not allowed", remote))
 			return

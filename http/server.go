@@ -52,6 +52,10 @@ type Options struct {
 	// AllowedIPs, when not empty, are the only client addresses the /v1 routes other
 	// than /v1/version answer; others get 403 IP_NOT_ALLOWED. Empty allows all.
 	AllowedIPs []netip.Prefix
+	// AllowList, when set, is the allow-list in force instead of AllowedIPs: a
+	// floor and the entries kept in the store (idkeeper.AllowList). Its refreshing
+	// is the caller's (AllowList.Run).
+	AllowList *idkeeper.AllowList
 	// TrustedProxies are the peers whose X-Forwarded-For is believed. The client
 	// address is the TCP peer unless the peer is listed here; see clientIP.
 	TrustedProxies []netip.Prefix
@@ -102,6 +106,9 @@ func NewServer(reg *idkeeper.Registry, opts Options) (*Server, error) {
 	}
 	if opts.Timeout == 0 {
 		opts.Timeout = DefaultTimeout
+	}
+	if opts.AllowList == nil {
+		opts.AllowList = idkeeper.NewAllowList(opts.AllowedIPs, nil)
 	}
 	s := &Server{reg: reg, opts: opts, log: opts.Logger}
 	mux := http.NewServeMux()

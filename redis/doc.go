@@ -38,6 +38,26 @@
 //	{idkeeper}:skew:<requester>   string: JSON observation, PEXPIRE ttl
 //	{idkeeper}:skew-index         zset: requester key by lapse time (store clock)
 //
+// The admin records (idkeeper.AdminStore; JSON records, times in Unix ms, at most
+// 64 KiB each):
+//
+//	{idkeeper}:users              hash: user name → JSON (role, passwordHash, disabled, createdAt,
+//	                              createdBy, epoch, passwordChangedAt, lastLoginAt, version)
+//	{idkeeper}:sessions           hash: session ID → JSON (user, epoch, createdAt, expiresAt,
+//	                              remoteIp, userAgent); its seenAt is in session-seen
+//	{idkeeper}:session-seen       zset: session ID by seenAt: TouchSession, and PruneSessions by idleness
+//	{idkeeper}:session-expiry     zset: session ID by expiresAt: PruneSessions by expiry
+//	{idkeeper}:session-user:<u>   set: the session IDs of user u: DeleteUserSessions
+//	{idkeeper}:allowlist          hash: masked prefix ("10.0.0.0/8") → JSON (note, createdBy, createdAt)
+//	{idkeeper}:audit              hash: Seq (decimal) → JSON entry (seq, at, actor, action, target,
+//	                              remoteIp, detail, prev, hash)
+//	{idkeeper}:audit-seq          zset: Seq by Seq, the order of the audit hash
+//	{idkeeper}:audit-head         hash: seq, hash of the last entry ever appended; pruning keeps it
+//
+// UpdateUser, AppendAudit and every session write are scripts; PruneSessions and
+// PruneAudit read candidates, then a script deletes those that still qualify, a
+// batch (256) at a time: neither scans, each costs O(k log n) for k of n records.
+//
 // The fenced watermark of a node is max(watermark, floor). A free node sits in
 // exactly one of the three free sets; quarantine and cooling end by the clock, and
 // Alloc moves the nodes whose state changed to the ready set before it picks, so no
@@ -48,11 +68,12 @@
 //
 // # Guards and generations
 //
-// Every guarded script (Grow, Alloc, Renew, Remove, Reclaim, Quarantine) takes the
-// caller's idkeeper.Guard as its first arguments and checks it before its first
-// write: the generation ID in the meta hash, the fencing counter against MinFence,
-// and the script's now against Guard.Now. A failing check answers the state it
-// read, and the Go side turns it into the error idkeeper.Guard.Check gives for it.
+// Every guarded script (Grow, Alloc, Renew, Remove, Reclaim, Quarantine,
+// RevokeLease) takes the caller's idkeeper.Guard as its first arguments and checks
+// it before its first write: the generation ID in the meta hash, the fencing
+// counter against MinFence, and the script's now against Guard.Now. A failing
+// check answers the state it read, and the Go side turns it into the error
+// idkeeper.Guard.Check gives for it.
 // The counter never passes idkeeper.MaxFencingToken (2^53−1), which Lua's numbers
 // hold exactly.
 //

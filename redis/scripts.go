@@ -127,6 +127,7 @@ var (
 	scriptRemove     = leaseScript("remove")
 	scriptReclaim    = leaseScript("reclaim")
 	scriptQuarantine = leaseScript("quarantine")
+	scriptRevoke     = leaseScript("revoke")
 	scriptCounts     = leaseScript("counts")
 	scriptNode       = leaseScript("node")
 	scriptStatus     = plainScript("status")

@@ -22,6 +22,8 @@ func TestAssembleTakesWhatIsUsed(t *testing.T) {
 		{lua("remove"), []string{"guard", "owned", "free_many", "key_held"}, []string{"promote", "index_leases", "parse_lease"}},
 		{lua("init"), []string{"add_nodes", "place", "generation", "old_layout"}, []string{"guard", "promote"}},
 		{lua("counts"), []string{"clock", "num", "int"}, []string{"guard", "chunked"}},
+		{lua("revoke"), []string{"guard", "parse_lease", "watermark", "quarantined_until", "free_many", "key_held", "drop_requester_nodes"},
+			[]string{"promote", "index_leases", "extend_leases", "owned"}},
 	} {
 		src := assemble(c.body, "common", "lease")
 		got := map[string]bool{}

@@ -366,6 +366,29 @@ func (s *memStore) Quarantine(_ context.Context, g idkeeper.Guard, until time.Ti
 	return nil
 }
 
+func (s *memStore) RevokeLease(_ context.Context, g idkeeper.Guard, node idkeeper.NodeID, token uint64, grace time.Duration) (idkeeper.Lease, error) {
+	defer s.lock()()
+	if err := idkeeper.CheckGrace(grace); err != nil {
+		return idkeeper.Lease{}, err
+	}
+	if err := s.guard(g); err != nil {
+		return idkeeper.Lease{}, err
+	}
+	if node < 0 || int(node) >= len(s.d.nodes) {
+		return idkeeper.Lease{}, idkeeper.ErrNotFound
+	}
+	n := &s.d.nodes[node]
+	if n.lease == nil || n.lease.FencingToken != token {
+		return idkeeper.Lease{}, idkeeper.ErrNotFound
+	}
+	l := *n.lease
+	n.wm = maxT(n.wm, l.ExpiresAt)
+	n.q = maxT(n.q, idkeeper.Millis(l.ExpiresAt.Add(grace)))
+	n.restorable = false
+	s.free(n)
+	return l, nil
+}
+
 func (s *memStore) Counts(context.Context) (idkeeper.Counts, error) {
 	defer s.lock()()
 	now := s.now()

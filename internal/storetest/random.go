@@ -9,8 +9,8 @@ import (
 	"github.com/idkeeper/idkeeper"
 )
 
-// testRandom runs long random sequences of lease operations, clock steps and resets
-// on a small pool. Every step goes through the env's checking helpers, and every
+// testRandom runs long random sequences of lease operations (revocations
+// included), clock steps and resets on a small pool. Every step goes through the env's checking helpers, and every
 // answer is checked against what the store showed just before: the pool stays
 // consistent and every rule of the doc comments holds in states the scripted tests
 // do not reach. The seeds are fixed, so a failure reproduces.
@@ -54,8 +54,29 @@ func (e *env) randomStep(rng *rand.Rand) {
 	default:
 		if rng.IntN(4) == 0 {
 			e.randomReset(rng)
+		} else {
+			e.randomRevoke(rng, minutes(20))
 		}
 	}
+}
+
+// randomRevoke revokes a random lease, or, one time in four (and when there is
+// none), tries a token no lease on that node has, which must change nothing.
+func (e *env) randomRevoke(rng *rand.Rand, grace time.Duration) {
+	e.t.Helper()
+	ls := e.leases()
+	if len(ls) == 0 || rng.IntN(4) == 0 {
+		id := idkeeper.NodeID(rng.IntN(e.nodes + 1))
+		token := uint64(rng.IntN(int(e.fence) + 2))
+		if id < idkeeper.NodeID(e.nodes) {
+			if st := e.node(id); st.Lease != nil && st.Lease.FencingToken == token {
+				token = 0
+			}
+		}
+		e.wantRevokeNotFound("a random token", id, token)
+		return
+	}
+	e.revoke(ls[rng.IntN(len(ls))], grace)
 }
 
 func (e *env) randomAlloc(r idkeeper.Requester, count int, first time.Duration) {

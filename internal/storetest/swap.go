@@ -63,6 +63,9 @@ func (w *Swap) Reclaim(ctx context.Context, g idkeeper.Guard, grace time.Duratio
 func (w *Swap) Quarantine(ctx context.Context, g idkeeper.Guard, until time.Time, n ...idkeeper.NodeID) error {
 	return w.cur().Quarantine(ctx, g, until, n...)
 }
+func (w *Swap) RevokeLease(ctx context.Context, g idkeeper.Guard, n idkeeper.NodeID, token uint64, grace time.Duration) (idkeeper.Lease, error) {
+	return w.cur().RevokeLease(ctx, g, n, token, grace)
+}
 func (w *Swap) Counts(ctx context.Context) (idkeeper.Counts, error) { return w.cur().Counts(ctx) }
 func (w *Swap) Leases(ctx context.Context) ([]idkeeper.Lease, error) {
 	return w.cur().Leases(ctx)

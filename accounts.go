@@ -1,0 +1,422 @@
+package idkeeper
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+// Bounds of a password, in bytes. Length is the rule, not composition (NIST SP
+// 800-63B §3.1.1.2); 12 is OWASP's floor for accounts without a second factor,
+// and these accounts manage every service's keys. The upper bound keeps forms
+// and hashing bounded while admitting any passphrase. Any bytes are allowed.
+const (
+	MinPasswordLen = 12
+	MaxPasswordLen = 1024
+)
+
+// Defaults and bounds of AccountsConfig.
+const (
+	DefaultIdleTimeout     = 30 * time.Minute
+	DefaultAbsoluteTimeout = 12 * time.Hour
+	MaxAbsoluteTimeout     = 30 * 24 * time.Hour
+	// SessionTouchInterval: a session's SeenAt is written at most this often, so a
+	// busy page does not write the store on every request. The idle end is thus
+	// known to within this interval.
+	SessionTouchInterval = time.Minute
+)
+
+// maxRetries bounds the re-reads after ErrConflict of one update or append.
+const maxRetries = 20
+
+// PasswordHasher hashes and checks passwords; password.Hasher satisfies it. A
+// hasher that also has NeedsRehash(hash string) bool gets the hashes of older
+// parameters replaced at the next successful login.
+type PasswordHasher interface {
+	// Hash returns a new encoded hash of pw, under a random salt.
+	Hash(pw string) (string, error)
+	// Verify reports whether pw is the password of hash; an error for a hash
+	// that does not parse.
+	Verify(hash, pw string) (bool, error)
+}
+
+// AccountsConfig configures Accounts. Zero fields mean the default.
+type AccountsConfig struct {
+	Clock  Clock        // time.Now
+	Logger *slog.Logger // slog.Default()
+	// IdleTimeout ends a session not used for that long: DefaultIdleTimeout,
+	// SessionTouchInterval..24 h.
+	IdleTimeout time.Duration
+	// AbsoluteTimeout ends a session that long after its login, however busy:
+	// DefaultAbsoluteTimeout, IdleTimeout..MaxAbsoluteTimeout.
+	AbsoluteTimeout time.Duration
+}
+
+// Accounts is the policy of the admin web's accounts over an AdminStore: logins
+// and their throttle, sessions and their timeouts, who may change which account,
+// and the audit log. Its methods are safe for concurrent use; store failures
+// come back as STORE_UNAVAILABLE.
+//
+// Every change is audited, after it is made: an audit entry that cannot be
+// appended is logged at error level, and the change stands.
+type Accounts struct {
+	store  AdminStore
+	hasher PasswordHasher
+	cfg    AccountsConfig
+	log    *slog.Logger
+
+	throttle  throttle
+	dummyOnce sync.Once
+	dummyHash string     // a hash of a random password: unknown names are checked against it
+	adminMu   sync.Mutex // serialises this process's changes of roles and disabling
+}
+
+// NewAccounts returns Accounts over store. It validates cfg (a *RangeError names a
+// setting outside its range) and does no I/O.
+func NewAccounts(store AdminStore, hasher PasswordHasher, cfg AccountsConfig) (*Accounts, error) {
+	if store == nil || hasher == nil {
+		return nil, errors.New("idkeeper: NewAccounts needs a store and a hasher")
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.AbsoluteTimeout == 0 {
+		cfg.AbsoluteTimeout = max(DefaultAbsoluteTimeout, cfg.IdleTimeout)
+	}
+	if cfg.IdleTimeout < SessionTouchInterval || cfg.IdleTimeout > 24*time.Hour {
+		return nil, &RangeError{"session-idle-timeout", cfg.IdleTimeout.String(), SessionTouchInterval.String(), "24h0m0s"}
+	}
+	if cfg.AbsoluteTimeout < cfg.IdleTimeout || cfg.AbsoluteTimeout > MaxAbsoluteTimeout {
+		return nil, &RangeError{"session-absolute-timeout", cfg.AbsoluteTimeout.String(),
+			"session-idle-timeout (" + cfg.IdleTimeout.String() + ")", MaxAbsoluteTimeout.String()}
+	}
+	return &Accounts{store: store, hasher: hasher, cfg: cfg, log: cfg.Logger}, nil
+}
+
+// Config returns the configuration with its defaults filled in.
+func (a *Accounts) Config() AccountsConfig { return a.cfg }
+
+// CheckPassword returns nil when pw may become a password (MinPasswordLen..
+// MaxPasswordLen bytes), or an INVALID_REQUEST Error naming field.
+func CheckPassword(field, pw string) error {
+	if len(pw) < MinPasswordLen || len(pw) > MaxPasswordLen {
+		return Invalidf(field, "a password has %d to %d bytes", MinPasswordLen, MaxPasswordLen)
+	}
+	return nil
+}
+
+type remoteIPKey struct{}
+
+// WithRemoteIP returns ctx carrying the address of the request's client, which
+// Audit records in entries that name none.
+func WithRemoteIP(ctx context.Context, ip string) context.Context {
+	return context.WithValue(ctx, remoteIPKey{}, ip)
+}
+
+// RemoteIPFrom returns the address WithRemoteIP put in ctx, or "".
+func RemoteIPFrom(ctx context.Context) string {
+	ip, _ := ctx.Value(remoteIPKey{}).(string)
+	return ip
+}
+
+var (
+	errLoginFailed    = &Error{Code: CodeLoginFailed, Message: "unknown user name or wrong password"}
+	errSessionExpired = &Error{Code: CodeSessionExpired, Message: "the session has ended; log in again"}
+	errNotAdmin       = &Error{Code: CodeForbidden, Message: "only an admin may manage accounts"}
+	errUnchanged      = errors.New("unchanged")
+)
+
+// EnsureFirstAdmin creates the admin name with password when the store holds no
+// account yet (CreatedBy ""), and reports whether it did; with any account there
+// it does nothing, whatever name and password are. Errors: INVALID_REQUEST for a
+// name or password (CheckPassword) that is not valid, when it would create.
+func (a *Accounts) EnsureFirstAdmin(ctx context.Context, name, password string) (created bool, err error) {
+	n, err := a.store.CountUsers(ctx)
+	if err != nil || n > 0 {
+		return false, storeErr(err)
+	}
+	if !ValidUserName(name) {
+		return false, Invalidf("name", "a user name is 1 to %d of a-z 0-9 . _ @ -", MaxUserNameLen)
+	}
+	if err := CheckPassword("password", password); err != nil {
+		return false, err
+	}
+	u, err := a.newUser(name, RoleAdmin, password, "")
+	if err != nil {
+		return false, err
+	}
+	if err := a.store.CreateUser(ctx, u); errors.Is(err, ErrConflict) {
+		return false, nil // another replica came first
+	} else if err != nil {
+		return false, storeErr(err)
+	}
+	a.log.Info("first admin created", "user", name)
+	a.audit(ctx, AuditEntry{Actor: "system", Action: AuditUserCreate, Target: "user:" + name, Detail: "first admin, role admin"})
+	return true, nil
+}
+
+// Login checks name and password and opens a session. It returns the session's
+// token, for the cookie (32 random bytes, base64url; only its SHA-256 is stored),
+// and the session: Epoch the user's, ending AbsoluteTimeout from now. An unknown
+// name, a wrong password, a disabled account and a throttled name or address
+// (see LoginAccountFailures) all get one LOGIN_FAILED Error, the same message;
+// a throttled one adds Details "retryAfterSeconds" and checks no password. An
+// unknown name costs one password check too, so timing does not tell which names
+// exist.
+func (a *Accounts) Login(ctx context.Context, name, password, remoteIP, userAgent string) (token string, s AdminSession, err error) {
+	now := Millis(a.cfg.Clock())
+	typed := cleanName(name)
+	acct, addr := "u:"+typed, "a:"+addressKey(remoteIP)
+	if wait := a.throttle.begin(now, acct, addr); wait > 0 {
+		a.log.Debug("login throttled", "user", typed, "remote", remoteIP)
+		e := *errLoginFailed
+		e.Details = map[string]any{"retryAfterSeconds": int(math.Ceil(wait.Seconds()))}
+		return "", AdminSession{}, &e
+	}
+	u, known := User{}, false
+	if ValidUserName(name) {
+		u, err = a.store.User(ctx, name)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			a.throttle.undo(acct, addr)
+			return "", AdminSession{}, storeErr(err)
+		}
+		known = err == nil
+	}
+	hash := u.PasswordHash
+	if !known {
+		hash = a.dummy()
+	}
+	ok, verr := a.hasher.Verify(hash, cutBytes(password, MaxPasswordLen))
+	if verr != nil && known {
+		a.log.Error("a stored password hash does not parse", "user", name, "err", verr)
+	}
+	reason := ""
+	switch {
+	case !known:
+		reason = "unknown user"
+	case !ok || len(password) > MaxPasswordLen:
+		reason = "wrong password"
+	case u.Disabled:
+		reason = "account disabled"
+	}
+	if reason != "" {
+		if a.throttle.reached(acct, addr) {
+			reason += "; further logins throttled for " + LoginThrottleWindow.String()
+			a.log.Warn("login throttled", "user", typed, "remote", remoteIP)
+		}
+		a.audit(ctx, AuditEntry{Actor: "user:" + typed, Action: AuditLoginFailed, Target: "user:" + typed,
+			RemoteIP: remoteIP, Detail: reason})
+		return "", AdminSession{}, errLoginFailed
+	}
+	a.throttle.succeed(acct, addr)
+
+	var b [32]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on Linux
+	token = base64.RawURLEncoding.EncodeToString(b[:])
+	s = AdminSession{ID: SessionID(token), User: u.Name, Epoch: u.Epoch, CreatedAt: now, SeenAt: now,
+		ExpiresAt: now.Add(a.cfg.AbsoluteTimeout), RemoteIP: remoteIP, UserAgent: cut(strings.ToValidUTF8(userAgent, "?"), MaxAuditFieldLen)}
+	if err := a.store.CreateSession(ctx, s); err != nil {
+		return "", AdminSession{}, storeErr(err)
+	}
+	rehash := ""
+	if r, ok := a.hasher.(interface{ NeedsRehash(string) bool }); ok && r.NeedsRehash(u.PasswordHash) {
+		if h, err := a.hasher.Hash(password); err == nil {
+			rehash = h
+		}
+	}
+	verified := u.PasswordHash
+	if _, err := a.update(ctx, u.Name, func(u *User) error {
+		u.LastLoginAt = now
+		if rehash != "" && u.PasswordHash == verified {
+			u.PasswordHash = rehash
+		}
+		return nil
+	}); err != nil {
+		a.log.Warn("record the login time", "user", u.Name, "err", err)
+	}
+	a.audit(ctx, AuditEntry{Actor: "user:" + u.Name, Action: AuditLogin, Target: "user:" + u.Name,
+		RemoteIP: remoteIP, Detail: s.UserAgent})
+	return token, s, nil
+}
+
+// SessionID is the ID under which the session of token is stored: the hex SHA-256
+// of the token.
+func SessionID(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+// Authenticate returns the user and session of token. The session is void, and
+// deleted, once AbsoluteTimeout has passed since the login or IdleTimeout since
+// its last use, or when the user is gone, disabled or of another Epoch (a new
+// password, a new role): SESSION_EXPIRED for these and any unknown token. A valid
+// session's SeenAt is raised to now at most once per SessionTouchInterval.
+func (a *Accounts) Authenticate(ctx context.Context, token string) (User, AdminSession, error) {
+	if !validToken(token) {
+		return User{}, AdminSession{}, errSessionExpired
+	}
+	s, err := a.store.Session(ctx, SessionID(token))
+	if errors.Is(err, ErrNotFound) {
+		return User{}, AdminSession{}, errSessionExpired
+	} else if err != nil {
+		return User{}, AdminSession{}, storeErr(err)
+	}
+	now := a.cfg.Clock()
+	void := ""
+	switch {
+	case !now.Before(s.ExpiresAt):
+		void = "absolute timeout"
+	case !now.Before(s.SeenAt.Add(a.cfg.IdleTimeout)):
+		void = "idle timeout"
+	}
+	var u User
+	if void == "" {
+		u, err = a.store.User(ctx, s.User)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			void = "user removed"
+		case err != nil:
+			return User{}, AdminSession{}, storeErr(err)
+		case u.Disabled:
+			void = "user disabled"
+		case u.Epoch != s.Epoch:
+			void = "password or role changed"
+		}
+	}
+	if void != "" {
+		if err := a.store.DeleteSession(ctx, s.ID); err != nil {
+			a.log.Warn("delete an ended session", "user", s.User, "err", err)
+		}
+		a.log.Debug("session ended", "user", s.User, "why", void)
+		return User{}, AdminSession{}, errSessionExpired
+	}
+	if now.Sub(s.SeenAt) >= SessionTouchInterval {
+		if err := a.store.TouchSession(ctx, s.ID, Millis(now)); err != nil {
+			a.log.Warn("touch a session", "user", s.User, "err", err)
+		} else {
+			s.SeenAt = Millis(now)
+		}
+	}
+	return u, s, nil
+}
+
+// Logout ends the session of token; an unknown or ended one is no error.
+func (a *Accounts) Logout(ctx context.Context, token string) error {
+	if !validToken(token) {
+		return nil
+	}
+	s, err := a.store.Session(ctx, SessionID(token))
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	} else if err != nil {
+		return storeErr(err)
+	}
+	if err := a.store.DeleteSession(ctx, s.ID); err != nil {
+		return storeErr(err)
+	}
+	a.audit(ctx, AuditEntry{Actor: "user:" + s.User, Action: AuditLogout, Target: "user:" + s.User})
+	return nil
+}
+
+// PruneSessions deletes the sessions past their absolute or idle end and returns
+// how many: the periodic job's work. Sessions of disabled users or of an old
+// Epoch go at their next use (Authenticate) or when they time out.
+func (a *Accounts) PruneSessions(ctx context.Context) (int, error) {
+	n, err := a.store.PruneSessions(ctx, a.cfg.Clock(), a.cfg.IdleTimeout)
+	return n, storeErr(err)
+}
+
+// Audit appends e to the audit log, sealed after the log's head (AuditEntry.Seal),
+// reading the head again when another entry came first, at most maxRetries times
+// and within ctx. A zero At is now; an empty RemoteIP is ctx's (WithRemoteIP).
+// Errors: STORE_UNAVAILABLE, and the context's.
+func (a *Accounts) Audit(ctx context.Context, e AuditEntry) error {
+	if e.At.IsZero() {
+		e.At = a.cfg.Clock()
+	}
+	if e.RemoteIP == "" {
+		e.RemoteIP = RemoteIPFrom(ctx)
+	}
+	for range maxRetries {
+		seq, hash, err := a.store.AuditHead(ctx)
+		if err != nil {
+			return storeErr(err)
+		}
+		err = a.store.AppendAudit(ctx, e.Seal(seq, hash))
+		if !errors.Is(err, ErrConflict) {
+			return storeErr(err)
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+	return Unavailable(fmt.Errorf("append to the audit log: %d conflicts in a row", maxRetries))
+}
+
+// audit is Audit for the changes above: a failure is logged, not returned.
+func (a *Accounts) audit(ctx context.Context, e AuditEntry) {
+	if err := a.Audit(ctx, e); err != nil {
+		a.log.Error("append to the audit log", "action", e.Action, "actor", e.Actor, "target", e.Target, "err", err)
+	}
+}
+
+// dummy returns a hash, made once, of a random password that nobody knows.
+func (a *Accounts) dummy() string {
+	a.dummyOnce.Do(func() {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		h, err := a.hasher.Hash(hex.EncodeToString(b[:]))
+		if err != nil {
+			a.log.Error("hash the stand-in password of unknown users", "err", err)
+		}
+		a.dummyHash = h
+	})
+	return a.dummyHash
+}
+
+// validToken reports whether token has the form Login gives: 32 bytes, base64url.
+func validToken(token string) bool {
+	if len(token) != 43 {
+		return false
+	}
+	b, err := base64.RawURLEncoding.Strict().DecodeString(token)
+	return err == nil && len(b) == 32
+}
+
+// cleanName is a login name as typed, fit for the log and the audit: cut to
+// MaxUserNameLen bytes, control characters and invalid UTF-8 as '?'.
+func cleanName(name string) string {
+	name = strings.ToValidUTF8(cutBytes(name, MaxUserNameLen), "?")
+	return strings.Map(func(r rune) rune {
+		if isControl(r) || r == utf8.RuneError {
+			return '?'
+		}
+		return r
+	}, name)
+}
+
+func cutBytes(s string, n int) string { return s[:min(len(s), n)] }
+
+func storeErr(err error) error {
+	var e *Error
+	if err == nil || errors.As(err, &e) {
+		return err
+	}
+	return Unavailable(err)
+}

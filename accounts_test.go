@@ -1,0 +1,613 @@
+package idkeeper_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/bolt"
+	"github.com/idkeeper/idkeeper/internal/fakeclock"
+	"github.com/idkeeper/idkeeper/password"
+)
+
+// cheapParams make a hash take microseconds: tests only.
+var cheapParams = password.Params{Memory: 64, Time: 1, Threads: 1, SaltLen: 16, KeyLen: 32}
+
+// countingHasher is a password.Hasher that counts its Verify calls.
+type countingHasher struct {
+	password.Hasher
+	verifies atomic.Int64
+}
+
+func (h *countingHasher) Verify(hash, pw string) (bool, error) {
+	h.verifies.Add(1)
+	return h.Hasher.Verify(hash, pw)
+}
+
+type acctEnv struct {
+	acc    *idkeeper.Accounts
+	store  *bolt.Store
+	clk    *fakeclock.Clock
+	hasher *countingHasher
+	root   idkeeper.User // the first admin, "root"
+}
+
+const (
+	rootPW = "root password 123"
+	bobPW  = "bob's password 1"
+)
+
+var (
+	actx  = context.Background()
+	quiet = slog.New(slog.DiscardHandler)
+)
+
+// newAcctEnv opens Accounts over a real bbolt file with a fake clock and the first
+// admin "root".
+func newAcctEnv(t *testing.T) *acctEnv {
+	t.Helper()
+	clk := fakeclock.New(t0)
+	st, err := bolt.Open(filepath.Join(t.TempDir(), "idk.db"), bolt.Options{Clock: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	h := &countingHasher{Hasher: password.Hasher{Params: cheapParams}}
+	acc, err := idkeeper.NewAccounts(st, h, idkeeper.AccountsConfig{Clock: clk.Now, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := acc.EnsureFirstAdmin(actx, "root", rootPW); !ok || err != nil {
+		t.Fatalf("EnsureFirstAdmin: %v, %v", ok, err)
+	}
+	root, err := st.User(actx, "root")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &acctEnv{acc: acc, store: st, clk: clk, hasher: h, root: root}
+}
+
+// addUser has root create name with role and bobPW.
+func (e *acctEnv) addUser(t *testing.T, name string, role idkeeper.Role) idkeeper.User {
+	t.Helper()
+	u, err := e.acc.CreateUser(actx, e.root, name, role, bobPW)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+func (e *acctEnv) login(t *testing.T, name, pw, ip string) string {
+	t.Helper()
+	tok, _, err := e.acc.Login(actx, name, pw, ip, "test-agent")
+	if err != nil {
+		t.Fatalf("Login %s from %s: %v", name, ip, err)
+	}
+	return tok
+}
+
+func (e *acctEnv) wantSession(t *testing.T, tok string, valid bool) {
+	t.Helper()
+	_, _, err := e.acc.Authenticate(actx, tok)
+	switch {
+	case valid && err != nil:
+		t.Fatalf("Authenticate: %v, want a valid session", err)
+	case !valid:
+		wantCode(t, err, idkeeper.CodeSessionExpired)
+		if _, err := e.store.Session(actx, idkeeper.SessionID(tok)); !errors.Is(err, idkeeper.ErrNotFound) {
+			t.Fatalf("an ended session is still stored: %v", err)
+		}
+	}
+}
+
+// auditLog returns every entry after checking the chain against the head.
+func (e *acctEnv) auditLog(t *testing.T) []idkeeper.AuditEntry {
+	t.Helper()
+	all, err := e.store.AuditEntries(actx, 1, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq, hash, err := e.store.AuditHead(actx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := idkeeper.VerifyAudit(all, seq, hash); err != nil {
+		t.Fatalf("audit chain: %v", err)
+	}
+	return all
+}
+
+func TestEnsureFirstAdmin(t *testing.T) {
+	e := newAcctEnv(t)
+	if e.root.Role != idkeeper.RoleAdmin || e.root.CreatedBy != "" || e.root.Epoch != 1 ||
+		!strings.HasPrefix(e.root.PasswordHash, "$argon2id$v=19$m=64,t=1,p=1$") {
+		t.Fatalf("first admin: %+v", e.root)
+	}
+	// With an account there it does nothing, whatever the name and password.
+	for _, c := range [][2]string{{"root", "another password"}, {"other", "short"}} {
+		if ok, err := e.acc.EnsureFirstAdmin(actx, c[0], c[1]); ok || err != nil {
+			t.Fatalf("EnsureFirstAdmin again: %v, %v", ok, err)
+		}
+	}
+	if n, _ := e.store.CountUsers(actx); n != 1 {
+		t.Fatalf("%d users", n)
+	}
+	e.login(t, "root", rootPW, "192.0.2.1")
+
+	// On an empty store it checks name and password first.
+	st, err := bolt.Open(filepath.Join(t.TempDir(), "empty.db"), bolt.Options{Clock: e.clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	acc, _ := idkeeper.NewAccounts(st, password.Hasher{Params: cheapParams}, idkeeper.AccountsConfig{Clock: e.clk.Now, Logger: quiet})
+	_, err = acc.EnsureFirstAdmin(actx, "admin", "short")
+	wantCode(t, err, idkeeper.CodeInvalidRequest)
+	_, err = acc.EnsureFirstAdmin(actx, "Admin!", rootPW)
+	wantCode(t, err, idkeeper.CodeInvalidRequest)
+}
+
+func TestLoginOneGenericError(t *testing.T) {
+	e := newAcctEnv(t)
+	bob := e.addUser(t, "bob", idkeeper.RoleViewer)
+	e.addUser(t, "carol", idkeeper.RoleViewer)
+	if _, err := e.acc.SetDisabled(actx, e.root, "carol", true); err != nil {
+		t.Fatal(err)
+	}
+	var msgs []string
+	before := e.hasher.verifies.Load()
+	for i, c := range []struct{ name, pw string }{
+		{"nobody", bobPW},        // unknown
+		{"bob", "letmein-wrong"}, // wrong
+		{"carol", bobPW},         // disabled, right password
+		{"Bob\x00\n", bobPW},     // not a user name at all
+	} {
+		_, _, err := e.acc.Login(actx, c.name, c.pw, "198.51.100."+string(rune('1'+i)), "ua")
+		wantCode(t, err, idkeeper.CodeLoginFailed)
+		var de *idkeeper.Error
+		errors.As(err, &de)
+		if de.Details != nil {
+			t.Fatalf("%s: details %v", c.name, de.Details)
+		}
+		msgs = append(msgs, idkeeper.ErrorMessage(err))
+	}
+	for _, m := range msgs[1:] {
+		if m != msgs[0] {
+			t.Fatalf("messages differ: %q", msgs)
+		}
+	}
+	if n := e.hasher.verifies.Load() - before; n != 4 {
+		t.Fatalf("%d password checks for 4 failed logins; unknown names must cost one too", n)
+	}
+
+	e.clk.Advance(time.Minute)
+	tok, s, err := e.acc.Login(actx, "bob", bobPW, "198.51.100.9", "Mozilla/5.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := e.clk.Now()
+	if len(tok) != 43 || s.ID != idkeeper.SessionID(tok) || s.User != "bob" || s.Epoch != bob.Epoch ||
+		!s.ExpiresAt.Equal(now.Add(idkeeper.DefaultAbsoluteTimeout)) || !s.SeenAt.Equal(now) ||
+		s.RemoteIP != "198.51.100.9" || s.UserAgent != "Mozilla/5.0" {
+		t.Fatalf("session %+v of token %q", s, tok)
+	}
+	u, got, err := e.acc.Authenticate(actx, tok)
+	if err != nil || u.Name != "bob" || got.ID != s.ID {
+		t.Fatalf("Authenticate: %+v %+v %v", u, got, err)
+	}
+	if u.LastLoginAt.IsZero() || !u.LastLoginAt.Equal(now) {
+		t.Fatalf("LastLoginAt %v, want %v", u.LastLoginAt, now)
+	}
+	for _, bad := range []string{"", "x", tok[:42], tok + "A", strings.ToUpper(tok)} {
+		if bad == tok {
+			continue
+		}
+		_, _, err := e.acc.Authenticate(actx, bad)
+		wantCode(t, err, idkeeper.CodeSessionExpired)
+	}
+
+	log := e.auditLog(t)
+	var failed, ok int
+	for _, a := range log {
+		if all := a.Actor + a.Target + a.Detail; strings.Contains(all, bobPW) || strings.Contains(all, "letmein") {
+			t.Fatalf("audit entry with a password: %+v", a)
+		}
+		switch a.Action {
+		case idkeeper.AuditLoginFailed:
+			failed++
+			if a.RemoteIP == "" || !strings.HasPrefix(a.Actor, "user:") || strings.ContainsAny(a.Actor, "\x00\n") {
+				t.Fatalf("failed login entry %+v", a)
+			}
+		case idkeeper.AuditLogin:
+			ok++
+			if a.Actor != "user:bob" || a.RemoteIP != "198.51.100.9" {
+				t.Fatalf("login entry %+v", a)
+			}
+		}
+	}
+	if failed != 4 || ok != 1 {
+		t.Fatalf("audit: %d failed, %d logins; want 4, 1", failed, ok)
+	}
+}
+
+func TestLoginThrottlePerAccount(t *testing.T) {
+	e := newAcctEnv(t)
+	e.addUser(t, "bob", idkeeper.RoleViewer)
+	for i := range idkeeper.LoginAccountFailures {
+		_, _, err := e.acc.Login(actx, "bob", "letmein-wrong", "203.0.113."+string(rune('1'+i)), "")
+		wantCode(t, err, idkeeper.CodeLoginFailed)
+	}
+	e.clk.Advance(time.Minute)
+	before := e.hasher.verifies.Load()
+	_, _, err := e.acc.Login(actx, "bob", bobPW, "203.0.113.99", "")
+	wantCode(t, err, idkeeper.CodeLoginFailed)
+	var de *idkeeper.Error
+	if !errors.As(err, &de) || de.Details["retryAfterSeconds"] != 14*60 {
+		t.Fatalf("throttled: %#v", de)
+	}
+	if e.hasher.verifies.Load() != before {
+		t.Fatal("a throttled login checked the password")
+	}
+	// Other accounts and addresses are not throttled.
+	e.login(t, "root", rootPW, "203.0.113.1")
+
+	e.clk.Advance(14*time.Minute - time.Second)
+	_, _, err = e.acc.Login(actx, "bob", bobPW, "203.0.113.99", "")
+	wantCode(t, err, idkeeper.CodeLoginFailed)
+	e.clk.Advance(time.Second)
+	e.login(t, "bob", bobPW, "203.0.113.99")
+
+	// A success clears the account's count.
+	for range idkeeper.LoginAccountFailures - 1 {
+		_, _, err := e.acc.Login(actx, "bob", "letmein-wrong", "203.0.113.5", "")
+		wantCode(t, err, idkeeper.CodeLoginFailed)
+	}
+	e.login(t, "bob", bobPW, "203.0.113.5")
+	for range idkeeper.LoginAccountFailures - 1 {
+		_, _, err := e.acc.Login(actx, "bob", "letmein-wrong", "203.0.113.5", "")
+		wantCode(t, err, idkeeper.CodeLoginFailed)
+	}
+	e.login(t, "bob", bobPW, "203.0.113.5")
+	var throttled int
+	for _, a := range e.auditLog(t) {
+		if strings.Contains(a.Detail, "throttled") {
+			throttled++
+		}
+	}
+	if throttled != 1 {
+		t.Fatalf("%d audit entries say throttled, want 1", throttled)
+	}
+}
+
+func TestLoginThrottlePerAddress(t *testing.T) {
+	e := newAcctEnv(t)
+	e.addUser(t, "bob", idkeeper.RoleViewer)
+	// Spread over names, each below its own limit; IPv6 addresses count by /64.
+	for i := range idkeeper.LoginAddressFailures {
+		ip := "2001:db8:1:2::" + string(rune('a'+i%6))
+		_, _, err := e.acc.Login(actx, "user"+string(rune('a'+i)), "letmein-wrong", ip, "")
+		wantCode(t, err, idkeeper.CodeLoginFailed)
+	}
+	before := e.hasher.verifies.Load()
+	_, _, err := e.acc.Login(actx, "bob", bobPW, "2001:db8:1:2::ffff", "")
+	wantCode(t, err, idkeeper.CodeLoginFailed)
+	if e.hasher.verifies.Load() != before {
+		t.Fatal("a throttled login checked the password")
+	}
+	e.login(t, "bob", bobPW, "2001:db8:1:3::1") // another /64
+	e.login(t, "bob", bobPW, "192.0.2.7")
+	e.clk.Advance(idkeeper.LoginThrottleWindow)
+	e.login(t, "bob", bobPW, "2001:db8:1:2::1")
+}
+
+// Concurrent wrong passwords cannot get past the limit.
+func TestLoginThrottleConcurrent(t *testing.T) {
+	e := newAcctEnv(t)
+	e.addUser(t, "bob", idkeeper.RoleViewer)
+	before := e.hasher.verifies.Load()
+	var wg sync.WaitGroup
+	for i := range 30 {
+		wg.Go(func() {
+			_, _, err := e.acc.Login(actx, "bob", "letmein-wrong", "192.0.2."+string(rune('1'+i%9)), "")
+			if idkeeper.ErrorCode(err) != idkeeper.CodeLoginFailed {
+				t.Errorf("err %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := e.hasher.verifies.Load() - before; n != idkeeper.LoginAccountFailures {
+		t.Fatalf("%d passwords checked, want %d", n, idkeeper.LoginAccountFailures)
+	}
+}
+
+func TestSessionTimeouts(t *testing.T) {
+	e := newAcctEnv(t)
+	idle := idkeeper.DefaultIdleTimeout
+
+	// Idle: each use within the idle timeout keeps it; one gap of it ends it.
+	tok := e.login(t, "root", rootPW, "192.0.2.1")
+	for range 3 {
+		e.clk.Advance(idle - time.Minute)
+		e.wantSession(t, tok, true)
+	}
+	s, _ := e.store.Session(actx, idkeeper.SessionID(tok))
+	if !s.SeenAt.Equal(e.clk.Now()) {
+		t.Fatalf("SeenAt %v, want %v", s.SeenAt, e.clk.Now())
+	}
+	// Touched at most once a minute.
+	e.clk.Advance(30 * time.Second)
+	e.wantSession(t, tok, true)
+	if s2, _ := e.store.Session(actx, s.ID); !s2.SeenAt.Equal(s.SeenAt) {
+		t.Fatalf("touched within a minute: %v → %v", s.SeenAt, s2.SeenAt)
+	}
+	e.clk.Advance(idle - 30*time.Second)
+	e.wantSession(t, tok, false)
+
+	// Absolute: busy all along, it ends AbsoluteTimeout after the login.
+	tok = e.login(t, "root", rootPW, "192.0.2.1")
+	start := e.clk.Now()
+	for e.clk.Now().Before(start.Add(idkeeper.DefaultAbsoluteTimeout - 20*time.Minute)) {
+		e.clk.Advance(20 * time.Minute)
+		e.wantSession(t, tok, true)
+	}
+	e.clk.Set(start.Add(idkeeper.DefaultAbsoluteTimeout))
+	e.wantSession(t, tok, false)
+
+	// PruneSessions drops idle ones nobody uses again.
+	tok = e.login(t, "root", rootPW, "192.0.2.1")
+	tok2 := e.login(t, "root", rootPW, "192.0.2.1")
+	e.clk.Advance(idle - time.Minute)
+	e.wantSession(t, tok2, true)
+	e.clk.Advance(time.Minute)
+	if n, err := e.acc.PruneSessions(actx); n != 1 || err != nil {
+		t.Fatalf("PruneSessions: %d, %v", n, err)
+	}
+	if _, err := e.store.Session(actx, idkeeper.SessionID(tok)); !errors.Is(err, idkeeper.ErrNotFound) {
+		t.Fatalf("pruned session: %v", err)
+	}
+	e.wantSession(t, tok2, true)
+}
+
+func TestSessionRotationAndLogout(t *testing.T) {
+	e := newAcctEnv(t)
+	a, b := e.login(t, "root", rootPW, "192.0.2.1"), e.login(t, "root", rootPW, "192.0.2.1")
+	if a == b || idkeeper.SessionID(a) == idkeeper.SessionID(b) {
+		t.Fatal("two logins share a token")
+	}
+	e.wantSession(t, a, true)
+	e.wantSession(t, b, true)
+	if err := e.acc.Logout(actx, a); err != nil {
+		t.Fatal(err)
+	}
+	e.wantSession(t, a, false)
+	e.wantSession(t, b, true)
+	if err := e.acc.Logout(actx, a); err != nil {
+		t.Fatalf("Logout of an ended session: %v", err)
+	}
+	var logouts int
+	for _, x := range e.auditLog(t) {
+		if x.Action == idkeeper.AuditLogout && x.Actor == "user:root" {
+			logouts++
+		}
+	}
+	if logouts != 1 {
+		t.Fatalf("%d logouts audited", logouts)
+	}
+}
+
+func TestSessionsEndOnDisableAndPasswordChange(t *testing.T) {
+	e := newAcctEnv(t)
+	e.addUser(t, "bob", idkeeper.RoleOperator)
+	tok := e.login(t, "bob", bobPW, "192.0.2.2")
+	if _, err := e.acc.SetDisabled(actx, e.root, "bob", true); err != nil {
+		t.Fatal(err)
+	}
+	e.wantSession(t, tok, false)
+	_, _, err := e.acc.Login(actx, "bob", bobPW, "192.0.2.2", "")
+	wantCode(t, err, idkeeper.CodeLoginFailed)
+	if _, err := e.acc.SetDisabled(actx, e.root, "bob", false); err != nil {
+		t.Fatal(err)
+	}
+
+	tok = e.login(t, "bob", bobPW, "192.0.2.2")
+	other := e.login(t, "bob", bobPW, "192.0.2.3")
+	bob, _, err := e.acc.Authenticate(actx, tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.acc.ChangePassword(actx, bob, "not the password", "a new password 2")
+	wantCode(t, err, idkeeper.CodeInvalidRequest)
+	if de := new(idkeeper.Error); !errors.As(err, &de) || de.Field != "oldPassword" {
+		t.Fatalf("wrong old password: %v", err)
+	}
+	_, err = e.acc.ChangePassword(actx, bob, bobPW, "short")
+	wantCode(t, err, idkeeper.CodeInvalidRequest)
+	e.wantSession(t, tok, true)
+	if _, err := e.acc.ChangePassword(actx, bob, bobPW, "a new password 2"); err != nil {
+		t.Fatal(err)
+	}
+	e.wantSession(t, tok, false)
+	e.wantSession(t, other, false)
+	_, _, err = e.acc.Login(actx, "bob", bobPW, "192.0.2.2", "")
+	wantCode(t, err, idkeeper.CodeLoginFailed)
+	tok = e.login(t, "bob", "a new password 2", "192.0.2.2")
+
+	// An admin's reset and a role change end them too.
+	if _, err := e.acc.ResetPassword(actx, e.root, "bob", "reset password 3"); err != nil {
+		t.Fatal(err)
+	}
+	e.wantSession(t, tok, false)
+	tok = e.login(t, "bob", "reset password 3", "192.0.2.2")
+	if _, err := e.acc.SetRole(actx, e.root, "bob", idkeeper.RoleViewer); err != nil {
+		t.Fatal(err)
+	}
+	e.wantSession(t, tok, false)
+	// The same role again is no change: sessions stay.
+	tok = e.login(t, "bob", "reset password 3", "192.0.2.2")
+	if _, err := e.acc.SetRole(actx, e.root, "bob", idkeeper.RoleViewer); err != nil {
+		t.Fatal(err)
+	}
+	e.wantSession(t, tok, true)
+}
+
+func TestRoleChecks(t *testing.T) {
+	e := newAcctEnv(t)
+	viewer, op := e.addUser(t, "vic", idkeeper.RoleViewer), e.addUser(t, "otto", idkeeper.RoleOperator)
+	for _, actor := range []idkeeper.User{viewer, op} {
+		_, err := e.acc.CreateUser(actx, actor, "eve", idkeeper.RoleAdmin, bobPW)
+		wantCode(t, err, idkeeper.CodeForbidden)
+		_, err = e.acc.SetRole(actx, actor, actor.Name, idkeeper.RoleAdmin)
+		wantCode(t, err, idkeeper.CodeForbidden)
+		_, err = e.acc.SetDisabled(actx, actor, "root", true)
+		wantCode(t, err, idkeeper.CodeForbidden)
+		_, err = e.acc.ResetPassword(actx, actor, "root", "taken over 123")
+		wantCode(t, err, idkeeper.CodeForbidden)
+	}
+	// A stale actor record counts as what the store says now.
+	stale := e.addUser(t, "ann", idkeeper.RoleAdmin)
+	if _, err := e.acc.SetRole(actx, e.root, "ann", idkeeper.RoleViewer); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.acc.CreateUser(actx, stale, "eve", idkeeper.RoleAdmin, bobPW)
+	wantCode(t, err, idkeeper.CodeForbidden)
+
+	// Anyone changes their own password.
+	if _, err := e.acc.ChangePassword(actx, viewer, bobPW, "vic's new password"); err != nil {
+		t.Fatal(err)
+	}
+	// Argument checks.
+	_, err = e.acc.CreateUser(actx, e.root, "Eve", idkeeper.RoleViewer, bobPW)
+	wantCode(t, err, idkeeper.CodeInvalidRequest)
+	_, err = e.acc.CreateUser(actx, e.root, "eve", "root", bobPW)
+	wantCode(t, err, idkeeper.CodeInvalidRequest)
+	_, err = e.acc.CreateUser(actx, e.root, "eve", idkeeper.RoleViewer, "short")
+	wantCode(t, err, idkeeper.CodeInvalidRequest)
+	_, err = e.acc.CreateUser(actx, e.root, "vic", idkeeper.RoleViewer, bobPW)
+	wantCode(t, err, idkeeper.CodeConflict)
+	_, err = e.acc.SetRole(actx, e.root, "nobody", idkeeper.RoleViewer)
+	wantCode(t, err, idkeeper.CodeNotFound)
+	_, err = e.acc.ResetPassword(actx, e.root, "nobody", "some password 1")
+	wantCode(t, err, idkeeper.CodeNotFound)
+
+	users, err := e.acc.Users(actx)
+	if err != nil || len(users) != 4 {
+		t.Fatalf("Users: %d, %v", len(users), err)
+	}
+	for _, u := range users {
+		if u.PasswordHash != "" {
+			t.Fatalf("Users shows a hash: %+v", u)
+		}
+	}
+}
+
+func TestLastAdminProtected(t *testing.T) {
+	e := newAcctEnv(t)
+	_, err := e.acc.SetDisabled(actx, e.root, "root", true)
+	wantCode(t, err, idkeeper.CodeForbidden)
+	_, err = e.acc.SetRole(actx, e.root, "root", idkeeper.RoleOperator)
+	wantCode(t, err, idkeeper.CodeForbidden)
+	_, err = e.acc.ResetPassword(actx, e.root, "root", "my own reset 123")
+	wantCode(t, err, idkeeper.CodeForbidden)
+
+	// Two admins demoting each other at once: one stays.
+	ann := e.addUser(t, "ann", idkeeper.RoleAdmin)
+	var wg sync.WaitGroup
+	wg.Go(func() { _, _ = e.acc.SetRole(actx, e.root, "ann", idkeeper.RoleViewer) })
+	wg.Go(func() { _, _ = e.acc.SetDisabled(actx, ann, "root", true) })
+	wg.Wait()
+	users, _ := e.store.Users(actx)
+	admins := 0
+	for _, u := range users {
+		if u.Role == idkeeper.RoleAdmin && !u.Disabled {
+			admins++
+		}
+	}
+	if admins != 1 {
+		t.Fatalf("%d enabled admins: %+v", admins, users)
+	}
+}
+
+func TestAuditChainAndConcurrentAppends(t *testing.T) {
+	e := newAcctEnv(t)
+	e.addUser(t, "bob", idkeeper.RoleViewer)
+	ctx := idkeeper.WithRemoteIP(actx, "192.0.2.50")
+	if _, err := e.acc.SetRole(ctx, e.root, "bob", idkeeper.RoleOperator); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Go(func() {
+			err := e.acc.Audit(actx, idkeeper.AuditEntry{Actor: "system", Action: idkeeper.AuditLeaseReclaim,
+				Target: "node:" + string(rune('0'+i%10))})
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	log := e.auditLog(t)
+	want := []string{idkeeper.AuditUserCreate, idkeeper.AuditUserCreate, idkeeper.AuditUserUpdate}
+	if len(log) != len(want)+16 {
+		t.Fatalf("%d entries, want %d", len(log), len(want)+16)
+	}
+	for i, a := range want {
+		if log[i].Action != a {
+			t.Fatalf("entry %d: %+v, want %s", i, log[i], a)
+		}
+	}
+	if c := log[0]; c.Actor != "system" || c.Target != "user:root" {
+		t.Fatalf("first admin entry %+v", c)
+	}
+	if c := log[1]; c.Actor != "user:root" || c.Target != "user:bob" || c.Detail != "role viewer" {
+		t.Fatalf("create entry %+v", c)
+	}
+	if c := log[2]; c.RemoteIP != "192.0.2.50" || !strings.Contains(c.Detail, "operator") {
+		t.Fatalf("update entry %+v", c)
+	}
+}
+
+// A hasher of other parameters replaces an old hash at the next login.
+func TestLoginRehashes(t *testing.T) {
+	e := newAcctEnv(t)
+	stronger := password.Hasher{Params: cheapParams}
+	stronger.Params.Time = 2
+	acc, err := idkeeper.NewAccounts(e.store, stronger, idkeeper.AccountsConfig{Clock: e.clk.Now, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := acc.Login(actx, "root", rootPW, "192.0.2.1", ""); err != nil {
+		t.Fatal(err)
+	}
+	u, _ := e.store.User(actx, "root")
+	if stronger.NeedsRehash(u.PasswordHash) || u.Epoch != e.root.Epoch {
+		t.Fatalf("after login: %+v", u)
+	}
+	e.login(t, "root", rootPW, "192.0.2.1") // the old hasher verifies the new hash
+}
+
+func TestAccountsConfigRanges(t *testing.T) {
+	e := newAcctEnv(t)
+	h := password.Hasher{}
+	for _, cfg := range []idkeeper.AccountsConfig{
+		{IdleTimeout: time.Second},
+		{IdleTimeout: 25 * time.Hour},
+		{IdleTimeout: time.Hour, AbsoluteTimeout: time.Minute},
+		{AbsoluteTimeout: 31 * 24 * time.Hour},
+	} {
+		var re *idkeeper.RangeError
+		if _, err := idkeeper.NewAccounts(e.store, h, cfg); !errors.As(err, &re) {
+			t.Errorf("%+v: %v, want a RangeError", cfg, err)
+		}
+	}
+	acc, err := idkeeper.NewAccounts(e.store, h, idkeeper.AccountsConfig{IdleTimeout: 24 * time.Hour})
+	if err != nil || acc.Config().AbsoluteTimeout != 24*time.Hour {
+		t.Fatalf("%v, %+v", err, acc.Config())
+	}
+}

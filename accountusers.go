@@ -1,0 +1,286 @@
+package idkeeper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+)
+
+// The account management of Accounts: who may change which account, and how.
+
+// CreateUser adds the account name with role and password, created by actor, and
+// returns it. Errors: FORBIDDEN unless actor is an enabled admin; INVALID_REQUEST
+// naming "name", "role" or "password"; CONFLICT when the name exists.
+func (a *Accounts) CreateUser(ctx context.Context, actor User, name string, role Role, password string) (User, error) {
+	if _, err := a.authorize(ctx, actor); err != nil {
+		return User{}, err
+	}
+	switch {
+	case !ValidUserName(name):
+		return User{}, Invalidf("name", "a user name is 1 to %d of a-z 0-9 . _ @ -", MaxUserNameLen)
+	case !role.Valid():
+		return User{}, Invalidf("role", "the role is one of %s, %s, %s", RoleViewer, RoleOperator, RoleAdmin)
+	}
+	if err := CheckPassword("password", password); err != nil {
+		return User{}, err
+	}
+	u, err := a.newUser(name, role, password, actor.Name)
+	if err != nil {
+		return User{}, err
+	}
+	if err := a.store.CreateUser(ctx, u); errors.Is(err, ErrConflict) {
+		return User{}, Errorf(CodeConflict, "a user named %q exists", name)
+	} else if err != nil {
+		return User{}, storeErr(err)
+	}
+	u.Version = 1
+	a.audit(ctx, AuditEntry{Actor: "user:" + actor.Name, Action: AuditUserCreate, Target: "user:" + name,
+		Detail: "role " + string(role)})
+	return u, nil
+}
+
+// SetRole gives the account name role, ending its sessions. Errors: FORBIDDEN
+// unless actor is an enabled admin, or for an admin's own role; INVALID_REQUEST
+// ("role"); NOT_FOUND; CONFLICT when it would leave no enabled admin. The same
+// role is no change.
+func (a *Accounts) SetRole(ctx context.Context, actor User, name string, role Role) (User, error) {
+	if !role.Valid() {
+		return User{}, Invalidf("role", "the role is one of %s, %s, %s", RoleViewer, RoleOperator, RoleAdmin)
+	}
+	return a.adminChange(ctx, actor, name, role != RoleAdmin, "change their own role", func(u *User) (string, error) {
+		if u.Role == role {
+			return "", errUnchanged
+		}
+		was := u.Role
+		u.Role = role
+		return fmt.Sprintf("role %s → %s", was, role), nil
+	})
+}
+
+// SetDisabled disables the account name (ending its sessions) or enables it again.
+// Errors: FORBIDDEN unless actor is an enabled admin, or to disable oneself;
+// NOT_FOUND; CONFLICT when it would leave no enabled admin. The same state is no
+// change.
+func (a *Accounts) SetDisabled(ctx context.Context, actor User, name string, disabled bool) (User, error) {
+	return a.adminChange(ctx, actor, name, disabled, "disable themselves", func(u *User) (string, error) {
+		if u.Disabled == disabled {
+			return "", errUnchanged
+		}
+		u.Disabled = disabled
+		if disabled {
+			return "disabled", nil
+		}
+		return "enabled", nil
+	})
+}
+
+// adminChange applies change to the account name for an admin actor. demotes
+// tells that the change leaves name without enabled admin rights: refused for the
+// actor's own account (selfWhat says what that would do) and for the last enabled
+// admin (which only replicas racing each other can reach: the actor is one).
+// A change ends the account's sessions (Epoch + 1).
+func (a *Accounts) adminChange(ctx context.Context, actor User, name string, demotes bool, selfWhat string,
+	change func(*User) (string, error)) (User, error) {
+	a.adminMu.Lock() // so that two admins of one process cannot demote each other at once
+	defer a.adminMu.Unlock()
+	if _, err := a.authorize(ctx, actor); err != nil {
+		return User{}, err
+	}
+	if demotes && name == actor.Name {
+		return User{}, Errorf(CodeForbidden, "an admin cannot %s", selfWhat)
+	}
+	detail := ""
+	u, err := a.update(ctx, name, func(u *User) error {
+		if demotes && u.Role == RoleAdmin && !u.Disabled {
+			if err := a.otherAdmins(ctx, name); err != nil {
+				return err
+			}
+		}
+		d, err := change(u)
+		if err != nil {
+			return err
+		}
+		detail = d
+		u.Epoch++
+		return nil
+	})
+	if err != nil || detail == "" {
+		return u, err
+	}
+	a.endSessions(ctx, name)
+	a.audit(ctx, AuditEntry{Actor: "user:" + actor.Name, Action: AuditUserUpdate, Target: "user:" + name, Detail: detail})
+	return u, nil
+}
+
+// otherAdmins returns CONFLICT unless an enabled admin other than name exists.
+func (a *Accounts) otherAdmins(ctx context.Context, name string) error {
+	all, err := a.store.Users(ctx)
+	if err != nil {
+		return storeErr(err)
+	}
+	for _, o := range all {
+		if o.Name != name && o.Role == RoleAdmin && !o.Disabled {
+			return nil
+		}
+	}
+	return Errorf(CodeConflict, "%q is the last enabled admin", name)
+}
+
+// ResetPassword gives the account name a new password, ending its sessions.
+// Errors: FORBIDDEN unless actor is an enabled admin, or for the actor's own
+// account (ChangePassword, with the old one, is for that); INVALID_REQUEST
+// ("password"); NOT_FOUND.
+func (a *Accounts) ResetPassword(ctx context.Context, actor User, name, newPassword string) (User, error) {
+	if _, err := a.authorize(ctx, actor); err != nil {
+		return User{}, err
+	}
+	if name == actor.Name {
+		return User{}, Errorf(CodeForbidden, "change your own password with the current one")
+	}
+	if err := CheckPassword("password", newPassword); err != nil {
+		return User{}, err
+	}
+	return a.setPassword(ctx, actor.Name, name, newPassword, "reset by an admin")
+}
+
+// ChangePassword changes the password of user, who gives the current one (old),
+// and ends all of user's sessions, this one too. A wrong old password counts as a
+// failed login of the account (LoginAccountFailures). Errors: INVALID_REQUEST
+// naming "oldPassword" (wrong, or throttled, with Details "retryAfterSeconds") or
+// "newPassword" (CheckPassword, or equal to the old one); SESSION_EXPIRED when the
+// account is gone or disabled.
+func (a *Accounts) ChangePassword(ctx context.Context, user User, old, newPassword string) (User, error) {
+	now := a.cfg.Clock()
+	acct := "u:" + user.Name
+	if wait := a.throttle.begin(now, acct); wait > 0 {
+		e := Invalidf("oldPassword", "too many wrong passwords; retry later")
+		e.Details = map[string]any{"retryAfterSeconds": int(math.Ceil(wait.Seconds()))}
+		return User{}, e
+	}
+	cur, err := a.store.User(ctx, user.Name)
+	if errors.Is(err, ErrNotFound) || err == nil && cur.Disabled {
+		a.throttle.undo(acct)
+		return User{}, errSessionExpired
+	} else if err != nil {
+		a.throttle.undo(acct)
+		return User{}, storeErr(err)
+	}
+	ok, verr := a.hasher.Verify(cur.PasswordHash, cutBytes(old, MaxPasswordLen))
+	if verr != nil {
+		a.log.Error("a stored password hash does not parse", "user", user.Name, "err", verr)
+	}
+	if !ok || len(old) > MaxPasswordLen {
+		a.throttle.reached(acct)
+		return User{}, Invalidf("oldPassword", "the current password is wrong")
+	}
+	a.throttle.succeed(acct)
+	if err := CheckPassword("newPassword", newPassword); err != nil {
+		return User{}, err
+	}
+	if newPassword == old {
+		return User{}, Invalidf("newPassword", "the new password is the current one")
+	}
+	return a.setPassword(ctx, user.Name, user.Name, newPassword, "changed by the user")
+}
+
+// setPassword stores a hash of pw as name's password, Epoch + 1, and ends its
+// sessions.
+func (a *Accounts) setPassword(ctx context.Context, actor, name, pw, detail string) (User, error) {
+	hash, err := a.hasher.Hash(pw)
+	if err != nil {
+		return User{}, &Error{Code: CodeInternal, Message: "internal error", Err: err}
+	}
+	now := Millis(a.cfg.Clock())
+	u, err := a.update(ctx, name, func(u *User) error {
+		u.PasswordHash, u.PasswordChangedAt = hash, now
+		u.Epoch++
+		return nil
+	})
+	if err != nil {
+		return User{}, err
+	}
+	a.endSessions(ctx, name)
+	a.audit(ctx, AuditEntry{Actor: "user:" + actor, Action: AuditPasswordChange, Target: "user:" + name, Detail: detail})
+	return u, nil
+}
+
+// Users returns every account sorted by name, without password hashes.
+func (a *Accounts) Users(ctx context.Context) ([]User, error) {
+	all, err := a.store.Users(ctx)
+	if err != nil {
+		return nil, storeErr(err)
+	}
+	for i := range all {
+		all[i].PasswordHash = ""
+	}
+	return all, nil
+}
+
+// authorize returns actor's stored record when it is an enabled admin, else
+// FORBIDDEN. It reads the store: a role or state changed since the actor's
+// session was checked counts.
+func (a *Accounts) authorize(ctx context.Context, actor User) (User, error) {
+	u, err := a.store.User(ctx, actor.Name)
+	if errors.Is(err, ErrNotFound) {
+		return User{}, errNotAdmin
+	} else if err != nil {
+		return User{}, storeErr(err)
+	}
+	if u.Disabled || u.Role != RoleAdmin {
+		return User{}, errNotAdmin
+	}
+	return u, nil
+}
+
+// update reads the account name, applies fn and stores it, again from the read
+// while another update comes first (ErrConflict), at most maxRetries times. fn
+// returning errUnchanged stores nothing and returns the account as read.
+func (a *Accounts) update(ctx context.Context, name string, fn func(*User) error) (User, error) {
+	for range maxRetries {
+		u, err := a.store.User(ctx, name)
+		if errors.Is(err, ErrNotFound) {
+			return User{}, Errorf(CodeNotFound, "no user named %q", name)
+		} else if err != nil {
+			return User{}, storeErr(err)
+		}
+		if err := fn(&u); errors.Is(err, errUnchanged) {
+			return u, nil
+		} else if err != nil {
+			return User{}, err
+		}
+		err = a.store.UpdateUser(ctx, u)
+		switch {
+		case err == nil:
+			u.Version++
+			return u, nil
+		case errors.Is(err, ErrNotFound):
+			return User{}, Errorf(CodeNotFound, "no user named %q", name)
+		case !errors.Is(err, ErrConflict):
+			return User{}, storeErr(err)
+		}
+		if err := ctx.Err(); err != nil {
+			return User{}, err
+		}
+	}
+	return User{}, Errorf(CodeConflict, "the user %q changed %d times meanwhile; retry", name, maxRetries)
+}
+
+// endSessions deletes name's sessions. A failure is logged: the new Epoch voids
+// them anyway.
+func (a *Accounts) endSessions(ctx context.Context, name string) {
+	if _, err := a.store.DeleteUserSessions(ctx, name); err != nil {
+		a.log.Warn("delete the sessions of a user", "user", name, "err", err)
+	}
+}
+
+// newUser is the record of a new account: Epoch 1, hashed password.
+func (a *Accounts) newUser(name string, role Role, password, by string) (User, error) {
+	hash, err := a.hasher.Hash(password)
+	if err != nil {
+		return User{}, &Error{Code: CodeInternal, Message: "internal error", Err: err}
+	}
+	now := Millis(a.cfg.Clock())
+	return User{Name: name, Role: role, PasswordHash: hash, CreatedAt: now, CreatedBy: by, Epoch: 1,
+		PasswordChangedAt: now}, nil
+}

@@ -1,0 +1,180 @@
+package idkeeper
+
+import (
+	"context"
+	"net/netip"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// The records of the admin web (issue #10): accounts, their server-side sessions,
+// the IP allow-list kept in the store, and the audit log. An AdminStore keeps them;
+// bolt and redis implement it, internal/storetest.RunAdmin is its contract suite.
+
+// Role is what an account may do. Each role may do everything the roles below it
+// may: RoleAdmin > RoleOperator > RoleViewer.
+type Role string
+
+// The roles.
+const (
+	RoleViewer   Role = "viewer"   // reads every page; changes nothing
+	RoleOperator Role = "operator" // also manages API keys, the allow-list, leases and backups
+	RoleAdmin    Role = "admin"    // also manages accounts
+)
+
+// Valid reports whether r is one of the roles.
+func (r Role) Valid() bool { return r.rank() > 0 }
+
+// AtLeast reports whether r may do what min may: a valid role whose rank is at
+// least min's. An invalid role is at least nothing.
+func (r Role) AtLeast(min Role) bool { return r.Valid() && r.rank() >= min.rank() }
+
+func (r Role) rank() int {
+	switch r {
+	case RoleViewer:
+		return 1
+	case RoleOperator:
+		return 2
+	case RoleAdmin:
+		return 3
+	}
+	return 0
+}
+
+// Bounds of the admin records, in bytes.
+const (
+	MaxUserNameLen   = 64   // User.Name
+	MaxNoteLen       = 200  // AllowEntry.Note
+	MaxAuditTextLen  = 1024 // AuditEntry.Detail; Target, Actor and RemoteIP are cut at MaxAuditFieldLen
+	MaxAuditFieldLen = 256
+)
+
+// User is an account of the admin web.
+type User struct {
+	Name string // 1..MaxUserNameLen bytes of a-z 0-9 . _ @ - (ValidUserName)
+	Role Role
+	// PasswordHash is the password's hash in PHC string form
+	// ("$argon2id$v=19$m=…,t=…,p=…$salt$hash"). It is never shown.
+	PasswordHash string
+	Disabled     bool
+	CreatedAt    time.Time
+	CreatedBy    string // the user who added it; "" for the first admin (IDKEEPER_ADMIN_PASSWORD)
+	// Epoch changes whenever the account's sessions must end: the user is disabled,
+	// changes or is given a new password, or gets another role. A session records
+	// the Epoch of its login and is void under any other.
+	Epoch             uint64
+	PasswordChangedAt time.Time
+	LastLoginAt       time.Time // zero: never logged in
+	// Version is the store's: every UpdateUser increments it, and refuses a record
+	// read before another update (ErrConflict).
+	Version uint64
+}
+
+// ValidUserName reports whether name may name an account: 1..MaxUserNameLen bytes
+// of lower-case ASCII letters, digits, '.', '_', '@' and '-'.
+func ValidUserName(name string) bool {
+	if name == "" || len(name) > MaxUserNameLen {
+		return false
+	}
+	for _, c := range []byte(name) {
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '@' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// AdminSession is a logged-in browser session. The cookie holds a random token;
+// the store keeps only its SHA-256 (ID), so a copy of the store opens no session.
+type AdminSession struct {
+	ID        string // hex SHA-256 of the cookie's token
+	User      string
+	Epoch     uint64 // the user's Epoch at login
+	CreatedAt time.Time
+	SeenAt    time.Time // the last request made with it (recorded at most once a minute)
+	ExpiresAt time.Time // absolute end; the idle end is SeenAt + the idle timeout
+	RemoteIP  string    // the address it logged in from
+	UserAgent string    // cut at MaxAuditFieldLen bytes
+}
+
+// AllowEntry is one entry of the IP allow-list kept in the store.
+type AllowEntry struct {
+	Prefix    netip.Prefix // masked (Prefix.Masked), the identity of the entry
+	Note      string       // why it is there; at most MaxNoteLen bytes
+	CreatedBy string
+	CreatedAt time.Time
+}
+
+// CleanText trims s and reports whether it is printable UTF-8 of at most max bytes:
+// the rule for notes and descriptions typed by operators.
+func CleanText(s string, max int) (string, bool) {
+	s = strings.TrimSpace(s)
+	return s, len(s) <= max && utf8.ValidString(s) && !strings.ContainsFunc(s, isControl)
+}
+
+// AdminStore keeps the records of the admin web. Every method is atomic and safe
+// for concurrent use by several processes sharing the store. Times are stored to
+// the millisecond. Errors: ErrNotFound and ErrConflict as stated, any other error
+// for a failing store.
+type AdminStore interface {
+	// CreateUser stores u with Version 1; ErrConflict when the name exists.
+	CreateUser(ctx context.Context, u User) error
+	// User returns the account with that name; ErrNotFound when there is none.
+	User(ctx context.Context, name string) (User, error)
+	// Users returns every account, sorted by name.
+	Users(ctx context.Context) ([]User, error)
+	// UpdateUser replaces the stored account u.Name with u, and its Version with
+	// u.Version + 1, when the stored Version is u.Version; ErrConflict when it is
+	// not (another update came first: read again), ErrNotFound when there is none.
+	UpdateUser(ctx context.Context, u User) error
+	// CountUsers returns how many accounts exist.
+	CountUsers(ctx context.Context) (int, error)
+
+	// CreateSession stores s; ErrConflict when its ID exists.
+	CreateSession(ctx context.Context, s AdminSession) error
+	// Session returns the session with that ID; ErrNotFound when there is none. A
+	// store never drops a session by itself: callers judge its ends.
+	Session(ctx context.Context, id string) (AdminSession, error)
+	// TouchSession raises the session's SeenAt to at (never lowers it); a missing
+	// session is no error.
+	TouchSession(ctx context.Context, id string, at time.Time) error
+	// DeleteSession deletes the session; a missing one is no error.
+	DeleteSession(ctx context.Context, id string) error
+	// DeleteUserSessions deletes every session of the user and returns how many.
+	DeleteUserSessions(ctx context.Context, user string) (int, error)
+	// PruneSessions deletes the sessions whose ExpiresAt is not after now or whose
+	// SeenAt + idle is not after now, and returns how many.
+	PruneSessions(ctx context.Context, now time.Time, idle time.Duration) (int, error)
+
+	// AddAllowEntry stores e (its Prefix masked); ErrConflict when that prefix is
+	// listed already.
+	AddAllowEntry(ctx context.Context, e AllowEntry) error
+	// RemoveAllowEntry deletes the entry of that prefix (masked first); ErrNotFound
+	// when there is none.
+	RemoveAllowEntry(ctx context.Context, p netip.Prefix) error
+	// AllowEntries returns every entry, sorted by address then prefix length.
+	AllowEntries(ctx context.Context) ([]AllowEntry, error)
+
+	// AppendAudit appends e when it extends the log: e.Seq is the last entry's Seq
+	// + 1 and e.Prev its Hash (Seq 1 and Prev "" on an empty log, or after the last
+	// entry was pruned: the log remembers the last Seq and Hash it ever held). It
+	// returns ErrConflict, and writes nothing, when another entry came first: read
+	// the head again. The store keeps e as given; AuditEntry.Seal computes Hash.
+	AppendAudit(ctx context.Context, e AuditEntry) error
+	// AuditHead returns the Seq and Hash of the last entry ever appended (0 and ""
+	// for a log that never had one), pruned or not.
+	AuditHead(ctx context.Context) (seq uint64, hash string, err error)
+	// AuditEntries returns up to limit entries from Seq from (inclusive) upwards in
+	// Seq order, pruned ones left out; limit is 1..1000.
+	AuditEntries(ctx context.Context, from uint64, limit int) ([]AuditEntry, error)
+	// AuditEntriesBefore returns up to limit entries with Seq below before, newest
+	// first; before 0 means from the newest; limit is 1..1000.
+	AuditEntriesBefore(ctx context.Context, before uint64, limit int) ([]AuditEntry, error)
+	// PruneAudit deletes entries from the oldest upwards, in Seq order, while their
+	// At is before before, stopping at the first that is not (so what stays is one
+	// unbroken run up to the head, even after a clock stepped back) or after limit
+	// of them (1..10000), and returns how many. The head is remembered (AuditHead)
+	// even when its entry is deleted.
+	PruneAudit(ctx context.Context, before time.Time, limit int) (int, error)
+}

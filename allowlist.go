@@ -1,0 +1,121 @@
+package idkeeper
+
+import (
+	"context"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"sync/atomic"
+	"time"
+)
+
+// AllowSource is where an AllowList reads the entries kept in the store
+// (AdminStore.AllowEntries).
+type AllowSource interface {
+	AllowEntries(ctx context.Context) ([]AllowEntry, error)
+}
+
+// DefaultAllowRefresh is how often AllowList.Run reads the store's entries by
+// default: a change made on another replica applies here within it.
+const DefaultAllowRefresh = 10 * time.Second
+
+// AllowList is the IP allow-list in force for API-key routes: a floor of fixed
+// prefixes (the --allowed-ips flag, which no operator can remove at run time) and
+// the entries kept in the store, which Refresh reads. An address is allowed when a
+// prefix of either contains it; when both are empty every address is allowed.
+// Until the first Refresh succeeds the store's part is unknown, and only the floor
+// allows (Loaded tells). It is safe for concurrent use.
+type AllowList struct {
+	floor  []netip.Prefix
+	src    AllowSource
+	stored atomic.Pointer[[]netip.Prefix]
+}
+
+// NewAllowList returns the allow-list with floor and the entries of src (nil: the
+// floor alone, loaded at once). It does no I/O.
+func NewAllowList(floor []netip.Prefix, src AllowSource) *AllowList {
+	a := &AllowList{floor: slices.Clone(floor), src: src}
+	if src == nil {
+		a.stored.Store(&[]netip.Prefix{})
+	}
+	return a
+}
+
+// Floor returns the fixed prefixes.
+func (a *AllowList) Floor() []netip.Prefix { return slices.Clone(a.floor) }
+
+// Loaded reports whether the store's entries have been read at least once.
+func (a *AllowList) Loaded() bool { return a.stored.Load() != nil }
+
+// Refresh reads the store's entries and puts them in force. On an error the
+// entries read last stay in force.
+func (a *AllowList) Refresh(ctx context.Context) error {
+	if a.src == nil {
+		return nil
+	}
+	es, err := a.src.AllowEntries(ctx)
+	if err != nil {
+		return err
+	}
+	ps := make([]netip.Prefix, len(es))
+	for i, e := range es {
+		ps[i] = e.Prefix
+	}
+	a.stored.Store(&ps)
+	return nil
+}
+
+// Allows reports whether addr may use the API-key routes. Before the first
+// successful Refresh only the floor allows, and an empty floor allows nothing: an
+// allow-list that cannot be read fails closed.
+func (a *AllowList) Allows(addr netip.Addr) bool {
+	addr = addr.Unmap()
+	for _, p := range a.floor {
+		if p.Contains(addr) {
+			return true
+		}
+	}
+	stored := a.stored.Load()
+	if stored == nil {
+		return false
+	}
+	if len(a.floor) == 0 && len(*stored) == 0 {
+		return true
+	}
+	for _, p := range *stored {
+		if p.Contains(addr) {
+			return true
+		}
+	}
+	return false
+}
+
+// AllowsAll reports whether every address is allowed: the list is loaded and has
+// no prefix at all. A request whose address cannot be told is allowed only then.
+func (a *AllowList) AllowsAll() bool {
+	stored := a.stored.Load()
+	return len(a.floor) == 0 && stored != nil && len(*stored) == 0
+}
+
+// Run refreshes the list every interval (0: DefaultAllowRefresh) until ctx ends,
+// logging failures to log at warn level.
+func (a *AllowList) Run(ctx context.Context, every time.Duration, log *slog.Logger) {
+	if a.src == nil {
+		return
+	}
+	if every <= 0 {
+		every = DefaultAllowRefresh
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := a.Refresh(ctx); err != nil && ctx.Err() == nil {
+				log.Warn("cannot read the IP allow-list from the store; the last one read stays in force", "err", err)
+			}
+		}
+	}
+}
