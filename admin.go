@@ -69,6 +69,8 @@ type User struct {
 	// Version is the store's: every UpdateUser increments it, and refuses a record
 	// read before another update (ErrConflict).
 	Version uint64
+
+	operator bool // OperatorActor: not an account; never stored
 }
 
 // ValidUserName reports whether name may name an account: 1..MaxUserNameLen bytes

@@ -177,6 +177,9 @@ func (r *Registry) ensureKey(ctx context.Context, secret, description string, bo
 	}
 	k := APIKeyFor(secret, description, r.cfg.Clock(), time.Time{})
 	k.Bootstrap, k.Admin = bootstrap, admin
+	if bootstrap {
+		k.CreatedBy = CreatedByEnv
+	}
 	if _, err := r.store.APIKey(ctx, k.ID); err == nil {
 		return false, nil
 	} else if !errors.Is(err, ErrNotFound) {

@@ -16,7 +16,7 @@ import (
 type AuditEntry struct {
 	Seq      uint64    // 1, 2, 3, … in append order
 	At       time.Time // to the millisecond
-	Actor    string    // "user:NAME", "key:ID", or "system"
+	Actor    string    // "user:NAME", "key:ID", "operator:WHO" (OperatorActor) or "system"
 	Action   string    // e.g. "lease.grant", "apikey.create", "user.login" (the Audit* constants)
 	Target   string    // what it acted on: "node:17", "key:ab12…", "user:bob", "ip:10.0.0.0/8"
 	RemoteIP string    // the actor's address; "" for the system

@@ -28,6 +28,7 @@ func (r *Registry) Cleanup(ctx context.Context) (reclaimed int, ran bool, err er
 		r.watchMachines(ctx, false)
 		return 0, false, nil
 	}
+	seen := r.reclaimable(ctx)
 	err = r.mutate(ctx, true, func(gd Guard) error {
 		reclaimed, err = r.store.Reclaim(ctx, gd, r.cfg.Grace)
 		return err
@@ -43,6 +44,7 @@ func (r *Registry) Cleanup(ctx context.Context) (reclaimed int, ran bool, err er
 		return 0, true, err
 	}
 	r.obs.Reclaimed(reclaimed)
+	r.auditReclaim(ctx, reclaimed, seen)
 	if reclaimed > 0 {
 		r.log.Info("cleanup reclaimed expired leases", "reclaimed", reclaimed, "grace", r.cfg.Grace)
 	}

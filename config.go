@@ -74,6 +74,21 @@ type Config struct {
 	// bootstrap API key, which a store that lost its data has lost too. Errors are
 	// logged; serving starts anyway.
 	OnAdopt func(ctx context.Context) error
+	// Audit, when set, receives an audit entry (auditlog.go) for every lease grant,
+	// removal, reclaim, revocation, restore after a reset and clock-skew rejection.
+	// The entries are appended in order by a goroutine of their own (Open starts
+	// it, Close drains it), never on the request's path: when AuditQueueSize
+	// entries wait already, a new one is dropped and counted
+	// (Observer.AuditDropped). *Accounts satisfies it.
+	Audit Auditor
+	// AdminStore, when set, is pruned by the retention job (PruneAdminRecords):
+	// audit entries older than AuditRetention go, once an hour, under a job lock.
+	AdminStore AdminStore
+	// Sessions, when set, has its ended admin sessions pruned by the same job.
+	Sessions SessionPruner
+	// AuditRetention is how long audit entries are kept: DefaultAuditRetention
+	// (90 days), at least MinAuditRetention.
+	AuditRetention time.Duration
 }
 
 func init() {
@@ -174,6 +189,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.State == nil {
 		c.State = &MemoryState{}
 	}
+	if c.AuditRetention == 0 {
+		c.AuditRetention = DefaultAuditRetention
+	}
+	if c.AuditRetention < MinAuditRetention {
+		return c, &RangeError{"audit-retention", c.AuditRetention.String(), MinAuditRetention.String(), "∞"}
+	}
 	if n := len(c.ReceiptSecret); n > 0 && n < MinReceiptSecretLen {
 		return c, &RangeError{"receipt-secret", fmt.Sprintf("%d bytes", n), fmt.Sprintf("%d bytes", MinReceiptSecretLen), "∞"}
 	}
@@ -209,6 +230,9 @@ type Observer interface {
 	// sorts) and how many machine IDs hold leases at all. It replaces the previous
 	// report.
 	Machines(top []MachineLeases, machines int)
+	// AuditDropped reports n audit entries that never reached the audit log: the
+	// queue was full, or the append failed (Config.Audit).
+	AuditDropped(n int)
 }
 
 type nopObserver struct{}
@@ -222,3 +246,4 @@ func (nopObserver) Phase(Phase, bool, time.Duration)      {}
 func (nopObserver) Evidence(string, int)                  {}
 func (nopObserver) CoolingGrants(int)                     {}
 func (nopObserver) Machines([]MachineLeases, int)         {}
+func (nopObserver) AuditDropped(int)                      {}

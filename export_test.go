@@ -21,3 +21,10 @@ func FlushSkew(ctx context.Context, r *Registry, n int) int { return r.flushSkew
 
 // SkewEvery is the per-requester budget of skew writes and warning lines.
 const SkewEvery = skewEvery
+
+// SetAuditQueue makes r's audit queue hold n entries; call it before Open.
+func SetAuditQueue(r *Registry, n int) {
+	if r.audit != nil {
+		r.audit.ch = make(chan AuditEntry, n)
+	}
+}

@@ -21,6 +21,7 @@ type recorder struct {
 	machines  []idkeeper.MachineLeases // the last Machines report
 	// machineCount is the last Machines report's count of machine IDs.
 	machineCount int
+	auditDropped int // AuditDropped
 }
 
 func (r *recorder) Phase(p idkeeper.Phase, clockOK bool, _ time.Duration) {
@@ -84,6 +85,12 @@ func (r *recorder) Reclaimed(n int) {
 }
 
 func (r *recorder) JobLockOverrun(string, time.Duration) {}
+
+func (r *recorder) AuditDropped(n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.auditDropped += n
+}
 
 func (r *recorder) StoreReset(newGeneration bool) {
 	r.mu.Lock()

@@ -296,7 +296,13 @@ type APIKey struct {
 	Hash        []byte // SHA-256 of the secret part
 	Description string
 	CreatedAt   time.Time
-	ExpiresAt   time.Time // zero: never expires
+	// CreatedBy tells who made the key: "user:NAME" (an admin web account,
+	// CreatedByUser), "key:ID" (an admin API key, CreatedByKey), "cli" (`idkeeper
+	// apikey create --store`, CreatedByCLI), "env" (IDKEEPER_BOOTSTRAP_API_KEY or
+	// IDKEEPER_ADMIN_API_KEY, CreatedByEnv). "" is not known: a record stored
+	// before the field existed, or a key made without saying.
+	CreatedBy string
+	ExpiresAt time.Time // zero: never expires
 	// MaxNodes is the key's quota: the most node IDs its leases may hold at once;
 	// 0 means no quota.
 	MaxNodes int

@@ -30,12 +30,27 @@ func (k APIKey) Status(now time.Time) string {
 	return KeyActive
 }
 
+// Who made a key (APIKey.CreatedBy), besides CreatedByUser and CreatedByKey.
+const (
+	CreatedByCLI = "cli" // `idkeeper apikey create --store`
+	CreatedByEnv = "env" // IDKEEPER_BOOTSTRAP_API_KEY or IDKEEPER_ADMIN_API_KEY
+)
+
+// CreatedByUser is the APIKey.CreatedBy of a key made by the admin web account
+// name: "user:NAME", as the audit log names the actor.
+func CreatedByUser(name string) string { return "user:" + name }
+
+// CreatedByKey is the APIKey.CreatedBy of a key made through the admin API with
+// the admin key id: "key:ID", as the audit log names the actor.
+func CreatedByKey(id string) string { return "key:" + id }
+
 // KeySpec describes a new API key.
 type KeySpec struct {
 	Description string    // what the key is for, shown to operators: required
 	ExpiresAt   time.Time // zero: the key never expires
 	MaxNodes    int       // the key's quota (APIKey.MaxNodes); 0: none
 	Admin       bool      // the key may use the admin API (APIKey.Admin)
+	CreatedBy   string    // who makes it (APIKey.CreatedBy); "": not told
 }
 
 // KeyInfo is an API key as operators see it: the record (its hash is no secret,
@@ -58,21 +73,60 @@ func CreateKey(ctx context.Context, s KeyStore, spec KeySpec, now time.Time, max
 		return "", APIKey{}, Invalidf("description", "description is required: what the key is for")
 	case len(desc) > MaxKeyDescriptionLen || !utf8.ValidString(desc):
 		return "", APIKey{}, Invalidf("description", "description must be UTF-8 text of at most %d bytes", MaxKeyDescriptionLen)
-	case !spec.ExpiresAt.IsZero() && !Millis(spec.ExpiresAt).After(Millis(now)):
-		return "", APIKey{}, Invalidf("expiresAt", "the expiry %s is not in the future", Millis(spec.ExpiresAt).Format(time.RFC3339Nano))
-	case spec.MaxNodes < 0 || spec.MaxNodes > maxNodes:
-		return "", APIKey{}, Invalidf("maxNodes", "maxNodes must be between 0 (no quota) and %d", maxNodes)
+	}
+	if err := checkKeyExpiry(spec.ExpiresAt, now); err != nil {
+		return "", APIKey{}, err
+	}
+	if err := checkKeyQuota(spec.MaxNodes, maxNodes); err != nil {
+		return "", APIKey{}, err
 	}
 	var until time.Time
 	if !spec.ExpiresAt.IsZero() {
 		until = Millis(spec.ExpiresAt)
 	}
 	secret, k = NewAPIKey(desc, now, until)
-	k.MaxNodes, k.Admin = spec.MaxNodes, spec.Admin
+	k.MaxNodes, k.Admin, k.CreatedBy = spec.MaxNodes, spec.Admin, spec.CreatedBy
 	if err := s.CreateAPIKey(ctx, k); err != nil {
 		return "", APIKey{}, err
 	}
 	return secret, k, nil
+}
+
+// checkKeyExpiry returns the INVALID_REQUEST Error of an expiry at that is
+// neither zero (never) nor after now, to the millisecond.
+func checkKeyExpiry(at, now time.Time) error {
+	if !at.IsZero() && !Millis(at).After(Millis(now)) {
+		return Invalidf("expiresAt", "the expiry %s is not in the future", Millis(at).Format(time.RFC3339Nano))
+	}
+	return nil
+}
+
+// checkKeyQuota returns the INVALID_REQUEST Error of a quota n outside
+// 0..maxNodes.
+func checkKeyQuota(n, maxNodes int) error {
+	if n < 0 || n > maxNodes {
+		return Invalidf("maxNodes", "maxNodes must be between 0 (no quota) and %d", maxNodes)
+	}
+	return nil
+}
+
+// Validate returns an INVALID_REQUEST Error naming the field ("expiresAt",
+// "maxNodes") when u cannot be applied at now under a pool of maxNodes node IDs:
+// an expiry that is neither zero (never) nor after now, to the millisecond; a
+// quota outside 0..maxNodes. An update that changes nothing is valid. The caller
+// of KeyStore.UpdateAPIKey checks it (UpdateKey, Registry.UpdateKey); the stores
+// trust it, as they trust CreateKey's checks, for both rules depend on the
+// caller's clock and layout, which a store does not know.
+func (u KeyUpdate) Validate(now time.Time, maxNodes int) error {
+	if u.ExpiresAt != nil {
+		if err := checkKeyExpiry(*u.ExpiresAt, now); err != nil {
+			return err
+		}
+	}
+	if u.MaxNodes != nil {
+		return checkKeyQuota(*u.MaxNodes, maxNodes)
+	}
+	return nil
 }
 
 // ListKeys returns every key on s, revoked ones included, sorted by ID, with the
@@ -117,6 +171,32 @@ func RevokeKey(ctx context.Context, s Store, id string, now time.Time) (info Key
 		return KeyInfo{}, false, err
 	}
 	return KeyInfo{Key: k, NodesHeld: held[id]}, already, nil
+}
+
+// UpdateKey changes the expiry and quota of the key with that ID on s as u says,
+// checked at now under a pool of maxNodes node IDs (KeyUpdate.Validate), and
+// returns it as it is afterwards. A quota below the node IDs the key holds takes
+// none away: its leases stay, and its new Allocs fail (API_KEY_QUOTA_EXCEEDED)
+// until it holds fewer. Errors: INVALID_REQUEST naming the field; ErrNotFound
+// (NOT_FOUND) for an unknown ID; ErrConflict (CONFLICT) for a revoked key, which
+// stays as it is; any other error is the store's.
+func UpdateKey(ctx context.Context, s Store, id string, u KeyUpdate, now time.Time, maxNodes int) (KeyInfo, error) {
+	if err := u.Validate(now, maxNodes); err != nil {
+		return KeyInfo{}, err
+	}
+	if u.ExpiresAt != nil && !u.ExpiresAt.IsZero() {
+		at := Millis(*u.ExpiresAt)
+		u.ExpiresAt = &at
+	}
+	k, err := s.UpdateAPIKey(ctx, id, u)
+	if err != nil {
+		return KeyInfo{}, err
+	}
+	held, err := s.KeyHoldings(ctx)
+	if err != nil {
+		return KeyInfo{}, err
+	}
+	return KeyInfo{Key: k, NodesHeld: held[id]}, nil
 }
 
 // keyNotFound is the NOT_FOUND Error of an unknown key ID.
@@ -164,6 +244,42 @@ func (r *Registry) RevokeKey(ctx context.Context, id string) (info KeyInfo, alre
 		return KeyInfo{}, false, keyNotFound(id)
 	}
 	return info, already, r.storeErr(err)
+}
+
+// UpdateKey changes a key's expiry and quota at the registry's clock, the quota up
+// to the layout's node IDs (see the package-level UpdateKey), and logs the change.
+// Errors: INVALID_REQUEST naming "expiresAt" or "maxNodes", NOT_FOUND, CONFLICT
+// for a revoked key, STORE_UNAVAILABLE.
+func (r *Registry) UpdateKey(ctx context.Context, id string, u KeyUpdate) (KeyInfo, error) {
+	info, err := UpdateKey(ctx, r.store, id, u, r.cfg.Clock(), r.cfg.Layout.Nodes())
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return KeyInfo{}, keyNotFound(id)
+	case errors.Is(err, ErrConflict):
+		return KeyInfo{}, Errorf(CodeConflict, "the API key %q is revoked: a revoked key stays as it was", id)
+	case err != nil:
+		return KeyInfo{}, r.storeErr(err)
+	}
+	k := info.Key
+	attrs := []any{"keyId", k.ID, "description", k.Description}
+	if u.ExpiresAt != nil {
+		expiry := "never"
+		if !k.ExpiresAt.IsZero() {
+			expiry = k.ExpiresAt.Format(time.RFC3339Nano)
+		}
+		attrs = append(attrs, "expiresAt", expiry)
+	}
+	if u.MaxNodes != nil {
+		attrs = append(attrs, "maxNodes", k.MaxNodes)
+	}
+	attrs = append(attrs, "nodesHeld", info.NodesHeld)
+	if k.MaxNodes > 0 && info.NodesHeld > k.MaxNodes {
+		r.log.Warn("API key updated: it holds more node IDs than its new quota; its leases stay, its new Allocs fail "+
+			"until it holds fewer", attrs...)
+	} else {
+		r.log.Info("API key updated", attrs...)
+	}
+	return info, nil
 }
 
 // Now is the registry's own clock (Config.Clock): the time API keys expire by.

@@ -38,8 +38,9 @@ func (r *Registry) setPhase(p Phase) {
 }
 
 // Open loads the replica's state, compares the store with it (DESIGN §7) and
-// starts the background jobs (cleanup, and the probe that notices resets, clock
-// disagreements and a store initialised meanwhile). A store this replica never saw
+// starts the background jobs (cleanup, the retention job, the audit appender, and
+// the probe that notices resets, clock disagreements and a store initialised
+// meanwhile). A store this replica never saw
 // that holds no generation is not initialised here: the registry waits for
 // `idkeeper init`. A reset found on the way is recovered before Open returns.
 // It fails when the state cannot be read or a store that answers refuses the pool
@@ -59,18 +60,21 @@ func (r *Registry) Open(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
+	r.audit.start()
 	r.wg.Add(1)
 	go r.loop(ctx)
 	return nil
 }
 
-// Close stops the background jobs and waits for them, then saves the replica's
-// state. It does not close the store.
+// Close stops the background jobs and waits for them, writes the audit entries
+// still queued (at most 10 s), then saves the replica's state. It does not close
+// the store.
 func (r *Registry) Close() error {
 	if r.cancel != nil {
 		r.cancel()
 		r.wg.Wait()
 	}
+	r.audit.close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	return r.state.Sync(ctx)
@@ -341,10 +345,22 @@ func (r *Registry) loop(ctx context.Context) {
 	defer probe.Stop()
 	keys := time.NewTimer(keyCheckFirst)
 	defer keys.Stop()
+	var retention <-chan time.Time // nil: no retention job
+	var retentionTimer *time.Timer
+	if r.cfg.AdminStore != nil || r.cfg.Sessions != nil {
+		retentionTimer = time.NewTimer(retentionFirst)
+		defer retentionTimer.Stop()
+		retention = retentionTimer.C
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-retention:
+			if _, _, _, err := r.PruneAdminRecords(ctx); err != nil && ctx.Err() == nil {
+				r.log.Error("retention job", "err", err)
+			}
+			retentionTimer.Reset(RetentionInterval)
 		case <-keys.C:
 			if _, err := r.WarnExpiringKeys(ctx); err != nil && ctx.Err() == nil {
 				r.log.Warn("API key expiry check", "err", err)

@@ -54,6 +54,7 @@ type RemoveRequest struct {
 	// when unknown. See LeaseStore.Remove.
 	MintedUpTo time.Time
 	KeyID      string // the authenticated API key; it must own the leases
+	RemoteIP   string // for the log and the audit log only
 }
 
 // Registry is the lease policy over a Store: validation, ownership, clock-skew
@@ -81,6 +82,8 @@ type Registry struct {
 
 	machines machineWatch // the machine watch's warning times (machines.go)
 
+	audit *auditLog // nil without Config.Audit (auditlog.go)
+
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -95,7 +98,8 @@ func NewRegistry(store Store, cfg Config) (*Registry, error) {
 	if cfg.Owner == "" {
 		cfg.Owner = defaultOwner()
 	}
-	r := &Registry{store: store, cfg: cfg, log: cfg.Logger, obs: cfg.Observer, state: stateSaver{keeper: cfg.State}}
+	r := &Registry{store: store, cfg: cfg, log: cfg.Logger, obs: cfg.Observer, state: stateSaver{keeper: cfg.State},
+		audit: newAuditLog(cfg)}
 	if len(cfg.ReceiptSecret) > 0 {
 		r.receipts = &receiptSigner{secret: slices.Clone(cfg.ReceiptSecret)}
 	}
@@ -153,11 +157,12 @@ func (r *Registry) Alloc(ctx context.Context, req AllocRequest) (g Grant, err er
 		if err != nil {
 			return Grant{}, Unavailable(err)
 		}
-		if err := r.checkSkew(ctx, "alloc", req.Requester, now, *req.ClientNow, req.RemoteIP); err != nil {
+		if err := r.checkSkew(ctx, "alloc", req.Key.ID, req.Requester, now, *req.ClientNow, req.RemoteIP); err != nil {
 			return Grant{}, err
 		}
 	}
 	p := AllocParams{Requester: req.Requester, KeyID: req.Key.ID, Count: req.Count, First: r.cfg.FirstLease, MaxNodes: req.Key.MaxNodes}
+	known := r.state.maxToken() // new grants get tokens above it (auditGrant)
 	err = r.mutate(ctx, true, func(gd Guard) error {
 		g, err = r.store.Alloc(ctx, gd, p)
 		return err
@@ -172,6 +177,7 @@ func (r *Registry) Alloc(ctx context.Context, req AllocRequest) (g Grant, err er
 	r.log.Info("alloc", "requester", req.Requester.Key(), "keyId", req.Key.ID, "count", req.Count,
 		"nodes", nodeRanges(nodeIDs(g.Leases)), "remoteIp", req.RemoteIP)
 	r.noteCooling(req, g)
+	r.auditGrant(ctx, req, g, known)
 	return g, nil
 }
 
@@ -219,7 +225,7 @@ func (r *Registry) Renew(ctx context.Context, req RenewRequest) (g Grant, err er
 	if req.ClientNow != nil {
 		// Renew is never refused for skew: a renewing client is safe, refusing it would
 		// turn a cluster-wide NTP fault into an outage.
-		_ = r.checkSkew(ctx, "renew", req.Requester, g.Now, *req.ClientNow, req.RemoteIP)
+		_ = r.checkSkew(ctx, "renew", req.KeyID, req.Requester, g.Now, *req.ClientNow, req.RemoteIP)
 	}
 	if len(g.Restored) > 0 {
 		r.obs.Evidence("restored", len(g.Restored))
@@ -231,6 +237,7 @@ func (r *Registry) Renew(ctx context.Context, req RenewRequest) (g Grant, err er
 		r.log.Error("node IDs claimed twice after a store reset: both holders stopped, the node IDs quarantined",
 			"requester", req.Requester.Key(), "keyId", req.KeyID, "nodes", nodeRanges(g.Contested))
 	}
+	r.auditRenew(ctx, req, g)
 	if err := r.learnToken(ctx, g.Fence); err != nil {
 		return Grant{}, err
 	}
@@ -301,6 +308,7 @@ func (r *Registry) Remove(ctx context.Context, req RemoveRequest) (n int, err er
 	if n > 0 {
 		r.log.Info("remove", "requester", req.Requester.Key(), "keyId", req.KeyID, "released", n)
 	}
+	r.auditRemove(ctx, req, n)
 	return n, nil
 }
 

@@ -16,7 +16,8 @@ import (
 // reset that kept the revocation (one that lost it undoes it, which costs no safety:
 // the lease was real). Errors: NOT_FOUND when the node ID holds no lease with that
 // token (another lease, none, outside the pool), and the 503s of Serving and
-// STORE_UNAVAILABLE.
+// STORE_UNAVAILABLE. The revocation is audited as ctx's actor (WithActor; "system"
+// without one) from ctx's address (WithRemoteIP).
 func (r *Registry) RevokeLease(ctx context.Context, node NodeID, token uint64) (l Lease, err error) {
 	if err := r.Serving(); err != nil {
 		return Lease{}, err
@@ -35,5 +36,6 @@ func (r *Registry) RevokeLease(ctx context.Context, node NodeID, token uint64) (
 	r.log.Warn("lease revoked by an operator: its node ID is quarantined until the lease's expiry + grace",
 		"node", node, "token", token, "requester", l.Requester.Key(), "keyId", l.KeyID,
 		"expiresAt", l.ExpiresAt, "quarantinedUntil", l.ExpiresAt.Add(r.cfg.Grace))
+	r.auditRevoke(ctx, l)
 	return l, nil
 }

@@ -61,8 +61,10 @@ const (
 
 // checkSkew measures, logs, records and judges one client clock reading. It returns a
 // CLOCK_SKEW_TOO_LARGE Error for Alloc when the skew is rejected, every time: the
-// limits of the log and the record (see skewEvery) never change the answer.
-func (r *Registry) checkSkew(ctx context.Context, op string, who Requester, now, client time.Time, remoteIP string) error {
+// limits of the log and the record (see skewEvery) never change the answer. A
+// rejection is audited (as keyID's) when it is logged: at most once a minute per
+// requester.
+func (r *Registry) checkSkew(ctx context.Context, op, keyID string, who Requester, now, client time.Time, remoteIP string) error {
 	grace := r.cfg.Grace
 	skew := now.Sub(Millis(client))
 	level := SkewLevelFor(skew, grace)
@@ -77,6 +79,7 @@ func (r *Registry) checkSkew(ctx context.Context, op string, who Requester, now,
 		}
 		if rejected {
 			r.log.Warn("clock skew too large: alloc rejected", attrs...)
+			r.auditSkew(ctx, keyID, who, skew, grace, remoteIP, a.suppressed)
 		} else {
 			r.log.Warn("clock skew", attrs...)
 		}

@@ -320,6 +320,24 @@ type KeyStore interface {
 	// TouchAPIKey raises the key's LastUsedAt to at (never lowers it); a missing
 	// key is no error.
 	TouchAPIKey(ctx context.Context, id string, at time.Time) error
+	// UpdateAPIKey changes the key's expiry and quota as u says (to the
+	// millisecond), in one atomic read-modify-write, and returns the key as it is
+	// afterwards; its other fields stay. ErrNotFound when there is none;
+	// ErrConflict, changing nothing, when the key is revoked: a revoked key stays
+	// revoked and its record is history. The store trusts u: its caller checks it
+	// first (KeyUpdate.Validate).
+	UpdateAPIKey(ctx context.Context, id string, u KeyUpdate) (APIKey, error)
+}
+
+// KeyUpdate tells KeyStore.UpdateAPIKey what to change of a key; a nil field
+// stays as it is.
+type KeyUpdate struct {
+	// ExpiresAt is the new expiry; a pointer to the zero time: the key never
+	// expires.
+	ExpiresAt *time.Time
+	// MaxNodes is the new quota (APIKey.MaxNodes); 0: none. A quota below the node
+	// IDs the key holds takes none of them away: it only refuses new ones.
+	MaxNodes *int
 }
 
 // SkewStore keeps the last clock-skew observation per requester.

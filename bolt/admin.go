@@ -89,6 +89,7 @@ type apiKeyRec struct {
 	Hash        []byte `json:"hash"`
 	Description string `json:"description"`
 	CreatedAt   int64  `json:"createdAt"`
+	CreatedBy   string `json:"createdBy,omitempty"` // absent in records written before it: not known
 	ExpiresAt   int64  `json:"expiresAt"`
 	MaxNodes    int    `json:"maxNodes,omitempty"`
 	Bootstrap   bool   `json:"bootstrap,omitempty"`
@@ -98,7 +99,7 @@ type apiKeyRec struct {
 }
 
 func apiKeyRecOf(k idkeeper.APIKey) apiKeyRec {
-	return apiKeyRec{Hash: k.Hash, Description: k.Description, CreatedAt: timeMs(k.CreatedAt), ExpiresAt: timeMs(k.ExpiresAt),
+	return apiKeyRec{Hash: k.Hash, Description: k.Description, CreatedAt: timeMs(k.CreatedAt), CreatedBy: k.CreatedBy, ExpiresAt: timeMs(k.ExpiresAt),
 		MaxNodes: k.MaxNodes, Bootstrap: k.Bootstrap, Admin: k.Admin, RevokedAt: timeMs(k.RevokedAt), LastUsedAt: timeMs(k.LastUsedAt)}
 }
 
@@ -107,7 +108,7 @@ func decodeAPIKey(id string, v []byte) (idkeeper.APIKey, error) {
 	if err := json.Unmarshal(v, &r); err != nil {
 		return idkeeper.APIKey{}, fmt.Errorf("corrupt API key %q: %w", id, err)
 	}
-	return idkeeper.APIKey{ID: id, Hash: r.Hash, Description: r.Description, CreatedAt: msTime(r.CreatedAt),
+	return idkeeper.APIKey{ID: id, Hash: r.Hash, Description: r.Description, CreatedAt: msTime(r.CreatedAt), CreatedBy: r.CreatedBy,
 		ExpiresAt: msTime(r.ExpiresAt), MaxNodes: r.MaxNodes, Bootstrap: r.Bootstrap, Admin: r.Admin, RevokedAt: msTime(r.RevokedAt),
 		LastUsedAt: msTime(r.LastUsedAt)}, nil
 }
@@ -171,6 +172,40 @@ func (s *Store) TouchAPIKey(ctx context.Context, id string, at time.Time) error 
 		k.LastUsedAt = idkeeper.Millis(at)
 		return true
 	})
+}
+
+// UpdateAPIKey implements idkeeper.KeyStore, in one transaction.
+func (s *Store) UpdateAPIKey(ctx context.Context, id string, u idkeeper.KeyUpdate) (idkeeper.APIKey, error) {
+	var k idkeeper.APIKey
+	err := s.update(ctx, nil, func(t *txn) error {
+		b := t.tx.Bucket(bucketAPIKeys)
+		v := b.Get([]byte(id))
+		if v == nil {
+			return idkeeper.ErrNotFound
+		}
+		var err error
+		if k, err = decodeAPIKey(id, v); err != nil {
+			return err
+		}
+		if k.Revoked() {
+			return idkeeper.ErrConflict
+		}
+		if u.ExpiresAt != nil {
+			k.ExpiresAt = msTime(timeMs(*u.ExpiresAt))
+		}
+		if u.MaxNodes != nil {
+			k.MaxNodes = *u.MaxNodes
+		}
+		nv, err := json.Marshal(apiKeyRecOf(k))
+		if err != nil {
+			return err
+		}
+		return b.Put([]byte(id), nv)
+	})
+	if err != nil {
+		return idkeeper.APIKey{}, err
+	}
+	return k, nil
 }
 
 // APIKey implements idkeeper.KeyStore.

@@ -12,7 +12,7 @@ import (
 )
 
 // An API key record written before the admin mark existed reads as a key that is
-// no admin key, its other fields intact.
+// no admin key and tells no creator (CreatedBy ""), its other fields intact.
 func TestAPIKeyRecordWithoutAdminMark(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "idkeeper.db")
 	s, err := bolt.Open(path, bolt.Options{Logger: testLogger(t)})
@@ -41,7 +41,7 @@ func TestAPIKeyRecordWithoutAdminMark(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := time.UnixMilli(1772366400000).UTC()
-	if k.Admin || !k.Bootstrap || k.MaxNodes != 2 || k.Description != "old key" || !k.CreatedAt.Equal(want) || len(k.Hash) != 4 {
+	if k.Admin || k.CreatedBy != "" || !k.Bootstrap || k.MaxNodes != 2 || k.Description != "old key" || !k.CreatedAt.Equal(want) || len(k.Hash) != 4 {
 		t.Fatalf("old record read as %+v", k)
 	}
 	if err := s.CreateAPIKey(t.Context(), idkeeper.APIKey{ID: "k-new", Hash: []byte{1}, CreatedAt: want, Admin: true}); err != nil {

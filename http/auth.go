@@ -5,23 +5,15 @@ import (
 	"net/http"
 
 	"github.com/idkeeper/idkeeper"
-	"github.com/idkeeper/idkeeper/internal/problem"
 	"github.com/idkeeper/idkeeper/internal/wire"
 )
 
-// created is a handler's answer sent as 201 Created, with a Location header.
-type created struct {
-	location string
-	body     any
-}
-
 // authed wraps h in the checks of every authenticated route, in this order: the
 // client's address against the allow-list (403 IP_NOT_ALLOWED), that the registry
-// serves (503), the X-API-Key (401), and, when admin, that the key is an admin key
-// (403 ADMIN_KEY_REQUIRED); then it runs h under the request timeout. An answer
-// to a request whose key expires within idkeeper.KeyExpiryNotice carries a
-// Warning header saying so (wire.KeyExpiryWarning), errors included.
-func (s *Server) authed(h apiFunc, admin bool) http.Handler {
+// serves (503) and the X-API-Key (401); then it runs h under the request timeout.
+// An answer to a request whose key expires within idkeeper.KeyExpiryNotice
+// carries a Warning header saying so (wire.KeyExpiryWarning), errors included.
+func (s *Server) authed(h apiFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ip, err := clientIP(r, s.opts.TrustedProxies)
 		remote := ip.String()
@@ -60,21 +52,9 @@ func (s *Server) authed(h apiFunc, admin bool) http.Handler {
 		if at, soon := s.reg.KeyNotice(key); soon {
 			w.Header().Add(wire.WarningHeader, wire.KeyExpiryWarning(key.ID, at))
 		}
-		if admin && !key.Admin {
-			s.writeProblem(w, r, idkeeper.Errorf(idkeeper.CodeAdminKeyRequired, "the API key %s is not an admin key; "+
-				"the admin API needs one (idkeeper apikey create --admin, or IDKEEPER_ADMIN_API_KEY on the server)", key.ID))
-			return
-		}
 		body, err := h(w, r, caller{remoteIP: remote, key: key})
 		if err != nil {
 			s.writeProblem(w, r, err)
-			return
-		}
-		if c, ok := body.(created); ok {
-			w.Header().Set("Location", c.location)
-			if err := problem.WriteJSON(w, http.StatusCreated, "application/json", c.body); err != nil {
-				s.log.Error("encode response", "err", err)
-			}
 			return
 		}
 		s.writeJSON(w, body)

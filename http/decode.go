@@ -1,19 +1,13 @@
 package http
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"math"
-	"slices"
 	"strconv"
-	"strings"
-	"time"
-	"unicode/utf8"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/internal/jsonbody"
 	"github.com/idkeeper/idkeeper/internal/wire"
 )
 
@@ -23,9 +17,9 @@ import (
 // of the offending member ("requester.pid") or "body" when the body as a whole is at
 // fault (empty, not UTF-8, malformed, not an object, trailing data).
 //
-// They are stricter than encoding/json: member names match exactly (encoding/json
-// matches them case-insensitively), unknown and duplicate members are rejected, and a
-// member whose value is null counts as absent.
+// They decode with internal/jsonbody, stricter than encoding/json: member names match
+// exactly (encoding/json matches them case-insensitively), unknown and duplicate
+// members are rejected, and a member whose value is null counts as absent.
 
 // MaxPID is the largest PID a requester may carry: PIDs are 32-bit on every OS the
 // client runs on.
@@ -46,7 +40,7 @@ var (
 
 // decodeAllocRequest decodes the body of POST /v1/leases.
 func decodeAllocRequest(body []byte) (idkeeper.AllocRequest, error) {
-	m, err := decodeBody(body, allocMembers)
+	m, err := jsonbody.Decode(body, allocMembers)
 	if err != nil {
 		return idkeeper.AllocRequest{}, err
 	}
@@ -56,7 +50,7 @@ func decodeAllocRequest(body []byte) (idkeeper.AllocRequest, error) {
 	}
 	// Above MaxCount is the Registry's COUNT_TOO_LARGE, the gateway's code for a
 	// count above its limit too; an integer past int64 is no count at all.
-	count, ok, err := intMember(m, "", "count", 1, math.MaxInt64)
+	count, ok, err := m.Int("", "count", 1, math.MaxInt64)
 	if err != nil {
 		return idkeeper.AllocRequest{}, err
 	}
@@ -64,7 +58,7 @@ func decodeAllocRequest(body []byte) (idkeeper.AllocRequest, error) {
 		return idkeeper.AllocRequest{}, idkeeper.Invalidf("count", "count is required: the number of node IDs wanted, 1..%d", idkeeper.MaxCount)
 	}
 	req.Count = int(count)
-	if req.ClientNow, err = optionalTimeMember(m, "", "clientUtcNow"); err != nil {
+	if req.ClientNow, err = m.OptionalTime("", "clientUtcNow"); err != nil {
 		return idkeeper.AllocRequest{}, err
 	}
 	return req, nil
@@ -72,7 +66,7 @@ func decodeAllocRequest(body []byte) (idkeeper.AllocRequest, error) {
 
 // decodeRenewRequest decodes the body of POST /v1/leases/renew.
 func decodeRenewRequest(body []byte) (idkeeper.RenewRequest, error) {
-	m, err := decodeBody(body, renewMembers)
+	m, err := jsonbody.Decode(body, renewMembers)
 	if err != nil {
 		return idkeeper.RenewRequest{}, err
 	}
@@ -80,7 +74,7 @@ func decodeRenewRequest(body []byte) (idkeeper.RenewRequest, error) {
 	if req.Requester, err = requesterMember(m); err != nil {
 		return idkeeper.RenewRequest{}, err
 	}
-	if req.ClientNow, err = optionalTimeMember(m, "", "clientUtcNow"); err != nil {
+	if req.ClientNow, err = m.OptionalTime("", "clientUtcNow"); err != nil {
 		return idkeeper.RenewRequest{}, err
 	}
 	if req.FencingTokens, err = tokensMember(m, "fencingTokens"); err != nil {
@@ -94,7 +88,7 @@ func decodeRenewRequest(body []byte) (idkeeper.RenewRequest, error) {
 
 // decodeRemoveRequest decodes the body of POST /v1/leases/remove.
 func decodeRemoveRequest(body []byte) (idkeeper.RemoveRequest, error) {
-	m, err := decodeBody(body, removeMembers)
+	m, err := jsonbody.Decode(body, removeMembers)
 	if err != nil {
 		return idkeeper.RemoveRequest{}, err
 	}
@@ -102,7 +96,7 @@ func decodeRemoveRequest(body []byte) (idkeeper.RemoveRequest, error) {
 	if req.Requester, err = requesterMember(m); err != nil {
 		return idkeeper.RemoveRequest{}, err
 	}
-	t, err := optionalTimeMember(m, "", "mintedUpTo")
+	t, err := m.OptionalTime("", "mintedUpTo")
 	if err != nil {
 		return idkeeper.RemoveRequest{}, err
 	}
@@ -112,127 +106,32 @@ func decodeRemoveRequest(body []byte) (idkeeper.RemoveRequest, error) {
 	return req, nil
 }
 
-// members maps the member names of one JSON object to their raw values, null ones
-// left out.
-type members map[string]json.RawMessage
-
-// decodeBody checks that body is exactly one JSON object, in UTF-8, with no member
-// outside known, and returns its members.
-func decodeBody(body []byte, known []string) (members, error) {
-	if len(bytes.TrimSpace(body)) == 0 {
-		return nil, idkeeper.Invalidf("body", "the request body is empty; send a JSON object")
-	}
-	if !utf8.Valid(body) {
-		return nil, idkeeper.Invalidf("body", "the request body is not valid UTF-8")
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	var top json.RawMessage
-	if err := dec.Decode(&top); err != nil {
-		return nil, idkeeper.Invalidf("body", "the request body is not valid JSON: %s", jsonErrText(err))
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, idkeeper.Invalidf("body", "the request body has data after the JSON object")
-	}
-	return decodeObject(top, "", "body", known)
-}
-
-// decodeObject splits a syntactically valid JSON value that must be an object into
-// its members. prefix is prepended to member names in error fields; self names the
-// object itself.
-func decodeObject(raw json.RawMessage, prefix, self string, known []string) (members, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		if self == "body" {
-			return nil, idkeeper.Invalidf(self, "the request body must be a JSON object")
-		}
-		return nil, idkeeper.Invalidf(self, "%s must be a JSON object", self)
-	}
-	m := members{}
-	seen := map[string]bool{}
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return nil, idkeeper.Invalidf(self, "%s is not valid JSON: %s", self, jsonErrText(err))
-		}
-		name, _ := t.(string)
-		field := prefix + clip(name)
-		if name == "" {
-			// An empty member name has no path of its own: blame the object holding it.
-			field = self
-		}
-		if !slices.Contains(known, name) {
-			return nil, idkeeper.Invalidf(field, "unknown field %q; expected %s", field, strings.Join(known, ", "))
-		}
-		if seen[name] {
-			return nil, idkeeper.Invalidf(field, "field %q appears more than once", field)
-		}
-		seen[name] = true
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, idkeeper.Invalidf(field, "%s is not valid JSON: %s", field, jsonErrText(err))
-		}
-		if !bytes.Equal(v, []byte("null")) {
-			m[name] = v
-		}
-	}
-	return m, nil
-}
-
-// maxEchoedName bounds how much of an unknown member name an error repeats.
-const maxEchoedName = 64
-
-// clip shortens s to at most maxEchoedName bytes, on a rune boundary, marking the cut.
-func clip(s string) string {
-	if len(s) <= maxEchoedName {
-		return s
-	}
-	cut := maxEchoedName
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
-}
-
-// jsonErrText is the decoder's message without the Go type names it may carry.
-func jsonErrText(err error) string {
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		return fmt.Sprintf("%s (at byte %d)", se.Error(), se.Offset)
-	}
-	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-		return "unexpected end of input"
-	}
-	return "malformed value"
-}
-
-func requesterMember(m members) (idkeeper.Requester, error) {
+func requesterMember(m jsonbody.Members) (idkeeper.Requester, error) {
 	raw, ok := m["requester"]
 	if !ok {
 		return idkeeper.Requester{}, idkeeper.Invalidf("requester", "requester is required: {\"machineId\",\"pid\",\"startedAt\",\"instance\"}")
 	}
-	rm, err := decodeObject(raw, "requester.", "requester", requesterMembers)
+	rm, err := jsonbody.Object(raw, "requester.", "requester", requesterMembers)
 	if err != nil {
 		return idkeeper.Requester{}, err
 	}
 	var r idkeeper.Requester
-	if r.MachineID, err = stringMember(rm, "requester.", "machineId"); err != nil {
+	if r.MachineID, err = rm.String("requester.", "machineId"); err != nil {
 		return idkeeper.Requester{}, err
 	}
-	pid, _, err := intMember(rm, "requester.", "pid", 1, MaxPID)
+	pid, _, err := rm.Int("requester.", "pid", 1, MaxPID)
 	if err != nil {
 		return idkeeper.Requester{}, err
 	}
 	r.PID = int(pid)
-	started, err := optionalTimeMember(rm, "requester.", "startedAt")
+	started, err := rm.OptionalTime("requester.", "startedAt")
 	if err != nil {
 		return idkeeper.Requester{}, err
 	}
 	if started != nil {
 		r.StartedAt = *started
 	}
-	if r.Instance, err = stringMember(rm, "requester.", "instance"); err != nil {
+	if r.Instance, err = rm.String("requester.", "instance"); err != nil {
 		return idkeeper.Requester{}, err
 	}
 	// Validate names the first missing or bad field in a fixed order (machineId, pid,
@@ -243,58 +142,8 @@ func requesterMember(m members) (idkeeper.Requester, error) {
 	return r, nil
 }
 
-// stringMember reads a string member; "" when absent.
-func stringMember(m members, prefix, name string) (string, error) {
-	raw, ok := m[name]
-	if !ok {
-		return "", nil
-	}
-	var s string
-	if raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
-		return "", idkeeper.Invalidf(prefix+name, "%s must be a string", prefix+name)
-	}
-	return s, nil
-}
-
-// intMember reads an integer member and checks it lies in lo..hi; ok is false when
-// it is absent.
-func intMember(m members, prefix, name string, lo, hi int64) (n int64, ok bool, err error) {
-	raw, ok := m[name]
-	if !ok {
-		return 0, false, nil
-	}
-	n, err = strconv.ParseInt(string(raw), 10, 64)
-	if err != nil || n < lo || n > hi {
-		return 0, false, idkeeper.Invalidf(prefix+name, "%s must be an integer between %d and %d", prefix+name, lo, hi)
-	}
-	return n, true, nil
-}
-
-// optionalTimeMember reads an RFC 3339 timestamp, any offset, returned in UTC and
-// truncated to the millisecond; nil when absent.
-func optionalTimeMember(m members, prefix, name string) (*time.Time, error) {
-	raw, ok := m[name]
-	if !ok {
-		return nil, nil
-	}
-	field := prefix + name
-	var s string
-	if raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
-		return nil, idkeeper.Invalidf(field, "%s must be an RFC 3339 timestamp string such as %s", field, wire.TimeExample)
-	}
-	t, err := wire.ParseTime(s)
-	if err != nil {
-		return nil, idkeeper.Invalidf(field, "%s is not an RFC 3339 timestamp such as %s", field, wire.TimeExample)
-	}
-	t = idkeeper.Millis(t)
-	if t.IsZero() || t.Year() < 1 || t.Year() > 9999 {
-		return nil, idkeeper.Invalidf(field, "%s must be a real time in the years 0001 to 9999 (UTC), not the zero time", field)
-	}
-	return &t, nil
-}
-
 // tokensMember reads an array of fencing tokens; nil when absent.
-func tokensMember(m members, name string) ([]uint64, error) {
+func tokensMember(m jsonbody.Members, name string) ([]uint64, error) {
 	raw, ok := m[name]
 	if !ok {
 		return nil, nil
@@ -321,7 +170,7 @@ func tokensMember(m members, name string) ([]uint64, error) {
 // receiptsMember reads an array of lease receipts (opaque strings of at most
 // idkeeper.MaxReceiptLen characters); nil when absent. Whether they verify is the
 // registry's business.
-func receiptsMember(m members, name string) ([]string, error) {
+func receiptsMember(m jsonbody.Members, name string) ([]string, error) {
 	raw, ok := m[name]
 	if !ok {
 		return nil, nil

@@ -36,6 +36,7 @@ const poolScrapeTimeout = 5 * time.Second
 //	idkeeper_machine_sessions{machine_id}         sessions of a machine ID holding leases       │ holding the most node
 //	idkeeper_machine_overdue_sessions{machine_id} of those, sessions that missed a renewal       ┘ IDs (machines.go)
 //	idkeeper_machines                             machine IDs whose sessions hold leases
+//	idkeeper_audit_dropped_total                  audit entries that never reached the audit log (queue full, append failed)
 //
 // and, after CollectPool, gauges read from the store at scrape time:
 //
@@ -61,6 +62,7 @@ type Metrics struct {
 	evidence  *prometheus.CounterVec
 	cooling   prometheus.Counter
 	machine   machineGauges
+	dropped   prometheus.Counter
 }
 
 // phases are the values of the phase label.
@@ -127,8 +129,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Help: "Node IDs newly granted by Alloc whose window opens after the grant (notBefore after now): their holder waits to mint.",
 	})
 	m.machine = newMachineGauges()
+	m.dropped = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "idkeeper_audit_dropped_total",
+		Help: "Audit entries of lease events that never reached the audit log: the queue was full (the store slow or down) or the append failed.",
+	})
 	cs := []prometheus.Collector{m.duration, m.skew, m.runs, m.reclaimed, m.overruns, m.resets, m.phase, m.clockOK, m.offset,
-		m.evidence, m.cooling, m.machine.nodes, m.machine.sessions, m.machine.overdue, m.machine.count}
+		m.evidence, m.cooling, m.dropped, m.machine.nodes, m.machine.sessions, m.machine.overdue, m.machine.count}
 	for _, k := range []string{"restored", "contested", "bad_receipt", "bare_token"} {
 		m.evidence.WithLabelValues(k)
 	}
@@ -212,6 +218,9 @@ func (m *Metrics) CoolingGrants(n int) { m.cooling.Add(float64(n)) }
 
 // Machines implements idkeeper.Observer.
 func (m *Metrics) Machines(top []idkeeper.MachineLeases, machines int) { m.machine.set(top, machines) }
+
+// AuditDropped implements idkeeper.Observer.
+func (m *Metrics) AuditDropped(n int) { m.dropped.Add(float64(n)) }
 
 // CollectPool registers, with the Registerer given to NewMetrics, gauges of reg's
 // node pool that are read with reg.Remaining at every scrape. When the store does not

@@ -1,7 +1,7 @@
 // Package http is the registry's REST API (DESIGN §10): Alloc, Renew, Remove and
 // Remaining under /v1/leases, /v1/version, the health probes /livez and /readyz,
-// Prometheus /metrics, and the admin API under /admin/api/ (AdminPrefix: API keys,
-// for admin keys only).
+// Prometheus /metrics, and, when Options.Admin is set, the admin API and pages
+// under /admin/ (package admin serves them; this package only mounts them).
 //
 // Every /v1 route but /v1/version checks, in this order, the client's IP address
 // against the allow-list (403 IP_NOT_ALLOWED), that the registry serves (503
@@ -19,9 +19,7 @@
 package http
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -30,7 +28,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
-	"github.com/idkeeper/idkeeper/internal/problem"
+	"github.com/idkeeper/idkeeper/internal/jsonbody"
 	"github.com/idkeeper/idkeeper/internal/wire"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -73,7 +71,16 @@ type Options struct {
 	// Durability, when set, is shown by /readyz: what the store's settings guarantee,
 	// e.g. that the operator accepted lost writes on a Redis restart.
 	Durability string
+	// Admin, when set, serves every path under /admin/ (the admin API under
+	// AdminPrefix, and the admin pages): package admin's Handler. It does its own
+	// authentication, allow-list check for API keys, body limits and timeouts; the
+	// access log covers it. Nil: /admin/ answers 404.
+	Admin http.Handler
 }
+
+// AdminPrefix starts the routes of the admin API (package admin), which
+// `idkeeper apikey … --server` calls.
+const AdminPrefix = wire.AdminAPIPrefix
 
 // Server serves the registry's REST API. It is safe for concurrent use.
 type Server struct {
@@ -117,7 +124,9 @@ func NewServer(reg *idkeeper.Registry, opts Options) (*Server, error) {
 	mux.Handle("POST /v1/leases/remove", s.v1(s.remove))
 	mux.Handle("GET /v1/leases/remaining", s.v1(s.remaining))
 	mux.HandleFunc("GET /v1/version", s.version)
-	s.adminRoutes(mux)
+	if opts.Admin != nil {
+		mux.Handle("/admin/", opts.Admin)
+	}
 	mux.HandleFunc("GET /livez", s.livez)
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{
@@ -143,30 +152,12 @@ type apiFunc func(w http.ResponseWriter, r *http.Request, c caller) (any, error)
 
 // v1 wraps h in the IP allow-list and API-key checks and the request timeout
 // (authed).
-func (s *Server) v1(h apiFunc) http.Handler { return s.authed(h, false) }
+func (s *Server) v1(h apiFunc) http.Handler { return s.authed(h) }
 
-// readBody returns the request body after checking its media type and size.
+// readBody returns the request body after checking its media type and size
+// (jsonbody.Read).
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	if err := problem.CheckJSONContentType(r.Header.Get("Content-Type")); err != nil {
-		return nil, err
-	}
-	if r.ContentLength > s.opts.MaxBodyBytes {
-		return nil, tooLarge(s.opts.MaxBodyBytes)
-	}
-	var buf bytes.Buffer
-	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
-	var mbe *http.MaxBytesError
-	switch {
-	case errors.As(err, &mbe):
-		return nil, tooLarge(s.opts.MaxBodyBytes)
-	case err != nil:
-		return nil, idkeeper.Invalidf("body", "the request body could not be read: %v", err)
-	}
-	return buf.Bytes(), nil
-}
-
-func tooLarge(limit int64) error {
-	return idkeeper.Errorf(idkeeper.CodeBodyTooLarge, "the request body is larger than %d bytes", limit)
+	return jsonbody.Read(w, r, s.opts.MaxBodyBytes)
 }
 
 func (s *Server) alloc(w http.ResponseWriter, r *http.Request, c caller) (any, error) {
@@ -212,7 +203,7 @@ func (s *Server) remove(w http.ResponseWriter, r *http.Request, c caller) (any, 
 	if err != nil {
 		return nil, err
 	}
-	req.KeyID = c.key.ID
+	req.RemoteIP, req.KeyID = c.remoteIP, c.key.ID
 	n, err := s.reg.Remove(r.Context(), req)
 	if err != nil {
 		return nil, err

@@ -20,6 +20,7 @@ type apiKeyRecord struct {
 	Hash        []byte    `json:"hash"`
 	Description string    `json:"description,omitempty"`
 	CreatedAt   time.Time `json:"createdAt"`
+	CreatedBy   string    `json:"createdBy,omitempty"` // absent in records written before it: not known
 	ExpiresAt   time.Time `json:"expiresAt"`
 	MaxNodes    int       `json:"maxNodes,omitempty"`
 	Bootstrap   bool      `json:"bootstrap,omitempty"`
@@ -30,7 +31,7 @@ type apiKeyRecord struct {
 
 func encodeAPIKey(k idkeeper.APIKey) (string, error) {
 	b, err := json.Marshal(apiKeyRecord{Hash: k.Hash, Description: k.Description, CreatedAt: idkeeper.Millis(k.CreatedAt),
-		ExpiresAt: idkeeper.Millis(k.ExpiresAt), MaxNodes: k.MaxNodes, Bootstrap: k.Bootstrap, Admin: k.Admin,
+		CreatedBy: k.CreatedBy, ExpiresAt: idkeeper.Millis(k.ExpiresAt), MaxNodes: k.MaxNodes, Bootstrap: k.Bootstrap, Admin: k.Admin,
 		RevokedAt: idkeeper.Millis(k.RevokedAt), LastUsedAt: idkeeper.Millis(k.LastUsedAt)})
 	if err != nil {
 		return "", fmt.Errorf("redis: api key: %w", err)
@@ -43,7 +44,7 @@ func decodeAPIKey(id, v string) (idkeeper.APIKey, error) {
 	if err := json.Unmarshal([]byte(v), &r); err != nil {
 		return idkeeper.APIKey{}, fmt.Errorf("redis: malformed api key %q: %w", id, err)
 	}
-	return idkeeper.APIKey{ID: id, Hash: r.Hash, Description: r.Description, CreatedAt: r.CreatedAt.UTC(),
+	return idkeeper.APIKey{ID: id, Hash: r.Hash, Description: r.Description, CreatedAt: r.CreatedAt.UTC(), CreatedBy: r.CreatedBy,
 		ExpiresAt: r.ExpiresAt.UTC(), MaxNodes: r.MaxNodes, Bootstrap: r.Bootstrap, Admin: r.Admin, RevokedAt: r.RevokedAt.UTC(),
 		LastUsedAt: r.LastUsedAt.UTC()}, nil
 }
@@ -125,36 +126,64 @@ func (s *Store) TouchAPIKey(ctx context.Context, id string, at time.Time) error 
 	})
 }
 
-// updateAPIKey applies change to the key's record atomically: it reads the
-// record, and a script replaces it only when it is still the one read (compare
-// and set), else it starts over. change reports whether it changed anything.
-// mustExist makes a missing key ErrNotFound; else it is no error.
+// UpdateAPIKey changes the key's expiry and quota as u says and returns it as it
+// is afterwards; ErrNotFound when there is none, ErrConflict (changing nothing)
+// when it is revoked. It is a compare and set, as updateAPIKey.
+func (s *Store) UpdateAPIKey(ctx context.Context, id string, u idkeeper.KeyUpdate) (idkeeper.APIKey, error) {
+	return s.casAPIKey(ctx, "update", id, func(k *idkeeper.APIKey) (bool, error) {
+		if k.Revoked() {
+			return false, idkeeper.ErrConflict
+		}
+		if u.ExpiresAt != nil {
+			k.ExpiresAt = idkeeper.Millis(*u.ExpiresAt)
+		}
+		if u.MaxNodes != nil {
+			k.MaxNodes = *u.MaxNodes
+		}
+		return true, nil
+	})
+}
+
+// updateAPIKey applies change to the key's record atomically (casAPIKey). change
+// reports whether it changed anything. mustExist makes a missing key ErrNotFound;
+// else it is no error.
 func (s *Store) updateAPIKey(ctx context.Context, op, id string, mustExist bool, change func(*idkeeper.APIKey) bool) error {
+	_, err := s.casAPIKey(ctx, op, id, func(k *idkeeper.APIKey) (bool, error) { return change(k), nil })
+	if errors.Is(err, idkeeper.ErrNotFound) && !mustExist {
+		return nil
+	}
+	return err
+}
+
+// casAPIKey applies change to the key's record atomically and returns the key as
+// it is afterwards: it reads the record, and a script replaces it only when it is
+// still the one read (compare and set), else it starts over. change reports
+// whether it changed anything; an error of change is returned as it is, with
+// nothing written. A missing key is ErrNotFound.
+func (s *Store) casAPIKey(ctx context.Context, op, id string, change func(*idkeeper.APIKey) (bool, error)) (idkeeper.APIKey, error) {
 	for range 100 {
 		k, old, err := s.apiKey(ctx, id)
-		if errors.Is(err, idkeeper.ErrNotFound) {
-			if mustExist {
-				return idkeeper.ErrNotFound
-			}
-			return nil
-		}
 		if err != nil {
-			return err
+			return idkeeper.APIKey{}, err
 		}
-		if !change(&k) {
-			return nil
+		changed, err := change(&k)
+		if err != nil {
+			return idkeeper.APIKey{}, err
+		}
+		if !changed {
+			return k, nil
 		}
 		rec, err := encodeAPIKey(k)
 		if err != nil {
-			return err
+			return idkeeper.APIKey{}, err
 		}
 		v, err := s.run(ctx, scriptAPIKeyCAS, []string{s.keys.apiKeys}, false, id, old, rec)
 		if err != nil {
-			return wrap(op+" api key", err)
+			return idkeeper.APIKey{}, wrap(op+" api key", err)
 		}
 		if v == int64(1) {
-			return nil
+			return decodeAPIKey(id, rec)
 		}
 	}
-	return fmt.Errorf("redis: %s api key %q: the record kept changing", op, id)
+	return idkeeper.APIKey{}, fmt.Errorf("redis: %s api key %q: the record kept changing", op, id)
 }

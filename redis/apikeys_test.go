@@ -10,7 +10,7 @@ import (
 )
 
 // An API key record written before the admin mark existed reads as a key that is
-// no admin key, its other fields intact.
+// no admin key and tells no creator (CreatedBy ""), its other fields intact.
 func TestAPIKeyRecordWithoutAdminMark(t *testing.T) {
 	srv := redistest.Start(t)
 	s := open(t, srv, redis.Options{Prefix: "oldkeys"})
@@ -26,7 +26,7 @@ func TestAPIKeyRecordWithoutAdminMark(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	if k.Admin || !k.Bootstrap || k.MaxNodes != 2 || k.Description != "old key" || !k.CreatedAt.Equal(want) ||
+	if k.Admin || k.CreatedBy != "" || !k.Bootstrap || k.MaxNodes != 2 || k.Description != "old key" || !k.CreatedAt.Equal(want) ||
 		!k.ExpiresAt.IsZero() || len(k.Hash) != 4 {
 		t.Fatalf("old record read as %+v", k)
 	}

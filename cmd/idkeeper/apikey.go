@@ -147,7 +147,7 @@ func (b storeKeys) create(ctx context.Context, desc string, expires time.Duratio
 	// API keys are checked against the server's wall clock (Registry.Authenticate), so
 	// their expiry is measured on it too.
 	now := time.Now()
-	spec := idkeeper.KeySpec{Description: desc, MaxNodes: maxNodes, Admin: admin}
+	spec := idkeeper.KeySpec{Description: desc, MaxNodes: maxNodes, Admin: admin, CreatedBy: idkeeper.CreatedByCLI}
 	if expires > 0 {
 		spec.ExpiresAt = now.Add(expires)
 	}

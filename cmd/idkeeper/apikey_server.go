@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"net/url"
 	"strings"
 	"time"
@@ -26,21 +27,32 @@ const serverKeysTimeout = 30 * time.Second
 // holds a bolt file.
 type serverKeys struct {
 	base string // the server's base URL, without a trailing slash
-	key  string // the admin API key
+	key  string // the admin API key; "": the session of a login (the client's cookie jar)
 	hc   *http.Client
 }
 
-// newServerKeys checks the server URL and the admin key and makes the HTTP client:
-// it trusts caFile's CAs besides the system's, and follows no redirect (the key
-// travels in X-API-Key, which net/http would hand to whatever host a redirect
-// names).
+// newServerKeys checks the server URL and the admin key and makes the HTTP client
+// (newAdminClient).
 func newServerKeys(server, caFile, key string) (*serverKeys, error) {
-	u, err := url.Parse(server)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, usagef("--server %q: want the registry's http:// or https:// base URL", server)
+	b, err := newAdminClient(server, caFile)
+	if err != nil {
+		return nil, err
 	}
 	if key == "" {
 		return nil, usagef("--server needs an admin API key: set %s or %s_FILE, or give --admin-api-key-file", AdminKeyEnv, AdminKeyEnv)
+	}
+	b.key = key
+	return b, nil
+}
+
+// newAdminClient checks the server URL and makes the HTTP client of the admin
+// API, without credentials yet: it trusts caFile's CAs besides the system's,
+// keeps the session cookie of a login, and follows no redirect (the key travels
+// in X-API-Key, which net/http would hand to whatever host a redirect names).
+func newAdminClient(server, caFile string) (*serverKeys, error) {
+	u, err := url.Parse(server)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, usagef("--server %q: want the registry's http:// or https:// base URL", server)
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	if caFile != "" {
@@ -48,9 +60,10 @@ func newServerKeys(server, caFile, key string) (*serverKeys, error) {
 			return nil, usagef("--server-ca-file: %v", err)
 		}
 	}
-	hc := &http.Client{Transport: tr, Timeout: serverKeysTimeout,
+	jar, _ := cookiejar.New(nil) // never fails without options
+	hc := &http.Client{Transport: tr, Timeout: serverKeysTimeout, Jar: jar,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	return &serverKeys{base: strings.TrimRight(server, "/"), key: key, hc: hc}, nil
+	return &serverKeys{base: strings.TrimRight(server, "/"), hc: hc}, nil
 }
 
 func (b *serverKeys) Close() error {
@@ -117,8 +130,14 @@ func (e *adminError) Error() string {
 }
 
 // do sends a request to the admin route path with body as JSON (none when nil) and
-// decodes an answer of status want into out; any other answer is an *adminError.
+// decodes an answer of status want into out (nil: no body expected); any other
+// answer is an *adminError.
 func (b *serverKeys) do(ctx context.Context, method, path string, body any, want int, out any) error {
+	return b.doWith(ctx, method, path, nil, body, want, out)
+}
+
+// doWith is do with the extra request headers hdr.
+func (b *serverKeys) doWith(ctx context.Context, method, path string, hdr http.Header, body any, want int, out any) error {
 	var rd io.Reader
 	if body != nil {
 		payload, err := json.Marshal(body)
@@ -134,8 +153,13 @@ func (b *serverKeys) do(ctx context.Context, method, path string, body any, want
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
 	req.Header.Set("Accept", "application/json, application/problem+json")
-	req.Header.Set(idkhttp.APIKeyHeader, b.key)
+	if b.key != "" {
+		req.Header.Set(idkhttp.APIKeyHeader, b.key)
+	}
 	resp, err := b.hc.Do(req)
 	if err != nil {
 		return fmt.Errorf("reach the server: %w", err)
@@ -155,6 +179,9 @@ func (b *serverKeys) do(ctx context.Context, method, path string, body any, want
 			e.detail = "redirected to " + resp.Header.Get("Location") + "; give --server the registry's own address"
 		}
 		return e
+	}
+	if out == nil {
+		return nil
 	}
 	if err := json.Unmarshal(data, out); err != nil {
 		return fmt.Errorf("the server's answer is not the expected JSON: %w", err)

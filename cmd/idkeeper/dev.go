@@ -26,8 +26,9 @@ const devKeyFile = "dev-api-key"
 
 // runDev is the dev command: a registry server on the embedded store in a data
 // directory (initialised on first start, with the replica state and the receipt
-// secret beside it), with an API key made on first start, and a gateway in the same
-// process holding a lease from it; it prints both URLs with ready-to-paste
+// secret beside it), with an API key and the first admin made on first start, and a
+// gateway in the same process holding a lease from it; it prints both URLs, the
+// admin web's and its login (the password only when it was made) with ready-to-paste
 // commands once the gateway can issue IDs. It serves until ctx ends, then stops
 // the gateway (which gives its node ID back) before the registry. If the gateway
 // loses its lease, dev stops too and exits with status 1.
@@ -52,6 +53,16 @@ func runDev(ctx context.Context, args []string, env lookupEnv, stdout, stderr io
 	if err != nil {
 		return err
 	}
+	// The first admin: IDKEEPER_ADMIN_PASSWORD, or a password made now, used only
+	// when the store holds no account yet.
+	adminPW, err := envSecret(env, AdminPasswordEnv)
+	if err != nil {
+		return err
+	}
+	generated := adminPW == ""
+	if generated {
+		adminPW = newAdminPassword()
+	}
 	v, c := buildVersion()
 	log := lf.logger(stderr)
 	srv, err := startRegistryServer(ctx, serverConfig{
@@ -59,6 +70,8 @@ func runDev(ctx context.Context, args []string, env lookupEnv, stdout, stderr io
 		Store:           "bolt:" + filepath.Join(*data, "idkeeper.db"),
 		InitStore:       true, // dev's own embedded store; a server waits for `idkeeper init`
 		BootstrapAPIKey: key,
+		AdminUser:       DefaultAdminUser,
+		AdminPassword:   adminPW,
 		ShutdownTimeout: 5 * time.Second,
 		Version:         v,
 		Commit:          c,
@@ -92,14 +105,23 @@ func runDev(ctx context.Context, args []string, env lookupEnv, stdout, stderr io
 		}
 		return errors.Join(fmt.Errorf("the gateway could not lease a node ID: %w", err), gw.shutdown(), srv.shutdown())
 	}
+	login := "as before"
+	switch {
+	case srv.web.created.Load() && generated:
+		login = DefaultAdminUser + " / " + adminPW + "  (shown only this once: only its hash is stored)"
+	case srv.web.created.Load():
+		login = DefaultAdminUser + " / the password in " + AdminPasswordEnv
+	}
 	// Like any write to stdout, the banner's failing is no reason to stop serving.
 	_ = devBanner.Execute(stdout, devInfo{
-		Version:  v,
-		Store:    filepath.Join(*data, "idkeeper.db"),
-		Registry: base,
-		APIKey:   key,
-		Gateway:  "http://" + dialable(gw.Addr()),
-		Now:      wire.FormatTime(time.Now()),
+		Version:    v,
+		Store:      filepath.Join(*data, "idkeeper.db"),
+		Registry:   base,
+		APIKey:     key,
+		Gateway:    "http://" + dialable(gw.Addr()),
+		Admin:      base + "/admin/",
+		AdminLogin: login,
+		Now:        wire.FormatTime(time.Now()),
 	})
 	gwErr := gw.wait(ctx)
 	// The registry stops after the gateway, which gives its node ID back first.
@@ -116,15 +138,20 @@ type devInfo struct {
 	APIKey   string
 	Gateway  string // base URL of the gateway
 	Now      string // in the API's time format, for the example requester's startedAt
+	// Admin is the admin web's URL; AdminLogin its first admin's name and password
+	// when this start created it, else "as before".
+	Admin, AdminLogin string
 }
 
-// devBanner is what dev prints once the gateway can issue IDs: the URLs, the key
-// and commands to paste.
+// devBanner is what dev prints once the gateway can issue IDs: the URLs, the key,
+// the admin login and commands to paste.
 var devBanner = template.Must(template.New("dev").Parse(`IdKeeper {{.Version}} is running on the embedded store {{.Store}}
 
   registry  {{.Registry}}
   API key   {{.APIKey}}
   gateway   {{.Gateway}}
+  admin     {{.Admin}}
+  admin login: {{.AdminLogin}}
 
 Get IDs from the gateway:
   curl -s -X POST -H 'Content-Type: application/json' {{.Gateway}}/v1/ids -d '{"count":5}'

@@ -129,16 +129,19 @@ func runPrintedCurl(t *testing.T, out, marker string) []int64 {
 }
 
 // TestDevBanner: the banner is, byte for byte, the one dev printed with Fprintf
-// before it became a template.
+// before it became a template, with the admin web's lines (issue #10).
 func TestDevBanner(t *testing.T) {
 	var b strings.Builder
 	err := devBanner.Execute(&b, devInfo{Version: "v1.2.3", Store: "data/idkeeper.db", Registry: "http://127.0.0.1:8080",
-		APIKey: "idk_k", Gateway: "http://localhost:8081", Now: "2026-01-02T03:04:05.006Z"})
+		APIKey: "idk_k", Gateway: "http://localhost:8081", Now: "2026-01-02T03:04:05.006Z",
+		Admin: "http://127.0.0.1:8080/admin/", AdminLogin: "as before"})
 	const want = `IdKeeper v1.2.3 is running on the embedded store data/idkeeper.db
 
   registry  http://127.0.0.1:8080
   API key   idk_k
   gateway   http://localhost:8081
+  admin     http://127.0.0.1:8080/admin/
+  admin login: as before
 
 Get IDs from the gateway:
   curl -s -X POST -H 'Content-Type: application/json' http://localhost:8081/v1/ids -d '{"count":5}'

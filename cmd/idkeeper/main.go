@@ -9,6 +9,9 @@
 //	idkeeper apikey create   create an API key and print it once
 //	idkeeper apikey list     list the API keys: use, quota, node IDs held
 //	idkeeper apikey revoke   revoke an API key
+//	idkeeper users …         manage the admin web's accounts: list, add, disable, enable, set-role, reset-password
+//	idkeeper audit verify    check the audit log's hash chain
+//	idkeeper audit list      print the newest audit entries
 //	idkeeper version         print the version
 //
 // Every flag can also be set in the environment as IDKEEPER_<FLAG>, upper case with
@@ -70,6 +73,8 @@ Commands:
   apikey create   create an API key and print it once
   apikey list     list the API keys: last use, quota, node IDs held
   apikey revoke   revoke an API key
+  users …         manage the admin web's accounts (list, add, disable, enable, set-role, reset-password)
+  audit verify    check the audit log's hash chain; audit list prints its newest entries
   version         print the version
 
 Run "idkeeper <command> -h" for the flags of a command. Every flag can also be
@@ -95,6 +100,10 @@ func run(ctx context.Context, args []string, env lookupEnv, stdout, stderr io.Wr
 		err = runGateway(ctx, rest, env, stderr)
 	case "apikey":
 		err = runAPIKey(ctx, rest, env, stdout, stderr)
+	case "users":
+		err = runUsers(ctx, rest, env, stdout, stderr)
+	case "audit":
+		err = runAudit(ctx, rest, env, stdout, stderr)
 	case "version", "--version", "-version":
 		v, c := buildVersion()
 		fmt.Fprintf(stdout, "idkeeper %s (commit %s, %s)\n", v, c, goVersion())

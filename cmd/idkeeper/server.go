@@ -43,6 +43,15 @@ type serverConfig struct {
 	TrustedProxies  []netip.Prefix
 	BootstrapAPIKey string // stored as an API key when absent; empty: none
 	AdminAPIKey     string // stored as an admin API key when absent; empty: none
+	// AdminUser and AdminPassword are the first admin, created when the store holds
+	// no account (AdminPasswordEnv); an empty password creates none.
+	AdminUser, AdminPassword string
+	// AdminListen, when set, serves the admin web (/admin/) on this host:port
+	// instead of the API listener.
+	AdminListen string
+	// Accounts are the admin web's session timeouts; the Logger is set by
+	// startRegistryServer.
+	Accounts        idkeeper.AccountsConfig
 	ShutdownTimeout time.Duration
 	Version, Commit string
 	Logger          *slog.Logger
@@ -72,6 +81,7 @@ type serverFlags struct {
 	listen                                                   listenFlags
 	store                                                    *secretFlag
 	firstLease, leaseDuration, grace, cleanupInterval, drain time.Duration
+	auditRetention, sessionIdle, sessionAbsolute             time.Duration
 	nodes                                                    int
 	unsafe                                                   unsafeFlags
 }
@@ -87,12 +97,17 @@ func (f *serverFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.grace, "cleanup-grace", idkeeper.DefaultGrace, "how long past expiry a lease keeps its node ID before cleanup reclaims it; 0..1h (0: no grace, clock skew only logged)")
 	fs.DurationVar(&f.cleanupInterval, "cleanup-interval", idkeeper.DefaultCleanupInterval, "period of the cleanup job; 1s..1h")
 	fs.IntVar(&f.nodes, "nodes", idkeeper.DefaultLayout.Nodes(), "pool size: node IDs 0..nodes-1; 1.."+strconv.Itoa(idkeeper.DefaultLayout.Nodes()))
-	fs.Var(prefixesFlag{&c.AllowedIPs}, "allowed-ips", "comma-separated CIDR prefixes or addresses allowed to call the /v1 API (empty: all)")
+	fs.Var(prefixesFlag{&c.AllowedIPs}, "allowed-ips", "comma-separated CIDR prefixes or addresses always allowed to use API keys (/v1, the admin API): the floor of the IP allow-list, to which the admin web adds entries; no floor and no entries: all")
 	fs.Var(prefixesFlag{&c.TrustedProxies}, "trusted-proxies", "comma-separated CIDR prefixes of reverse proxies whose X-Forwarded-For is believed")
 	fs.StringVar(&c.StateFile, "state-file", "", "file where this replica keeps what it must remember across restarts to detect a store that lost writes (default: beside the bolt file, or ./data/"+stateFileName+")")
 	fs.StringVar(&c.ReceiptSecretFile, "receipt-secret-file", "", "file holding the secret (at least 32 bytes, the same on every replica) that signs lease receipts; "+ReceiptSecretEnv+" may hold it instead (default: one generated beside the state file)")
 	fs.BoolVar(&c.AcceptLostWrites, "accept-lost-writes-on-redis-restart", false, "start even though Redis persists too little to keep acknowledged grants over a restart (no AOF, or appendfsync not always without --redis-wait-replicas); every such restart then quarantines the whole pool for lease + grace")
 	fs.DurationVar(&f.drain, "shutdown-timeout", 20*time.Second, "how long a stopping server waits for requests in flight")
+	fs.StringVar(&c.AdminListen, "admin-listen", "", "serve the admin web (/admin/) on this host:port, with the API's TLS settings, instead of the API listener")
+	fs.StringVar(&c.AdminUser, "admin-user", DefaultAdminUser, "name of the first admin, created with the password in "+AdminPasswordEnv+" (or "+AdminPasswordEnv+"_FILE) when the store holds no account")
+	fs.DurationVar(&f.auditRetention, "audit-retention", idkeeper.DefaultAuditRetention, "how long audit log entries are kept; at least 1h")
+	fs.DurationVar(&f.sessionIdle, "session-idle-timeout", idkeeper.DefaultIdleTimeout, "an admin web session unused this long ends; 1m..24h")
+	fs.DurationVar(&f.sessionAbsolute, "session-absolute-timeout", idkeeper.DefaultAbsoluteTimeout, "an admin web session ends this long after its login, however busy; session-idle-timeout..720h")
 	f.log.register(fs)
 	f.listen.register(fs)
 	f.unsafe.register(fs)
@@ -136,6 +151,15 @@ func (f *serverFlags) config(env lookupEnv, stderr io.Writer) (serverConfig, err
 	if f.grace == 0 {
 		c.Registry.Grace = idkeeper.NoGrace
 	}
+	if f.auditRetention <= 0 {
+		return c, usageError{&idkeeper.RangeError{Setting: "audit-retention", Value: f.auditRetention.String(),
+			Min: idkeeper.MinAuditRetention.String(), Max: "∞"}}
+	}
+	c.Registry.AuditRetention = f.auditRetention
+	if f.sessionIdle <= 0 || f.sessionAbsolute <= 0 {
+		return c, usagef("--session-idle-timeout and --session-absolute-timeout must be positive")
+	}
+	c.Accounts = idkeeper.AccountsConfig{IdleTimeout: f.sessionIdle, AbsoluteTimeout: f.sessionAbsolute}
 	c.ShutdownTimeout = f.drain
 	c.Env = env
 	c.Logger = f.log.logger(stderr)
@@ -144,6 +168,9 @@ func (f *serverFlags) config(env lookupEnv, stderr io.Writer) (serverConfig, err
 		return c, err
 	}
 	if c.AdminAPIKey, err = envSecret(env, AdminKeyEnv); err != nil {
+		return c, err
+	}
+	if c.AdminPassword, err = envSecret(env, AdminPasswordEnv); err != nil {
 		return c, err
 	}
 	if err := resolveSecrets(c.Logger, f.store); err != nil {
@@ -187,6 +214,7 @@ type registryServer struct {
 	reg     *idkeeper.Registry
 	api     *httpService
 	metrics *httpService // nil without --metrics-listen
+	web     *adminWeb    // the admin web: /admin/ on api, or on its own listener (--admin-listen)
 }
 
 // startRegistryServer validates cfg, opens the store (refusing a Redis that would
@@ -219,6 +247,12 @@ func startRegistryServer(ctx context.Context, cfg serverConfig) (_ *registryServ
 	}
 	if cfg.AdminAPIKey != "" && cfg.AdminAPIKey == cfg.BootstrapAPIKey {
 		return nil, usagef("%s and %s hold the same key; give the admin key a value of its own", AdminKeyEnv, BootstrapKeyEnv)
+	}
+	if cfg.AdminUser == "" {
+		cfg.AdminUser = DefaultAdminUser
+	}
+	if err := checkAdminSettings(cfg); err != nil {
+		return nil, err
 	}
 
 	store, err := openStore(ctx, cfg.Store, storeOptions{Logger: log, Clock: cfg.Clock, RedisPrefix: cfg.RedisPrefix, RedisWaitReplicas: cfg.RedisWait})
@@ -267,16 +301,20 @@ func startRegistryServer(ctx context.Context, cfg serverConfig) (_ *registryServ
 	logReceiptSecret(log, cfg.Store, source, generated)
 	rc.State, rc.ReceiptSecret = state, secret
 
+	web, err := newAdminWeb(store, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	web.wire(&rc)
 	promReg := newPromRegistry()
 	metrics := idkhttp.NewMetrics(promReg)
 	rc.Observer = metrics
 	var reg *idkeeper.Registry
-	if cfg.BootstrapAPIKey != "" || cfg.AdminAPIKey != "" {
-		// Before serving any generation it adopts: a store that lost its data lost the
-		// keys too, and a new store has none yet.
-		rc.OnAdopt = func(ctx context.Context) error {
-			return errors.Join(ensureBootstrapKey(ctx, reg, cfg.BootstrapAPIKey, log), ensureAdminKey(ctx, reg, cfg.AdminAPIKey, log))
-		}
+	// Before serving any generation it adopts: a store that lost its data lost the
+	// keys and the accounts too, and a new store has none yet.
+	rc.OnAdopt = func(ctx context.Context) error {
+		return errors.Join(ensureBootstrapKey(ctx, reg, cfg.BootstrapAPIKey, log), ensureAdminKey(ctx, reg, cfg.AdminAPIKey, log),
+			web.ensureFirstAdmin(ctx, cfg.AdminUser, cfg.AdminPassword, log))
 	}
 	if reg, err = idkeeper.NewRegistry(store, rc); err != nil {
 		return nil, err
@@ -291,9 +329,25 @@ func startRegistryServer(ctx context.Context, cfg serverConfig) (_ *registryServ
 	}()
 	metrics.CollectPool(reg)
 
+	if err := web.start(ctx, reg, cfg, durability, log); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = web.close(time.Second).close()
+		}
+	}()
+	onAPI := web.handler
+	if cfg.AdminListen != "" {
+		if err := web.listen(cfg.AdminListen, cfg, log); err != nil {
+			return nil, err
+		}
+		onAPI = nil
+	}
 	api, err := idkhttp.NewServer(reg, idkhttp.Options{
 		Logger:         log,
-		AllowedIPs:     cfg.AllowedIPs,
+		AllowList:      web.allow,
+		Admin:          onAPI,
 		TrustedProxies: cfg.TrustedProxies,
 		Version:        cfg.Version,
 		Commit:         cfg.Commit,
@@ -303,13 +357,17 @@ func startRegistryServer(ctx context.Context, cfg serverConfig) (_ *registryServ
 	if err != nil {
 		return nil, err
 	}
-	web, metricsWeb, err := cfg.Net.serveAPI("the registry API", cfg.Listen, api.Handler(), promReg, log)
+	apiWeb, metricsWeb, err := cfg.Net.serveAPI("the registry API", cfg.Listen, api.Handler(), promReg, log)
 	if err != nil {
 		return nil, err
 	}
-	s := &registryServer{cfg: cfg, log: log, store: store, state: state, reg: reg, api: web, metrics: metricsWeb}
+	s := &registryServer{cfg: cfg, log: log, store: store, state: state, reg: reg, api: apiWeb, metrics: metricsWeb, web: web}
 	rcfg := reg.Config()
-	log.Info("listening", "addr", web.Addr().String(), "tls", cfg.Net.tls != nil, "store", redactURL(cfg.Store),
+	adminAt := "/admin/ on this listener"
+	if web.web != nil {
+		adminAt = web.web.Addr().String()
+	}
+	log.Info("listening", "addr", apiWeb.Addr().String(), "admin", adminAt, "tls", cfg.Net.tls != nil, "store", redactURL(cfg.Store),
 		"version", cfg.Version, "commit", cfg.Commit, "phase", reg.Phase(), "stateFile", statePath,
 		"nodes", rcfg.Nodes, "firstLease", rcfg.FirstLease, "leaseDuration", rcfg.LeaseDuration,
 		"cleanupGrace", rcfg.Grace, "cleanupInterval", rcfg.CleanupInterval,
@@ -328,6 +386,8 @@ func (s *registryServer) wait(ctx context.Context) error {
 		s.log.Info("stopping: draining requests in flight", "timeout", s.cfg.ShutdownTimeout)
 	case serveErr = <-s.api.served:
 		s.log.Error("HTTP server failed", "err", serveErr)
+	case serveErr = <-s.web.served():
+		s.log.Error("admin web server failed", "err", serveErr)
 	}
 	err := s.shutdown()
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
@@ -341,6 +401,7 @@ func (s *registryServer) wait(ctx context.Context) error {
 func (s *registryServer) shutdown() error {
 	if err := s.api.shutdown(s.cfg.ShutdownTimeout,
 		closeMetrics(s.metrics),
+		s.web.close(s.cfg.ShutdownTimeout),
 		closeStep{"stop the registry", s.reg.Close},
 		closeStep{"close the replica state", s.state.Close},
 		closeStep{"close the store", s.store.Close},

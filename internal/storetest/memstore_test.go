@@ -530,6 +530,25 @@ func (s *memStore) TouchAPIKey(_ context.Context, id string, at time.Time) error
 	return nil
 }
 
+func (s *memStore) UpdateAPIKey(_ context.Context, id string, u idkeeper.KeyUpdate) (idkeeper.APIKey, error) {
+	defer s.lock()()
+	k, ok := s.d.keys[id]
+	switch {
+	case !ok:
+		return idkeeper.APIKey{}, fmt.Errorf("update %q: %w", id, idkeeper.ErrNotFound)
+	case k.Revoked():
+		return idkeeper.APIKey{}, fmt.Errorf("update %q: %w", id, idkeeper.ErrConflict)
+	}
+	if u.ExpiresAt != nil {
+		k.ExpiresAt = idkeeper.Millis(*u.ExpiresAt)
+	}
+	if u.MaxNodes != nil {
+		k.MaxNodes = *u.MaxNodes
+	}
+	s.d.keys[id] = k
+	return k, nil
+}
+
 func (s *memStore) RecordSkew(_ context.Context, o idkeeper.SkewObservation, ttl time.Duration) error {
 	defer s.lock()()
 	s.d.skews[o.Requester.Key()] = memSkew{o: o, until: s.now().Add(ttl)}

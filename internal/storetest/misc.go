@@ -203,7 +203,7 @@ func testAPIKeyRevokeTouch(t *testing.T, open Factory) {
 func wantKey(t *testing.T, got, want idkeeper.APIKey) {
 	t.Helper()
 	if got.ID != want.ID || !bytes.Equal(got.Hash, want.Hash) || got.Description != want.Description ||
-		!got.CreatedAt.Equal(want.CreatedAt) || !got.ExpiresAt.Equal(want.ExpiresAt) ||
+		got.CreatedBy != want.CreatedBy || !got.CreatedAt.Equal(want.CreatedAt) || !got.ExpiresAt.Equal(want.ExpiresAt) ||
 		got.ExpiresAt.IsZero() != want.ExpiresAt.IsZero() || got.MaxNodes != want.MaxNodes ||
 		got.Bootstrap != want.Bootstrap || got.Admin != want.Admin || !got.RevokedAt.Equal(want.RevokedAt) ||
 		got.RevokedAt.IsZero() != want.RevokedAt.IsZero() || !got.LastUsedAt.Equal(want.LastUsedAt) ||

@@ -149,6 +149,9 @@ var cases = []testCase{
 	{"APIKey", testAPIKeys},
 	{"APIKey/RevokeAndTouch", testAPIKeyRevokeTouch},
 	{"APIKey/Admin", testAPIKeyAdmin},
+	{"APIKey/Update", testAPIKeyUpdate},
+	{"APIKey/UpdateRevoked", testAPIKeyUpdateRevoked},
+	{"APIKey/CreatedBy", testAPIKeyCreatedBy},
 	{"Skew", testSkew},
 }
 

@@ -97,6 +97,9 @@ func (w *Swap) RevokeAPIKey(ctx context.Context, id string, at time.Time) error 
 func (w *Swap) TouchAPIKey(ctx context.Context, id string, at time.Time) error {
 	return w.cur().TouchAPIKey(ctx, id, at)
 }
+func (w *Swap) UpdateAPIKey(ctx context.Context, id string, u idkeeper.KeyUpdate) (idkeeper.APIKey, error) {
+	return w.cur().UpdateAPIKey(ctx, id, u)
+}
 func (w *Swap) RecordSkew(ctx context.Context, o idkeeper.SkewObservation, ttl time.Duration) error {
 	return w.cur().RecordSkew(ctx, o, ttl)
 }

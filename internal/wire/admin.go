@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"encoding/json"
 	"strings"
 	"time"
 )
@@ -9,7 +10,8 @@ import (
 // (/admin/api/keys), with the members `idkeeper apikey list --format json`
 // prints: never the secret, never its hash. Status is "active", "expired" or
 // "revoked"; a time that is not set (a key that never expires, was never used,
-// is not revoked) is null.
+// is not revoked) is null. CreatedBy is who made it: "user:NAME", "key:ID",
+// "cli", "env", or "" for keys made before it was recorded.
 type APIKey struct {
 	ID          string  `json:"id"`
 	Description string  `json:"description"`
@@ -17,6 +19,7 @@ type APIKey struct {
 	Bootstrap   bool    `json:"bootstrap"`
 	Admin       bool    `json:"admin"`
 	CreatedAt   string  `json:"createdAt"`
+	CreatedBy   string  `json:"createdBy"`
 	ExpiresAt   *string `json:"expiresAt"`
 	LastUsedAt  *string `json:"lastUsedAt"`
 	RevokedAt   *string `json:"revokedAt"`
@@ -49,11 +52,13 @@ type CreateAPIKeyResponse struct {
 }
 
 // RevokeAPIKeyResponse is the 200 body of POST /admin/api/keys/{id}/revoke: the
-// key as it is now, and whether it had been revoked before this request (its
-// revokedAt is then the first revocation's).
+// key as it is now, whether it had been revoked before this request (its
+// revokedAt is then the first revocation's), and Leases, a sentence saying what
+// becomes of the node IDs its leases hold.
 type RevokeAPIKeyResponse struct {
 	Key            APIKey `json:"key"`
 	AlreadyRevoked bool   `json:"alreadyRevoked"`
+	Leases         string `json:"leases,omitempty"`
 }
 
 // WarningHeader is the response header that announces an API key's expiry.
@@ -93,4 +98,219 @@ func ParseKeyExpiryWarning(v string) (keyID string, expiresAt time.Time, ok bool
 		return "", time.Time{}, false
 	}
 	return keyID, t, true
+}
+
+// AdminAPIPrefix starts every route of the registry's admin API (package admin);
+// the admin pages live under /admin/ beside it.
+const AdminAPIPrefix = "/admin/api/"
+
+// The admin API of issue #10 (package admin): accounts and sessions, the key
+// update, the allow-list, the pool and its leases, the audit log and the store's
+// health. Times are in TimeFormat; a time that is not set is null.
+
+// LoginRequest is the body of POST /admin/api/login.
+type LoginRequest struct {
+	Name     string `json:"name"`
+	Password string `json:"password"`
+}
+
+// UserRef names an account and its role.
+type UserRef struct {
+	Name string `json:"name"`
+	Role string `json:"role"`
+}
+
+// LoginResponse is the 200 body of POST /admin/api/login; the session is in the
+// Set-Cookie header.
+type LoginResponse struct {
+	User UserRef `json:"user"`
+}
+
+// Me is the 200 body of GET /admin/api/me: who the caller is. Kind is "user"
+// for a session, "key" for an admin API key (Name then "key:ID", Role admin, and
+// no login or password times).
+type Me struct {
+	Name              string  `json:"name"`
+	Role              string  `json:"role"`
+	Kind              string  `json:"kind"`
+	CreatedAt         string  `json:"createdAt"`
+	LastLoginAt       *string `json:"lastLoginAt"`
+	PasswordChangedAt *string `json:"passwordChangedAt"`
+}
+
+// ChangePasswordRequest is the body of POST /admin/api/me/password.
+type ChangePasswordRequest struct {
+	OldPassword string `json:"oldPassword"`
+	NewPassword string `json:"newPassword"`
+}
+
+// User is one account in the admin API's answers: never its password hash.
+type User struct {
+	Name              string  `json:"name"`
+	Role              string  `json:"role"`
+	Disabled          bool    `json:"disabled"`
+	CreatedAt         string  `json:"createdAt"`
+	CreatedBy         string  `json:"createdBy"`
+	LastLoginAt       *string `json:"lastLoginAt"`
+	PasswordChangedAt *string `json:"passwordChangedAt"`
+}
+
+// UserList is the 200 body of GET /admin/api/users, sorted by name.
+type UserList struct {
+	Users []User `json:"users"`
+}
+
+// CreateUserRequest is the body of POST /admin/api/users.
+type CreateUserRequest struct {
+	Name     string `json:"name"`
+	Role     string `json:"role"`
+	Password string `json:"password"`
+}
+
+// UpdateUserRequest is the body of POST /admin/api/users/{name}: at least one of
+// its members.
+type UpdateUserRequest struct {
+	Role     string `json:"role,omitempty"`
+	Disabled *bool  `json:"disabled,omitempty"`
+}
+
+// ResetPasswordRequest is the body of POST /admin/api/users/{name}/password.
+type ResetPasswordRequest struct {
+	Password string `json:"password"`
+}
+
+// UpdateAPIKeyRequest is the body of POST /admin/api/keys/{id}: at least one
+// member. ExpiresAt is a time in quotes, or null for a key that never expires
+// (absent: unchanged); ExpiresIn a duration from now as Go writes it ("720h"),
+// instead of ExpiresAt; MaxNodes the new quota (0: none).
+type UpdateAPIKeyRequest struct {
+	ExpiresAt json.RawMessage `json:"expiresAt,omitempty"`
+	ExpiresIn string          `json:"expiresIn,omitempty"`
+	MaxNodes  *int            `json:"maxNodes,omitempty"`
+}
+
+// AllowEntry is one entry of the IP allow-list kept in the store.
+type AllowEntry struct {
+	Prefix    string `json:"prefix"`
+	Note      string `json:"note"`
+	CreatedBy string `json:"createdBy"`
+	CreatedAt string `json:"createdAt"`
+}
+
+// AllowList is the 200 body of GET /admin/api/allowlist: the fixed floor
+// (--allowed-ips), the trusted proxies (--trusted-proxies), both from the
+// configuration, and the entries kept in the store. All three [] when empty.
+type AllowList struct {
+	Floor          []string     `json:"floor"`
+	TrustedProxies []string     `json:"trustedProxies"`
+	Entries        []AllowEntry `json:"entries"`
+}
+
+// AddAllowEntryRequest is the body of POST /admin/api/allowlist: a CIDR prefix
+// or a bare address, and why it is there.
+type AddAllowEntryRequest struct {
+	Prefix string `json:"prefix"`
+	Note   string `json:"note"`
+}
+
+// RemoveAllowEntryRequest is the body of POST /admin/api/allowlist/remove.
+// AllowAll must be true to remove the last entry while the floor is empty: the
+// list then allows every address.
+type RemoveAllowEntryRequest struct {
+	Prefix   string `json:"prefix"`
+	AllowAll bool   `json:"allowAll,omitempty"`
+}
+
+// Pool is the 200 body of GET /admin/api/pool: the counts of
+// GET /v1/leases/remaining, the store's time they were read at, and the status of
+// every node ID ("free", "cooling", "leased", "grace", "quarantined"), index =
+// node ID.
+type Pool struct {
+	RemainingResponse
+	At    string   `json:"at"`
+	Nodes []string `json:"nodes"`
+}
+
+// Skew is the clock-skew observation the registry stored for a requester, as it
+// judged it then: skew = server − client (positive: the client is behind), the
+// threshold in force, and the level "ok", "warn" or "reject".
+type Skew struct {
+	SkewMs      int64  `json:"skewMs"`
+	ThresholdMs int64  `json:"thresholdMs"`
+	Level       string `json:"level"`
+	ObservedAt  string `json:"observedAt"`
+}
+
+// AdminLease is one lease in the admin API's answers. Status is "leased" or
+// "grace" (expired, not reclaimed yet); Skew is null when the store keeps no
+// observation of the requester.
+type AdminLease struct {
+	NodeID       int64     `json:"nodeId"`
+	Requester    Requester `json:"requester"`
+	KeyID        string    `json:"keyId"`
+	FencingToken uint64    `json:"fencingToken"`
+	NotBefore    string    `json:"notBefore"`
+	ExpiresAt    string    `json:"expiresAt"`
+	GrantedAt    string    `json:"grantedAt"`
+	RenewedAt    *string   `json:"renewedAt"`
+	Status       string    `json:"status"`
+	Skew         *Skew     `json:"skew"`
+}
+
+// LeaseList is the 200 body of GET /admin/api/leases, sorted by node ID, and the
+// server's time the statuses are judged at.
+type LeaseList struct {
+	At     string       `json:"at"`
+	Leases []AdminLease `json:"leases"`
+}
+
+// RevokeLeaseRequest is the body of POST /admin/api/leases/{node}/revoke: the
+// fencing token of the lease to revoke, so that a lease granted meanwhile is not.
+type RevokeLeaseRequest struct {
+	FencingToken uint64 `json:"fencingToken"`
+}
+
+// RevokeLeaseResponse is the 200 body of POST /admin/api/leases/{node}/revoke:
+// the lease as it was, and when its node ID may be granted again.
+type RevokeLeaseResponse struct {
+	Lease            AdminLease `json:"lease"`
+	QuarantinedUntil string     `json:"quarantinedUntil"`
+}
+
+// AuditEntry is one entry of the audit log.
+type AuditEntry struct {
+	Seq      uint64 `json:"seq"`
+	At       string `json:"at"`
+	Actor    string `json:"actor"`
+	Action   string `json:"action"`
+	Target   string `json:"target"`
+	RemoteIP string `json:"remoteIp"`
+	Detail   string `json:"detail"`
+	Hash     string `json:"hash"`
+}
+
+// AuditPage is the 200 body of GET /admin/api/audit: entries newest first, and
+// Next, the "before" of the next page, null at the log's start.
+type AuditPage struct {
+	Entries []AuditEntry `json:"entries"`
+	Next    *uint64      `json:"next"`
+}
+
+// StoreHealth is the 200 body of GET /admin/api/store. Generation is the one the
+// server serves under (null before it adopted one); LastReset is when the last
+// store reset was recovered from (the generation's time when its origin is
+// "recovered"; null when the store never was). Reachable false: the store did not
+// answer now, and its members below are zero. Durability is what the store's
+// settings guarantee, when the server knows.
+type StoreHealth struct {
+	Phase          string      `json:"phase"`
+	Generation     *Generation `json:"generation"`
+	LastReset      *string     `json:"lastReset"`
+	Reachable      bool        `json:"reachable"`
+	FencingCounter uint64      `json:"fencingCounter"`
+	Nodes          int         `json:"nodes"`
+	StoreTime      *string     `json:"storeTime"`
+	ClockOK        bool        `json:"clockOk"`
+	ClockOffsetMs  int64       `json:"clockOffsetMs"`
+	Durability     string      `json:"durability,omitempty"`
 }

@@ -17,7 +17,7 @@ func TestAdminBytes(t *testing.T) {
 	}{
 		{APIKey{ID: "0123456789abcdef", Description: "billing", Status: "active", CreatedAt: TimeExample, ExpiresAt: &exp, MaxNodes: 2},
 			`{"id":"0123456789abcdef","description":"billing","status":"active","bootstrap":false,"admin":false,` +
-				`"createdAt":"2026-01-01T00:00:00.000Z","expiresAt":"2026-01-01T00:00:00.000Z","lastUsedAt":null,"revokedAt":null,` +
+				`"createdAt":"2026-01-01T00:00:00.000Z","createdBy":"","expiresAt":"2026-01-01T00:00:00.000Z","lastUsedAt":null,"revokedAt":null,` +
 				`"maxNodes":2,"nodesHeld":0}`},
 		{CreateAPIKeyRequest{Description: "ops", ExpiresIn: "720h", Admin: true}, `{"description":"ops","expiresIn":"720h","admin":true}`},
 		{APIKeyList{Keys: []APIKey{}}, `{"keys":[]}`},

@@ -1,0 +1,253 @@
+// Package admin serves the registry's admin web under /admin/: the admin JSON API
+// under /admin/api/ (docs/api.md, "Admin API"), which the admin pages and the
+// command line use. Package http mounts a Handler (http.Options.Admin); cmd/idkeeper
+// builds it.
+//
+// The package has three layers:
+//
+//   - the Handler and its route table (routes.go): every route with the least role
+//     it takes, whether an API key may call it, and its JSON handler;
+//   - the auth layer (auth.go): a caller is a logged-in user (the session cookie) or
+//     an admin API key (X-API-Key, under the IP allow-list as on /v1); roles viewer <
+//     operator < admin; every route that changes state is a POST behind
+//     http.CrossOriginProtection, and no GET changes anything;
+//   - the JSON handlers (session.go, users.go, keys.go, allowlist.go, leases.go,
+//     audit.go), which decode bodies strictly (internal/jsonbody), call the
+//     registry and the accounts, and answer JSON (internal/wire) or problem+json
+//     (internal/problem) with the codes of every IdKeeper API.
+//
+// Every change made through the API is in the audit log with its actor ("user:NAME"
+// or "key:ID") and the client's address: the accounts and the registry record their
+// own changes (logins, users, lease revocations); this package records the rest
+// (API keys, the allow-list).
+package admin
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/idempotency"
+	"github.com/idkeeper/idkeeper/internal/problem"
+	"github.com/idkeeper/idkeeper/internal/wire"
+)
+
+// APIPrefix starts every route of the admin API.
+const APIPrefix = wire.AdminAPIPrefix
+
+// Defaults of Config, the same as package http's for /v1.
+const (
+	DefaultMaxBodyBytes = 64 << 10
+	DefaultTimeout      = 10 * time.Second
+)
+
+// RetryAfterSeconds is the Retry-After sent with every 503, as on /v1.
+const RetryAfterSeconds = 5
+
+// Config configures a Handler. Registry, Accounts and Store are required; a zero
+// field of the others means its default.
+type Config struct {
+	Registry *idkeeper.Registry
+	Accounts *idkeeper.Accounts
+	// Store keeps the allow-list entries and the audit log (the store the
+	// Accounts use).
+	Store idkeeper.AdminStore
+	// AllowList is the allow-list in force for API keys, on /v1 and here; it is
+	// refreshed at once after a change made here. Nil: every address may use an
+	// admin key, and the allow-list routes show no floor.
+	AllowList *idkeeper.AllowList
+	// TrustedProxies are the peers whose X-Forwarded-For is believed
+	// (internal/clientip), as on /v1.
+	TrustedProxies []netip.Prefix
+	// TLS tells that browsers reach the server over HTTPS (served by it, or by a
+	// proxy in front): the session cookie is then Secure and named with the
+	// __Host- prefix.
+	TLS    bool
+	Logger *slog.Logger // nil: slog.Default()
+	// MaxBodyBytes limits request bodies (413 BODY_TOO_LARGE): DefaultMaxBodyBytes
+	// when 0. Timeout bounds the store work of one request (503
+	// STORE_UNAVAILABLE): DefaultTimeout when 0.
+	MaxBodyBytes int64
+	Timeout      time.Duration
+	// Durability, when set, is shown by GET /admin/api/store: what the store's
+	// settings guarantee (as /readyz shows it).
+	Durability string
+	// Idempotency, when set, gives the creates of users and allow-list entries
+	// the Idempotency-Key semantics (docs/idempotency.md), scoped by the caller.
+	// Nil: the header is accepted and ignored. A key create is never replayed: its
+	// answer holds the secret, which is kept nowhere.
+	Idempotency *idempotency.Service
+}
+
+// Handler serves everything under /admin/. It is safe for concurrent use.
+type Handler struct {
+	cfg    Config
+	reg    *idkeeper.Registry
+	acct   *idkeeper.Accounts
+	store  idkeeper.AdminStore
+	allow  *idkeeper.AllowList
+	log    *slog.Logger
+	mux    *http.ServeMux
+	csrf   *http.CrossOriginProtection
+	cookie string // the session cookie's name
+}
+
+// New returns the Handler of cfg. It does no I/O. Errors: a missing Registry,
+// Accounts or Store, a negative MaxBodyBytes or Timeout.
+func New(cfg Config) (*Handler, error) {
+	switch {
+	case cfg.Registry == nil:
+		return nil, errors.New("admin: Config.Registry is required")
+	case cfg.Accounts == nil:
+		return nil, errors.New("admin: Config.Accounts is required")
+	case cfg.Store == nil:
+		return nil, errors.New("admin: Config.Store is required")
+	case cfg.MaxBodyBytes < 0:
+		return nil, errors.New("admin: Config.MaxBodyBytes is negative")
+	case cfg.Timeout < 0:
+		return nil, errors.New("admin: Config.Timeout is negative")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	cfg.TrustedProxies = slices.Clone(cfg.TrustedProxies)
+	h := &Handler{cfg: cfg, reg: cfg.Registry, acct: cfg.Accounts, store: cfg.Store, allow: cfg.AllowList,
+		log: cfg.Logger, mux: http.NewServeMux(), csrf: http.NewCrossOriginProtection(), cookie: CookieName(cfg.TLS)}
+	if h.allow == nil {
+		h.allow = idkeeper.NewAllowList(nil, nil)
+	}
+	h.csrf.SetDenyHandler(http.HandlerFunc(h.crossOrigin))
+	for _, rt := range h.apiRoutes() {
+		h.mux.Handle(rt.method+" "+APIPrefix+rt.path, h.wrap(rt))
+	}
+	h.webRoutes() // the pages (web*.go)
+	return h, nil
+}
+
+// CookieName is the name of the session cookie: "__Host-idkeeper_session" over
+// TLS (the prefix makes browsers insist on Secure, Path=/ and no Domain),
+// "idkeeper_session" otherwise.
+func CookieName(tls bool) string {
+	if tls {
+		return "__Host-idkeeper_session"
+	}
+	return "idkeeper_session"
+}
+
+// ServeHTTP serves every path under /admin/; a path without a route answers 404
+// NOT_FOUND, a route called with another method 405 METHOD_NOT_ALLOWED with Allow,
+// both problem+json.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if _, pattern := h.mux.Handler(r); pattern != "" {
+		h.mux.ServeHTTP(w, r)
+		return
+	}
+	var allowed []string
+	for _, m := range []string{http.MethodGet, http.MethodPost} {
+		probe := &http.Request{Method: m, URL: r.URL, Host: r.Host, Header: http.Header{}}
+		if _, p := h.mux.Handler(probe); p != "" {
+			allowed = append(allowed, m)
+			if m == http.MethodGet {
+				allowed = append(allowed, http.MethodHead)
+			}
+		}
+	}
+	if len(allowed) == 0 {
+		h.writeProblem(w, r, idkeeper.Errorf(idkeeper.CodeNotFound, "no route for %s %s", r.Method, r.URL.Path))
+		return
+	}
+	allow := strings.Join(allowed, ", ")
+	w.Header().Set("Allow", allow)
+	h.writeProblem(w, r, idkeeper.Errorf(idkeeper.CodeMethodNotAllowed, "%s is not allowed on %s; allowed: %s",
+		r.Method, r.URL.Path, allow))
+}
+
+// created is a handler's answer sent as 201 Created with a Location header.
+type created struct {
+	location string
+	body     any
+}
+
+// noContent is a handler's answer sent as 204 No Content.
+type noContent struct{}
+
+// write sends a handler's answer: 201 for created, 204 for noContent, else 200
+// with body as JSON.
+func (h *Handler) write(w http.ResponseWriter, body any) {
+	status := http.StatusOK
+	switch b := body.(type) {
+	case noContent:
+		w.Header().Set("Cache-Control", "no-store")
+		w.WriteHeader(http.StatusNoContent)
+		return
+	case created:
+		w.Header().Set("Location", b.location)
+		status, body = http.StatusCreated, b.body
+	}
+	if err := problem.WriteJSON(w, status, "application/json", body); err != nil {
+		h.log.Error("encode response", "err", err)
+	}
+}
+
+// writeProblem sends err as problem+json (internal/problem): with Retry-After on
+// a 503, and on any error whose Details carry "retryAfterSeconds" (a throttled
+// login or password change); server-side failures are logged with their cause.
+func (h *Handler) writeProblem(w http.ResponseWriter, r *http.Request, err error) {
+	p := problem.From(err)
+	retryAfter := 0
+	var e *idkeeper.Error
+	if errors.As(err, &e) {
+		if s, ok := e.Details["retryAfterSeconds"].(int); ok && s > 0 {
+			retryAfter = s
+		}
+	}
+	switch {
+	case p.Status == http.StatusServiceUnavailable:
+		retryAfter = max(retryAfter, RetryAfterSeconds)
+		h.log.Warn("admin request failed", "method", r.Method, "path", r.URL.Path, "code", string(p.Code), "err", err)
+	case p.Status >= 500:
+		h.log.Error("admin request failed", "method", r.Method, "path", r.URL.Path, "code", string(p.Code), "err", err)
+	}
+	if err := p.Write(w, retryAfter); err != nil {
+		h.log.Error("encode response", "err", err)
+	}
+}
+
+// audit appends e to the audit log (Accounts.Audit: the actor's address from the
+// context). A failure is logged at error level; the change it records stands.
+func (h *Handler) audit(ctx context.Context, e idkeeper.AuditEntry) {
+	if err := h.acct.Audit(ctx, e); err != nil {
+		h.log.Error("append to the audit log", "action", e.Action, "actor", e.Actor, "target", e.Target, "err", err)
+	}
+}
+
+// storeErr is err of an AdminStore call as the API answers it: an *idkeeper.Error
+// as it is, anything else STORE_UNAVAILABLE.
+func storeErr(err error) error {
+	var e *idkeeper.Error
+	if err == nil || errors.As(err, &e) {
+		return err
+	}
+	return idkeeper.Unavailable(err)
+}
+
+// optTime is t in the wire format, or nil for the zero time.
+func optTime(t time.Time) *string {
+	if t.IsZero() {
+		return nil
+	}
+	s := wire.FormatTime(t)
+	return &s
+}

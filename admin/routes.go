@@ -1,0 +1,119 @@
+package admin
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/idempotency"
+	"github.com/idkeeper/idkeeper/internal/clientip"
+)
+
+// handlerFunc handles one request that passed the auth layer: p is its caller. It
+// returns the answer (a body for 200, created, noContent) or an error sent as
+// problem+json.
+type handlerFunc func(w http.ResponseWriter, r *http.Request, p *principal) (any, error)
+
+// route is one route of the table: what it takes and who may call it.
+type route struct {
+	method string
+	path   string        // after APIPrefix, in http.ServeMux syntax
+	role   idkeeper.Role // the least role; "" for the public login and logout
+	// userOnly: only a logged-in user, never an API key (accounts are changed by
+	// people, whose own record Accounts checks again).
+	userOnly bool
+	// idem names the operation of a create in the Idempotency-Key scope; "" when
+	// the route takes none.
+	idem   string
+	handle handlerFunc
+}
+
+// apiRoutes is the admin API's route table. Every route that changes state is a
+// POST (behind http.CrossOriginProtection); no GET changes anything.
+func (h *Handler) apiRoutes() []route {
+	const get, post = http.MethodGet, http.MethodPost
+	const viewer, operator, admin = idkeeper.RoleViewer, idkeeper.RoleOperator, idkeeper.RoleAdmin
+	return []route{
+		{post, "login", "", false, "", h.login},
+		{post, "logout", "", false, "", h.logout},
+		{get, "me", viewer, false, "", h.me},
+		{post, "me/password", viewer, true, "", h.changePassword},
+
+		{get, "users", viewer, false, "", h.listUsers},
+		{post, "users", admin, true, "admin.users.create", h.createUser},
+		{post, "users/{name}", admin, true, "", h.updateUser},
+		{post, "users/{name}/password", admin, true, "", h.resetPassword},
+
+		{get, "keys", viewer, false, "", h.listKeys},
+		{post, "keys", operator, false, "", h.createKey},
+		{get, "keys/{id}", viewer, false, "", h.getKey},
+		{post, "keys/{id}", operator, false, "", h.updateKey},
+		{post, "keys/{id}/revoke", operator, false, "", h.revokeKey},
+
+		{get, "allowlist", viewer, false, "", h.getAllowList},
+		{post, "allowlist", operator, false, "admin.allowlist.add", h.addAllowEntry},
+		{post, "allowlist/remove", operator, false, "", h.removeAllowEntry},
+
+		{get, "pool", viewer, false, "", h.pool},
+		{get, "leases", viewer, false, "", h.leases},
+		{post, "leases/{node}/revoke", operator, false, "", h.revokeLease},
+
+		{get, "audit", viewer, false, "", h.auditLog},
+		{get, "store", viewer, false, "", h.storeHealth},
+	}
+}
+
+type principalKey struct{}
+
+// principalFrom returns the caller the auth layer put in ctx.
+func principalFrom(ctx context.Context) *principal {
+	p, _ := ctx.Value(principalKey{}).(*principal)
+	return p
+}
+
+// wrap is rt behind the auth layer, in this order: the cross-origin check of a
+// POST (403 FORBIDDEN), the request timeout, the caller (auth.go: 401, or 403 for
+// a key off the allow-list or no admin key), the route's role (403 FORBIDDEN),
+// the Idempotency-Key of a create (Config.Idempotency), then the handler.
+func (h *Handler) wrap(rt route) http.Handler {
+	var inner http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := rt.handle(w, r, principalFrom(r.Context()))
+		if err != nil {
+			h.writeProblem(w, r, err)
+			return
+		}
+		h.write(w, body)
+	})
+	if rt.idem != "" && h.cfg.Idempotency != nil {
+		inner = h.cfg.Idempotency.Wrap(rt.idem, func(r *http.Request) string { return principalFrom(r.Context()).actor },
+			inner, idempotency.MaxBody(h.cfg.MaxBodyBytes))
+	}
+	authed := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
+		defer cancel()
+		p := &principal{}
+		p.ip, p.ipErr = clientip.Of(r, h.cfg.TrustedProxies)
+		p.remote = p.ip.String()
+		if p.ipErr != nil {
+			p.remote = r.RemoteAddr
+		}
+		ctx = idkeeper.WithRemoteIP(ctx, p.remote)
+		r = r.WithContext(context.WithValue(ctx, principalKey{}, p))
+		if rt.role != "" {
+			if err := h.authenticate(w, r, p); err != nil {
+				h.writeProblem(w, r, err)
+				return
+			}
+			if err := p.may(rt); err != nil {
+				h.writeProblem(w, r, err)
+				return
+			}
+			r = r.WithContext(idkeeper.WithActor(r.Context(), p.actor))
+		}
+		inner.ServeHTTP(w, r)
+	})
+	if rt.method == http.MethodGet {
+		return authed
+	}
+	return h.csrf.Handler(authed)
+}

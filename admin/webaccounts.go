@@ -1,0 +1,302 @@
+package admin
+
+import (
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/internal/wire"
+)
+
+// The users, profile, audit log and store pages.
+
+// ---- users and the profile
+
+// passwordBounds are the password lengths the forms state.
+type passwordBounds struct{ MinPassword, MaxPassword int }
+
+var pwBounds = passwordBounds{MinPassword: idkeeper.MinPasswordLen, MaxPassword: idkeeper.MaxPasswordLen}
+
+// usersView is the data of the users page.
+type usersView struct {
+	Users []idkeeper.User
+	Roles []idkeeper.Role
+	Form  url.Values
+	passwordBounds
+}
+
+var allRoles = []idkeeper.Role{idkeeper.RoleViewer, idkeeper.RoleOperator, idkeeper.RoleAdmin}
+
+func (h *Handler) usersPage(w http.ResponseWriter, r *http.Request, p *principal) {
+	h.renderUsers(w, r, p, http.StatusOK, "", nil)
+}
+
+func (h *Handler) renderUsers(w http.ResponseWriter, r *http.Request, p *principal, status int, errMsg string, form url.Values) {
+	us, err := h.acct.Users(r.Context())
+	if err != nil {
+		h.pageError(w, r, p, err)
+		return
+	}
+	v := h.baseView(w, r, p, "Users", "users")
+	v.Error, v.P = errMsg, usersView{Users: us, Roles: allRoles, Form: form, passwordBounds: pwBounds}
+	h.render(w, r, status, "users", v)
+}
+
+func (h *Handler) userCreatePost(w http.ResponseWriter, r *http.Request, p *principal) {
+	if err := h.parseForm(w, r); err != nil {
+		h.pageError(w, r, p, err)
+		return
+	}
+	f := r.PostForm
+	out, err := h.callAPI(w, r, p, h.createUser, wire.CreateUserRequest{Name: f.Get("name"), Role: f.Get("role"), Password: f.Get("password")})
+	if err != nil {
+		status, msg := errorText(err)
+		f.Del("password")
+		h.renderUsers(w, r, p, status, msg, f)
+		return
+	}
+	name := userName(f.Get("name"))
+	if u, ok := out.(wire.User); ok {
+		name = u.Name
+	}
+	h.redirect(w, r, "/admin/users/"+url.PathEscape(name), "User "+name+" was added.")
+}
+
+// userView is the data of a user's page.
+type userView struct {
+	Target idkeeper.User
+	Self   bool
+	Roles  []idkeeper.Role
+	passwordBounds
+}
+
+func (h *Handler) userPage(w http.ResponseWriter, r *http.Request, p *principal) {
+	h.renderUser(w, r, p, http.StatusOK, "")
+}
+
+func (h *Handler) renderUser(w http.ResponseWriter, r *http.Request, p *principal, status int, errMsg string) {
+	name := r.PathValue("name")
+	us, err := h.acct.Users(r.Context())
+	if err != nil {
+		h.pageError(w, r, p, err)
+		return
+	}
+	i := slices.IndexFunc(us, func(u idkeeper.User) bool { return u.Name == name })
+	if i < 0 {
+		h.pageError(w, r, p, idkeeper.Errorf(idkeeper.CodeNotFound, "There is no user %q.", name))
+		return
+	}
+	v := h.baseView(w, r, p, "User "+name, "users")
+	v.Error = errMsg
+	v.P = userView{Target: us[i], Self: p.user.Name == name, Roles: allRoles, passwordBounds: pwBounds}
+	h.render(w, r, status, "user", v)
+}
+
+// userActionPost changes an account: role, disable, enable, password.
+func (h *Handler) userActionPost(w http.ResponseWriter, r *http.Request, p *principal) {
+	name := r.PathValue("name")
+	if err := h.parseForm(w, r); err != nil {
+		h.pageError(w, r, p, err)
+		return
+	}
+	var (
+		fn   handlerFunc
+		body any
+		msg  string
+	)
+	switch r.PathValue("action") {
+	case "role":
+		role := r.PostForm.Get("role")
+		fn, body, msg = h.updateUser, map[string]any{"role": role}, "User "+name+" now has the role "+role+"."
+	case "disable":
+		fn, body, msg = h.updateUser, map[string]any{"disabled": true}, "User "+name+" was disabled and its sessions ended."
+	case "enable":
+		fn, body, msg = h.updateUser, map[string]any{"disabled": false}, "User "+name+" was enabled."
+	case "password":
+		fn, body, msg = h.resetPassword, wire.ResetPasswordRequest{Password: r.PostForm.Get("password")},
+			"The password of "+name+" was reset and its sessions ended."
+	default:
+		h.pageError(w, r, p, idkeeper.Errorf(idkeeper.CodeNotFound, "There is no such change of an account."))
+		return
+	}
+	if _, err := h.callAPI(w, r, p, fn, body, "name", name); err != nil {
+		status, emsg := errorText(err)
+		h.renderUser(w, r, p, status, emsg)
+		return
+	}
+	h.redirect(w, r, "/admin/users/"+url.PathEscape(name), msg)
+}
+
+func (h *Handler) profilePage(w http.ResponseWriter, r *http.Request, p *principal) {
+	h.renderProfile(w, r, p, http.StatusOK, "")
+}
+
+func (h *Handler) renderProfile(w http.ResponseWriter, r *http.Request, p *principal, status int, errMsg string) {
+	v := h.baseView(w, r, p, "Profile", "profile")
+	v.Error, v.P = errMsg, pwBounds
+	h.render(w, r, status, "profile", v)
+}
+
+// passwordPost changes the user's own password through the API, which ends every
+// session of the account: the user logs in again with the new password.
+func (h *Handler) passwordPost(w http.ResponseWriter, r *http.Request, p *principal) {
+	if err := h.parseForm(w, r); err != nil {
+		h.pageError(w, r, p, err)
+		return
+	}
+	f := r.PostForm
+	if f.Get("password") != f.Get("again") {
+		h.renderProfile(w, r, p, http.StatusBadRequest, "The two new passwords differ: type the same one twice.")
+		return
+	}
+	if _, err := h.callAPI(w, r, p, h.changePassword, wire.ChangePasswordRequest{OldPassword: f.Get("current"),
+		NewPassword: f.Get("password")}); err != nil {
+		status, msg := errorText(err)
+		if idkeeper.ErrorCode(err) == idkeeper.CodeLoginFailed {
+			msg = "The current password is wrong."
+		}
+		h.renderProfile(w, r, p, status, msg)
+		return
+	}
+	h.redirect(w, r, loginPath, "Your password was changed: log in with the new one.")
+}
+
+// ---- audit log
+
+// auditFilter is the audit page's filter, from the query.
+type auditFilter struct{ Action, Actor string }
+
+// Any reports whether the filter selects anything.
+func (f auditFilter) Any() bool { return f.Action != "" || f.Actor != "" }
+
+// auditPageSize is how many entries the audit page shows at once.
+const auditPageSize = 50
+
+// auditOption is one choice of the audit page's action filter.
+type auditOption struct{ Value, Label string }
+
+// auditActions are the choices of the action filter: each family, then each
+// action.
+var auditActions = func() []auditOption {
+	var out []auditOption
+	for _, f := range []string{"user", "apikey", "allowlist", "lease", "skew"} {
+		out = append(out, auditOption{f, "every " + f + ".… action"})
+	}
+	for _, a := range []string{idkeeper.AuditLogin, idkeeper.AuditLoginFailed, idkeeper.AuditLogout,
+		idkeeper.AuditUserCreate, idkeeper.AuditUserUpdate, idkeeper.AuditPasswordChange, idkeeper.AuditKeyCreate,
+		idkeeper.AuditKeyUpdate, idkeeper.AuditKeyRevoke, idkeeper.AuditAllowAdd, idkeeper.AuditAllowRemove,
+		idkeeper.AuditLeaseGrant, idkeeper.AuditLeaseRemove, idkeeper.AuditLeaseReclaim, idkeeper.AuditLeaseRevoke,
+		idkeeper.AuditLeaseRestore, idkeeper.AuditSkewReject} {
+		out = append(out, auditOption{a, a})
+	}
+	return out
+}()
+
+// auditView is the data of the audit page.
+type auditView struct {
+	Entries             []wire.AuditEntry
+	Filter              auditFilter
+	Actions             []auditOption
+	Before              uint64
+	Scanned             int
+	NewestURL, OlderURL string
+}
+
+// auditRow is an entry with its time parsed, for the template.
+func (v auditView) Rows() []auditRow {
+	out := make([]auditRow, len(v.Entries))
+	for i, e := range v.Entries {
+		at, _ := wire.ParseTime(e.At)
+		out[i] = auditRow{AuditEntry: e, Time: at}
+	}
+	return out
+}
+
+type auditRow struct {
+	wire.AuditEntry
+	Time time.Time
+}
+
+// auditPage shows a page of the audit log through the API's own reader
+// (filters and paging as GET /admin/api/audit).
+func (h *Handler) auditPage(w http.ResponseWriter, r *http.Request, p *principal) {
+	q := r.URL.Query()
+	f := auditFilter{Action: strings.TrimSpace(q.Get("action")), Actor: strings.TrimSpace(q.Get("actor"))}
+	api := url.Values{"limit": {strconv.Itoa(auditPageSize)}}
+	if f.Action != "" {
+		api.Set("action", f.Action)
+	}
+	if f.Actor != "" {
+		api.Set("actor", f.Actor)
+	}
+	var before uint64
+	if s := q.Get("before"); s != "" {
+		if n, err := strconv.ParseUint(s, 10, 64); err == nil && n > 0 {
+			before = n
+			api.Set("before", s)
+		}
+	}
+	r2 := r.Clone(r.Context())
+	r2.URL.RawQuery = api.Encode()
+	out, err := h.auditLog(w, r2, p)
+	if err != nil {
+		h.pageError(w, r, p, err)
+		return
+	}
+	pg, _ := out.(wire.AuditPage)
+	av := auditView{Entries: pg.Entries, Filter: f, Actions: auditActions, Before: before}
+	keep := url.Values{}
+	if f.Action != "" {
+		keep.Set("action", f.Action)
+	}
+	if f.Actor != "" {
+		keep.Set("actor", f.Actor)
+	}
+	av.NewestURL = "/admin/audit"
+	if len(keep) > 0 {
+		av.NewestURL += "?" + keep.Encode()
+	}
+	if pg.Next != nil {
+		keep.Set("before", strconv.FormatUint(*pg.Next, 10))
+		av.OlderURL = "/admin/audit?" + keep.Encode()
+	}
+	v := h.baseView(w, r, p, "Audit log", "audit")
+	v.P = av
+	h.render(w, r, http.StatusOK, "audit", v)
+}
+
+// ---- store health
+
+// storeView is the data of the store page.
+type storeView struct {
+	Health     idkeeper.StoreHealth
+	LastReset  time.Time
+	Durability string
+	StatusErr  string
+	Config     idkeeper.Config
+	Counts     *idkeeper.Counts
+	// ResetQuarantineEnd is when the quarantine of the last reset ends: its time
+	// + lease duration + grace.
+	ResetQuarantineEnd time.Time
+}
+
+func (h *Handler) storePage(w http.ResponseWriter, r *http.Request, p *principal) {
+	s := h.reg.StoreHealth(r.Context())
+	sv := storeView{Health: s, Durability: h.cfg.Durability, Config: h.reg.Config()}
+	if s.Adopted.Origin == idkeeper.OriginRecovered {
+		sv.LastReset = s.Adopted.At
+		sv.ResetQuarantineEnd = s.Adopted.At.Add(sv.Config.LeaseDuration + sv.Config.Grace)
+	}
+	if s.StatusErr != nil {
+		_, sv.StatusErr = errorText(s.StatusErr)
+	} else if c, err := h.reg.Remaining(r.Context()); err == nil {
+		sv.Counts = &c
+	}
+	v := h.baseView(w, r, p, "Store", "store")
+	v.P = sv
+	h.render(w, r, http.StatusOK, "store", v)
+}

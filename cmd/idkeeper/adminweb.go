@@ -1,0 +1,193 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/admin"
+	"github.com/idkeeper/idkeeper/bolt"
+	"github.com/idkeeper/idkeeper/password"
+)
+
+// AdminPasswordEnv names the environment variable holding the first admin's
+// password (AdminPasswordEnv_FILE: a file holding it): the server creates the
+// account --admin-user with it when the store holds no account. An environment
+// variable only: a flag would show the secret in ps.
+const AdminPasswordEnv = "IDKEEPER_ADMIN_PASSWORD"
+
+// DefaultAdminUser is the --admin-user default: the first admin's name.
+const DefaultAdminUser = "admin"
+
+// adminWeb is the admin web of a registry server (issue #10): its accounts over
+// the store, the IP allow-list (the --allowed-ips floor and the store's entries),
+// and the handler of /admin/, on the API listener or its own.
+type adminWeb struct {
+	store   idkeeper.AdminStore
+	acc     *idkeeper.Accounts
+	allow   *idkeeper.AllowList
+	handler http.Handler
+	web     *httpService // the --admin-listen listener; nil: /admin/ is on the API listener
+	stop    context.CancelFunc
+	created atomic.Bool // the first admin was created by this process
+}
+
+// checkAdminSettings refuses, before the store is touched, a first admin's name
+// or password that could not be used and session timeouts out of range.
+func checkAdminSettings(cfg serverConfig) error {
+	if cfg.AdminPassword != "" {
+		if !idkeeper.ValidUserName(cfg.AdminUser) {
+			return usagef("--admin-user %q: a user name is 1 to %d of a-z 0-9 . _ @ -", cfg.AdminUser, idkeeper.MaxUserNameLen)
+		}
+		if err := idkeeper.CheckPassword("password", cfg.AdminPassword); err != nil {
+			return usagef("%s: a password has %d to %d bytes", AdminPasswordEnv, idkeeper.MinPasswordLen, idkeeper.MaxPasswordLen)
+		}
+	}
+	// NewAccounts checks its settings without touching the store: a nil store of
+	// the right type suffices for that.
+	if _, err := idkeeper.NewAccounts((*bolt.Store)(nil), password.Hasher{}, cfg.Accounts); err != nil {
+		return usageError{err}
+	}
+	return nil
+}
+
+// newAdminWeb returns the admin web over store, which keeps the accounts and the
+// allow-list too (bolt and redis do). It does no I/O.
+func newAdminWeb(store idkeeper.Store, cfg serverConfig, log *slog.Logger) (*adminWeb, error) {
+	as, ok := store.(idkeeper.AdminStore)
+	if !ok {
+		return nil, errors.New("the store keeps no admin records (accounts, allow-list, audit log)")
+	}
+	ac := cfg.Accounts
+	ac.Logger = log
+	acc, err := idkeeper.NewAccounts(as, password.Hasher{}, ac)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	return &adminWeb{store: as, acc: acc, allow: idkeeper.NewAllowList(cfg.AllowedIPs, as)}, nil
+}
+
+// wire makes the registry audit its lease events into the admin web's log and
+// prune it and the ended sessions.
+func (a *adminWeb) wire(rc *idkeeper.Config) {
+	rc.Audit, rc.AdminStore, rc.Sessions = a.acc, a.store, a.acc
+}
+
+// ensureFirstAdmin creates the first admin from AdminPasswordEnv when the store
+// holds no account, and logs what it did (never the password). Without a
+// password and without accounts it says how to make one.
+func (a *adminWeb) ensureFirstAdmin(ctx context.Context, name, pw string, log *slog.Logger) error {
+	if pw == "" {
+		n, err := a.store.CountUsers(ctx)
+		if err != nil {
+			return fmt.Errorf("count the admin accounts: %w", err)
+		}
+		if n == 0 {
+			log.Warn("no admin account: set " + AdminPasswordEnv + " (or " + AdminPasswordEnv + "_FILE) for the first admin, " +
+				"or run `idkeeper users add NAME --role admin --store …`")
+		}
+		return nil
+	}
+	created, err := a.acc.EnsureFirstAdmin(ctx, name, pw)
+	if err != nil {
+		return fmt.Errorf("create the first admin: %w", err)
+	}
+	if created {
+		a.created.Store(true) // Accounts logged it
+	} else {
+		log.Info("admin accounts exist: " + AdminPasswordEnv + " is not used")
+	}
+	return nil
+}
+
+// start reads the allow-list (failing closed until it is read: only the floor
+// allows), keeps it fresh every idkeeper.DefaultAllowRefresh, and makes the
+// handler of /admin/.
+func (a *adminWeb) start(ctx context.Context, reg *idkeeper.Registry, cfg serverConfig, durability string, log *slog.Logger) error {
+	if err := a.allow.Refresh(ctx); err != nil {
+		log.Warn("cannot read the IP allow-list from the store: until it is read, only --allowed-ips allow API keys", "err", err)
+	}
+	h, err := admin.New(admin.Config{
+		Registry:       reg,
+		Accounts:       a.acc,
+		Store:          a.store,
+		AllowList:      a.allow,
+		TrustedProxies: cfg.TrustedProxies,
+		TLS:            cfg.Net.tls != nil,
+		Logger:         log,
+		Durability:     durability,
+	})
+	if err != nil {
+		return err
+	}
+	a.handler = h
+	run, stop := context.WithCancel(context.Background())
+	a.stop = stop
+	go a.allow.Run(run, idkeeper.DefaultAllowRefresh, log)
+	return nil
+}
+
+// listen serves /admin/ on addr, with the API listener's TLS; "/" redirects to
+// /admin/, anything else is 404.
+func (a *adminWeb) listen(addr string, cfg serverConfig, log *slog.Logger) error {
+	mux := http.NewServeMux()
+	mux.Handle("/admin/", a.handler)
+	mux.Handle("GET /{$}", http.RedirectHandler("/admin/", http.StatusFound))
+	web, err := startHTTP(addr, mux, cfg.Net.tls, log)
+	if err != nil {
+		return err
+	}
+	if cfg.Net.tls == nil {
+		warnPlain(web.ln, "the admin web", log)
+	}
+	a.web = web
+	log.Info("serving the admin web on its own listener", "addr", web.Addr().String(), "tls", cfg.Net.tls != nil)
+	return nil
+}
+
+// served receives the result of the admin listener's Serve; nil (never ready)
+// without one.
+func (a *adminWeb) served() <-chan error {
+	if a == nil || a.web == nil {
+		return nil
+	}
+	return a.web.served
+}
+
+// close is the shutdown step of the admin web: its listener drains for at most
+// timeout, and the allow-list refresh stops.
+func (a *adminWeb) close(timeout time.Duration) closeStep {
+	return closeStep{"close the admin web", func() error {
+		if a == nil {
+			return nil
+		}
+		if a.stop != nil {
+			a.stop()
+		}
+		if a.web == nil {
+			return nil
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		if err := a.web.srv.Shutdown(ctx); err != nil {
+			_ = a.web.srv.Close()
+			return err
+		}
+		return nil
+	}}
+}
+
+// newAdminPassword returns a random password for dev's first admin: 16 bytes,
+// base64url.
+func newAdminPassword() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
