@@ -28,6 +28,7 @@ type PoolMap struct {
 	Counts Counts
 	Now    time.Time    // the store's clock when the map was read
 	Nodes  []NodeStatus // index = node ID, 0..Counts.Total−1
+	until  []time.Time  // poolMap with quarantine ends: QuarantinedUntil of each quarantined node ID
 }
 
 // poolMapWorkers bounds the concurrent node reads of PoolMap.
@@ -39,7 +40,11 @@ const poolMapWorkers = 8
 // quarantined: the common pool costs three store reads. The parts are read one
 // after the other, not in one step: a grant between them may show in one and not
 // the other. Errors: the 503s of Serving, STORE_UNAVAILABLE.
-func (r *Registry) PoolMap(ctx context.Context) (PoolMap, error) {
+func (r *Registry) PoolMap(ctx context.Context) (PoolMap, error) { return r.poolMap(ctx, false) }
+
+// poolMap is PoolMap; with until it also keeps the end of each quarantine read
+// (PoolMap.until).
+func (r *Registry) poolMap(ctx context.Context, until bool) (PoolMap, error) {
 	if err := r.Serving(); err != nil {
 		return PoolMap{}, err
 	}
@@ -71,15 +76,19 @@ func (r *Registry) PoolMap(ctx context.Context) (PoolMap, error) {
 	if c.Cooling+c.Quarantined == 0 {
 		return m, nil
 	}
-	if err := r.classifyFree(ctx, m.Nodes, now); err != nil {
+	if until {
+		m.until = make([]time.Time, c.Total)
+	}
+	if err := r.classifyFree(ctx, m.Nodes, m.until, now); err != nil {
 		return PoolMap{}, err
 	}
 	return m, nil
 }
 
 // classifyFree reads the state of every node ID marked NodeFree in nodes and marks
-// it quarantined or cooling at now where it is.
-func (r *Registry) classifyFree(ctx context.Context, nodes []NodeStatus, now time.Time) error {
+// it quarantined or cooling at now where it is; until, when not nil, gets the end
+// of each quarantine.
+func (r *Registry) classifyFree(ctx context.Context, nodes []NodeStatus, until []time.Time, now time.Time) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	ids := make(chan NodeID)
@@ -99,6 +108,9 @@ func (r *Registry) classifyFree(ctx context.Context, nodes []NodeStatus, now tim
 				switch {
 				case st.QuarantinedUntil.After(now):
 					nodes[id] = NodeQuarantined // each worker writes its own indexes
+					if until != nil {
+						until[id] = st.QuarantinedUntil
+					}
 				case !st.Fenced().Before(now):
 					nodes[id] = NodeCooling
 				}
@@ -164,18 +176,38 @@ type StoreHealth struct {
 	// (store − registry).
 	ClockOK     bool
 	ClockOffset time.Duration
+	// Recovered is the last store reset this replica recovered from itself since
+	// it was made; nil when it recovered none (a reset another replica recovered
+	// shows in Adopted alone).
+	Recovered *RecoveredReset
+	// Locks are the job locks the store holds now, every replica's (JobLocks);
+	// LocksErr when they could not be read.
+	Locks    []Lock
+	LocksErr error
+	// Runs are this replica's last run of each periodic job (JobRuns).
+	Runs []JobRun
 }
 
-// StoreHealth reads the store's status and returns it with what the registry
-// knows. A store that does not answer is no error: StatusErr tells it.
+// RecoveredReset is a store reset a replica recovered from (DESIGN §7).
+type RecoveredReset struct {
+	At         time.Time  // when the recovery began: the later of the store's clock and the registry's
+	Why        string     // what showed the reset
+	Until      time.Time  // the quarantine's end: At + lease duration + grace
+	Generation Generation // the generation adopted by the recovery
+}
+
+// StoreHealth reads the store's status and job locks and returns them with what
+// the registry knows. A store that does not answer is no error: StatusErr and
+// LocksErr tell it.
 func (r *Registry) StoreHealth(ctx context.Context) StoreHealth {
 	h := StoreHealth{Phase: r.Phase(), Adopted: r.Generation(), ClockOK: r.clockOK.Load(),
-		ClockOffset: time.Duration(r.clockSkew.Load())}
+		ClockOffset: time.Duration(r.clockSkew.Load()), Recovered: r.lastReset.Load(), Runs: r.JobRuns()}
 	st, err := r.store.Status(ctx)
 	if err != nil {
 		h.StatusErr = r.storeErr(err)
 	} else {
 		h.Status = st
 	}
+	h.Locks, h.LocksErr = r.JobLocks(ctx)
 	return h
 }

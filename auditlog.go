@@ -389,8 +389,13 @@ func (r *Registry) PruneAdminRecords(ctx context.Context) (entries, sessions int
 	if r.cfg.AdminStore == nil && r.cfg.Sessions == nil {
 		return 0, 0, false, nil
 	}
+	started, held, ok := r.cfg.Clock(), Lock{}, false
+	defer func() {
+		r.noteJob(RetentionJob, started, ran, err,
+			fmt.Sprintf("pruned %d audit entries and %d ended sessions", entries, sessions), heldBy(held))
+	}()
 	atMost, atLeast := JobLockTimes(RetentionInterval)
-	if _, ok, err := r.store.TryLock(ctx, RetentionJob, r.cfg.Owner, atMost); err != nil || !ok {
+	if held, ok, err = r.store.TryLock(ctx, RetentionJob, r.cfg.Owner, atMost); err != nil || !ok {
 		return 0, 0, false, r.storeErr(err)
 	}
 	defer func() {

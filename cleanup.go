@@ -2,6 +2,7 @@ package idkeeper
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -19,6 +20,10 @@ func JobLockTimes(interval time.Duration) (atMostFor, atLeastFor time.Duration) 
 // run or not, then updates the machine watch (watchMachines), which warns only
 // after a run.
 func (r *Registry) Cleanup(ctx context.Context) (reclaimed int, ran bool, err error) {
+	started, lock := r.cfg.Clock(), Lock{}
+	defer func() {
+		r.noteJob(CleanupJob, started, ran, err, fmt.Sprintf("reclaimed %d leases", reclaimed), heldBy(lock))
+	}()
 	atMost, atLeast := JobLockTimes(r.cfg.CleanupInterval)
 	lock, ok, err := r.store.TryLock(ctx, CleanupJob, r.cfg.Owner, atMost)
 	if err != nil {

@@ -3,6 +3,7 @@ package idkeeper
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"slices"
 	"time"
 )
@@ -88,7 +89,12 @@ func (r *Registry) ExpiringKeys(ctx context.Context) (keys []KeyInfo, now time.T
 // logged. The registry's loop runs it a minute after Open and every hour; it does
 // nothing while the registry does not serve. Errors: STORE_UNAVAILABLE.
 func (r *Registry) WarnExpiringKeys(ctx context.Context) (logged int, err error) {
-	if r.Serving() != nil {
+	started, serving := r.cfg.Clock(), r.Serving() == nil
+	defer func() {
+		r.noteJob(KeyExpiryJob, started, serving, err, fmt.Sprintf("warned about %d keys", logged),
+			"the registry did not serve: "+string(r.Phase()))
+	}()
+	if !serving {
 		return 0, nil
 	}
 	keys, now, err := r.ExpiringKeys(ctx)

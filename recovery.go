@@ -286,6 +286,7 @@ func (r *Registry) recoverReset(ctx context.Context, why, from string) error {
 		return err
 	}
 	r.obs.StoreReset(res.NewGeneration)
+	r.lastReset.Store(&RecoveredReset{At: now, Why: why, Until: until, Generation: res.Generation})
 	r.log.Error("store reset detected and recovered: every node ID nobody claims is quarantined until "+
 		until.Format(time.RFC3339)+"; holders keep their leases when their Renew shows their receipts",
 		"reason", why, "until", until, "generation", res.Generation.Number, "newGeneration", res.NewGeneration)

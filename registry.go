@@ -84,6 +84,9 @@ type Registry struct {
 
 	audit *auditLog // nil without Config.Audit (auditlog.go)
 
+	jobs      jobBook                        // the last run of each periodic job (jobruns.go)
+	lastReset atomic.Pointer[RecoveredReset] // the last reset this replica recovered (adminread.go)
+
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }

@@ -304,6 +304,10 @@ type LockStore interface {
 	// lock is kept until then (lock-at-least-for), else it is deleted. It does nothing,
 	// and reports held = false, unless owner holds a lock that has not lapsed.
 	Unlock(ctx context.Context, name, owner string, atLeastFor time.Duration) (held bool, err error)
+	// Locks returns every lock that has not lapsed at the store's now (now before
+	// its Until), sorted by Name: the holders operators see. A lock kept past its
+	// Unlock by atLeastFor is listed until it lapses. It changes nothing.
+	Locks(ctx context.Context) ([]Lock, error)
 }
 
 // KeyStore keeps API keys.

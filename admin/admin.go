@@ -12,7 +12,7 @@
 //     operator < admin; every route that changes state is a POST behind
 //     http.CrossOriginProtection, and no GET changes anything;
 //   - the JSON handlers (session.go, users.go, keys.go, allowlist.go, leases.go,
-//     audit.go), which decode bodies strictly (internal/jsonbody), call the
+//     audit.go, store.go), which decode bodies strictly (internal/jsonbody), call the
 //     registry and the accounts, and answer JSON (internal/wire) or problem+json
 //     (internal/problem) with the codes of every IdKeeper API.
 //
@@ -78,10 +78,10 @@ type Config struct {
 	// Durability, when set, is shown by GET /admin/api/store: what the store's
 	// settings guarantee (as /readyz shows it).
 	Durability string
-	// Idempotency, when set, gives the creates of users and allow-list entries
-	// the Idempotency-Key semantics (docs/idempotency.md), scoped by the caller.
-	// Nil: the header is accepted and ignored. A key create is never replayed: its
-	// answer holds the secret, which is kept nowhere.
+	// Idempotency, when set, gives the creates of users, allow-list entries and
+	// API keys the Idempotency-Key semantics (docs/idempotency.md), scoped by the
+	// caller. Nil: the header is accepted and ignored. A key create's secret is
+	// stored nowhere: its replay is the key without it, "secretShown": false.
 	Idempotency *idempotency.Service
 }
 

@@ -9,7 +9,7 @@ import (
 	"github.com/idkeeper/idkeeper/internal/wire"
 )
 
-// The audit log and the store's health.
+// The audit log.
 
 // Bounds of GET /admin/api/audit.
 const (
@@ -75,8 +75,7 @@ func (h *Handler) auditLog(_ http.ResponseWriter, r *http.Request, _ *principal)
 			if !auditMatch(e, action, actor) {
 				continue
 			}
-			out.Entries = append(out.Entries, wire.AuditEntry{Seq: e.Seq, At: wire.FormatTime(e.At), Actor: e.Actor,
-				Action: e.Action, Target: e.Target, RemoteIP: e.RemoteIP, Detail: e.Detail, Hash: e.Hash})
+			out.Entries = append(out.Entries, auditJSON(e))
 			if len(out.Entries) == limit {
 				if e.Seq > 1 && (i < len(es)-1 || len(es) == n) {
 					next := e.Seq
@@ -94,27 +93,4 @@ func (h *Handler) auditLog(_ http.ResponseWriter, r *http.Request, _ *principal)
 			return out, nil
 		}
 	}
-}
-
-// storeHealth tells what the registry knows of its store: phase, generation,
-// the last reset it recovered from, the fencing counter, the pool size, the
-// store's clock and whether it agrees with the server's, and the durability the
-// server was started with. Job-lock holders are not shown: the store offers no
-// read of them.
-func (h *Handler) storeHealth(_ http.ResponseWriter, r *http.Request, _ *principal) (any, error) {
-	s := h.reg.StoreHealth(r.Context())
-	out := wire.StoreHealth{Phase: string(s.Phase), Reachable: s.StatusErr == nil, ClockOK: s.ClockOK,
-		ClockOffsetMs: s.ClockOffset.Milliseconds(), Durability: h.cfg.Durability}
-	if g := s.Adopted; !g.IsZero() {
-		out.Generation = &wire.Generation{Number: g.Number, ID: g.ID, Origin: string(g.Origin), At: wire.FormatTime(g.At)}
-		if g.Origin == idkeeper.OriginRecovered {
-			out.LastReset = optTime(g.At)
-		}
-	}
-	if s.StatusErr == nil {
-		out.FencingCounter, out.Nodes, out.StoreTime = s.Status.Fence, s.Status.Nodes, optTime(s.Status.Now)
-	} else {
-		h.log.Warn("the store did not answer the health read", "err", s.StatusErr)
-	}
-	return out, nil
 }

@@ -188,7 +188,18 @@ func TestBrowser(t *testing.T) {
 	b.check("users")
 	b.open("/admin/profile")
 	b.check("profile")
+	// The store page: the job locks held in the store and this replica's last runs.
+	if _, _, err := e.reg.Cleanup(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.reg.WarnExpiringKeys(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	b.open("/admin/store")
+	if main := b.text("main"); !strings.Contains(main, "this replica") || !strings.Contains(main, "reclaimed 0 leases") ||
+		!strings.Contains(main, "warned about 0 keys") {
+		t.Errorf("the store page lacks the job lock or the runs: %s", main)
+	}
 	b.check("store")
 
 	// The audit log holds the key's creation, the grant and the revocation.

@@ -1,11 +1,15 @@
 package admin_test
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/admin"
+	"github.com/idkeeper/idkeeper/bolt"
 	idkhttp "github.com/idkeeper/idkeeper/http"
 	"github.com/idkeeper/idkeeper/idempotency"
 	"github.com/idkeeper/idkeeper/internal/wire"
@@ -35,9 +39,9 @@ func TestNew(t *testing.T) {
 
 // With Config.Idempotency, a create of a user or an allow-list entry retried with
 // its Idempotency-Key gets the first answer again (Idempotent-Replayed: true) and
-// creates nothing; another body with the key is 422; a key create is never
-// replayed (its secret is kept nowhere). Without it the header is ignored: the
-// retry is a 409.
+// creates nothing; another body with the key is 422. A key create retried gets the
+// key without its secret, which is stored nowhere ("secretShown": false). Without
+// it the header is ignored: the retry is a 409.
 func TestIdempotentCreates(t *testing.T) {
 	e := newEnv(t, loopback, func(s *setup) { s.idem = true })
 	e.user("boss", idkeeper.RoleAdmin)
@@ -58,11 +62,43 @@ func TestIdempotentCreates(t *testing.T) {
 		// The same key from another caller is another key.
 		e.do("POST", c.path, c.body, "Cookie", e.login("root", rootPW), "Idempotency-Key", "k-"+c.path).problem(t, idkeeper.CodeConflict)
 	}
+	before, err := e.reg.Keys(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
 	var a, b wire.CreateAPIKeyResponse
-	e.do("POST", "/admin/api/keys", `{"description":"once"}`, "Cookie", tok, "Idempotency-Key", "key").status1(t, 201).decode(t, &a)
-	e.do("POST", "/admin/api/keys", `{"description":"once"}`, "Cookie", tok, "Idempotency-Key", "key").status1(t, 201).decode(t, &b)
-	if a.Key.ID == b.Key.ID || a.Secret == b.Secret {
-		t.Fatal("a key create was replayed")
+	first := e.do("POST", "/admin/api/keys", `{"description":"once"}`, "Cookie", tok, "Idempotency-Key", "key").status1(t, 201)
+	first.decode(t, &a)
+	again := e.do("POST", "/admin/api/keys", `{ "description" : "once" }`, "Cookie", tok, "Idempotency-Key", "key").status1(t, 201)
+	again.decode(t, &b)
+	switch {
+	case !a.SecretShown || !strings.HasPrefix(a.Secret, "idk_") || a.Message != "":
+		t.Fatalf("the first answer: %s", first.raw)
+	case again.header.Get(idempotency.HeaderReplayed) != "true" || again.header.Get("Location") != first.header.Get("Location"):
+		t.Fatalf("the replay's headers: %v", again.header)
+	case b.SecretShown || b.Secret != "" || b.Message != admin.KeyCreateReplayed || b.Key != a.Key:
+		t.Fatalf("the replay: %s\nfirst: %s", again.raw, first.raw)
+	case strings.Contains(string(again.raw), a.Secret[4:]) || strings.Contains(string(again.raw), `"secret"`):
+		t.Fatalf("the replay holds the secret: %s", again.raw)
+	}
+	if after, err := e.reg.Keys(context.Background()); err != nil || len(after) != len(before)+1 {
+		t.Fatalf("keys %d after, %d before: %v", len(after), len(before), err)
+	}
+	e.do("POST", "/admin/api/keys", `{"description":"twice"}`, "Cookie", tok, "Idempotency-Key", "key").problem(t, idempotency.CodeKeyReused)
+	// The record in the store holds no secret either.
+	rec, started, err := e.store.(*bolt.Store).Idempotency().Begin(context.Background(),
+		idempotency.Scope("user:boss", "admin.keys.create", "key"), "another request", "token", time.Minute)
+	if err != nil || started || rec == nil || !strings.Contains(string(rec.Body), a.Key.ID) ||
+		strings.Contains(string(rec.Body), a.Secret[4:]) || strings.Contains(fmt.Sprint(rec.Metadata), a.Secret[4:]) {
+		t.Fatalf("the stored record: %+v, started %v, %v", rec, started, err)
+	}
+	// A refused key create (400) is not stored: the corrected request runs with the key.
+	e.do("POST", "/admin/api/keys", `{"description":"x","expiresAt":"2020-01-01T00:00:00Z"}`, "Cookie", tok,
+		"Idempotency-Key", "past").problem(t, idkeeper.CodeInvalidRequest)
+	var c wire.CreateAPIKeyResponse
+	e.do("POST", "/admin/api/keys", `{"description":"x"}`, "Cookie", tok, "Idempotency-Key", "past").status1(t, 201).decode(t, &c)
+	if !c.SecretShown || c.Secret == "" {
+		t.Fatalf("the corrected create: %+v", c)
 	}
 
 	plain := newEnv(t, loopback)

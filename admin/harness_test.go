@@ -55,6 +55,7 @@ type env struct {
 	srv    *httptest.Server
 	client *http.Client
 	root   idkeeper.User // the first admin, "root"
+	redis  string        // the redis-server's URL; "" on bolt
 }
 
 // fullStore is a store of leases and admin records: bolt's or redis's.
@@ -71,6 +72,7 @@ type setup struct {
 	tls     bool
 	idem    bool
 	nodes   int
+	receipt bool // the registry signs receipts, so that a holder may restore its lease after a reset
 }
 
 // stores runs f on an env of each store, as subtests named after it.
@@ -90,11 +92,13 @@ func newEnv(t *testing.T, opts ...func(*setup)) *env {
 	clk := fakeclock.New(start)
 	var err error
 	var (
-		st   fullStore
-		idem idkeeper.IdempotencyStore
+		st       fullStore
+		idem     idkeeper.IdempotencyStore
+		redisURL string
 	)
 	if s.redis {
-		rs, err := redis.Open(redistest.Start(t).URL(), redis.Options{Clock: clk.Now, Logger: quiet})
+		redisURL = redistest.Start(t).URL()
+		rs, err := redis.Open(redisURL, redis.Options{Clock: clk.Now, Logger: quiet})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,7 +118,11 @@ func newEnv(t *testing.T, opts ...func(*setup)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := idkeeper.NewRegistry(st, idkeeper.Config{Clock: clk.Now, Logger: quiet, Nodes: s.nodes, Audit: acct})
+	rc := idkeeper.Config{Clock: clk.Now, Logger: quiet, Nodes: s.nodes, Audit: acct}
+	if s.receipt {
+		rc.ReceiptSecret = []byte("receipt-secret-of-the-admin-tests-0123456789")
+	}
+	reg, err := idkeeper.NewRegistry(st, rc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +166,7 @@ func newEnv(t *testing.T, opts ...func(*setup)) *env {
 		srv.Start()
 	}
 	t.Cleanup(srv.Close)
-	e := &env{t: t, clk: clk, store: st, reg: reg, acct: acct, allow: allow, h: h, srv: srv, client: srv.Client()}
+	e := &env{t: t, clk: clk, store: st, reg: reg, acct: acct, allow: allow, h: h, srv: srv, client: srv.Client(), redis: redisURL}
 	if e.root, err = st.User(ctx, "root"); err != nil {
 		t.Fatal(err)
 	}

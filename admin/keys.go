@@ -1,6 +1,8 @@
 package admin
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -8,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/idempotency"
 	"github.com/idkeeper/idkeeper/internal/jsonbody"
 	"github.com/idkeeper/idkeeper/internal/wire"
 )
@@ -149,10 +152,48 @@ func (h *Handler) getKey(_ http.ResponseWriter, r *http.Request, _ *principal) (
 	return keyJSON(k, h.reg.Now()), nil
 }
 
-// createKey makes a key, created by the caller. Its Idempotency-Key, if any, is
-// not honoured: replaying the answer would mean keeping the secret, which only the
-// caller ever sees; a create retried after a lost answer makes a second key, which
-// the list shows.
+// KeyCreateReplayed is the message of a replayed key create (keyCreateCodec).
+const KeyCreateReplayed = "this key was created by an earlier request with this Idempotency-Key; its secret was " +
+	"shown in that request's answer only and is stored nowhere: if it was lost, revoke this key and create a new one"
+
+// keyCreateCodec stores the answer of a key create without its secret: a 2xx is
+// stored as its key record alone (wire.APIKey), and replayed as the key with
+// "secretShown": false and KeyCreateReplayed, never with the secret, which is
+// kept nowhere. Other answers (problems) hold no secret and are stored as they
+// are. A record whose key cannot be read is not replayed (503).
+var keyCreateCodec = &idempotency.Codec{
+	Name: "admin.keys.create/1",
+	Encode: func(status int, _ http.Header, body []byte) ([]byte, bool) {
+		if status < 200 || status > 299 {
+			return nil, false
+		}
+		var res wire.CreateAPIKeyResponse
+		if err := json.Unmarshal(body, &res); err != nil {
+			return []byte("{}"), true // never the body: it may hold the secret
+		}
+		b, err := json.Marshal(res.Key)
+		if err != nil {
+			return []byte("{}"), true
+		}
+		return b, true
+	},
+	Decode: func(stored []byte) ([]byte, error) {
+		var k wire.APIKey
+		if err := json.Unmarshal(stored, &k); err != nil {
+			return nil, err
+		}
+		if k.ID == "" {
+			return nil, errors.New("the stored key create holds no key")
+		}
+		b, err := json.Marshal(wire.CreateAPIKeyResponse{Key: k, Message: KeyCreateReplayed})
+		return append(b, '\n'), err
+	},
+}
+
+// createKey makes a key, created by the caller. Its answer holds the secret
+// ("secretShown": true), the only time any answer does. A create retried with its
+// Idempotency-Key (Config.Idempotency) is not run again: it gets the key as it
+// was created, without the secret (keyCreateCodec).
 func (h *Handler) createKey(w http.ResponseWriter, r *http.Request, p *principal) (any, error) {
 	body, err := jsonbody.Read(w, r, h.cfg.MaxBodyBytes)
 	if err != nil {
@@ -173,7 +214,7 @@ func (h *Handler) createKey(w http.ResponseWriter, r *http.Request, p *principal
 	h.audit(r.Context(), idkeeper.AuditEntry{Actor: p.actor, Action: idkeeper.AuditKeyCreate, Target: "key:" + k.ID, Detail: detail})
 	return created{
 		location: APIPrefix + "keys/" + url.PathEscape(k.ID),
-		body:     wire.CreateAPIKeyResponse{Key: keyJSON(idkeeper.KeyInfo{Key: k}, h.reg.Now()), Secret: secret},
+		body:     wire.CreateAPIKeyResponse{Key: keyJSON(idkeeper.KeyInfo{Key: k}, h.reg.Now()), Secret: secret, SecretShown: true},
 	}, nil
 }
 

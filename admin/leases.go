@@ -115,13 +115,51 @@ func (h *Handler) leases(_ http.ResponseWriter, r *http.Request, _ *principal) (
 	return out, nil
 }
 
+// nodeParam reads the node ID of the path ({node}).
+func nodeParam(r *http.Request) (idkeeper.NodeID, error) {
+	node, err := strconv.ParseUint(r.PathValue("node"), 10, 32)
+	if err != nil {
+		return 0, idkeeper.Invalidf("node", "the node ID in the path must be a non-negative integer")
+	}
+	return idkeeper.NodeID(node), nil
+}
+
+// nodeJSON is st as GET /admin/api/nodes/{node} shows it at now.
+func nodeJSON(st idkeeper.NodeState, now time.Time) wire.AdminNode {
+	out := wire.AdminNode{NodeID: int64(st.NodeID), Status: string(st.StatusAt(now)), At: wire.FormatTime(now),
+		Watermark: optTime(st.Watermark), Floor: optTime(st.Floor), Fenced: optTime(st.Fenced()),
+		QuarantinedUntil: optTime(st.QuarantinedUntil), LastToken: st.LastToken, Restorable: st.Restorable}
+	if st.Lease != nil {
+		l := leaseJSON(*st.Lease, now, nil)
+		out.Lease = &l
+	}
+	return out
+}
+
+// node answers one node ID's state (Registry.Node): 404 NOT_FOUND outside the
+// pool. Its lease, if any, carries no skew: GET /admin/api/leases has it.
+func (h *Handler) node(_ http.ResponseWriter, r *http.Request, _ *principal) (any, error) {
+	if _, err := query(r); err != nil {
+		return nil, err
+	}
+	id, err := nodeParam(r)
+	if err != nil {
+		return nil, err
+	}
+	st, err := h.reg.Node(r.Context(), id)
+	if err != nil {
+		return nil, err
+	}
+	return nodeJSON(st, h.reg.Now()), nil
+}
+
 // revokeLease ends a live lease for an operator (Registry.RevokeLease, which
 // audits it as the caller): its node ID is quarantined until the lease's expiry +
 // grace, and its holder learns at its next Renew.
 func (h *Handler) revokeLease(w http.ResponseWriter, r *http.Request, _ *principal) (any, error) {
-	node, err := strconv.ParseUint(r.PathValue("node"), 10, 32)
+	node, err := nodeParam(r)
 	if err != nil {
-		return nil, idkeeper.Invalidf("node", "the node ID in the path must be a non-negative integer")
+		return nil, err
 	}
 	m, err := h.body(w, r, revokeLeaseMembers)
 	if err != nil {
@@ -134,7 +172,7 @@ func (h *Handler) revokeLease(w http.ResponseWriter, r *http.Request, _ *princip
 	case !ok:
 		return nil, idkeeper.Invalidf("fencingToken", "fencingToken is required: the token of the lease to revoke")
 	}
-	l, err := h.reg.RevokeLease(r.Context(), idkeeper.NodeID(node), uint64(token))
+	l, err := h.reg.RevokeLease(r.Context(), node, uint64(token))
 	if err != nil {
 		return nil, err
 	}

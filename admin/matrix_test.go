@@ -64,6 +64,7 @@ func TestRoleRouteMatrix(t *testing.T) {
 		{"GET", "/admin/api/pool", nil, 200},
 		{"GET", "/admin/api/leases", nil, 200},
 		{"POST", "/admin/api/leases/5/revoke", fixed(`{"fencingToken":1}`), 404},
+		{"GET", "/admin/api/nodes/5", nil, 200},
 		{"GET", "/admin/api/audit", nil, 200},
 		{"GET", "/admin/api/store", nil, 200},
 		// Last: they end or replace the caller's session.
@@ -76,7 +77,7 @@ func TestRoleRouteMatrix(t *testing.T) {
 		want = append(want, rt.Method+" "+rt.Path)
 	}
 	for _, c := range cases {
-		got = append(got, c.method+" "+strings.NewReplacer(plainID, "{id}", "0000000000000000", "{id}", "/5/", "/{node}/",
+		got = append(got, c.method+" "+strings.NewReplacer(plainID, "{id}", "0000000000000000", "{id}", "/5/", "/{node}/", "nodes/5", "nodes/{node}",
 			"users/target", "users/{name}").Replace(c.path))
 	}
 	slices.Sort(want)
@@ -87,7 +88,7 @@ func TestRoleRouteMatrix(t *testing.T) {
 	info := func(c matrixCase) admin.RouteInfo {
 		for _, rt := range routes {
 			if rt.Method+" "+rt.Path == c.method+" "+strings.NewReplacer(plainID, "{id}", "0000000000000000", "{id}",
-				"/5/", "/{node}/", "users/target", "users/{name}").Replace(c.path) {
+				"/5/", "/{node}/", "nodes/5", "nodes/{node}", "users/target", "users/{name}").Replace(c.path) {
 				return rt
 			}
 		}

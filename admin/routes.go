@@ -28,6 +28,9 @@ type route struct {
 	handle handlerFunc
 }
 
+// keyCreateOp names the create of an API key in the Idempotency-Key scope.
+const keyCreateOp = "admin.keys.create"
+
 // apiRoutes is the admin API's route table. Every route that changes state is a
 // POST (behind http.CrossOriginProtection); no GET changes anything.
 func (h *Handler) apiRoutes() []route {
@@ -45,7 +48,7 @@ func (h *Handler) apiRoutes() []route {
 		{post, "users/{name}/password", admin, true, "", h.resetPassword},
 
 		{get, "keys", viewer, false, "", h.listKeys},
-		{post, "keys", operator, false, "", h.createKey},
+		{post, "keys", operator, false, keyCreateOp, h.createKey},
 		{get, "keys/{id}", viewer, false, "", h.getKey},
 		{post, "keys/{id}", operator, false, "", h.updateKey},
 		{post, "keys/{id}/revoke", operator, false, "", h.revokeKey},
@@ -56,6 +59,7 @@ func (h *Handler) apiRoutes() []route {
 
 		{get, "pool", viewer, false, "", h.pool},
 		{get, "leases", viewer, false, "", h.leases},
+		{get, "nodes/{node}", viewer, false, "", h.node},
 		{post, "leases/{node}/revoke", operator, false, "", h.revokeLease},
 
 		{get, "audit", viewer, false, "", h.auditLog},
@@ -85,8 +89,12 @@ func (h *Handler) wrap(rt route) http.Handler {
 		h.write(w, body)
 	})
 	if rt.idem != "" && h.cfg.Idempotency != nil {
+		opts := []idempotency.Option{idempotency.MaxBody(h.cfg.MaxBodyBytes)}
+		if rt.idem == keyCreateOp {
+			opts = append(opts, idempotency.WithCodec(keyCreateCodec)) // never store the secret
+		}
 		inner = h.cfg.Idempotency.Wrap(rt.idem, func(r *http.Request) string { return principalFrom(r.Context()).actor },
-			inner, idempotency.MaxBody(h.cfg.MaxBodyBytes))
+			inner, opts...)
 	}
 	authed := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)

@@ -274,22 +274,47 @@ func (h *Handler) auditPage(w http.ResponseWriter, r *http.Request, p *principal
 // storeView is the data of the store page.
 type storeView struct {
 	Health     idkeeper.StoreHealth
-	LastReset  time.Time
+	Reset      *resetReport // nil: the store was never reset
 	Durability string
 	StatusErr  string
+	LocksErr   string // the job locks could not be read
 	Config     idkeeper.Config
 	Counts     *idkeeper.Counts
-	// ResetQuarantineEnd is when the quarantine of the last reset ends: its time
-	// + lease duration + grace.
-	ResetQuarantineEnd time.Time
+	Now        time.Time
+}
+
+// jobAbout says what each periodic job does, for the store page.
+var jobAbout = map[string]string{
+	idkeeper.CleanupJob:   "reclaims the leases past their expiry + grace",
+	idkeeper.RetentionJob: "deletes audit entries past the retention and ended sessions",
+	idkeeper.KeyExpiryJob: "warns in the log of API keys in use that expire soon (a lock per key spaces the warnings)",
+}
+
+// JobAbout says what the job named (or whose lock is named) name does.
+func (storeView) JobAbout(name string) string {
+	if i := strings.IndexByte(name, ':'); i > 0 {
+		name = name[:i]
+	}
+	return jobAbout[name]
+}
+
+// RunBadge is the badge class of a run's outcome.
+func (storeView) RunBadge(o idkeeper.JobOutcome) string {
+	switch o {
+	case idkeeper.JobRan:
+		return "ok"
+	case idkeeper.JobFailed:
+		return "reject"
+	}
+	return "none"
 }
 
 func (h *Handler) storePage(w http.ResponseWriter, r *http.Request, p *principal) {
 	s := h.reg.StoreHealth(r.Context())
-	sv := storeView{Health: s, Durability: h.cfg.Durability, Config: h.reg.Config()}
-	if s.Adopted.Origin == idkeeper.OriginRecovered {
-		sv.LastReset = s.Adopted.At
-		sv.ResetQuarantineEnd = s.Adopted.At.Add(sv.Config.LeaseDuration + sv.Config.Grace)
+	sv := storeView{Health: s, Reset: h.resetReport(r.Context(), s), Durability: h.cfg.Durability, Config: h.reg.Config(),
+		Now: h.reg.Now()}
+	if s.LocksErr != nil {
+		_, sv.LocksErr = errorText(s.LocksErr)
 	}
 	if s.StatusErr != nil {
 		_, sv.StatusErr = errorText(s.StatusErr)

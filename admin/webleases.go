@@ -108,6 +108,10 @@ type nodeDetail struct {
 	Found  bool // inside the pool
 	Status cellStatus
 	Lease  *leaseRow
+	// State is the node ID's state as the store keeps it (Registry.Node); nil
+	// when it could not be read (StateErr).
+	State    *idkeeper.NodeState
+	StateErr string
 }
 
 // legendItem is one state of the map's legend.
@@ -229,6 +233,11 @@ func (h *Handler) leasesData(r *http.Request) (leasesPage, error) {
 		if d.Found {
 			d.Status = cells[f.node].Status
 			d.Lease = byNode[f.node]
+			if st, err := h.reg.Node(ctx, idkeeper.NodeID(f.node)); err == nil {
+				d.State, d.Status = &st, cellStatus(st.StatusAt(pm.Now))
+			} else {
+				_, d.StateErr = errorText(err)
+			}
 		}
 		out.Node = d
 	}

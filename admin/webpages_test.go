@@ -346,6 +346,14 @@ func TestPagesKeysAndLeases(t *testing.T) {
 		!strings.Contains(p.body, `<span class="badge quarantined">quarantined</span>`) {
 		t.Errorf("after revoke: %s", p.body)
 	}
+	// The node's detail shows its state in the store: watermark, quarantine, token.
+	for _, want := range []string{`<dt>Last fencing token</dt><dd class="mono">` + itoa(int(l.FencingToken)) + `</dd>`,
+		`<dt>Quarantined until</dt><dd><time datetime="` + ts(l.ExpiresAt.Add(e.reg.Config().Grace)) + `"`,
+		`<dt>Watermark</dt><dd><time datetime="` + ts(l.ExpiresAt) + `"`, `<dt>Restorable</dt><dd>no</dd>`} {
+		if !strings.Contains(p.body, want) {
+			t.Errorf("the node's detail lacks %s", want)
+		}
+	}
 	// Revoking again: the lease is gone, said on an error page.
 	p = c.post("/admin/leases/revoke", url.Values{"node": {itoa(int(l.NodeID))}, "token": {itoa(int(l.FencingToken))}})
 	checkPage(t, "revoke twice", p, http.StatusNotFound)

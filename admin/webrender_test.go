@@ -33,15 +33,32 @@ func TestPageTemplates(t *testing.T) {
 	lp := leasesPage{Counts: idkeeper.Counts{Total: 130, Remaining: 129, InGrace: 1}, Now: now,
 		Map: renderNodeMap(cells, func(int) string { return "?node=1" }, "map-h"), Rows: []leaseRow{row}, AllLeases: 3,
 		Filter: leaseFilter{Requester: "host", Node: "7", node: 7}, KeyOptions: []keyOption{{"k1", "k1 · billing"}},
-		Node: &nodeDetail{ID: 7, Found: true, Status: cellGrace, Lease: &row}, MaxNode: 129, SelfURL: "/admin/leases?node=7",
+		Node: &nodeDetail{ID: 7, Found: true, Status: cellGrace, Lease: &row, State: &idkeeper.NodeState{NodeID: 7,
+			Watermark: now.Add(-time.Minute), Floor: now.Add(time.Hour), QuarantinedUntil: now.Add(2 * time.Hour), LastToken: 9,
+			Restorable: true}}, MaxNode: 129, SelfURL: "/admin/leases?node=7",
 		LiveURL: "/admin/leases/live?node=7", RefreshMillis: 5000}
 	for _, s := range cellStatuses {
 		lp.Legend = append(lp.Legend, legendItem{Label: s.Label(), Cue: s.Cue(), Swatch: legendSwatch(s)})
 	}
 	lpOut := lp
 	lpOut.Node = &nodeDetail{ID: 9999}
+	lpErr := lp
+	lpErr.Node = &nodeDetail{ID: 7, Found: true, Status: cellFree, StateErr: "the store does not answer"}
 	recovered := idkeeper.StoreHealth{Phase: idkeeper.PhaseRecovering, Adopted: idkeeper.Generation{ID: "g", Number: 3,
 		Origin: idkeeper.OriginRecovered, At: now}, ClockOffset: 1500 * time.Millisecond}
+	reset := &resetReport{At: now, Generation: 3, QuarantineEnd: now.Add(time.Hour), Why: "the store is <empty>",
+		Quarantined:   []idkeeper.QuarantineGroup{{Until: now.Add(time.Hour), Nodes: []idkeeper.NodeID{0, 1, 2, 3, 4, 5, 7, 8}}},
+		QuarantinedAt: now, Restored: []idkeeper.AuditEntry{{Seq: 9, At: now, Actor: "key:k1", Action: idkeeper.AuditLeaseRestore,
+			Target: "node:6", Detail: "restored 1 from receipts after a store reset, requester host-<a>/42"}},
+		RestoredMore: 7, RestoredComplete: true}
+	for id := 9; id < 130; id++ {
+		reset.Quarantined[0].Nodes = append(reset.Quarantined[0].Nodes, idkeeper.NodeID(id))
+	}
+	jobs := idkeeper.StoreHealth{Phase: idkeeper.PhaseReady,
+		Locks: []idkeeper.Lock{{Name: "api-key-expiry:k1", Owner: "me", LockedAt: now, Until: now.Add(24 * time.Hour)},
+			{Name: "cleanup", Owner: "other", LockedAt: now, Until: now.Add(time.Minute)}},
+		Runs: []idkeeper.JobRun{{Job: "cleanup", Started: now, Finished: now, Outcome: idkeeper.JobSkipped, Detail: "lock held by b"},
+			{Job: "audit-retention", Started: now, Finished: now, Outcome: idkeeper.JobFailed, Detail: "store <down>"}}}
 	key := keyView{ID: "k1", Description: "d", Status: idkeeper.KeyRevoked, RevokedAt: now, Held: 2}
 	entries := []wire.AuditEntry{{Seq: 5, At: wire.FormatTime(now), Actor: "user:root", Action: "lease.revoke", Target: "node:7", Detail: "<b>"}}
 	cases := []struct {
@@ -51,12 +68,29 @@ func TestPageTemplates(t *testing.T) {
 		{"leases", "layout", "Its lease has expired", view{Title: "Leases", Nav: "leases", User: admin, SignedIn: true, P: lp}},
 		{"leases", "layout", "1.5s (client behind)", view{Title: "Leases", User: viewer, SignedIn: true, P: lp}},
 		{"leases", "live", "is not in the pool of 130", view{User: admin, SignedIn: true, P: lpOut}},
+		{"leases", "live", "a holder's receipt may restore its lease here", view{User: admin, SignedIn: true, P: lp}},
+		{"leases", "live", "in 2h 0m", view{User: admin, SignedIn: true, P: lp}},
+		{"leases", "live", "cannot be read now: the store does not answer", view{User: admin, SignedIn: true, P: lpErr}},
 		{"revoke", "layout", "holds no lease with fencing token 4", view{Title: "Revoke", User: admin, SignedIn: true,
 			P: revokeView{Node: 3, Token: 4}}},
 		{"store", "layout", "was recovered at", view{Title: "Store", User: admin, SignedIn: true,
-			P: storeView{Health: recovered, LastReset: now, ResetQuarantineEnd: now.Add(time.Hour), Config: idkeeper.Config{Grace: time.Minute}}}},
+			P: storeView{Health: recovered, Reset: reset, Config: idkeeper.Config{Grace: time.Minute}, Now: now}}},
+		{"store", "layout", "And 7 more", view{Title: "Store", User: admin, SignedIn: true,
+			P: storeView{Health: recovered, Reset: reset, Now: now}}},
+		{"store", "layout", "0-5,7-129", view{Title: "Store", User: admin, SignedIn: true,
+			P: storeView{Health: recovered, Reset: reset, Now: now}}},
+		{"store", "layout", "The audit log cannot be read now", view{Title: "Store", User: admin, SignedIn: true,
+			P: storeView{Health: recovered, Reset: &resetReport{At: now, QuarantinedErr: errors.New("x"), RestoredErr: errors.New("y")}}}},
+		{"store", "layout", "Only the newest 10,000 entries", view{Title: "Store", User: admin, SignedIn: true,
+			P: storeView{Health: recovered, Reset: &resetReport{At: now}}}},
 		{"store", "layout", "The store does not answer", view{Title: "Store", User: admin, SignedIn: true,
-			P: storeView{StatusErr: "the lease store does not answer"}}},
+			P: storeView{StatusErr: "the lease store does not answer", LocksErr: "the store does not answer"}}},
+		{"store", "layout", "The job locks cannot be read now", view{Title: "Store", User: admin, SignedIn: true,
+			P: storeView{LocksErr: "the store does not answer"}}},
+		{"store", "layout", "this replica", view{Title: "Store", User: admin, SignedIn: true,
+			P: storeView{Health: jobs, Config: idkeeper.Config{Owner: "me"}, Now: now}}},
+		{"store", "layout", "lock held by b", view{Title: "Store", User: admin, SignedIn: true,
+			P: storeView{Health: jobs, Config: idkeeper.Config{Owner: "me"}, Now: now}}},
 		{"key", "layout", "This key is revoked", view{Title: "Key", User: admin, SignedIn: true, P: keyPageView{Key: key}}},
 		{"keycreated", "layout", "idk_secret", view{Title: "Created", User: admin, SignedIn: true, P: struct {
 			Key    keyView

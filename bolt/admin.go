@@ -84,6 +84,28 @@ func (s *Store) Unlock(ctx context.Context, name, owner string, atLeastFor time.
 	return held, err
 }
 
+// Locks implements idkeeper.LockStore: one scan of the locks bucket, whose keys
+// (the names) bbolt keeps sorted.
+func (s *Store) Locks(ctx context.Context) ([]idkeeper.Lock, error) {
+	out := []idkeeper.Lock{}
+	err := s.view(ctx, func(t *txn) error {
+		return t.tx.Bucket(bucketLocks).ForEach(func(k, v []byte) error {
+			l, err := decodeLock(v)
+			if err != nil {
+				return fmt.Errorf("lock %q: %w", k, err)
+			}
+			if t.now < l.until {
+				out = append(out, l.lock(string(k)))
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // apiKeyRec is the JSON record of an API key; times are Unix ms.
 type apiKeyRec struct {
 	Hash        []byte `json:"hash"`

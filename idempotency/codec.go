@@ -11,6 +11,11 @@ import (
 // consecutive IDs rather than as their JSON. A replay decodes the stored form back
 // into exactly the bytes the first answer sent.
 //
+// A Codec may also keep out of the record what must never be stored: the admin
+// API's key create stores its answer without the key's secret, and its Decode
+// gives a replay that says the secret was shown once (docs/api.md). Such an
+// operation documents its replay, which is then not the first answer's bytes.
+//
 // The record keeps the codec's Name (see HeaderEncoding). A Service reads a record
 // only with the codec of that name; a record whose encoding it does not know (one
 // written by a newer build) is answered with 503 STORE_UNAVAILABLE, never replayed
@@ -23,8 +28,9 @@ type Codec struct {
 	// Encode returns the stored form of an answer's body, or ok false to store the
 	// body as it is (an answer the codec does not know). It must not keep body.
 	Encode func(status int, header http.Header, body []byte) (stored []byte, ok bool)
-	// Decode returns the body that Encode encoded into stored, byte for byte; an
-	// error means a corrupt record.
+	// Decode returns the body that Encode encoded into stored, byte for byte (or
+	// the operation's documented replay, see above); an error means a corrupt
+	// record.
 	Decode func(stored []byte) ([]byte, error)
 }
 

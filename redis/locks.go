@@ -3,6 +3,8 @@ package redis
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/idkeeper/idkeeper"
@@ -39,4 +41,31 @@ func (s *Store) Unlock(ctx context.Context, name, owner string, atLeastFor time.
 		return false, fmt.Errorf("redis: unlock: unexpected reply %v", v)
 	}
 	return n == 1, nil
+}
+
+// Locks returns every job lock that has not lapsed at the store's now, sorted by
+// name, as idkeeper.LockStore says: one script reads the locks hash and the time
+// together. A record it cannot read is an error, not a lock left out.
+func (s *Store) Locks(ctx context.Context) ([]idkeeper.Lock, error) {
+	v, err := s.run(ctx, scriptLocks, []string{s.keys.locks}, false, s.nowArg())
+	if err != nil {
+		return nil, wrap("locks", err)
+	}
+	a, ok := v.([]any)
+	if !ok || len(a)%4 != 0 {
+		return nil, fmt.Errorf("redis: locks: unexpected reply %v", v)
+	}
+	out := make([]idkeeper.Lock, 0, len(a)/4)
+	for i := 0; i < len(a); i += 4 {
+		name, ok1 := a[i].(string)
+		at, ok2 := a[i+1].(int64)
+		until, ok3 := a[i+2].(int64)
+		holder, ok4 := a[i+3].(string)
+		if !ok1 || !ok2 || !ok3 || !ok4 {
+			return nil, fmt.Errorf("redis: locks: unexpected entry %v", a[i:i+4])
+		}
+		out = append(out, idkeeper.Lock{Name: name, Owner: holder, LockedAt: fromMs(at), Until: fromMs(until)})
+	}
+	slices.SortFunc(out, func(x, y idkeeper.Lock) int { return strings.Compare(x.Name, y.Name) })
+	return out, nil
 }

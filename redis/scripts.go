@@ -134,6 +134,7 @@ var (
 	scriptNow        = plainScript("now")
 	scriptTryLock    = plainScript("trylock")
 	scriptUnlock     = plainScript("unlock")
+	scriptLocks      = plainScript("locks")
 	scriptSkewRecord = plainScript("skew_record")
 	scriptSkewDrop   = plainScript("skew_drop")
 	scriptAPIKeyCAS  = plainScript("apikey_cas")

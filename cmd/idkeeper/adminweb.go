@@ -14,7 +14,9 @@ import (
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/admin"
 	"github.com/idkeeper/idkeeper/bolt"
+	"github.com/idkeeper/idkeeper/idempotency"
 	"github.com/idkeeper/idkeeper/password"
+	"github.com/idkeeper/idkeeper/redis"
 )
 
 // AdminPasswordEnv names the environment variable holding the first admin's
@@ -33,6 +35,7 @@ type adminWeb struct {
 	store   idkeeper.AdminStore
 	acc     *idkeeper.Accounts
 	allow   *idkeeper.AllowList
+	idem    *idempotency.Service // the Idempotency-Key records of the admin creates; nil: none
 	handler http.Handler
 	web     *httpService // the --admin-listen listener; nil: /admin/ is on the API listener
 	stop    context.CancelFunc
@@ -71,7 +74,38 @@ func newAdminWeb(store idkeeper.Store, cfg serverConfig, log *slog.Logger) (*adm
 	if err != nil {
 		return nil, usageError{err}
 	}
-	return &adminWeb{store: as, acc: acc, allow: idkeeper.NewAllowList(cfg.AllowedIPs, as)}, nil
+	idem, err := adminIdempotency(store, log)
+	if err != nil {
+		return nil, err
+	}
+	return &adminWeb{store: as, acc: acc, allow: idkeeper.NewAllowList(cfg.AllowedIPs, as), idem: idem}, nil
+}
+
+// AdminIdempotencyMaxRecords is the most live Idempotency-Key records one caller
+// (a user or an admin key) holds for one admin create: people and scripts create
+// a few users, keys and allow-list entries a day, so the cap only stops a runaway
+// script from filling the store. A record is well under 2 KB with its indexes.
+const AdminIdempotencyMaxRecords = 10_000
+
+// adminIdempotency returns the Idempotency-Key service of the admin API's creates
+// (users, API keys, allow-list entries; docs/idempotency.md), over the records
+// the registry's store keeps beside its own: bolt in the registry's file, redis
+// under the same prefix, shared by every replica. Records live idempotency's
+// DefaultTTL (24 h); a create's in-flight marker its DefaultLockFor (1 min), far
+// above the admin API's request timeout. Nil for a store that keeps none. It does
+// no I/O.
+func adminIdempotency(store idkeeper.Store, log *slog.Logger) (*idempotency.Service, error) {
+	var records idkeeper.IdempotencyStore
+	switch s := store.(type) {
+	case *bolt.Store:
+		records = s.Idempotency()
+	case *redis.Store:
+		records = s.Idempotency()
+	default:
+		return nil, nil
+	}
+	return idempotency.New(records, idempotency.Config{TTL: idempotency.DefaultTTL, MaxRecords: AdminIdempotencyMaxRecords,
+		Logger: log})
 }
 
 // wire makes the registry audit its lease events into the admin web's log and
@@ -123,6 +157,7 @@ func (a *adminWeb) start(ctx context.Context, reg *idkeeper.Registry, cfg server
 		TLS:            cfg.Net.tls != nil,
 		Logger:         log,
 		Durability:     durability,
+		Idempotency:    a.idem,
 	})
 	if err != nil {
 		return err

@@ -80,7 +80,10 @@ func (b *serverKeys) create(ctx context.Context, desc string, expires time.Durat
 	if err := b.do(ctx, http.MethodPost, "keys", req, http.StatusCreated, &ans); err != nil {
 		return "", keyRow{}, err
 	}
-	if ans.Secret == "" {
+	switch {
+	case ans.Secret == "" && ans.Message != "":
+		return "", keyRow{}, fmt.Errorf("key %s: %s", ans.Key.ID, ans.Message) // a replay: the secret was shown before
+	case ans.Secret == "":
 		return "", keyRow{}, fmt.Errorf("the server's answer holds no key")
 	}
 	row, err := rowFromWire(ans.Key)

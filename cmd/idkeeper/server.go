@@ -307,6 +307,9 @@ func startRegistryServer(ctx context.Context, cfg serverConfig) (_ *registryServ
 	}
 	web.wire(&rc)
 	promReg := newPromRegistry()
+	if web.idem != nil {
+		promReg.MustRegister(web.idem.Collector())
+	}
 	metrics := idkhttp.NewMetrics(promReg)
 	rc.Observer = metrics
 	var reg *idkeeper.Registry

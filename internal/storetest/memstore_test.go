@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -476,6 +477,19 @@ func (s *memStore) Unlock(_ context.Context, name, owner string, atLeastFor time
 		delete(s.d.locks, name)
 	}
 	return true, nil
+}
+
+func (s *memStore) Locks(context.Context) ([]idkeeper.Lock, error) {
+	defer s.lock()()
+	now := s.now()
+	out := []idkeeper.Lock{}
+	for _, l := range s.d.locks {
+		if now.Before(l.Until) {
+			out = append(out, l)
+		}
+	}
+	slices.SortFunc(out, func(a, b idkeeper.Lock) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
 }
 
 func (s *memStore) CreateAPIKey(_ context.Context, k idkeeper.APIKey) error {

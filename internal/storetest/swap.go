@@ -82,6 +82,7 @@ func (w *Swap) TryLock(ctx context.Context, name, owner string, d time.Duration)
 func (w *Swap) Unlock(ctx context.Context, name, owner string, d time.Duration) (bool, error) {
 	return w.cur().Unlock(ctx, name, owner, d)
 }
+func (w *Swap) Locks(ctx context.Context) ([]idkeeper.Lock, error) { return w.cur().Locks(ctx) }
 func (w *Swap) CreateAPIKey(ctx context.Context, k idkeeper.APIKey) error {
 	return w.cur().CreateAPIKey(ctx, k)
 }

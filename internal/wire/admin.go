@@ -45,10 +45,14 @@ type CreateAPIKeyRequest struct {
 }
 
 // CreateAPIKeyResponse is the 201 body of POST /admin/api/keys: the key, and its
-// secret, which no answer shows again.
+// secret, which no answer shows again (SecretShown true). The replay of a create
+// retried with its Idempotency-Key holds the key as it was created and no secret:
+// SecretShown false, and Message says that the earlier answer showed it.
 type CreateAPIKeyResponse struct {
-	Key    APIKey `json:"key"`
-	Secret string `json:"secret"`
+	Key         APIKey `json:"key"`
+	Secret      string `json:"secret,omitempty"`
+	SecretShown bool   `json:"secretShown"`
+	Message     string `json:"message,omitempty"`
 }
 
 // RevokeAPIKeyResponse is the 200 body of POST /admin/api/keys/{id}/revoke: the
@@ -313,4 +317,78 @@ type StoreHealth struct {
 	ClockOK        bool        `json:"clockOk"`
 	ClockOffsetMs  int64       `json:"clockOffsetMs"`
 	Durability     string      `json:"durability,omitempty"`
+	// Reset tells the last reset more fully; null when LastReset is.
+	Reset *StoreReset `json:"reset"`
+	// JobLocks are the job locks the store holds now, every replica's, sorted by
+	// name; null when they could not be read.
+	JobLocks []JobLock `json:"jobLocks"`
+	// JobRuns are the last run of each periodic job on the server that answers,
+	// sorted by job; [] before any.
+	JobRuns []JobRun `json:"jobRuns"`
+}
+
+// StoreReset is the last store reset in GET /admin/api/store: when it was
+// recovered from, the generation that began then, and the end of the quarantine
+// it set (its time + lease duration + grace, or what the replica that recovered
+// it set). Why is what showed the reset, known to the replica that recovered it
+// only (null elsewhere). Quarantined are the node IDs quarantined now, whatever
+// quarantined them, grouped by the end of their quarantine (null when the store
+// could not be read). Restored are the audit log's lease.restore entries since
+// the reset, newest first, at most 50; RestoredMore counts the others found, and
+// RestoredComplete is false when the audit log was not read back to the reset
+// (it is read back 10,000 entries at most).
+type StoreReset struct {
+	At               string            `json:"at"`
+	Generation       uint64            `json:"generation"`
+	QuarantineEnd    string            `json:"quarantineEnd"`
+	Why              *string           `json:"why"`
+	Quarantined      []QuarantineGroup `json:"quarantined"`
+	Restored         []AuditEntry      `json:"restored"`
+	RestoredMore     int               `json:"restoredMore"`
+	RestoredComplete bool              `json:"restoredComplete"`
+}
+
+// QuarantineGroup is the node IDs whose quarantine ends at Until: Nodes as ranges
+// of consecutive IDs ("0-16,18-4095"), Count of them.
+type QuarantineGroup struct {
+	Nodes string `json:"nodes"`
+	Count int    `json:"count"`
+	Until string `json:"until"`
+}
+
+// JobLock is a job lock the store holds: its job, the replica that holds it
+// (the registry's owner name), since when, and when it lapses by itself.
+type JobLock struct {
+	Name     string `json:"name"`
+	Owner    string `json:"owner"`
+	LockedAt string `json:"lockedAt"`
+	Until    string `json:"until"`
+}
+
+// JobRun is the last run of a periodic job on one replica: outcome "ran",
+// "skipped" (another run held its job lock, or the registry did not serve) or
+// "error"; Detail says what it did, who held the lock, or the error.
+type JobRun struct {
+	Job      string `json:"job"`
+	Started  string `json:"started"`
+	Finished string `json:"finished"`
+	Outcome  string `json:"outcome"`
+	Detail   string `json:"detail"`
+}
+
+// AdminNode is the 200 body of GET /admin/api/nodes/{node}: the node ID's state
+// as the store keeps it, judged at At. Status is one of GET /admin/api/pool's;
+// Fenced is max(watermark, floor), after which a new grant's window opens; a time
+// never set is null. Lease is null when the node ID holds none.
+type AdminNode struct {
+	NodeID           int64       `json:"nodeId"`
+	Status           string      `json:"status"`
+	At               string      `json:"at"`
+	Watermark        *string     `json:"watermark"`
+	Floor            *string     `json:"floor"`
+	Fenced           *string     `json:"fenced"`
+	QuarantinedUntil *string     `json:"quarantinedUntil"`
+	LastToken        uint64      `json:"lastToken"`
+	Restorable       bool        `json:"restorable"`
+	Lease            *AdminLease `json:"lease"`
 }
