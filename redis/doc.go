@@ -17,9 +17,10 @@
 //	{idkeeper}:meta               hash: gen (generation ID), gen:number, gen:origin ("fresh" or
 //	                              "recovered"), gen:at; nodes (pool size), fence (fencing counter),
 //	                              freeseq (free-order counter). No gen: not initialised
-//	{idkeeper}:leases             hash: node ID → "notBefore,expiresAt,token,grantedAt,renewedAt,n,<requester key><key ID>",
+//	{idkeeper}:leases             hash: node ID → "expiresAt,renewedAt,notBefore,token,grantedAt,n,<requester key><key ID>",
 //	                              n the byte length of the requester key (both may hold commas)
-//	{idkeeper}:requesters         hash: requester key → "3,17,42" (its node IDs, ascending)
+//	{idkeeper}:requesters         hash: requester key → "3,17,42;<key ID>" (its node IDs, ascending,
+//	                              and the API key that owns them all)
 //	{idkeeper}:keyheld            hash: API key ID → node IDs its leases hold (absent: none)
 //	{idkeeper}:expiry             zset: held node ID by expiresAt: Reclaim, and Leased/InGrace counts
 //	{idkeeper}:watermarks         hash: node ID → its own watermark; never deleted
@@ -53,6 +54,12 @@
 //	                              remoteIp, detail, prev, hash)
 //	{idkeeper}:audit-seq          zset: Seq by Seq, the order of the audit hash
 //	{idkeeper}:audit-head         hash: seq, hash of the last entry ever appended; pruning keeps it
+//
+// Snapshots (snapshot.go) add, for as long as one is read or loaded:
+//
+//	{idkeeper}:snapshot:<r>:<name>  ReadSnapshot's copy of each durable key <name>, lapsing by itself
+//	{idkeeper}:restore:<r>:<name>   LoadSnapshot's staging key of each durable key <name>, lapsing by itself
+//	{idkeeper}:restore-lock         string: the token of the load running (SET NX PX): one at a time
 //
 // UpdateUser, AppendAudit and every session write are scripts; PruneSessions and
 // PruneAudit read candidates, then a script deletes those that still qualify, a

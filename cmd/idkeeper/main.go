@@ -12,6 +12,8 @@
 //	idkeeper users …         manage the admin web's accounts: list, add, disable, enable, set-role, reset-password
 //	idkeeper audit verify    check the audit log's hash chain
 //	idkeeper audit list      print the newest audit entries
+//	idkeeper backup export   write the store's whole state to a backup file
+//	idkeeper backup import   replace the store's state with a backup, safely
 //	idkeeper version         print the version
 //
 // Every flag can also be set in the environment as IDKEEPER_<FLAG>, upper case with
@@ -75,6 +77,8 @@ Commands:
   apikey revoke   revoke an API key
   users …         manage the admin web's accounts (list, add, disable, enable, set-role, reset-password)
   audit verify    check the audit log's hash chain; audit list prints its newest entries
+  backup export   write the store's whole state to a backup file (offline)
+  backup import   replace the store's state with a backup file, quarantined safely (offline)
   version         print the version
 
 Run "idkeeper <command> -h" for the flags of a command. Every flag can also be
@@ -104,6 +108,8 @@ func run(ctx context.Context, args []string, env lookupEnv, stdout, stderr io.Wr
 		err = runUsers(ctx, rest, env, stdout, stderr)
 	case "audit":
 		err = runAudit(ctx, rest, env, stdout, stderr)
+	case "backup":
+		err = runBackup(ctx, rest, env, stdout, stderr)
 	case "version", "--version", "-version":
 		v, c := buildVersion()
 		fmt.Fprintf(stdout, "idkeeper %s (commit %s, %s)\n", v, c, goVersion())

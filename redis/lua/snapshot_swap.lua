@@ -1,0 +1,39 @@
+-- snapshot_swap: KEYS the load lock, the n live durable keys (meta first), their
+-- n staging keys, the sessions hash, the session seen and expiry zsets, then the
+-- session sets of the users in ARGV; ARGV the load's token, n, those user names.
+-- In one step: deletes every live durable key and renames its staging key, if
+-- any, into its place (without the staging key's lapse time); deletes every
+-- session; releases the lock. It checks first, writing nothing when a check
+-- fails: the lock is still the load's (else an error reply IDKLOADLOCK), the
+-- staging meta is there (IDKNOSTAGE), and every session's user is among ARGV
+-- (IDKSESSIONUSERS: read the sessions again). Returns 1.
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return redis.error_reply('IDKLOADLOCK')
+end
+local n = tonumber(ARGV[2])
+if redis.call('EXISTS', KEYS[n + 2]) == 0 then
+  return redis.error_reply('IDKNOSTAGE')
+end
+local users = {}
+for i = 3, #ARGV do
+  users[ARGV[i]] = true
+end
+local sessions = 2 * n + 2
+for _, rec in ipairs(redis.call('HVALS', KEYS[sessions])) do
+  local ok, s = pcall(cjson.decode, rec)
+  if ok and type(s) == 'table' and type(s.user) == 'string' and not users[s.user] then
+    return redis.error_reply('IDKSESSIONUSERS')
+  end
+end
+for i = 2, n + 1 do
+  redis.call('UNLINK', KEYS[i])
+  if redis.call('EXISTS', KEYS[n + i]) == 1 then
+    redis.call('RENAME', KEYS[n + i], KEYS[i])
+    redis.call('PERSIST', KEYS[i])
+  end
+end
+for i = sessions, #KEYS do
+  redis.call('UNLINK', KEYS[i])
+end
+redis.call('DEL', KEYS[1])
+return 1

@@ -1,0 +1,600 @@
+package redis
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/idkeeper/idkeeper"
+)
+
+// Snapshots (idkeeper.SnapshotStore).
+//
+// ReadSnapshot copies every durable key, in one script (COPY, Redis 6.2 or
+// later), to keys of its own, "{prefix}:snapshot:<random>:<name>", which lapse by
+// themselves (snapshotTTL, renewed while the read goes on); then it reads those
+// copies in batches of snapshotBatch records and deletes them. So a snapshot is
+// one consistent view of the store, whatever is written meanwhile, at the price
+// of a second copy of the durable state in Redis while it is read, and of one
+// script that copies it all (Redis does nothing else meanwhile: about as long as
+// Reset's walk of the pool, plus the audit log). The API keys, users and
+// allow-list are read whole (one HGETALL each), to sort them: they are few.
+//
+// LoadSnapshot takes the load lock "{prefix}:restore-lock" (SET NX, lapsing after
+// snapshotTTL, renewed with the staging keys after every batch), so only one load
+// runs at a time; a second one fails at once with an error wrapping
+// idkeeper.ErrConflict. It writes meta and the records, snapshotBatch at a time,
+// to staging keys "{prefix}:restore:<random>:<name>", under the store's hash tag
+// (one Cluster slot), that lapse by themselves should the load die, checking each
+// record as it goes (idkeeper.SnapshotChecker; a requester's leases all of one
+// key). The free nodes are filed at the store's now, in NodeID order. Then one
+// script swaps: it deletes every live durable key and renames each staging key
+// into its place, deletes every admin session and releases the lock. Before the
+// swap the live keys are untouched; on any failure the staging keys are deleted.
+// The swap waits for Options.WaitReplicas as a Reset does; when they do not
+// acknowledge it, LoadSnapshot fails although the primary holds the loaded state.
+//
+// The durable keys are the lease keys (keys.lease), apikeys, users, allowlist,
+// audit, audit-seq and audit-head. Job locks, skew observations and idempotency
+// records are not touched.
+
+var _ idkeeper.SnapshotStore = (*Store)(nil)
+
+var (
+	scriptSnapCopy  = plainScript("snapshot_copy")
+	scriptSnapKeep  = plainScript("snapshot_keep")
+	scriptSnapNodes = leaseScript("snapshot_nodes")
+	scriptSnapStage = leaseScript("snapshot_stage")
+	scriptSnapSwap  = plainScript("snapshot_swap")
+	scriptSnapLock  = plainScript("snapshot_lock")
+)
+
+const (
+	// snapshotBatch is the most records a snapshot reads or writes in one go.
+	snapshotBatch = 1000
+	// snapshotTTL is how long a snapshot copy, a load's staging keys and the load
+	// lock outlive the last batch that renewed them.
+	snapshotTTL = 10 * time.Minute
+	// swapTries bounds the swaps a load tries while sessions keep being created
+	// for users it did not know of.
+	swapTries   = 10
+	keyLoadLock = "restore-lock"
+)
+
+// durableKeys are the keys of the durable state, the meta first and the lease keys
+// in lease.lua's order.
+func (s *Store) durableKeys() []string {
+	return append(slices.Clone(s.keys.lease), s.keys.apiKeys, s.adminKey(keyUsers), s.adminKey(keyAllowList),
+		s.adminKey(keyAudit), s.adminKey(keyAuditSeq), s.adminKey(keyAuditHead))
+}
+
+// Indexes of durableKeys past the lease keys.
+const (
+	durAPIKeys = 14 + iota
+	durUsers
+	durAllow
+	durAudit
+	durAuditSeq
+	durAuditHead
+)
+
+// tempKeys are durableKeys renamed for a copy or a staging: "{prefix}:<kind>:<token>:<name>".
+func (s *Store) tempKeys(kind, token string) []string {
+	base := s.adminKey("")
+	keys := s.durableKeys()
+	for i, k := range keys {
+		keys[i] = base + kind + ":" + token + ":" + strings.TrimPrefix(k, base)
+	}
+	return keys
+}
+
+// cleanup deletes keys after ctx ended or failed, within a few seconds.
+func (s *Store) cleanup(ctx context.Context, keys []string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := s.client.Del(ctx, keys...).Err(); err != nil {
+		s.log.Warn("redis: could not delete the temporary keys of a snapshot; they lapse by themselves",
+			"prefix", s.prefix, "err", err)
+	}
+}
+
+// ReadSnapshot implements idkeeper.SnapshotStore from one copy of the store taken
+// in one script (see the package's snapshot notes above).
+func (s *Store) ReadSnapshot(ctx context.Context, meta func(idkeeper.SnapshotMeta) error, emit func(idkeeper.SnapshotRecord) error) error {
+	live, cp := s.durableKeys(), s.tempKeys("snapshot", idkeeper.NewGenerationID())
+	v, err := s.run(ctx, scriptSnapCopy, append(slices.Clone(live), cp...), false, snapshotTTL.Milliseconds())
+	if err != nil {
+		return wrap("read snapshot", err)
+	}
+	if v != int64(1) {
+		return idkeeper.ErrNotInitialised
+	}
+	defer s.cleanup(ctx, cp)
+	r := snapReader{s: s, ctx: ctx, cp: cp, emit: emit}
+
+	m, err := r.meta()
+	if err != nil {
+		return err
+	}
+	if err := meta(m); err != nil {
+		return err
+	}
+	for from := 0; from < m.Nodes; from += snapshotBatch {
+		if err := r.nodes(from, min(from+snapshotBatch, m.Nodes)); err != nil {
+			return err
+		}
+	}
+	if err := r.hash(durAPIKeys, func(id, rec string) (idkeeper.SnapshotRecord, error) {
+		k, err := decodeAPIKey(id, rec)
+		return idkeeper.SnapshotRecord{Key: &k}, err
+	}, func(a, b idkeeper.SnapshotRecord) int { return strings.Compare(a.Key.ID, b.Key.ID) }); err != nil {
+		return err
+	}
+	if err := r.hash(durUsers, func(name, rec string) (idkeeper.SnapshotRecord, error) {
+		u, err := decodeUser(name, rec)
+		return idkeeper.SnapshotRecord{User: &u}, err
+	}, func(a, b idkeeper.SnapshotRecord) int { return strings.Compare(a.User.Name, b.User.Name) }); err != nil {
+		return err
+	}
+	if err := r.hash(durAllow, func(field, rec string) (idkeeper.SnapshotRecord, error) {
+		e, err := decodeAllow(field, rec)
+		return idkeeper.SnapshotRecord{Allow: &e}, err
+	}, func(a, b idkeeper.SnapshotRecord) int { return a.Allow.Prefix.Compare(b.Allow.Prefix) }); err != nil {
+		return err
+	}
+	return r.audit()
+}
+
+// decodeAllow decodes the allow-list entry of field (its masked prefix).
+func decodeAllow(field, rec string) (idkeeper.AllowEntry, error) {
+	p, err := netip.ParsePrefix(field)
+	if err != nil || p != p.Masked() {
+		return idkeeper.AllowEntry{}, fmt.Errorf("redis: malformed allow entry %q: not a masked prefix", field)
+	}
+	var r allowRecord
+	if err := decodeRecord("allow entry", field, rec, &r); err != nil {
+		return idkeeper.AllowEntry{}, err
+	}
+	return idkeeper.AllowEntry{Prefix: p, Note: r.Note, CreatedBy: r.CreatedBy, CreatedAt: fromMs(r.CreatedAt)}, nil
+}
+
+// snapReader reads the copy cp of a snapshot.
+type snapReader struct {
+	s    *Store
+	ctx  context.Context
+	cp   []string
+	emit func(idkeeper.SnapshotRecord) error
+}
+
+// keep renews the copy's lapse time, and fails when it has lapsed already.
+func (r *snapReader) keep() error {
+	v, err := r.s.run(r.ctx, scriptSnapKeep, r.cp, false, snapshotTTL.Milliseconds())
+	if err != nil {
+		return wrap("read snapshot", err)
+	}
+	if v != int64(1) {
+		return errors.New("redis: read snapshot: the copy lapsed while it was read (emit took too long)")
+	}
+	return nil
+}
+
+func (r *snapReader) meta() (idkeeper.SnapshotMeta, error) {
+	var gen, head *goredis.SliceCmd
+	_, err := r.s.client.Pipelined(r.ctx, func(p goredis.Pipeliner) error {
+		gen = p.HMGet(r.ctx, r.cp[0], "gen", "gen:number", "gen:origin", "gen:at", "fence", "nodes")
+		head = p.HMGet(r.ctx, r.cp[durAuditHead], "seq", "hash")
+		return nil
+	})
+	if err != nil {
+		return idkeeper.SnapshotMeta{}, fmt.Errorf("redis: read snapshot: %w", err)
+	}
+	a, h := gen.Val(), head.Val()
+	bad := func(err error) (idkeeper.SnapshotMeta, error) {
+		return idkeeper.SnapshotMeta{}, fmt.Errorf("redis: read snapshot: malformed meta %v %v: %w", a, h, err)
+	}
+	var m idkeeper.SnapshotMeta
+	if m.Generation, err = generationReply(a[:4]); err != nil {
+		return bad(err)
+	}
+	if m.Fence, err = optionalUint(a[4]); err != nil {
+		return bad(err)
+	}
+	nodes, err := optionalUint(a[5])
+	if err != nil {
+		return bad(err)
+	}
+	m.Nodes = int(nodes)
+	if m.AuditSeq, err = optionalUint(h[0]); err != nil {
+		return bad(err)
+	}
+	m.AuditHash, _ = h[1].(string)
+	return m, nil
+}
+
+// nodes emits the node records from..to-1.
+func (r *snapReader) nodes(from, to int) error {
+	if err := r.keep(); err != nil {
+		return err
+	}
+	v, err := r.s.run(r.ctx, scriptSnapNodes, r.cp[:len(r.s.keys.lease)], false, from, to)
+	if err != nil {
+		return wrap("read snapshot", err)
+	}
+	a, ok := v.([]any)
+	if !ok || len(a) != 6*(to-from) {
+		return fmt.Errorf("redis: read snapshot: unexpected reply for nodes %d..%d", from, to-1)
+	}
+	for i := range to - from {
+		f := a[6*i : 6*i+6]
+		id := from + i
+		st := idkeeper.NodeState{NodeID: idkeeper.NodeID(id)}
+		if rec, ok := f[0].(string); ok {
+			l, err := parseLease(strconv.Itoa(id), rec)
+			if err != nil {
+				return err
+			}
+			st.Lease = &l
+		}
+		for j, t := range []*time.Time{&st.Watermark, &st.Floor, &st.QuarantinedUntil} {
+			if *t, err = optionalTime(f[1+j]); err != nil {
+				return fmt.Errorf("redis: read snapshot: node %d: %w", id, err)
+			}
+		}
+		if st.LastToken, err = optionalUint(f[4]); err != nil {
+			return fmt.Errorf("redis: read snapshot: node %d: %w", id, err)
+		}
+		st.Restorable = f[5] == int64(1)
+		if err := r.emit(idkeeper.SnapshotRecord{Node: &st}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// hash emits the records of the copy's hash durableKeys[i], decoded by dec and
+// sorted with compare.
+func (r *snapReader) hash(i int, dec func(field, rec string) (idkeeper.SnapshotRecord, error),
+	compare func(a, b idkeeper.SnapshotRecord) int) error {
+	if err := r.keep(); err != nil {
+		return err
+	}
+	m, err := r.s.client.HGetAll(r.ctx, r.cp[i]).Result()
+	if err != nil {
+		return fmt.Errorf("redis: read snapshot: %w", err)
+	}
+	recs := make([]idkeeper.SnapshotRecord, 0, len(m))
+	for f, v := range m {
+		rec, err := dec(f, v)
+		if err != nil {
+			return err
+		}
+		recs = append(recs, rec)
+	}
+	slices.SortFunc(recs, compare)
+	for _, rec := range recs {
+		if err := r.emit(rec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// audit emits the audit entries of the copy in Seq order, snapshotBatch at a time.
+func (r *snapReader) audit() error {
+	keys := []string{r.cp[durAuditSeq], r.cp[durAudit]}
+	lo := "-inf"
+	for {
+		if err := r.keep(); err != nil {
+			return err
+		}
+		v, err := r.s.run(r.ctx, scriptAuditRange, keys, false, lo, "+inf", snapshotBatch, "0")
+		if err != nil {
+			return wrap("read snapshot", err)
+		}
+		a, _ := v.([]any)
+		if len(a) != 2 {
+			return fmt.Errorf("redis: read snapshot: audit entries: reply %v", v)
+		}
+		seqs, _ := a[0].([]any)
+		recs, _ := a[1].([]any)
+		if len(seqs) != len(recs) {
+			return fmt.Errorf("redis: read snapshot: %d audit seqs, %d records", len(seqs), len(recs))
+		}
+		for i := range seqs {
+			member, _ := seqs[i].(string)
+			rec, ok := recs[i].(string)
+			if !ok {
+				return fmt.Errorf("redis: read snapshot: malformed audit log: entry %q is indexed but missing", member)
+			}
+			e, err := decodeAudit(member, rec)
+			if err != nil {
+				return err
+			}
+			if err := r.emit(idkeeper.SnapshotRecord{Audit: &e}); err != nil {
+				return err
+			}
+			lo = "(" + member
+		}
+		if len(seqs) < snapshotBatch {
+			return nil
+		}
+	}
+}
+
+// LoadSnapshot implements idkeeper.SnapshotStore: staging keys written in
+// batches, then one swap (see the package's snapshot notes above).
+func (s *Store) LoadSnapshot(ctx context.Context, meta idkeeper.SnapshotMeta, src idkeeper.SnapshotSource) error {
+	chk, err := idkeeper.NewSnapshotChecker(meta)
+	if err != nil {
+		return err
+	}
+	token := idkeeper.NewGenerationID()
+	lock := s.adminKey(keyLoadLock)
+	ok, err := s.client.SetNX(ctx, lock, token, snapshotTTL).Result()
+	if err != nil {
+		return fmt.Errorf("redis: load snapshot: %w", err)
+	}
+	if !ok {
+		return fmt.Errorf("redis: load snapshot: another load is running (it holds %s): %w", lock, idkeeper.ErrConflict)
+	}
+	l := &snapLoader{s: s, ctx: ctx, token: token, lock: lock, stage: s.tempKeys("restore", token)}
+	swapped := false
+	defer func() {
+		if !swapped {
+			s.cleanup(ctx, l.stage)
+			l.release()
+		}
+	}()
+	if err := l.writeMeta(meta); err != nil {
+		return err
+	}
+	if err := l.keep(); err != nil {
+		return err
+	}
+	records := 0
+	for {
+		rec, err := src.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if err := chk.Check(rec); err != nil {
+			return err
+		}
+		records++
+		l.batch = append(l.batch, rec)
+		if len(l.batch) == snapshotBatch {
+			if err := l.flush(); err != nil {
+				return err
+			}
+		}
+	}
+	if err := chk.Done(); err != nil {
+		return err
+	}
+	if err := l.flush(); err != nil {
+		return err
+	}
+	if err := l.swap(); err != nil {
+		return err
+	}
+	swapped = true
+	s.log.Warn("redis: loaded a snapshot: the store's whole durable state was replaced", "prefix", s.prefix,
+		"generation", meta.Generation.ID, "number", meta.Generation.Number, "nodes", meta.Nodes, "fence", meta.Fence,
+		"records", records)
+	return nil
+}
+
+// snapLoader writes a snapshot to the staging keys of one load.
+type snapLoader struct {
+	s           *Store
+	ctx         context.Context
+	token, lock string
+	stage       []string
+	batch       []idkeeper.SnapshotRecord
+}
+
+// keep renews the lapse time of the load lock and of every staging key, in one
+// step: while the lock is held, no staging key has lapsed. It fails when the lock
+// is not the load's any more.
+func (l *snapLoader) keep() error {
+	keys := append([]string{l.lock}, l.stage...)
+	v, err := l.s.run(l.ctx, scriptSnapLock, keys, false, l.token, snapshotTTL.Milliseconds(), "keep")
+	if err != nil {
+		return wrap("load snapshot", err)
+	}
+	if v != int64(1) {
+		return fmt.Errorf("redis: load snapshot: the load lost its lock %s (it lapsed)", l.lock)
+	}
+	return nil
+}
+
+func (l *snapLoader) release() {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(l.ctx), 5*time.Second)
+	defer cancel()
+	if _, err := l.s.run(ctx, scriptSnapLock, []string{l.lock}, false, l.token, 0, "release"); err != nil {
+		l.s.log.Warn("redis: could not release the snapshot load lock; it lapses by itself", "lock", l.lock, "err", err)
+	}
+}
+
+// writeMeta writes the staging meta and audit head.
+func (l *snapLoader) writeMeta(m idkeeper.SnapshotMeta) error {
+	g := m.Generation
+	_, err := l.s.client.Pipelined(l.ctx, func(p goredis.Pipeliner) error {
+		p.HSet(l.ctx, l.stage[0], "gen", g.ID, "gen:number", strconv.FormatUint(g.Number, 10), "gen:origin", string(g.Origin),
+			"gen:at", ms(g.At), "nodes", m.Nodes, "fence", strconv.FormatUint(m.Fence, 10), "freeseq", m.Nodes)
+		p.PExpire(l.ctx, l.stage[0], snapshotTTL)
+		if m.AuditSeq > 0 {
+			p.HSet(l.ctx, l.stage[durAuditHead], "seq", strconv.FormatUint(m.AuditSeq, 10), "hash", m.AuditHash)
+			p.PExpire(l.ctx, l.stage[durAuditHead], snapshotTTL)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("redis: load snapshot: %w", err)
+	}
+	return nil
+}
+
+// flush writes the batch to the staging keys (the nodes by one script, the other
+// records by one pipeline, each making what it wrote lapse after snapshotTTL,
+// should the load die before its next keep), then keeps the lock and the staging
+// keys.
+func (l *snapLoader) flush() error {
+	if len(l.batch) == 0 {
+		return nil
+	}
+	args := []any{l.s.nowArg(), snapshotTTL.Milliseconds()}
+	type hset struct {
+		key          int
+		field, value string
+	}
+	var sets []hset
+	var seqs []goredis.Z
+	for _, rec := range l.batch {
+		switch {
+		case rec.Node != nil:
+			n := rec.Node
+			args = append(args, int(n.NodeID), ms(n.Watermark), ms(n.Floor), ms(n.QuarantinedUntil),
+				strconv.FormatUint(n.LastToken, 10), flag(n.Restorable))
+			if x := n.Lease; x != nil {
+				args = append(args, "1", ms(x.ExpiresAt), ms(x.RenewedAt), ms(x.NotBefore), strconv.FormatUint(x.FencingToken, 10),
+					ms(x.GrantedAt), x.Requester.Key(), x.KeyID)
+			} else {
+				args = append(args, "0", "", "", "", "", "", "", "")
+			}
+		case rec.Key != nil:
+			v, err := encodeAPIKey(*rec.Key)
+			if err != nil {
+				return err
+			}
+			sets = append(sets, hset{durAPIKeys, rec.Key.ID, v})
+		case rec.User != nil:
+			v, err := encodeUser(*rec.User)
+			if err != nil {
+				return err
+			}
+			sets = append(sets, hset{durUsers, rec.User.Name, v})
+		case rec.Allow != nil:
+			e := rec.Allow
+			v, err := encodeRecord("allow entry", allowRecord{Note: e.Note, CreatedBy: e.CreatedBy, CreatedAt: ms(e.CreatedAt)})
+			if err != nil {
+				return err
+			}
+			sets = append(sets, hset{durAllow, e.Prefix.String(), v})
+		case rec.Audit != nil:
+			e := rec.Audit
+			v, err := encodeRecord("audit entry", auditRecord{Seq: e.Seq, At: ms(e.At), Actor: e.Actor, Action: e.Action,
+				Target: e.Target, RemoteIP: e.RemoteIP, Detail: e.Detail, Prev: e.Prev, Hash: e.Hash})
+			if err != nil {
+				return err
+			}
+			seq := strconv.FormatUint(e.Seq, 10)
+			sets = append(sets, hset{durAudit, seq, v})
+			seqs = append(seqs, goredis.Z{Score: float64(e.Seq), Member: seq})
+		}
+	}
+	l.batch = l.batch[:0]
+	if len(args) > 2 {
+		_, err := l.s.run(l.ctx, scriptSnapStage, l.stage[:len(l.s.keys.lease)], false, args...)
+		if r, ok := asReply(err, "IDKOWNER"); ok {
+			return idkeeper.Invalidf("snapshot", "the requester of the lease of node %s holds leases of another API key: "+
+				"a requester's leases belong to one key", r.arg)
+		}
+		if err != nil {
+			return wrap("load snapshot", err)
+		}
+	}
+	if len(sets) == 0 {
+		return l.keep()
+	}
+	_, err := l.s.client.Pipelined(l.ctx, func(p goredis.Pipeliner) error {
+		touched := map[int]bool{}
+		for _, x := range sets {
+			p.HSet(l.ctx, l.stage[x.key], x.field, x.value)
+			touched[x.key] = true
+		}
+		if len(seqs) > 0 {
+			p.ZAdd(l.ctx, l.stage[durAuditSeq], seqs...)
+			touched[durAuditSeq] = true
+		}
+		for k := range touched {
+			p.PExpire(l.ctx, l.stage[k], snapshotTTL)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("redis: load snapshot: %w", err)
+	}
+	return l.keep()
+}
+
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+// swap runs the swap script, reading the users of the live sessions first; it
+// reads them again when a session of another user was created meanwhile.
+func (l *snapLoader) swap() error {
+	live := l.s.durableKeys()
+	sessions := l.s.sessionKeys("")[:3]
+	for range swapTries {
+		users, err := l.sessionUsers()
+		if err != nil {
+			return err
+		}
+		keys := append(append(append([]string{l.lock}, live...), l.stage...), sessions...)
+		args := []any{l.token, len(live)}
+		for _, u := range users {
+			keys = append(keys, l.s.adminKey(keySessionUser+u))
+			args = append(args, u)
+		}
+		_, err = l.s.run(l.ctx, scriptSnapSwap, keys, true, args...)
+		switch {
+		case err == nil:
+			return nil
+		case isReply(err, "IDKSESSIONUSERS"):
+			continue
+		case isReply(err, "IDKLOADLOCK"):
+			return fmt.Errorf("redis: load snapshot: the load lost its lock %s (it lapsed) before the swap", l.lock)
+		}
+		return wrap("load snapshot", err)
+	}
+	return errors.New("redis: load snapshot: admin sessions kept being created for new users; the load was not swapped in")
+}
+
+func isReply(err error, word string) bool {
+	_, ok := asReply(err, word)
+	return ok
+}
+
+// sessionUsers returns the users of every live session, sorted, without repeats.
+func (l *snapLoader) sessionUsers() ([]string, error) {
+	recs, err := l.s.client.HVals(l.ctx, l.s.adminKey(keySessions)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("redis: load snapshot: sessions: %w", err)
+	}
+	var users []string
+	for _, rec := range recs {
+		var r sessionRecord
+		if decodeRecord("session", "", rec, &r) == nil {
+			users = append(users, r.User)
+		}
+	}
+	slices.SortFunc(users, cmp.Compare)
+	return slices.Compact(users), nil
+}

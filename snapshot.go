@@ -1,0 +1,126 @@
+package idkeeper
+
+import (
+	"context"
+	"time"
+)
+
+// Snapshots (issue #12): a store's whole durable state, read record by record
+// (SnapshotStore.ReadSnapshot) and loaded back, all or nothing
+// (SnapshotStore.LoadSnapshot). Package backup writes them to files; the store
+// adapters only move records. Sessions, skew observations, job locks and
+// idempotency records are not part of a snapshot: they are short-lived, and a
+// restored session or lock would be wrong.
+
+// SnapshotMeta is the head of a snapshot: what the store's Status says.
+type SnapshotMeta struct {
+	Generation Generation // never zero: a store that is not initialised has no snapshot
+	Fence      uint64     // the fencing counter
+	Nodes      int        // pool size: node IDs 0..Nodes-1
+	// AuditSeq and AuditHash are the audit log's head (AdminStore.AuditHead), kept
+	// even when every entry was pruned.
+	AuditSeq  uint64
+	AuditHash string
+}
+
+// SnapshotRecord is one record of a snapshot: exactly one field is set. The
+// records of a snapshot come in this order: every node (NodeID order; its Lease,
+// if held, inside the NodeState), every API key (ID order), every user (name
+// order), every allow-list entry, every audit entry (Seq order).
+type SnapshotRecord struct {
+	Node  *NodeState
+	Key   *APIKey
+	User  *User
+	Allow *AllowEntry
+	Audit *AuditEntry
+}
+
+// SnapshotSource yields the records of a snapshot one at a time; Next returns
+// io.EOF after the last. An error other than io.EOF ends the load: the store
+// writes nothing.
+type SnapshotSource interface {
+	Next() (SnapshotRecord, error)
+}
+
+// SnapshotStore is a Store whose whole durable state can be read and replaced:
+// bolt and redis implement it. internal/storetest.RunSnapshot is its contract.
+type SnapshotStore interface {
+	// ReadSnapshot calls meta once, then emit for every record in the order
+	// SnapshotRecord states, from one consistent view of the store where the store
+	// offers one (bolt: one read transaction; redis: a copy of its keys taken in
+	// one script) — a store that cannot reads the parts one after another and says
+	// so in its doc. It stops at the first
+	// error of emit and returns it. A store that is not initialised returns a
+	// STORE_NOT_INITIALISED Error and calls neither.
+	ReadSnapshot(ctx context.Context, meta func(SnapshotMeta) error, emit func(SnapshotRecord) error) error
+
+	// LoadSnapshot replaces the store's whole durable state — pool, generation,
+	// fencing counter, leases, node states, API keys, users, allow-list, audit log
+	// and its head — with meta and the records of src, all or nothing: when src
+	// fails, a record is invalid (a node outside 0..meta.Nodes-1, repeated or
+	// missing, a lease whose NodeID is not its node's, a token or LastToken above
+	// meta.Fence, an audit entry out of Seq order, …: SnapshotChecker) or the store
+	// fails, the store is left as it was. Sessions of the admin web are
+	// deleted (their users' records changed under them); job locks, skew
+	// observations and idempotency records are left alone. The records are written
+	// as given: making a restored state safe is the caller's job (package backup).
+	// A snapshot does not hold the free order: the loaded store frees its free
+	// node IDs in NodeID order, as if one call had freed them all (LeaseStore).
+	// It holds at most a bounded batch of records in memory on top of what the
+	// store itself buffers (bolt: one write transaction).
+	LoadSnapshot(ctx context.Context, meta SnapshotMeta, src SnapshotSource) error
+}
+
+// RestorePlan is how a loaded snapshot is made safe (DESIGN §7, issue #12), taken
+// at the import's time Now with the registry's LeaseDuration and Grace: see
+// SafeRecord and SafeMeta.
+type RestorePlan struct {
+	Now           time.Time
+	LeaseDuration time.Duration
+	Grace         time.Duration
+	// LiveFence is the fencing counter of the store being replaced (0 when it
+	// was empty or unreadable); LiveGeneration its generation number.
+	LiveFence      uint64
+	LiveGeneration uint64
+}
+
+// Until is when a restored store's quarantine ends: Now + LeaseDuration + Grace.
+// Every node ID's watermark floor is raised to it too, which is at least
+// Now + LeaseDuration, the latest expiry any lease granted before the import can
+// have (DESIGN §7).
+func (p RestorePlan) Until() time.Time { return Millis(p.Now).Add(p.LeaseDuration + p.Grace) }
+
+// SafeMeta returns meta as the restored store must hold it: a new generation
+// (random ID, number above both the snapshot's and the live store's, origin
+// recovered, at Now), so that every registry that adopted a generation treats the
+// import as a store reset; and a fencing counter no lower than any token the
+// snapshot or the live store knew, so that every new token lies above them.
+func (p RestorePlan) SafeMeta(meta SnapshotMeta) SnapshotMeta {
+	meta.Generation = Generation{ID: NewGenerationID(), Number: max(meta.Generation.Number, p.LiveGeneration) + 1,
+		Origin: OriginRecovered, At: Millis(p.Now)}
+	meta.Fence = max(meta.Fence, p.LiveFence)
+	return meta
+}
+
+// SafeRecord returns rec as the restored store must hold it. A node: its Floor
+// and QuarantinedUntil raised to at least Until (never lowered), Restorable set
+// (its live holders' receipts restore their leases, as after a reset), its
+// LastToken and lease kept — a lease keeps its expiry, never extended or
+// shortened; its quarantine applies when it is freed. Other records are returned
+// as they are.
+func (p RestorePlan) SafeRecord(rec SnapshotRecord) SnapshotRecord {
+	if rec.Node == nil {
+		return rec
+	}
+	n := *rec.Node
+	until := p.Until()
+	if n.Floor.Before(until) {
+		n.Floor = until
+	}
+	if n.QuarantinedUntil.Before(until) {
+		n.QuarantinedUntil = until
+	}
+	n.Restorable = true
+	rec.Node = &n
+	return rec
+}

@@ -1,0 +1,173 @@
+package idkeeper
+
+import "net/netip"
+
+// SnapshotChecker checks a snapshot as a SnapshotStore's LoadSnapshot reads it:
+// its meta (NewSnapshotChecker), then every record in the order it comes (Check),
+// then its end (Done). Every failure is an INVALID_REQUEST Error (field
+// "snapshot") naming the problem. It keeps a few values, never the records, so a
+// store may check a snapshot of any size as it streams by. bolt and redis share it;
+// what only a store's layout can check (a requester whose leases belong to two API
+// keys, a record too large for the store) the store checks itself.
+type SnapshotChecker struct {
+	meta   SnapshotMeta
+	kind   int // of the last record checked; 0 before the first
+	nodes  int // node records checked
+	key    string
+	user   string
+	allow  netip.Prefix
+	audits int // audit entries checked
+	last   AuditEntry
+}
+
+// The kinds of snapshot records, in the order SnapshotRecord states.
+const (
+	snapNode = 1 + iota
+	snapKey
+	snapUser
+	snapAllow
+	snapAudit
+)
+
+var snapKindNames = [...]string{"", "node", "API key", "user", "allow-list entry", "audit entry"}
+
+func snapInvalid(format string, args ...any) *Error { return Invalidf("snapshot", format, args...) }
+
+// NewSnapshotChecker checks meta and returns the checker of the records that
+// follow it: a generation with an ID, a Number of at least 1 and a known origin; a
+// pool size CheckPoolSize accepts; a fencing counter of at most MaxFencingToken;
+// an audit head whose Seq and Hash are both set or both not.
+func NewSnapshotChecker(meta SnapshotMeta) (*SnapshotChecker, error) {
+	g := meta.Generation
+	switch {
+	case g.ID == "":
+		return nil, snapInvalid("the snapshot has no generation ID")
+	case g.Number == 0:
+		return nil, snapInvalid("the snapshot's generation has number 0")
+	case g.Origin != OriginFresh && g.Origin != OriginRecovered:
+		return nil, snapInvalid("the snapshot's generation has the unknown origin %q", g.Origin)
+	case meta.Fence > MaxFencingToken:
+		return nil, snapInvalid("the snapshot's fencing counter %d is above %d", meta.Fence, uint64(MaxFencingToken))
+	case (meta.AuditSeq == 0) != (meta.AuditHash == ""):
+		return nil, snapInvalid("the snapshot's audit head (Seq %d, Hash %q) is half set", meta.AuditSeq, meta.AuditHash)
+	}
+	if err := CheckPoolSize(meta.Nodes); err != nil {
+		return nil, snapInvalid("the snapshot's pool: %s", ErrorMessage(err))
+	}
+	return &SnapshotChecker{meta: meta}, nil
+}
+
+// Check checks the next record: exactly one field set; the kinds in the order
+// SnapshotRecord states; the nodes 0..Nodes-1 each once, in order; a node's lease
+// on that node, with a valid requester and a token in 1..Fence; a LastToken of at
+// most Fence; API keys with an ID, users with a name and a Version, each in
+// ascending order without repeats; allow-list entries with a valid, masked prefix
+// in ascending order (netip.Prefix.Compare) without repeats; audit entries in
+// unbroken Seq order (each the one before + 1), none above the head.
+func (c *SnapshotChecker) Check(rec SnapshotRecord) error {
+	kind, n := 0, 0
+	for k, set := range []bool{rec.Node != nil, rec.Key != nil, rec.User != nil, rec.Allow != nil, rec.Audit != nil} {
+		if set {
+			kind, n = k+1, n+1
+		}
+	}
+	if n != 1 {
+		return snapInvalid("a snapshot record holds %d records, not one", n)
+	}
+	if kind < c.kind {
+		return snapInvalid("a %s record comes after the %s records", snapKindNames[kind], snapKindNames[c.kind])
+	}
+	if kind > snapNode && c.nodes < c.meta.Nodes {
+		return snapInvalid("the snapshot holds %d of the %d nodes of its pool", c.nodes, c.meta.Nodes)
+	}
+	first := kind != c.kind
+	c.kind = kind
+	switch kind {
+	case snapNode:
+		return c.node(rec.Node)
+	case snapKey:
+		k := rec.Key
+		if k.ID == "" {
+			return snapInvalid("an API key has no ID")
+		}
+		if !first && k.ID <= c.key {
+			return snapInvalid("API key %q comes after %q: repeated or out of order", k.ID, c.key)
+		}
+		c.key = k.ID
+	case snapUser:
+		u := rec.User
+		switch {
+		case u.Name == "":
+			return snapInvalid("a user has no name")
+		case u.Version == 0:
+			return snapInvalid("user %q has Version 0", u.Name)
+		case !first && u.Name <= c.user:
+			return snapInvalid("user %q comes after %q: repeated or out of order", u.Name, c.user)
+		}
+		c.user = u.Name
+	case snapAllow:
+		p := rec.Allow.Prefix
+		switch {
+		case !p.IsValid() || p.Masked() != p:
+			return snapInvalid("allow-list entry %s is not a masked IP prefix", p)
+		case !first && p.Compare(c.allow) <= 0:
+			return snapInvalid("allow-list entry %s comes after %s: repeated or out of order", p, c.allow)
+		}
+		c.allow = p
+	case snapAudit:
+		e := rec.Audit
+		switch {
+		case e.Seq == 0:
+			return snapInvalid("an audit entry has Seq 0")
+		case e.Seq > c.meta.AuditSeq:
+			return snapInvalid("audit entry %d lies past the audit head %d", e.Seq, c.meta.AuditSeq)
+		case c.audits > 0 && e.Seq != c.last.Seq+1:
+			return snapInvalid("audit entry %d follows entry %d: a gap, or out of order", e.Seq, c.last.Seq)
+		}
+		c.audits++
+		c.last = *e
+	}
+	return nil
+}
+
+func (c *SnapshotChecker) node(n *NodeState) error {
+	switch {
+	case n.NodeID < 0 || int64(n.NodeID) >= int64(c.meta.Nodes):
+		return snapInvalid("node %d lies outside the pool 0..%d", n.NodeID, c.meta.Nodes-1)
+	case int(n.NodeID) < c.nodes:
+		return snapInvalid("node %d comes after node %d: repeated or out of order", n.NodeID, c.nodes-1)
+	case int(n.NodeID) > c.nodes:
+		return snapInvalid("node %d is missing (the next record is node %d)", c.nodes, n.NodeID)
+	case n.LastToken > c.meta.Fence:
+		return snapInvalid("node %d has LastToken %d, above the fencing counter %d", n.NodeID, n.LastToken, c.meta.Fence)
+	}
+	c.nodes++
+	l := n.Lease
+	if l == nil {
+		return nil
+	}
+	switch {
+	case l.NodeID != n.NodeID:
+		return snapInvalid("the lease of node %d names node %d", n.NodeID, l.NodeID)
+	case l.FencingToken == 0 || l.FencingToken > c.meta.Fence:
+		return snapInvalid("the lease of node %d has token %d, outside 1..%d (the fencing counter)", n.NodeID, l.FencingToken, c.meta.Fence)
+	}
+	if err := l.Requester.Validate(); err != nil {
+		return snapInvalid("the lease of node %d: %s", n.NodeID, ErrorMessage(err))
+	}
+	return nil
+}
+
+// Done checks the end of the snapshot, after the last record: every node of the
+// pool was there, and the last audit entry, when there is one, is the audit head
+// (its Seq and Hash).
+func (c *SnapshotChecker) Done() error {
+	if c.nodes < c.meta.Nodes {
+		return snapInvalid("the snapshot holds %d of the %d nodes of its pool", c.nodes, c.meta.Nodes)
+	}
+	if c.audits > 0 && (c.last.Seq != c.meta.AuditSeq || c.last.Hash != c.meta.AuditHash) {
+		return snapInvalid("the last audit entry (%d) is not the audit head (%d): entries are missing at the end, "+
+			"or the head's hash differs", c.last.Seq, c.meta.AuditSeq)
+	}
+	return nil
+}
