@@ -148,4 +148,7 @@ const (
 	AuditLeaseRevoke    = "lease.revoke"
 	AuditLeaseRestore   = "lease.restore"
 	AuditSkewReject     = "skew.reject"
+	// AuditBackupRestore: the store's whole state replaced by a backup through the
+	// admin API (POST /admin/api/restore).
+	AuditBackupRestore = "backup.restore"
 )

@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/backup"
 	"github.com/idkeeper/idkeeper/idempotency"
 	"github.com/idkeeper/idkeeper/internal/problem"
 	"github.com/idkeeper/idkeeper/internal/wire"
@@ -83,6 +84,23 @@ type Config struct {
 	// caller. Nil: the header is accepted and ignored. A key create's secret is
 	// stored nowhere: its replay is the key without it, "secretShown": false.
 	Idempotency *idempotency.Service
+	// Snapshots, when set, is the registry's own store as GET /admin/api/backup
+	// exports it and POST /admin/api/restore replaces it (backup.go); it must also
+	// answer Status (bolt and redis do). SnapshotKind names it in a backup's header
+	// ("bolt", "redis"). Nil: both routes answer 404 NOT_FOUND.
+	Snapshots    idkeeper.SnapshotStore
+	SnapshotKind string
+	// MaxRestoreBytes limits a restore's upload (413 BODY_TOO_LARGE):
+	// DefaultMaxRestoreBytes when 0 or less. RestoreDir is where the upload is
+	// spooled while it is checked: os.TempDir() when "". BackupTimeout bounds one
+	// export or restore instead of Timeout: DefaultBackupTimeout when 0 or less.
+	MaxRestoreBytes int64
+	RestoreDir      string
+	BackupTimeout   time.Duration
+	// Backups, when set, is the server's backup job and folder (--backup-dir),
+	// which the backups routes and the Backups page list, fill, download and
+	// delete (backups.go). Nil: the page says how to enable them.
+	Backups *backup.Job
 }
 
 // Handler serves everything under /admin/. It is safe for concurrent use.
@@ -96,6 +114,8 @@ type Handler struct {
 	mux    *http.ServeMux
 	csrf   *http.CrossOriginProtection
 	cookie string // the session cookie's name
+	// restores: one at a time, and the last one (backup.go).
+	restores restoreState
 }
 
 // New returns the Handler of cfg. It does no I/O. Errors: a missing Registry,
@@ -188,6 +208,8 @@ type noContent struct{}
 func (h *Handler) write(w http.ResponseWriter, body any) {
 	status := http.StatusOK
 	switch b := body.(type) {
+	case streamed:
+		return // the handler wrote the answer itself (backup.go)
 	case noContent:
 		w.Header().Set("Cache-Control", "no-store")
 		w.WriteHeader(http.StatusNoContent)

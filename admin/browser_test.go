@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/backup"
 )
 
 // TestBrowser drives the admin web in the machine's Chromium (issue #10): log in,
@@ -201,6 +202,39 @@ func TestBrowser(t *testing.T) {
 		t.Errorf("the store page lacks the job lock or the runs: %s", main)
 	}
 	b.check("store")
+
+	// Backups: the empty folder; backups the schedule left, and one made now;
+	// the delete step.
+	b.open("/admin/backups")
+	if !strings.Contains(b.text("main"), "No backup yet") {
+		t.Errorf("no empty state on the backups page")
+	}
+	b.checkA11y("backups-empty")
+	for _, ago := range []time.Duration{50 * time.Hour, 26 * time.Hour, 2 * time.Hour} {
+		if _, _, err := e.backups.Folder().Create(context.Background(), e.store, backup.Source{Store: "bolt"},
+			time.Now().Add(-ago)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := b.submit(`form[action="/admin/backups"] button[type=submit]`); st != http.StatusOK {
+		t.Fatalf("back up now answered %d", st)
+	}
+	if flash := b.text(".flash"); !strings.Contains(flash, "was written") {
+		t.Errorf("after back up now: %q", flash)
+	}
+	if n := eval[int](b, `document.querySelectorAll('main tbody tr').length`); n != 4 {
+		t.Errorf("the backups page lists %d backups, want 4", n)
+	}
+	b.check("backups")
+	b.submit(`main tbody tr:last-child a[aria-label^="Delete "]`)
+	if !strings.Contains(b.text("main"), "The file will be gone for good") {
+		t.Errorf("the delete confirmation: %s", b.text("main"))
+	}
+	b.checkA11y("backup-delete")
+	b.submit(`form[action="/admin/backups/delete"] button[type=submit]`)
+	if flash := b.text(".flash"); !strings.Contains(flash, "was deleted") {
+		t.Errorf("after the delete: %q", flash)
+	}
 
 	// The audit log holds the key's creation, the grant and the revocation.
 	want := []string{"apikey.create", "lease.grant", "lease.revoke", "allowlist.add", "user.create", "user.login"}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/admin"
+	"github.com/idkeeper/idkeeper/backup"
 	"github.com/idkeeper/idkeeper/bolt"
 	idkhttp "github.com/idkeeper/idkeeper/http"
 	"github.com/idkeeper/idkeeper/idempotency"
@@ -56,6 +57,8 @@ type env struct {
 	client *http.Client
 	root   idkeeper.User // the first admin, "root"
 	redis  string        // the redis-server's URL; "" on bolt
+	// backups is the admin handler's backup job (backups_test.go).
+	backups *backup.Job
 }
 
 // fullStore is a store of leases and admin records: bolt's or redis's.
@@ -73,6 +76,8 @@ type setup struct {
 	idem    bool
 	nodes   int
 	receipt bool // the registry signs receipts, so that a holder may restore its lease after a reset
+	// maxRestore is Config.MaxRestoreBytes (backup_test.go).
+	maxRestore int64
 }
 
 // stores runs f on an env of each store, as subtests named after it.
@@ -145,6 +150,9 @@ func newEnv(t *testing.T, opts ...func(*setup)) *env {
 	}
 	cfg := admin.Config{Registry: reg, Accounts: acct, Store: st, AllowList: allow, TrustedProxies: s.trusted,
 		TLS: s.tls, Logger: quiet, Durability: "fsync on every write"}
+	cfg.Snapshots, cfg.SnapshotKind = st.(idkeeper.SnapshotStore), map[bool]string{false: "bolt", true: "redis"}[s.redis] // backup_test.go
+	cfg.MaxRestoreBytes = s.maxRestore
+	cfg.Backups = testBackups(t, st, acct, func() time.Time { return clk.Now() }) // backups_test.go
 	if s.idem {
 		if cfg.Idempotency, err = idempotency.New(idem, idempotency.Config{Logger: quiet}); err != nil {
 			t.Fatal(err)
@@ -167,6 +175,7 @@ func newEnv(t *testing.T, opts ...func(*setup)) *env {
 	}
 	t.Cleanup(srv.Close)
 	e := &env{t: t, clk: clk, store: st, reg: reg, acct: acct, allow: allow, h: h, srv: srv, client: srv.Client(), redis: redisURL}
+	e.backups = cfg.Backups
 	if e.root, err = st.User(ctx, "root"); err != nil {
 		t.Fatal(err)
 	}

@@ -67,6 +67,13 @@ func TestRoleRouteMatrix(t *testing.T) {
 		{"GET", "/admin/api/nodes/5", nil, 200},
 		{"GET", "/admin/api/audit", nil, 200},
 		{"GET", "/admin/api/store", nil, 200},
+		{"GET", "/admin/api/backup", nil, 200},
+		{"POST", "/admin/api/restore", nil, 400}, // an empty file: refused, nothing written
+		{"GET", "/admin/api/backups", nil, 200},
+		{"POST", "/admin/api/backups", nil, 201},
+		// "{name}" is sent as it stands (%7Bname%7D): no backup is named so.
+		{"GET", "/admin/api/backups/{name}", nil, 404},
+		{"POST", "/admin/api/backups/{name}/delete", nil, 404},
 		// Last: they end or replace the caller's session.
 		{"POST", "/admin/api/login", fixed(`{"name":"matrix","password":"` + userPW + `"}`), 200},
 		{"POST", "/admin/api/logout", nil, 204},

@@ -64,6 +64,14 @@ func (h *Handler) apiRoutes() []route {
 
 		{get, "audit", viewer, false, "", h.auditLog},
 		{get, "store", viewer, false, "", h.storeHealth},
+
+		{get, "backup", operator, false, "", h.exportBackup},
+		{post, "restore", admin, false, "", h.restoreBackup},
+
+		{get, "backups", operator, false, "", h.listBackups},
+		{post, "backups", operator, false, "", h.createBackup},
+		{get, "backups/{name}", operator, false, "", h.downloadBackup},
+		{post, "backups/{name}/delete", operator, false, "", h.deleteBackup},
 	}
 }
 

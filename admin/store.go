@@ -142,6 +142,9 @@ func (h *Handler) storeHealth(_ http.ResponseWriter, r *http.Request, _ *princip
 	if rep := h.resetReport(ctx, s); rep != nil {
 		out.Reset = rep.wire()
 	}
+	if lr := h.restores.last.Load(); lr != nil {
+		out.LastRestore = lr.wire()
+	}
 	if s.LocksErr == nil {
 		out.JobLocks = make([]wire.JobLock, len(s.Locks))
 		for i, l := range s.Locks {

@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -238,6 +239,9 @@ func (v view) NavItems() []navItem {
 		{Href: "/admin/audit", Label: "Audit log"},
 		{Href: "/admin/store", Label: "Store"},
 		{Href: "/admin/profile", Label: "Profile"},
+	}
+	if v.CanOperate() { // the Backups page takes the role operator
+		items = slices.Insert(items, len(items)-1, navItem{Href: "/admin/backups", Label: "Backups"})
 	}
 	for i := range items {
 		items[i].Current = items[i].Href == "/admin/"+v.Nav

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/backup"
 	"github.com/idkeeper/idkeeper/internal/wire"
 )
 
@@ -183,7 +184,7 @@ type auditOption struct{ Value, Label string }
 // action.
 var auditActions = func() []auditOption {
 	var out []auditOption
-	for _, f := range []string{"user", "apikey", "allowlist", "lease", "skew"} {
+	for _, f := range []string{"user", "apikey", "allowlist", "lease", "skew", "backup"} {
 		out = append(out, auditOption{f, "every " + f + ".… action"})
 	}
 	for _, a := range []string{idkeeper.AuditLogin, idkeeper.AuditLoginFailed, idkeeper.AuditLogout,
@@ -191,6 +192,9 @@ var auditActions = func() []auditOption {
 		idkeeper.AuditKeyUpdate, idkeeper.AuditKeyRevoke, idkeeper.AuditAllowAdd, idkeeper.AuditAllowRemove,
 		idkeeper.AuditLeaseGrant, idkeeper.AuditLeaseRemove, idkeeper.AuditLeaseReclaim, idkeeper.AuditLeaseRevoke,
 		idkeeper.AuditLeaseRestore, idkeeper.AuditSkewReject} {
+		out = append(out, auditOption{a, a})
+	}
+	for _, a := range []string{backup.AuditCreate, backup.AuditCreateFailed, backup.AuditDelete, idkeeper.AuditBackupRestore} {
 		out = append(out, auditOption{a, a})
 	}
 	return out
@@ -275,6 +279,7 @@ func (h *Handler) auditPage(w http.ResponseWriter, r *http.Request, p *principal
 type storeView struct {
 	Health     idkeeper.StoreHealth
 	Reset      *resetReport // nil: the store was never reset
+	Restore    *lastRestore // nil: no restore through this server since it started
 	Durability string
 	StatusErr  string
 	LocksErr   string // the job locks could not be read
@@ -288,6 +293,7 @@ var jobAbout = map[string]string{
 	idkeeper.CleanupJob:   "reclaims the leases past their expiry + grace",
 	idkeeper.RetentionJob: "deletes audit entries past the retention and ended sessions",
 	idkeeper.KeyExpiryJob: "warns in the log of API keys in use that expire soon (a lock per key spaces the warnings)",
+	backup.JobName:        "writes a backup into the backup folder, on its schedule or on demand (Backups page)",
 }
 
 // JobAbout says what the job named (or whose lock is named) name does.
@@ -312,7 +318,7 @@ func (storeView) RunBadge(o idkeeper.JobOutcome) string {
 func (h *Handler) storePage(w http.ResponseWriter, r *http.Request, p *principal) {
 	s := h.reg.StoreHealth(r.Context())
 	sv := storeView{Health: s, Reset: h.resetReport(r.Context(), s), Durability: h.cfg.Durability, Config: h.reg.Config(),
-		Now: h.reg.Now()}
+		Now: h.reg.Now(), Restore: h.restores.last.Load()}
 	if s.LocksErr != nil {
 		_, sv.LocksErr = errorText(s.LocksErr)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/admin"
+	"github.com/idkeeper/idkeeper/backup"
 	"github.com/idkeeper/idkeeper/bolt"
 	idkhttp "github.com/idkeeper/idkeeper/http"
 	"github.com/idkeeper/idkeeper/password"
@@ -42,6 +43,8 @@ type webEnv struct {
 	admin idkeeper.User
 	// started is the start time of the requesters the tests lease with.
 	started time.Time
+	// backups is the admin handler's backup job (backups_test.go).
+	backups *backup.Job
 }
 
 func newWebEnv(t *testing.T) *webEnv {
@@ -76,8 +79,10 @@ func newWebEnv(t *testing.T) *webEnv {
 	if err := allow.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
+	backups := testBackups(t, st, acct, nil)
 	h, err := admin.New(admin.Config{Registry: reg, Accounts: acct, Store: st, AllowList: allow, Logger: quiet,
-		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.9.0.0/16")}, Durability: "bolt: fsync on every commit"})
+		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.9.0.0/16")}, Durability: "bolt: fsync on every commit",
+		Backups: backups})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +111,7 @@ func newWebEnv(t *testing.T) *webEnv {
 		<-done
 	})
 	e := &webEnv{t: t, store: st, reg: reg, acct: acct, url: "http://" + ln.Addr().String(),
-		started: time.Now().UTC().Add(-time.Minute).Truncate(time.Millisecond)}
+		started: time.Now().UTC().Add(-time.Minute).Truncate(time.Millisecond), backups: backups}
 	if e.admin, err = st.User(ctx, "admin"); err != nil {
 		t.Fatal(err)
 	}

@@ -52,6 +52,11 @@ func (h *Handler) webRoutes() {
 
 	m.Handle("GET /admin/audit", h.page(get, viewer, h.auditPage))
 	m.Handle("GET /admin/store", h.page(get, viewer, h.storePage))
+
+	m.Handle("GET /admin/backups", h.page(get, operator, h.backupsPage))
+	m.Handle("POST /admin/backups", h.page(post, operator, h.backupCreatePost))
+	m.Handle("GET /admin/backups/delete", h.page(get, operator, h.backupDeleteConfirm))
+	m.Handle("POST /admin/backups/delete", h.page(post, operator, h.backupDeletePost))
 }
 
 // ---- login and logout

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/internal/shortlease"
 )
 
 // Summary tells what an export or import moved.
@@ -91,7 +92,18 @@ func (rs NodeRanges) String() string {
 // Option changes how Export and Import run.
 type Option func(*options)
 
-type options struct{ progress func(records int) }
+type options struct {
+	progress func(records int)
+	// shortLeases lets PlanFor and Import take a lease duration down to 1 s, as the
+	// servers of the fault-injection suite run with (internal/shortlease): the
+	// option is reachable only from this module, for the hidden
+	// --unsafe-short-leases of `idkeeper backup import`. Never in production.
+	shortLeases bool
+}
+
+func init() {
+	shortlease.InstallImport(Option(func(o *options) { o.shortLeases = true }))
+}
 
 // WithProgress calls fn after every record with the number of records so far.
 func WithProgress(fn func(records int)) Option { return func(o *options) { o.progress = fn } }
@@ -149,8 +161,8 @@ type StatusReader interface {
 // that held a node ID after the backup was taken may still mint. Now is the later
 // of now and the store's clock; LiveFence and LiveGeneration are the store's
 // fencing counter and generation number (0 and 0 when it is not initialised).
-func PlanFor(ctx context.Context, s StatusReader, now time.Time, lease, grace time.Duration) (idkeeper.RestorePlan, error) {
-	if err := checkDurations(lease, grace); err != nil {
+func PlanFor(ctx context.Context, s StatusReader, now time.Time, lease, grace time.Duration, opts ...Option) (idkeeper.RestorePlan, error) {
+	if err := checkDurations(lease, grace, collect(opts).shortLeases); err != nil {
 		return idkeeper.RestorePlan{}, err
 	}
 	st, err := s.Status(ctx)
@@ -167,10 +179,14 @@ func PlanFor(ctx context.Context, s StatusReader, now time.Time, lease, grace ti
 	return p, nil
 }
 
-func checkDurations(lease, grace time.Duration) error {
+func checkDurations(lease, grace time.Duration, short bool) error {
+	minLease := idkeeper.MinFirstLease
+	if short {
+		minLease = time.Second
+	}
 	switch {
-	case lease < idkeeper.MinFirstLease || lease > idkeeper.MaxLeaseDuration:
-		return fmt.Errorf("backup: a lease duration of %v is outside %v..%v: give the servers' --lease-duration", lease, idkeeper.MinFirstLease, idkeeper.MaxLeaseDuration)
+	case lease < minLease || lease > idkeeper.MaxLeaseDuration:
+		return fmt.Errorf("backup: a lease duration of %v is outside %v..%v: give the servers' --lease-duration", lease, minLease, idkeeper.MaxLeaseDuration)
 	case grace < 0 || grace > idkeeper.MaxGrace:
 		return fmt.Errorf("backup: a grace of %v is outside 0s..%v: give the servers' --cleanup-grace", grace, idkeeper.MaxGrace)
 	}
@@ -193,7 +209,7 @@ func Import(ctx context.Context, s idkeeper.SnapshotStore, r io.Reader, plan idk
 	if plan.Now.IsZero() {
 		return Summary{}, errors.New("backup: the restore plan has no time (PlanFor)")
 	}
-	if err := checkDurations(plan.LeaseDuration, plan.Grace); err != nil {
+	if err := checkDurations(plan.LeaseDuration, plan.Grace, o.shortLeases); err != nil {
 		return Summary{}, err
 	}
 	rd, err := NewReader(r)

@@ -10,7 +10,9 @@
 // from a damaged, truncated or forged file. Export and Import join them to a store;
 // Import makes the restored state safe with an idkeeper.RestorePlan (PlanFor).
 //
-// Standard library and the root package only.
+// Standard library and the root package only (and internal/shortlease, standard
+// library only, through which the hidden --unsafe-short-leases of `idkeeper backup
+// import` reaches PlanFor and Import).
 package backup
 
 import (

@@ -13,6 +13,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/admin"
+	"github.com/idkeeper/idkeeper/backup"
 	"github.com/idkeeper/idkeeper/bolt"
 	"github.com/idkeeper/idkeeper/idempotency"
 	"github.com/idkeeper/idkeeper/password"
@@ -40,6 +41,12 @@ type adminWeb struct {
 	web     *httpService // the --admin-listen listener; nil: /admin/ is on the API listener
 	stop    context.CancelFunc
 	created atomic.Bool // the first admin was created by this process
+	// snaps is the store as the admin API's backup and restore routes use it; nil
+	// for a store without snapshots. snapKind names it in a backup's header.
+	snaps    idkeeper.SnapshotStore
+	snapKind string
+	// backups is the server's backup job (--backup-dir; backupjob.go); nil: none.
+	backups *backup.Job
 }
 
 // checkAdminSettings refuses, before the store is touched, a first admin's name
@@ -78,7 +85,11 @@ func newAdminWeb(store idkeeper.Store, cfg serverConfig, log *slog.Logger) (*adm
 	if err != nil {
 		return nil, err
 	}
-	return &adminWeb{store: as, acc: acc, allow: idkeeper.NewAllowList(cfg.AllowedIPs, as), idem: idem}, nil
+	a := &adminWeb{store: as, acc: acc, allow: idkeeper.NewAllowList(cfg.AllowedIPs, as), idem: idem}
+	if ss, ok := store.(idkeeper.SnapshotStore); ok {
+		a.snaps, a.snapKind = ss, storeKind(cfg.Store)
+	}
+	return a, nil
 }
 
 // AdminIdempotencyMaxRecords is the most live Idempotency-Key records one caller
@@ -158,6 +169,9 @@ func (a *adminWeb) start(ctx context.Context, reg *idkeeper.Registry, cfg server
 		Logger:         log,
 		Durability:     durability,
 		Idempotency:    a.idem,
+		Snapshots:      a.snaps,
+		SnapshotKind:   a.snapKind,
+		Backups:        a.backups,
 	})
 	if err != nil {
 		return err

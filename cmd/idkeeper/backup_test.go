@@ -159,10 +159,115 @@ func TestBackupOfALockedStore(t *testing.T) {
 	}
 	defer s.stop()
 	code, _, stderr := runInProcess(context.Background(), []string{"backup", "export", "--store", store, "--out", filepath.Join(dir, "b.idk")}, nil)
-	if code != exitFail || !strings.Contains(stderr, "issue #12 part 2") || !strings.Contains(stderr, "stop the server") {
+	if code != exitFail || !strings.Contains(stderr, "give --server URL") || !strings.Contains(stderr, "stop the server") {
 		t.Fatalf("export of a locked file: %d %s", code, stderr)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "b.idk.tmp")); !os.IsNotExist(err) {
 		t.Fatal("a temporary file was left")
+	}
+}
+
+// Issue #12 part 2: export and import through a running server's admin API
+// (--server, the admin key from a file named in the environment) while it holds
+// the bolt file. The export is checked whole and named as asked (FILE.gz
+// compressed); the import prints the server's summary — what was quarantined
+// until when, the leases kept — and the server then answers as after a reset: a
+// new process gets nothing while the quarantine lasts; the holders keep their
+// leases. A damaged file never leaves the command; --store with --server and no
+// admin key are usage errors.
+func TestBackupThroughARunningServer(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	store := "bolt:" + filepath.Join(dir, "idkeeper.db")
+	initInProcess(t, store)
+	s, _ := startInProcess(t, []string{"--store", store}, map[string]string{BootstrapKeyEnv: bootstrapKey, AdminKeyEnv: adminKey})
+	if s == nil || s.base == "" {
+		t.Fatal("the server did not start")
+	}
+	defer s.stop()
+	keyFile := filepath.Join(dir, "admin.key")
+	if err := os.WriteFile(keyFile, []byte(adminKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	viaServer := map[string]string{AdminKeyEnv + "_FILE": keyFile}
+	cli := func(env map[string]string, args ...string) (int, string, string) {
+		return runInProcess(ctx, append(args, "--server", s.base), env)
+	}
+	holder := func(name string) string {
+		return `{"requester":{"machineId":"` + name + `","pid":1,"startedAt":"2026-11-30T10:00:00Z","instance":"` + name + `"},"count":3}`
+	}
+	s.client(bootstrapKey).do("POST", "/v1/leases", holder("a"), 200)
+
+	file, gz := filepath.Join(dir, "b.idkbackup"), filepath.Join(dir, "b.idkbackup.gz")
+	code, out, stderr := cli(viaServer, "backup", "export", "--out", file)
+	if code != exitOK || !strings.Contains(out, "4096 node IDs (3 leased), 2 API keys") || !strings.Contains(out, "from bolt through "+s.base) ||
+		!regexp.MustCompile(`\(idkeeper-1-\d{8}T\d{6}Z\.idkbackup\)`).MatchString(out) || !strings.Contains(out, "sha256 ") {
+		t.Fatalf("export through the server: %d\n%s\n%s", code, out, stderr)
+	}
+	if st, err := os.Stat(file); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("the backup file: %v, %v", st, err)
+	}
+	if code, out, stderr := cli(viaServer, "backup", "export", "--out", gz); code != exitOK || !strings.Contains(out, ".idkbackup.gz)") {
+		t.Fatalf("export .gz through the server: %d\n%s\n%s", code, out, stderr)
+	}
+	if data, _ := os.ReadFile(gz); len(data) < 2 || data[0] != 0x1f || data[1] != 0x8b {
+		t.Fatal("FILE.gz is not compressed")
+	}
+	for _, f := range []string{file, gz} {
+		if _, err := os.Stat(f + ".tmp"); !os.IsNotExist(err) {
+			t.Fatalf("the temporary file of %s stayed: %v", f, err)
+		}
+	}
+
+	// After the backup, holder B gets node IDs 3-5.
+	var receipts []string
+	for _, l := range s.client(bootstrapKey).do("POST", "/v1/leases", holder("b"), 200)["leases"].([]any) {
+		receipts = append(receipts, `"`+l.(map[string]any)["receipt"].(string)+`"`)
+	}
+
+	// Refused before the upload: a damaged file, --store with --server, no admin key.
+	data, _ := os.ReadFile(file)
+	bad := filepath.Join(dir, "bad.idkbackup")
+	os.WriteFile(bad, data[:len(data)-10], 0o600)
+	if code, _, stderr := cli(viaServer, "backup", "import", "--in", bad); code != exitFail || !strings.Contains(stderr, "truncated") ||
+		!strings.Contains(stderr, "nothing was written") {
+		t.Fatalf("import of a truncated file: %d %s", code, stderr)
+	}
+	if code, _, stderr := cli(viaServer, "backup", "import", "--in", file, "--store", store); code != exitUsage || !strings.Contains(stderr, "not both") {
+		t.Fatalf("import with --store and --server: %d %s", code, stderr)
+	}
+	if code, _, stderr := cli(nil, "backup", "export", "--out", filepath.Join(dir, "x.idk")); code != exitUsage || !strings.Contains(stderr, AdminKeyEnv) {
+		t.Fatalf("export without an admin key: %d %s", code, stderr)
+	}
+	if code, _, stderr := cli(map[string]string{AdminKeyEnv: bootstrapKey}, "backup", "import", "--in", gz); code != exitFail ||
+		!strings.Contains(stderr, "ADMIN_KEY_REQUIRED") || !strings.Contains(stderr, "nothing was written") {
+		t.Fatalf("import with a key that is no admin key: %d %s", code, stderr)
+	}
+
+	start := time.Now()
+	code, out, stderr = cli(viaServer, "backup", "import", "--in", gz)
+	m := regexp.MustCompile(`node IDs 3-4095 quarantined until (\S+); 3 leases kept for their holders \(node IDs 0-2, 3 not yet expired`).FindStringSubmatch(out)
+	if code != exitOK || m == nil || !strings.Contains(out, "the store's generation is now #2 (recovered)") ||
+		!strings.Contains(out, "its own --lease-duration 48h0m0s --cleanup-grace 10m0s") || !strings.Contains(out, "by key:") {
+		t.Fatalf("import through the server: %d\n%s\n%s", code, out, stderr)
+	}
+	until, err := time.Parse(time.RFC3339, m[1])
+	if want := start.Add(48*time.Hour + 10*time.Minute); err != nil || until.Before(want.Add(-time.Second)) || until.After(want.Add(time.Minute)) {
+		t.Fatalf("quarantined until %s, want about %v", m[1], want)
+	}
+	// As after a reset: a new process gets nothing (B's node IDs are free in the
+	// backup, and quarantined); A and B keep their leases.
+	s.client(bootstrapKey).do("POST", "/v1/leases", holder("c"), 409)
+	if ls := s.client(bootstrapKey).do("POST", "/v1/leases", holder("a"), 200)["leases"].([]any); len(ls) != 3 {
+		t.Fatalf("holder A after the restore: %v", ls)
+	}
+	renew := strings.Replace(holder("b"), `"count":3`, `"receipts":[`+strings.Join(receipts, ",")+`]`, 1)
+	if ls := s.client(bootstrapKey).do("POST", "/v1/leases/renew", renew, 200)["leases"].([]any); len(ls) != 3 ||
+		ls[0].(map[string]any)["nodeId"].(float64) != 3 {
+		t.Fatalf("holder B after the restore: %v", ls)
+	}
+	h := s.client(adminKey).do("GET", "/admin/api/store", "", 200)
+	if lr, _ := h["lastRestore"].(map[string]any); lr == nil || lr["quarantineEnd"] == nil || h["reset"] == nil {
+		t.Fatalf("the store's health after the restore: %v", h)
 	}
 }

@@ -72,6 +72,9 @@ type serverConfig struct {
 	Env lookupEnv
 	// Net is the listeners' TLS and the metrics listener.
 	Net listen
+	// Backup is the backup folder, schedule and retention (backupjob.go); no
+	// Dir: no backups.
+	Backup backupConfig
 }
 
 // serverFlags binds the server command's flags to a serverConfig.
@@ -84,6 +87,7 @@ type serverFlags struct {
 	auditRetention, sessionIdle, sessionAbsolute             time.Duration
 	nodes                                                    int
 	unsafe                                                   unsafeFlags
+	backup                                                   backupFlags
 }
 
 func (f *serverFlags) register(fs *flag.FlagSet) {
@@ -111,6 +115,7 @@ func (f *serverFlags) register(fs *flag.FlagSet) {
 	f.log.register(fs)
 	f.listen.register(fs)
 	f.unsafe.register(fs)
+	f.backup.register(fs)
 }
 
 // config checks the lease settings and returns the serverConfig. A zero or negative
@@ -164,6 +169,9 @@ func (f *serverFlags) config(env lookupEnv, stderr io.Writer) (serverConfig, err
 	c.Env = env
 	c.Logger = f.log.logger(stderr)
 	var err error
+	if c.Backup, err = f.backup.config(time.Now()); err != nil {
+		return c, err
+	}
 	if c.BootstrapAPIKey, err = envSecret(env, BootstrapKeyEnv); err != nil {
 		return c, err
 	}
@@ -215,6 +223,8 @@ type registryServer struct {
 	api     *httpService
 	metrics *httpService // nil without --metrics-listen
 	web     *adminWeb    // the admin web: /admin/ on api, or on its own listener (--admin-listen)
+	// backups are the scheduled and manual backups; nil without --backup-dir.
+	backups *backupRunner
 }
 
 // startRegistryServer validates cfg, opens the store (refusing a Redis that would
@@ -331,6 +341,16 @@ func startRegistryServer(ctx context.Context, cfg serverConfig) (_ *registryServ
 		}
 	}()
 	metrics.CollectPool(reg)
+	backups, err := startBackups(cfg.Backup, store, storeKind(cfg.Store), reg.Config().Owner, web.acc, promReg, log)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = backups.close().close()
+		}
+	}()
+	web.backups = backups.Job()
 
 	if err := web.start(ctx, reg, cfg, durability, log); err != nil {
 		return nil, err
@@ -365,6 +385,7 @@ func startRegistryServer(ctx context.Context, cfg serverConfig) (_ *registryServ
 		return nil, err
 	}
 	s := &registryServer{cfg: cfg, log: log, store: store, state: state, reg: reg, api: apiWeb, metrics: metricsWeb, web: web}
+	s.backups = backups
 	rcfg := reg.Config()
 	adminAt := "/admin/ on this listener"
 	if web.web != nil {
@@ -405,6 +426,7 @@ func (s *registryServer) shutdown() error {
 	if err := s.api.shutdown(s.cfg.ShutdownTimeout,
 		closeMetrics(s.metrics),
 		s.web.close(s.cfg.ShutdownTimeout),
+		s.backups.close(),
 		closeStep{"stop the registry", s.reg.Close},
 		closeStep{"close the replica state", s.state.Close},
 		closeStep{"close the store", s.store.Close},

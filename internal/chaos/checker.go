@@ -67,6 +67,10 @@ type Report struct {
 	// Forged calls another API key sent for the clients' requesters, and those
 	// the registry accepted with an effect (a lease removed or renewed): must be 0.
 	Forged, ForgedRefused, ForgedAccepted int
+	// Old backups imported while the cluster ran (restore.go); the grants such a
+	// backup did not know whose holders found them valid after its import; and the
+	// grants of their node IDs to other sessions after the import.
+	Imports, Unknown, Regranted int
 }
 
 // Failed reports whether any property was violated.
@@ -93,6 +97,10 @@ func (r *Report) String() string {
 		r.Clients, r.Sessions, r.Grants, r.IDs, r.Faults, r.Lost, r.OpenFailed, r.AllocRefused, r.Refused, r.LivenessPoints)
 	if r.Resets+r.Restored+r.Contested > 0 {
 		fmt.Fprintf(&b, "servers: %d store resets recovered, %d restores from receipts, %d contests\n", r.Resets, r.Restored, r.Contested)
+	}
+	if r.Imports > 0 {
+		fmt.Fprintf(&b, "restores: %d old backups imported; %d grants they did not know minting past the import, "+
+			"%d grants of those node IDs to others after it\n", r.Imports, r.Unknown, r.Regranted)
 	}
 	if r.Forged > 0 {
 		fmt.Fprintf(&b, "forgeries: %d calls with another key, %d refused (403), %d accepted with an effect\n",

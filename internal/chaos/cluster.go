@@ -83,12 +83,13 @@ type Cluster struct {
 	Redis  *redistest.Server
 	rdb    *goredis.Client
 
-	mu      sync.Mutex
-	servers []*serverProc
-	clients []*Client
-	gateway *Gateway
-	faults  []Fault
-	forger  *forger
+	mu       sync.Mutex
+	servers  []*serverProc
+	clients  []*Client
+	gateway  *Gateway
+	faults   []Fault
+	forger   *forger
+	restores []*restoreRun // backups exported (and imported) in the run, restore.go
 }
 
 type serverProc struct {

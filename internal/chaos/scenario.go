@@ -58,7 +58,8 @@ type Control struct {
 	Name     string
 	Scenario Scenario
 	// Server is the store control the replicas run on (chaosserver --control,
-	// package controls); Client is chaosclient's --control. One of them is set.
+	// package controls); Client is chaosclient's --control. One of them is set,
+	// or neither when the scenario's harness side is the control (restore.go).
 	Server, Client string
 	// MustFail are the properties that must be violated.
 	MustFail []string
@@ -139,6 +140,7 @@ func RunScenario(t testing.TB, bins Binaries, dir string, sc Scenario, p Plan, s
 	}
 	rep.Resets, rep.Restored, rep.Contested = c.serverLogCounts()
 	rep.Forged, rep.ForgedRefused, rep.ForgedAccepted = c.forgeries()
+	rep.Imports, rep.Unknown, rep.Regranted = c.restoreCounts(in.Clients)
 	faults := c.Faults()
 	sortFaults(faults)
 	out := &Outcome{Scenario: sc.Name, Elapsed: time.Since(start), Faults: faults, Report: rep}

@@ -16,10 +16,10 @@ const (
 	ClientNoInstance = "no-instance"
 )
 
-// Scenarios is the fault catalogue of issues #5 and #8, one fault kind per scenario.
+// Scenarios is the fault catalogue of issues #5, #8 and #12, one fault kind per scenario.
 func Scenarios() []Scenario {
 	return []Scenario{KillClients(), SigstopClients(), Partition(), KillLockHolder(), RedisReset(), ClockSkew(), Contention(),
-		Twins(), RegistryRestartDuringWipe(), ForgedCalls()}
+		Twins(), RegistryRestartDuringWipe(), ForgedCalls(), RestoreOldBackup()}
 }
 
 // Controls are the negative controls: each must make the checker fail.
@@ -33,6 +33,9 @@ func Controls() []Control {
 			MustFail: []string{PropRealTime}},
 		{Name: "no-instance", Scenario: Twins(), Client: ClientNoInstance,
 			MustFail: []string{PropUnique}},
+		// Neither program is changed: the harness loads the backup itself (loadRaw).
+		{Name: "import-without-plan", Scenario: restoreOldBackup(true),
+			MustFail: []string{PropWindows, PropUnique}},
 	}
 }
 

@@ -5,7 +5,8 @@
 // hiccup into a lost lease. Its callers are the hidden --unsafe-short-leases of
 // cmd/idkeeper and the chaos programs under internal/chaos/cmd.
 //
-// Standard library only: package idkeeper imports it to install the switch.
+// Standard library only: package idkeeper imports it to install the switch, and
+// package backup to install the option of its restore plans (ImportOption).
 package shortlease
 
 // allow sets the switch on an *idkeeper.Config; it reports false for any other value.
@@ -21,4 +22,23 @@ func Allow(cfg any) {
 	if allow == nil || !allow(cfg) {
 		panic("shortlease: Allow wants an *idkeeper.Config")
 	}
+}
+
+// importOption is package backup's Option that lets PlanFor and Import take a lease
+// duration down to 1 s; package backup installs it at init.
+var importOption any
+
+// InstallImport is for package backup only, at init: opt is a backup.Option that
+// lets its restore plans take lease durations down to 1 s.
+func InstallImport(opt any) { importOption = opt }
+
+// ImportOption returns the backup.Option that InstallImport installed, for the
+// hidden --unsafe-short-leases of `idkeeper backup import` (the fault-injection
+// suite imports backups into clusters that run leases of seconds). It panics when
+// package backup is not linked in.
+func ImportOption() any {
+	if importOption == nil {
+		panic("shortlease: package backup is not linked in")
+	}
+	return importOption
 }

@@ -325,6 +325,10 @@ type StoreHealth struct {
 	// JobRuns are the last run of each periodic job on the server that answers,
 	// sorted by job; [] before any.
 	JobRuns []JobRun `json:"jobRuns"`
+	// LastRestore is the last restore of a backup through this server's admin API
+	// since it started (its memory; the audit log's backup.restore entries hold
+	// every one); null when none.
+	LastRestore *Restore `json:"lastRestore"`
 }
 
 // StoreReset is the last store reset in GET /admin/api/store: when it was

@@ -1,0 +1,425 @@
+package backup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/idkeeper/idkeeper"
+)
+
+// Scheduled and manual backups (issue #12): a Job writes backups into a Folder on
+// a schedule and on demand, one at a time under a job lock in the store (so that
+// of several replicas sharing a store one takes each scheduled backup), applies
+// the retention after every backup, and records every run in the audit log and
+// through an observer (the server's metrics).
+
+// JobName names the backup job's lock in the store (idkeeper.LockStore).
+const JobName = "backup"
+
+// Audit actions of the backup job.
+const (
+	AuditCreate       = "backup.create"        // a backup was written; Target "backup:NAME"
+	AuditCreateFailed = "backup.create_failed" // a backup failed; Detail says why
+	AuditDelete       = "backup.delete"        // a backup was deleted, by a person or by the retention
+)
+
+// DefaultLockFor is the backup job lock's lock-at-most-for: a replica that stops
+// in the middle of a backup holds the lock no longer; a backup that takes longer
+// may meet another one (harmless: two files).
+const DefaultLockFor = time.Hour
+
+// maxDedupWindow bounds the lock-at-least-for of a scheduled run: every replica
+// reaches a schedule's time within the clock agreement the registry demands, so
+// a minute keeps all but the first from backing up the same time again, and a
+// manual backup waits at most that long after a scheduled one.
+const maxDedupWindow = time.Minute
+
+// Schedule tells when the job runs: the first time strictly after t, or the zero
+// time for never. A cron schedule of github.com/robfig/cron/v3 is one; the job
+// asks it in UTC.
+type Schedule interface {
+	Next(t time.Time) time.Time
+}
+
+// Locker takes and releases job locks: idkeeper.LockStore's methods.
+type Locker interface {
+	TryLock(ctx context.Context, name, owner string, atMostFor time.Duration) (idkeeper.Lock, bool, error)
+	Unlock(ctx context.Context, name, owner string, atLeastFor time.Duration) (bool, error)
+}
+
+// JobConfig configures a Job. Folder.Dir, Store, Locker and Owner are required;
+// a zero field of the others means its default.
+type JobConfig struct {
+	Folder Folder
+	Store  idkeeper.SnapshotStore
+	// StoreKind names the store in the backups' headers: "bolt", "redis".
+	StoreKind string
+	Locker    Locker
+	Owner     string // this replica, in the job lock (idkeeper.Config.Owner)
+	// Schedule, when set, runs a backup at each of its times (Run); Spec is how it
+	// was written, for people. Nil: manual backups only.
+	Schedule Schedule
+	Spec     string
+	// Keep and MaxAge are the retention (Folder.Prune) applied after every
+	// backup: the newest Keep backups (0: no limit by count), none older than
+	// MaxAge (0: no limit by age), never the newest.
+	Keep   int
+	MaxAge time.Duration
+	// Audit records every run and deletion; nil: none.
+	Audit idkeeper.Auditor
+	// Observe is called after every run that took the lock, failed or not (the
+	// server's metrics); nil: none.
+	Observe func(Run)
+	Logger  *slog.Logger     // nil: slog.Default()
+	Clock   func() time.Time // nil: time.Now
+	// LockFor is the job lock's lock-at-most-for; 0: DefaultLockFor.
+	LockFor time.Duration
+	// Sleep waits d or until ctx ends (its error); nil: a timer. Tests move a fake
+	// clock instead.
+	Sleep func(ctx context.Context, d time.Duration) error
+}
+
+// Run is one run of the job that took the lock.
+type Run struct {
+	Actor    string // "system" for a scheduled run, "user:NAME" or "key:ID" for a manual one
+	Started  time.Time
+	Duration time.Duration
+	Entry    Entry    // the backup written; zero when Err is set
+	Pruned   []string // the backups the retention deleted
+	Err      error    // the failure, nil on success
+}
+
+// OK reports whether the run wrote its backup.
+func (r Run) OK() bool { return r.Err == nil }
+
+// Status is what a Job shows of itself.
+type Status struct {
+	Dir      string
+	Gzip     bool
+	Spec     string    // "" without a schedule
+	Next     time.Time // the next scheduled run; zero without a schedule
+	Keep     int
+	MaxAge   time.Duration
+	Last     *Run      // the last run on this replica; nil before the first
+	LastGood time.Time // when the last successful run on this replica started; zero before one
+}
+
+// Job runs the backups of one server. Safe for concurrent use.
+type Job struct {
+	cfg JobConfig
+	log *slog.Logger
+
+	mu       sync.Mutex
+	running  bool // a run of this Job holds the lock, or is taking it
+	next     time.Time
+	last     *Run
+	lastGood time.Time
+}
+
+// NewJob returns the job of cfg. It does no I/O. Errors: a missing Folder.Dir,
+// Store, Locker or Owner, a negative Keep, MaxAge or LockFor.
+func NewJob(cfg JobConfig) (*Job, error) {
+	switch {
+	case cfg.Folder.Dir == "":
+		return nil, errors.New("backup: JobConfig.Folder.Dir is required")
+	case cfg.Store == nil:
+		return nil, errors.New("backup: JobConfig.Store is required")
+	case cfg.Locker == nil:
+		return nil, errors.New("backup: JobConfig.Locker is required")
+	case cfg.Owner == "":
+		return nil, errors.New("backup: JobConfig.Owner is required")
+	case cfg.Keep < 0 || cfg.MaxAge < 0 || cfg.LockFor < 0:
+		return nil, errors.New("backup: JobConfig.Keep, MaxAge and LockFor must not be negative")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if cfg.LockFor == 0 {
+		cfg.LockFor = DefaultLockFor
+	}
+	if cfg.Sleep == nil {
+		cfg.Sleep = sleep
+	}
+	if cfg.StoreKind == "" {
+		cfg.StoreKind = "store"
+	}
+	return &Job{cfg: cfg, log: cfg.Logger}, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Folder is the job's folder.
+func (j *Job) Folder() Folder { return j.cfg.Folder }
+
+// Status returns the job's settings, its next scheduled run and its last run.
+func (j *Job) Status() Status {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	st := Status{Dir: j.cfg.Folder.Dir, Gzip: j.cfg.Folder.Gzip, Spec: j.cfg.Spec, Keep: j.cfg.Keep, MaxAge: j.cfg.MaxAge,
+		LastGood: j.lastGood}
+	if j.cfg.Schedule != nil {
+		// Run's next time, or, before Run or while a run ends, the schedule's.
+		if now := j.cfg.Clock(); j.next.After(now) {
+			st.Next = j.next
+		} else {
+			st.Next = j.cfg.Schedule.Next(now.UTC())
+		}
+	}
+	if j.last != nil {
+		r := *j.last
+		st.Last = &r
+	}
+	return st
+}
+
+// Run runs the scheduled backups until ctx ends: at each time of the schedule
+// (UTC) it takes the job lock and writes a backup, or skips the time when another
+// replica holds the lock. A time missed while a backup ran, or while the clock
+// jumped, is skipped, not made up. It returns at once without a schedule, and
+// when the schedule has no time left.
+func (j *Job) Run(ctx context.Context) {
+	if j.cfg.Schedule == nil {
+		return
+	}
+	for ctx.Err() == nil {
+		next := j.cfg.Schedule.Next(j.cfg.Clock().UTC())
+		if next.IsZero() {
+			j.log.Error("the backup schedule has no time left: no more scheduled backups", "schedule", j.cfg.Spec)
+			return
+		}
+		j.mu.Lock()
+		j.next = next
+		j.mu.Unlock()
+		for {
+			d := next.Sub(j.cfg.Clock())
+			if d <= 0 {
+				break
+			}
+			// Wake at least every minute: a clock that stepped is noticed.
+			if err := j.cfg.Sleep(ctx, min(d, time.Minute)); err != nil {
+				return
+			}
+		}
+		j.scheduled(ctx, next)
+	}
+}
+
+// keepUntil returns until when the job lock of the scheduled run at is kept
+// (lock-at-least-for): at + nine tenths of the gap to the schedule's next time,
+// at most maxDedupWindow. It is counted from the schedule's time, not from when
+// the lock was taken, so that a run that started late does not hold off the next.
+func (j *Job) keepUntil(at time.Time) time.Time {
+	window := maxDedupWindow
+	if after := j.cfg.Schedule.Next(at); !after.IsZero() {
+		window = min(after.Sub(at)*9/10, maxDedupWindow)
+	}
+	return at.Add(window)
+}
+
+// scheduled is the run of the scheduled time at.
+func (j *Job) scheduled(ctx context.Context, at time.Time) {
+	_, err := j.run(ctx, "system", j.keepUntil(at))
+	var busy *BusyError
+	if errors.As(err, &busy) {
+		j.log.Info("scheduled backup skipped: another run holds the job lock", "job", JobName, "holder", busy.Lock.Owner,
+			"until", busy.Lock.Until)
+	}
+}
+
+// BusyError is the error of a run that found the job lock held: another backup
+// runs, or one ran within the lock-at-least-for of a scheduled run.
+type BusyError struct{ Lock idkeeper.Lock }
+
+func (e *BusyError) Error() string {
+	if e.Lock.Until.IsZero() {
+		return "a backup is running on this replica: try again when it is done"
+	}
+	return fmt.Sprintf("a backup is running or has just run: the job lock %q is held by %s until %s; try again then",
+		JobName, e.Lock.Owner, e.Lock.Until.UTC().Format(time.RFC3339))
+}
+
+// Now writes a backup at once, for actor (ctx's idkeeper.ActorFrom when empty,
+// else "system"), under the job lock, and applies the retention. Errors: a
+// CONFLICT *idkeeper.Error wrapping a *BusyError when the lock is held; the
+// store's and the folder's, as the run records them.
+func (j *Job) Now(ctx context.Context, actor string) (Run, error) {
+	if actor == "" {
+		actor = idkeeper.ActorFrom(ctx)
+	}
+	if actor == "" {
+		actor = "system"
+	}
+	r, err := j.run(ctx, actor, time.Time{})
+	var busy *BusyError
+	if errors.As(err, &busy) {
+		return r, &idkeeper.Error{Code: idkeeper.CodeConflict, Message: busy.Error(), Err: busy}
+	}
+	return r, err
+}
+
+// run takes the lock, writes a backup, releases the lock (kept until keep, by the
+// store's clock; zero: not kept), prunes, and records the run.
+func (j *Job) run(ctx context.Context, actor string, keep time.Time) (Run, error) {
+	j.mu.Lock()
+	if j.running {
+		j.mu.Unlock()
+		return Run{Actor: actor}, &BusyError{Lock: idkeeper.Lock{Name: JobName, Owner: j.cfg.Owner}}
+	}
+	j.running = true
+	j.mu.Unlock()
+	defer func() {
+		j.mu.Lock()
+		j.running = false
+		j.mu.Unlock()
+	}()
+	held, ok, err := j.cfg.Locker.TryLock(ctx, JobName, j.cfg.Owner, j.cfg.LockFor)
+	if err == nil && !ok && held.Owner == j.cfg.Owner {
+		// This replica's own lock, kept after a scheduled run so that the other
+		// replicas skip that time (no run of this Job holds it now): take it
+		// again, and keep it at least as long when done.
+		if _, err = j.cfg.Locker.Unlock(ctx, JobName, j.cfg.Owner, 0); err == nil {
+			keep = later(keep, held.Until)
+			held, ok, err = j.cfg.Locker.TryLock(ctx, JobName, j.cfg.Owner, j.cfg.LockFor)
+		}
+	}
+	if err != nil {
+		r := Run{Actor: actor, Started: j.cfg.Clock(), Err: fmt.Errorf("take the job lock: %w", err)}
+		j.finish(ctx, r)
+		return r, r.Err
+	}
+	if !ok {
+		return Run{Actor: actor}, &BusyError{Lock: held}
+	}
+	r := Run{Actor: actor, Started: j.cfg.Clock()}
+	var e Entry
+	e, _, r.Err = j.cfg.Folder.Create(ctx, j.cfg.Store, Source{Store: j.cfg.StoreKind}, r.Started)
+	r.Duration = j.cfg.Clock().Sub(r.Started)
+	if r.Duration > j.cfg.LockFor {
+		j.log.Warn("the backup ran past its job lock: another replica may have started one meanwhile", "job", JobName,
+			"took", r.Duration, "lockFor", j.cfg.LockFor)
+	}
+	var atLeast time.Duration
+	if !keep.IsZero() {
+		atLeast = max(keep.Sub(held.LockedAt), 0)
+	}
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	if _, uerr := j.cfg.Locker.Unlock(uctx, JobName, j.cfg.Owner, atLeast); uerr != nil {
+		j.log.Warn("release job lock", "job", JobName, "err", uerr)
+	}
+	cancel()
+	if r.Err == nil {
+		r.Entry = e
+		r.Pruned = j.prune(ctx)
+	}
+	j.finish(ctx, r)
+	return r, r.Err
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// prune applies the retention, auditing each deletion; a failure is logged.
+func (j *Job) prune(ctx context.Context) []string {
+	if j.cfg.Keep == 0 && j.cfg.MaxAge == 0 {
+		return nil
+	}
+	gone, err := j.cfg.Folder.Prune(j.cfg.Keep, j.cfg.MaxAge, j.cfg.Clock())
+	if err != nil {
+		j.log.Error("backup retention: deleting old backups failed", "dir", j.cfg.Folder.Dir, "err", err)
+	}
+	var names []string
+	for _, e := range gone {
+		names = append(names, e.Name)
+		j.audit(ctx, idkeeper.AuditEntry{Actor: "system", Action: AuditDelete, Target: "backup:" + e.Name,
+			Detail: fmt.Sprintf("retention (keep %d, max age %s): taken %s, %d bytes", j.cfg.Keep, j.cfg.MaxAge,
+				e.TakenAt.Format(time.RFC3339), e.Size)})
+	}
+	if len(names) > 0 {
+		j.log.Info("backup retention deleted old backups", "deleted", names, "keep", j.cfg.Keep, "maxAge", j.cfg.MaxAge)
+	}
+	return names
+}
+
+// finish records a run that took the lock (or failed to): the log, the audit
+// log, the observer and Status. A run cut short by ctx (the server stops) is
+// logged as a warning.
+func (j *Job) finish(ctx context.Context, r Run) {
+	j.mu.Lock()
+	j.last = &r
+	if r.OK() {
+		j.lastGood = r.Started
+	}
+	j.mu.Unlock()
+	if r.OK() {
+		e := r.Entry
+		j.log.Info("backup written", "name", e.Name, "dir", j.cfg.Folder.Dir, "bytes", e.Size, "sha256", e.SHA256,
+			"records", e.Records, "took", r.Duration, "by", r.Actor)
+		j.audit(ctx, idkeeper.AuditEntry{Actor: r.Actor, Action: AuditCreate, Target: "backup:" + e.Name,
+			Detail: fmt.Sprintf("%d bytes, sha256 %s, %d records, took %s", e.Size, e.SHA256, e.Records,
+				r.Duration.Round(time.Millisecond))})
+	} else {
+		if ctx.Err() != nil {
+			j.log.Warn("backup interrupted", "dir", j.cfg.Folder.Dir, "by", r.Actor, "err", r.Err)
+		} else {
+			j.log.Error("backup failed", "dir", j.cfg.Folder.Dir, "by", r.Actor, "err", r.Err)
+		}
+		// The entry's fields are cut to their bounds when it is sealed.
+		j.audit(ctx, idkeeper.AuditEntry{Actor: r.Actor, Action: AuditCreateFailed, Target: "backup-dir:" + j.cfg.Folder.Dir,
+			Detail: r.Err.Error()})
+	}
+	if j.cfg.Observe != nil {
+		j.cfg.Observe(r)
+	}
+}
+
+// Delete deletes the backup name for actor (ctx's when empty) and audits it.
+// Errors: NOT_FOUND (Folder.Delete).
+func (j *Job) Delete(ctx context.Context, name, actor string) (Entry, error) {
+	if actor == "" {
+		actor = idkeeper.ActorFrom(ctx)
+	}
+	e, err := j.cfg.Folder.Stat(name)
+	if err != nil {
+		return Entry{}, err
+	}
+	if err := j.cfg.Folder.Delete(name); err != nil {
+		return Entry{}, err
+	}
+	j.log.Info("backup deleted", "name", name, "by", actor)
+	j.audit(ctx, idkeeper.AuditEntry{Actor: actor, Action: AuditDelete, Target: "backup:" + name,
+		Detail: fmt.Sprintf("taken %s, %d bytes, sha256 %s", e.TakenAt.Format(time.RFC3339), e.Size, e.SHA256)})
+	return e, nil
+}
+
+// audit appends e; a failure is logged. It outlives ctx's cancellation by a few
+// seconds, so that a run cut short is still recorded.
+func (j *Job) audit(ctx context.Context, e idkeeper.AuditEntry) {
+	if j.cfg.Audit == nil {
+		return
+	}
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := j.cfg.Audit.Audit(actx, e); err != nil {
+		j.log.Error("append to the audit log", "action", e.Action, "actor", e.Actor, "target", e.Target, "err", err)
+	}
+}
