@@ -67,7 +67,7 @@ type SnapshotStore interface {
 	// A snapshot does not hold the free order: the loaded store frees its free
 	// node IDs in NodeID order, as if one call had freed them all (LeaseStore).
 	// It holds at most a bounded batch of records in memory on top of what the
-	// store itself buffers (bolt: one write transaction).
+	// store itself buffers (bolt: the write transaction of one batch).
 	LoadSnapshot(ctx context.Context, meta SnapshotMeta, src SnapshotSource) error
 }
 

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+	bbolt "go.etcd.io/bbolt"
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/bolt"
@@ -52,10 +53,14 @@ func openBolt(t testing.TB, clk *fakeclock.Clock) store {
 }
 
 // openBoltDump opens a bolt store in a file of its own and returns it with a
-// function that reads the file's bytes.
+// function that dumps the file's content: every bucket, nested ones too, with its
+// sequence and every key and value. Not the file's bytes: a load that fails has
+// committed and deleted its staging bucket, which moves pages but changes no
+// content. It reads a copy of the file, since the store holds the file's lock.
 func openBoltDump(t testing.TB, clk *fakeclock.Clock) (store, func() string) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "idk.db")
+	dir := t.TempDir()
+	path := filepath.Join(dir, "idk.db")
 	s, err := bolt.Open(path, bolt.Options{Clock: clk.Now, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +71,37 @@ func openBoltDump(t testing.TB, clk *fakeclock.Clock) (store, func() string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return string(b)
+		cp := filepath.Join(dir, "copy.db")
+		if err := os.WriteFile(cp, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		db, err := bbolt.Open(cp, 0o600, &bbolt.Options{ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		var out strings.Builder
+		var walk func(indent string, b *bbolt.Bucket) error
+		walk = func(indent string, b *bbolt.Bucket) error {
+			fmt.Fprintf(&out, "%ssequence %d\n", indent, b.Sequence())
+			return b.ForEach(func(k, v []byte) error {
+				if v == nil {
+					fmt.Fprintf(&out, "%s%q:\n", indent, k)
+					return walk(indent+"  ", b.Bucket(k))
+				}
+				fmt.Fprintf(&out, "%s%q = %q\n", indent, k, v)
+				return nil
+			})
+		}
+		if err := db.View(func(tx *bbolt.Tx) error {
+			return tx.ForEach(func(name []byte, b *bbolt.Bucket) error {
+				fmt.Fprintf(&out, "%q:\n", name)
+				return walk("  ", b)
+			})
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return out.String()
 	}
 }
 
@@ -355,8 +390,8 @@ func TestExportImportAcrossStores(t *testing.T) {
 }
 
 // A file import must refuse leaves the store as it was, on both stores — its
-// snapshot and its raw content (the bolt file's bytes, every Redis key of its
-// prefix) — an initialised one with leases and sessions, and an empty one.
+// snapshot and its raw content (every bucket, key and value of the bolt file,
+// every Redis key of its prefix) — an initialised one with leases and sessions, and an empty one.
 func TestImportRefusesAndWritesNothing(t *testing.T) {
 	meta, recs := sample()
 	data := write(t, meta, recs)

@@ -3,7 +3,8 @@
 //
 // # Guarantees
 //
-// Every mutating method is one bbolt read-write transaction: it applies entirely or
+// Every mutating method is one bbolt read-write transaction (LoadSnapshot: bounded
+// ones into a staging bucket, then one that swaps it in): it applies entirely or
 // not at all, and it is on disk (fsync) before the method returns. bbolt locks the
 // file, so one process at a time opens it; within that process every method is safe
 // for concurrent use, and write transactions run one at a time. The time authority
@@ -37,6 +38,8 @@
 //	locks       name → lockedAt i64 | until i64 | owner
 //	apikeys     ID → JSON
 //	skew        requester key → JSON (with its lapse time)
+//	restore-staging  the state a LoadSnapshot is writing, until it swaps it in
+//	            (snapshot.go); nothing else reads it
 //
 // The admin records (idkeeper.AdminStore: users, sessions, usersessions,
 // allowlist, audit and meta "audithead") are laid out in adminenc.go; their
@@ -58,6 +61,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
@@ -93,6 +97,10 @@ type Store struct {
 	db    *bbolt.DB
 	clock idkeeper.Clock
 	log   *slog.Logger
+	// loadMu lets one LoadSnapshot at a time use the staging bucket.
+	loadMu sync.Mutex
+	// loadBatch, when not zero, replaces snapshotBatch (tests set it lower).
+	loadBatch int
 }
 
 var _ idkeeper.Store = (*Store)(nil)
@@ -230,11 +238,17 @@ type txn struct {
 }
 
 func (s *Store) begin(tx *bbolt.Tx) *txn {
+	return newTxn(tx, tx.Bucket, idkeeper.Millis(s.clock()).UnixMilli())
+}
+
+// newTxn is a transaction on the buckets that bucket returns by name: the
+// top-level ones (begin), or the children of a load's staging bucket.
+func newTxn(tx *bbolt.Tx, bucket func(name []byte) *bbolt.Bucket, now int64) *txn {
 	t := &txn{
-		tx: tx, now: idkeeper.Millis(s.clock()).UnixMilli(),
-		meta: tx.Bucket(bucketMeta), nodes: tx.Bucket(bucketNodes), leases: tx.Bucket(bucketLeases),
-		reqs: tx.Bucket(bucketRequesters), expiry: tx.Bucket(bucketExpiry), ready: tx.Bucket(bucketReady),
-		cooling: tx.Bucket(bucketCooling), quar: tx.Bucket(bucketQuarantine), keyHeld: tx.Bucket(bucketKeyHeld),
+		tx: tx, now: now,
+		meta: bucket(bucketMeta), nodes: bucket(bucketNodes), leases: bucket(bucketLeases),
+		reqs: bucket(bucketRequesters), expiry: bucket(bucketExpiry), ready: bucket(bucketReady),
+		cooling: bucket(bucketCooling), quar: bucket(bucketQuarantine), keyHeld: bucket(bucketKeyHeld),
 	}
 	t.nodeCount = getU64(t.meta.Get(keyNodes))
 	t.fence = getU64(t.meta.Get(keyFence))
@@ -250,6 +264,11 @@ func (t *txn) flush() error {
 	if t.counters == t.loaded {
 		return nil
 	}
+	return t.putCounters()
+}
+
+// putCounters writes every meta counter.
+func (t *txn) putCounters() error {
 	for _, kv := range []struct {
 		k []byte
 		v uint64

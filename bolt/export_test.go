@@ -31,6 +31,10 @@ func (s *Store) WipeForTest(ctx context.Context) error {
 	})
 }
 
+// SetLoadBatchForTest makes LoadSnapshot write at most n records a transaction, so
+// that small snapshots load in many batches.
+func (s *Store) SetLoadBatchForTest(n int) { s.loadBatch = n }
+
 // NoSyncForTest turns fsync off, for benchmarks that measure the store's own work
 // apart from the disk's.
 func (s *Store) NoSyncForTest() { s.db.NoSync = true }

@@ -1,6 +1,7 @@
 package bolt
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,7 +17,8 @@ import (
 var _ idkeeper.SnapshotStore = (*Store)(nil)
 
 // snapshotBuckets hold the durable state a snapshot replaces: LoadSnapshot
-// deletes every one of them (the sessions with them) and rebuilds those it needs.
+// deletes every one of them (the sessions with them) and puts in their place those
+// it staged.
 // The meta bucket is not among them: LoadSnapshot rewrites its keys one by one,
 // keeping "version". locks, skew and the idempotency buckets are left alone.
 var snapshotBuckets = [][]byte{bucketNodes, bucketLeases, bucketRequesters, bucketKeyHeld, bucketExpiry,
@@ -138,16 +140,59 @@ func forEach(t *txn, name []byte, fn func(k, v []byte) error) error {
 	return b.ForEach(fn)
 }
 
-// LoadSnapshot implements idkeeper.SnapshotStore in one write transaction: it
-// deletes the buckets of the durable state (snapshotBuckets; the admin sessions go
-// with them), then writes meta and every record of src, rebuilding the indexes
+// A load's staging bucket (LoadSnapshot): a top-level bucket that nothing but
+// LoadSnapshot reads or writes.
+//
+//	restore-staging  "token" → the load's random ID; "complete" → 1 once every
+//	                 record passed the checks and is written
+//	  meta           the meta keys the load will write: "generation", "audithead"
+//	                 (absent: none) and the counters ("nodes", "fence", "seq",
+//	                 "held", "quarantined", "cooling")
+//	  nodes … apikeys, users, allowlist, audit
+//	                 the durable buckets (snapshotBuckets but the sessions), laid
+//	                 out as the top-level ones; users, allowlist and audit only when
+//	                 a record needs them
+var (
+	bucketStaging = []byte("restore-staging")
+	keyStageToken = []byte("token")
+	keyStageDone  = []byte("complete")
+
+	// stagedBuckets are the buckets a load always makes: those of snapshotBuckets
+	// that createBuckets makes.
+	stagedBuckets = [][]byte{bucketNodes, bucketLeases, bucketRequesters, bucketKeyHeld, bucketExpiry,
+		bucketReady, bucketCooling, bucketQuarantine, bucketAPIKeys}
+	// stagedMeta are the meta keys a load replaces ("version" stays).
+	stagedMeta = [][]byte{keyGeneration, keyAuditHead, keyNodes, keyFence, keySeq, keyHeld, keyQuarantined, keyCooling}
+)
+
+const (
+	// snapshotBatch and snapshotBatchBytes bound one write transaction of a load:
+	// it writes at most snapshotBatch records, and stops at the first that takes
+	// the batch to about snapshotBatchBytes.
+	snapshotBatch      = 10_000
+	snapshotBatchBytes = 4 << 20
+)
+
+// LoadSnapshot implements idkeeper.SnapshotStore in bounded write transactions
+// and one swap. One load at a time runs (a mutex; bbolt lets one process open the
+// file). It first deletes the staging bucket a load that died left behind, and
+// makes its own, with meta. It reads src into a batch of at most snapshotBatch
+// records (or about snapshotBatchBytes), checking each (idkeeper.SnapshotChecker,
+// and the checks of this layout: a requester's leases all of one API key; keys
+// within bbolt's limits), and writes each batch in one write transaction into the
+// staging bucket, laid out as the live buckets, rebuilding the indexes
 // (requesters, key holdings, expiry; every free node filed as ready, cooling or
-// quarantined at the store's now, its free order NodeID order), and commits only
-// when src ended with io.EOF and every record passed idkeeper.SnapshotChecker and
-// the checks of this layout (a requester's leases all of one API key; keys within
-// bbolt's limits). On any failure the transaction is rolled back: the file is as
-// it was. bbolt keeps the whole transaction in memory until it commits, so a
-// snapshot costs about its own size in memory while it loads.
+// quarantined at the store's now when the load began, its free order NodeID
+// order). Other writes go on between batches; they never see the staging. When
+// src ended with io.EOF and every record passed, one small write transaction
+// swaps: it deletes the buckets of the durable state (snapshotBuckets; the admin
+// sessions go with them), moves every staged bucket to the top level (Tx.MoveBucket:
+// no record is copied), writes the staged meta keys (keeping "version") and
+// deletes the staging bucket. Before the swap the live buckets are untouched; on
+// any failure the staging bucket is deleted, so the file is as it was. Memory:
+// one batch of records and the dirty pages of its transaction, whatever the
+// snapshot's size; the file needs room for the old and the new state until the
+// swap (bbolt reuses the old state's pages afterwards).
 func (s *Store) LoadSnapshot(ctx context.Context, meta idkeeper.SnapshotMeta, src idkeeper.SnapshotSource) error {
 	chk, err := idkeeper.NewSnapshotChecker(meta)
 	if err != nil {
@@ -156,72 +201,243 @@ func (s *Store) LoadSnapshot(ctx context.Context, meta idkeeper.SnapshotMeta, sr
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	var srcErr error // an error of src, returned as it is
-	records := 0
-	err = wrap(s.db.Update(func(tx *bbolt.Tx) error {
-		for _, name := range snapshotBuckets {
-			if err := tx.DeleteBucket(name); err != nil && !errors.Is(err, berrors.ErrBucketNotFound) {
-				return err
-			}
+	s.loadMu.Lock()
+	defer s.loadMu.Unlock()
+	st := &staging{s: s, token: []byte(idkeeper.NewGenerationID()), now: idkeeper.Millis(s.clock()).UnixMilli(),
+		full: snapshotBatch}
+	if s.loadBatch > 0 {
+		st.full = s.loadBatch
+	}
+	if err := st.start(meta); err != nil {
+		return err
+	}
+	swapped := false
+	defer func() {
+		if !swapped {
+			st.drop()
 		}
-		if err := createBuckets(tx); err != nil {
+	}()
+	records := 0
+	for {
+		rec, err := src.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err // an error of src, returned as it is
+		}
+		if err := chk.Check(rec); err != nil {
 			return err
 		}
-		t := s.begin(tx)
-		t.counters = counters{nodeCount: uint64(meta.Nodes), fence: meta.Fence, seq: uint64(meta.Nodes)}
-		l := loader{t: t}
-		for {
-			if records++; records%snapshotCtxEvery == 0 {
-				if err := ctx.Err(); err != nil {
-					return err
-				}
-			}
-			rec, err := src.Next()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				srcErr = err
+		if records++; records%snapshotCtxEvery == 0 {
+			if err := ctx.Err(); err != nil {
 				return err
 			}
-			if err := chk.Check(rec); err != nil {
+		}
+		if err := st.add(rec); err != nil {
+			return err
+		}
+	}
+	if err := chk.Done(); err != nil {
+		return err
+	}
+	if err := st.flush(true); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := st.swap(); err != nil {
+		return err
+	}
+	swapped = true
+	s.log.Warn("bolt: loaded a snapshot: the store's whole durable state was replaced",
+		"generation", meta.Generation.ID, "number", meta.Generation.Number, "nodes", meta.Nodes, "fence", meta.Fence,
+		"records", records)
+	return nil
+}
+
+// staging is one load: its token, its instant and its batch of records.
+type staging struct {
+	s     *Store
+	token []byte
+	now   int64 // Unix ms: the free nodes are filed at this instant
+	batch []idkeeper.SnapshotRecord
+	size  int // about the bytes of batch
+	full  int // records of a full batch
+}
+
+// start deletes a stale staging bucket and makes the load's own, with the
+// buckets every load makes and meta.
+func (st *staging) start(m idkeeper.SnapshotMeta) error {
+	stale := false
+	err := st.s.db.Update(func(tx *bbolt.Tx) error {
+		switch err := tx.DeleteBucket(bucketStaging); {
+		case err == nil:
+			stale = true
+		case !errors.Is(err, berrors.ErrBucketNotFound):
+			return err
+		}
+		b, err := tx.CreateBucket(bucketStaging)
+		if err != nil {
+			return err
+		}
+		if err := b.Put(keyStageToken, st.token); err != nil {
+			return err
+		}
+		for _, name := range append([][]byte{bucketMeta}, stagedBuckets...) {
+			if _, err := b.CreateBucket(name); err != nil {
 				return err
 			}
+		}
+		t := newTxn(tx, b.Bucket, st.now)
+		if err := t.meta.Put(keyGeneration, encodeGeneration(m.Generation)); err != nil {
+			return err
+		}
+		if m.AuditSeq > 0 {
+			if err := t.meta.Put(keyAuditHead, encodeAuditHead(m.AuditSeq, m.AuditHash)); err != nil {
+				return err
+			}
+		}
+		t.counters = counters{nodeCount: uint64(m.Nodes), fence: m.Fence, seq: uint64(m.Nodes)}
+		return t.putCounters()
+	})
+	if err != nil {
+		return wrap(err)
+	}
+	if stale {
+		st.s.log.Warn("bolt: deleted the staging bucket of a snapshot load that did not finish")
+	}
+	return nil
+}
+
+// bucket returns the load's staging bucket, or an error when the file holds none
+// or another's.
+func (st *staging) bucket(tx *bbolt.Tx) (*bbolt.Bucket, error) {
+	b := tx.Bucket(bucketStaging)
+	if b == nil || !bytes.Equal(b.Get(keyStageToken), st.token) {
+		return nil, errors.New("load snapshot: the staging bucket of the load was deleted or replaced")
+	}
+	return b, nil
+}
+
+// add appends rec to the batch, and writes the batch when it is full.
+func (st *staging) add(rec idkeeper.SnapshotRecord) error {
+	st.batch = append(st.batch, rec)
+	st.size += recordSize(rec)
+	if len(st.batch) < st.full && st.size < snapshotBatchBytes {
+		return nil
+	}
+	return st.flush(false)
+}
+
+// recordSize is about the bytes rec takes in memory.
+func recordSize(rec idkeeper.SnapshotRecord) int {
+	n := 256
+	switch {
+	case rec.Node != nil && rec.Node.Lease != nil:
+		l := rec.Node.Lease
+		n += len(l.KeyID) + len(l.Requester.Key())
+	case rec.Key != nil:
+		n += len(rec.Key.ID) + len(rec.Key.Hash) + len(rec.Key.Description) + len(rec.Key.CreatedBy)
+	case rec.User != nil:
+		n += len(rec.User.Name) + len(rec.User.PasswordHash) + len(rec.User.CreatedBy)
+	case rec.Allow != nil:
+		n += len(rec.Allow.Note) + len(rec.Allow.CreatedBy)
+	case rec.Audit != nil:
+		a := rec.Audit
+		n += len(a.Actor) + len(a.Action) + len(a.Target) + len(a.RemoteIP) + len(a.Detail) + len(a.Prev) + len(a.Hash)
+	}
+	return n
+}
+
+// flush writes the batch into the staging bucket in one write transaction; last
+// marks the staging complete with it.
+func (st *staging) flush(last bool) error {
+	if len(st.batch) == 0 && !last {
+		return nil
+	}
+	err := st.s.db.Update(func(tx *bbolt.Tx) error {
+		b, err := st.bucket(tx)
+		if err != nil {
+			return err
+		}
+		t := newTxn(tx, b.Bucket, st.now)
+		l := loader{t: t, stage: b}
+		for _, rec := range st.batch {
 			if err := l.load(rec); err != nil {
 				return err
 			}
 		}
-		if err := chk.Done(); err != nil {
+		if err := t.flush(); err != nil {
 			return err
 		}
-		if err := t.meta.Put(keyGeneration, encodeGeneration(meta.Generation)); err != nil {
-			return err
+		if last {
+			return b.Put(keyStageDone, []byte{1})
 		}
-		if meta.AuditSeq == 0 {
-			if err := t.meta.Delete(keyAuditHead); err != nil {
-				return err
-			}
-		} else if err := t.meta.Put(keyAuditHead, encodeAuditHead(meta.AuditSeq, meta.AuditHash)); err != nil {
-			return err
-		}
-		t.loaded = counters{} // write every counter: the ones read at begin belong to the deleted state
-		return t.flush()
-	}))
-	if srcErr != nil {
-		return srcErr
-	}
-	if err != nil {
-		return err
-	}
-	s.log.Warn("bolt: loaded a snapshot: the store's whole durable state was replaced",
-		"generation", meta.Generation.ID, "number", meta.Generation.Number, "nodes", meta.Nodes, "fence", meta.Fence,
-		"records", records-1)
-	return nil
+		return nil
+	})
+	clear(st.batch)
+	st.batch, st.size = st.batch[:0], 0
+	return wrap(err)
 }
 
-// loader writes the records of a snapshot into an emptied file.
+// swap replaces the durable state with the complete staging, in one write
+// transaction.
+func (st *staging) swap() error {
+	return wrap(st.s.db.Update(func(tx *bbolt.Tx) error {
+		b, err := st.bucket(tx)
+		if err != nil {
+			return err
+		}
+		if b.Get(keyStageDone) == nil {
+			return errors.New("load snapshot: the staging is not complete")
+		}
+		staged := b.Bucket(bucketMeta)
+		meta := tx.Bucket(bucketMeta)
+		for _, k := range stagedMeta {
+			if v := staged.Get(k); v == nil {
+				err = meta.Delete(k)
+			} else {
+				err = meta.Put(k, bytes.Clone(v))
+			}
+			if err != nil {
+				return err
+			}
+		}
+		for _, name := range snapshotBuckets {
+			if err := tx.DeleteBucket(name); err != nil && !errors.Is(err, berrors.ErrBucketNotFound) {
+				return err
+			}
+			// The sessions are never staged: they stay deleted.
+			if err := tx.MoveBucket(name, b, nil); err != nil && !errors.Is(err, berrors.ErrBucketNotFound) {
+				return err
+			}
+		}
+		return tx.DeleteBucket(bucketStaging)
+	}))
+}
+
+// drop deletes the load's staging bucket after a failure, in a transaction of its
+// own; should that fail too, the next load deletes it.
+func (st *staging) drop() {
+	err := st.s.db.Update(func(tx *bbolt.Tx) error {
+		if _, err := st.bucket(tx); err != nil {
+			return nil // not the load's any more
+		}
+		return tx.DeleteBucket(bucketStaging)
+	})
+	if err != nil {
+		st.s.log.Warn("bolt: could not delete the staging bucket of a failed snapshot load; the next load deletes it",
+			"err", err)
+	}
+}
+
+// loader writes the records of a snapshot into the staging bucket stage, within
+// one transaction t on its buckets.
 type loader struct {
 	t                   *txn
+	stage               *bbolt.Bucket
 	users, allow, audit *bbolt.Bucket // made by the first record that needs them
 }
 
@@ -239,28 +455,28 @@ func (l *loader) load(rec idkeeper.SnapshotRecord) error {
 		if err != nil {
 			return err
 		}
-		return l.t.tx.Bucket(bucketAPIKeys).Put([]byte(k.ID), v)
+		return l.stage.Bucket(bucketAPIKeys).Put([]byte(k.ID), v)
 	case rec.User != nil:
 		u := rec.User
 		if len(u.Name) > bbolt.MaxKeySize {
 			return idkeeper.Invalidf("snapshot", "user name of %d bytes: this store keeps at most %d", len(u.Name), bbolt.MaxKeySize)
 		}
 		if l.users == nil {
-			if l.users, err = writeBucket(l.t, bucketUsers); err != nil {
+			if l.users, err = l.stage.CreateBucketIfNotExists(bucketUsers); err != nil {
 				return err
 			}
 		}
 		return l.users.Put([]byte(u.Name), encodeUser(*u))
 	case rec.Allow != nil:
 		if l.allow == nil {
-			if l.allow, err = writeBucket(l.t, bucketAllow); err != nil {
+			if l.allow, err = l.stage.CreateBucketIfNotExists(bucketAllow); err != nil {
 				return err
 			}
 		}
 		return l.allow.Put(allowKey(rec.Allow.Prefix), encodeAllow(*rec.Allow))
 	case rec.Audit != nil:
 		if l.audit == nil {
-			if l.audit, err = writeBucket(l.t, bucketAudit); err != nil {
+			if l.audit, err = l.stage.CreateBucketIfNotExists(bucketAudit); err != nil {
 				return err
 			}
 		}
