@@ -28,9 +28,9 @@ import (
 // never a client's.
 //
 // Why a restore needs no pause of the registry: LoadSnapshot is one atomic step
-// of the store (bolt: one write transaction, which bolt serialises with every
-// other write; Redis: the state is staged under another name and swapped in by
-// one script), and every guarded write of a registry (a grant, a renewal, a
+// of the store (bolt: the state is staged in its own bucket and swapped in by one
+// write transaction, which bolt serialises with every other write; Redis: staged
+// under another name and swapped in by one script), and every guarded write of a registry (a grant, a renewal, a
 // reclaim) is one atomic step too that checks, inside it, that the store still
 // holds the generation the registry adopted. So each such write runs wholly
 // before the load or wholly after it. One before it is replaced with the rest of
