@@ -45,24 +45,17 @@ the CA of an https:// server. The output is the same either way.
 
 // runAPIKey is the apikey command: create, list, revoke.
 func runAPIKey(ctx context.Context, args []string, env lookupEnv, stdout, stderr io.Writer) error {
-	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
-		fmt.Fprint(stdout, apikeyUsage)
-		return nil
-	}
-	var sub string
-	if len(args) > 0 {
-		sub = args[0]
+	sub, rest, done, err := subcommand("apikey", apikeyUsage, []string{"create", "list", "revoke"}, args, stdout, stderr)
+	if done || err != nil {
+		return err
 	}
 	switch sub {
 	case "create":
-		return runAPIKeyCreate(ctx, args[1:], env, stdout, stderr)
+		return runAPIKeyCreate(ctx, rest, env, stdout, stderr)
 	case "list":
-		return runAPIKeyList(ctx, args[1:], env, stdout, stderr)
-	case "revoke":
-		return runAPIKeyRevoke(ctx, args[1:], env, stdout, stderr)
+		return runAPIKeyList(ctx, rest, env, stdout, stderr)
 	}
-	fmt.Fprint(stderr, apikeyUsage)
-	return usagef("apikey: want the subcommand create, list or revoke")
+	return runAPIKeyRevoke(ctx, rest, env, stdout, stderr)
 }
 
 // keyStoreFlags are the flags of every command that works on a store without

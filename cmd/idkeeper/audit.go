@@ -43,17 +43,9 @@ const maxAuditList = 1000
 
 // runAudit is the audit command: verify, list.
 func runAudit(ctx context.Context, args []string, env lookupEnv, stdout, stderr io.Writer) error {
-	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
-		fmt.Fprint(stdout, auditUsage)
-		return nil
-	}
-	var sub string
-	if len(args) > 0 {
-		sub = args[0]
-	}
-	if sub != "verify" && sub != "list" {
-		fmt.Fprint(stderr, auditUsage)
-		return usagef("audit: want the subcommand verify or list")
+	sub, args, done, err := subcommand("audit", auditUsage, []string{"verify", "list"}, args, stdout, stderr)
+	if done || err != nil {
+		return err
 	}
 	fs := newFlagSet("audit "+sub, stderr)
 	var sf keyStoreFlags
@@ -66,7 +58,7 @@ func runAudit(ctx context.Context, args []string, env lookupEnv, stdout, stderr 
 		fs.Uint64Var(&before, "before", 0, "print entries below this Seq (the next page); 0: from the newest")
 		fs.StringVar(&format, "format", "table", "output format: table or json")
 	}
-	if err := parseFlags(fs, args[1:], env); err != nil {
+	if err := parseFlags(fs, args, env); err != nil {
 		return err
 	}
 	if sub == "list" && (limit < 1 || limit > maxAuditList) {

@@ -56,22 +56,14 @@ server restores it with its own lease duration and grace (--lease-duration and
 
 // runBackup is the backup command: export, import.
 func runBackup(ctx context.Context, args []string, env lookupEnv, stdout, stderr io.Writer) error {
-	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
-		fmt.Fprint(stdout, backupUsage)
-		return nil
+	sub, rest, done, err := subcommand("backup", backupUsage, []string{"export", "import"}, args, stdout, stderr)
+	if done || err != nil {
+		return err
 	}
-	var sub string
-	if len(args) > 0 {
-		sub = args[0]
+	if sub == "export" {
+		return runBackupExport(ctx, rest, env, stdout, stderr)
 	}
-	switch sub {
-	case "export":
-		return runBackupExport(ctx, args[1:], env, stdout, stderr)
-	case "import":
-		return runBackupImport(ctx, args[1:], env, stdout, stderr)
-	}
-	fmt.Fprint(stderr, backupUsage)
-	return usagef("backup: want the subcommand export or import")
+	return runBackupImport(ctx, rest, env, stdout, stderr)
 }
 
 // openSnapshotStore opens the store of sf for a backup command.

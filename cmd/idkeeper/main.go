@@ -29,6 +29,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 )
 
@@ -64,6 +66,26 @@ func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
 
 func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+// subcommand picks the subcommand of command (one of subs) from args. For -h,
+// --help or help it prints usage on stdout and reports done; for a missing or
+// unknown one it prints usage on stderr and returns a usage error naming subs.
+// Otherwise it returns the subcommand and the arguments after it.
+func subcommand(command, usage string, subs []string, args []string, stdout, stderr io.Writer) (sub string, rest []string, done bool, err error) {
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+		fmt.Fprint(stdout, usage)
+		return "", nil, true, nil
+	}
+	if len(args) > 0 && slices.Contains(subs, args[0]) {
+		return args[0], args[1:], false, nil
+	}
+	fmt.Fprint(stderr, usage)
+	list := subs[len(subs)-1]
+	if len(subs) > 1 {
+		list = strings.Join(subs[:len(subs)-1], ", ") + " or " + list
+	}
+	return "", nil, false, usagef("%s: want the subcommand %s", command, list)
+}
 
 const usage = `Usage: idkeeper <command> [flags]
 

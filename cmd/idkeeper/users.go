@@ -57,21 +57,12 @@ var stdin io.Reader = os.Stdin
 
 // runUsers is the users command.
 func runUsers(ctx context.Context, args []string, env lookupEnv, stdout, stderr io.Writer) error {
-	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
-		fmt.Fprint(stdout, usersUsage)
-		return nil
+	sub, args, done, err := subcommand("users", usersUsage,
+		[]string{"list", "add", "disable", "enable", "set-role", "reset-password"}, args, stdout, stderr)
+	if done || err != nil {
+		return err
 	}
-	subs := map[string]int{"list": 0, "add": 1, "disable": 1, "enable": 1, "set-role": 2, "reset-password": 1}
-	var sub string
-	if len(args) > 0 {
-		sub = args[0]
-	}
-	nargs, ok := subs[sub]
-	if !ok {
-		fmt.Fprint(stderr, usersUsage)
-		return usagef("users: want the subcommand list, add, disable, enable, set-role or reset-password")
-	}
-	args = args[1:]
+	nargs := map[string]int{"list": 0, "add": 1, "disable": 1, "enable": 1, "set-role": 2, "reset-password": 1}[sub]
 	var pos []string
 	for len(pos) < nargs && len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		pos, args = append(pos, args[0]), args[1:]
