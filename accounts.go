@@ -60,6 +60,11 @@ type AccountsConfig struct {
 	// AbsoluteTimeout ends a session that long after its login, however busy:
 	// DefaultAbsoluteTimeout, IdleTimeout..MaxAbsoluteTimeout.
 	AbsoluteTimeout time.Duration
+	// ValidWebhook decides which webhook URLs SetWebhook stores: nil for a
+	// usable one, else an error saying what is wrong, which must not contain
+	// the URL's secret (discord.ValidWebhookURL). Nil: no URL is accepted, and
+	// a user can only clear theirs.
+	ValidWebhook func(url string) error
 }
 
 // Accounts is the policy of the admin web's accounts over an AdminStore: logins

@@ -48,6 +48,7 @@ const (
 	MaxNoteLen       = 200  // AllowEntry.Note
 	MaxAuditTextLen  = 1024 // AuditEntry.Detail; Target, Actor and RemoteIP are cut at MaxAuditFieldLen
 	MaxAuditFieldLen = 256
+	MaxWebhookLen    = 512 // User.Webhook
 )
 
 // User is an account of the admin web.
@@ -66,6 +67,12 @@ type User struct {
 	Epoch             uint64
 	PasswordChangedAt time.Time
 	LastLoginAt       time.Time // zero: never logged in
+	// Webhook is the Discord webhook URL the user's alerts go to; "" for none.
+	// The user sets it (Accounts.SetWebhook). It is stored as given, usable by
+	// the alert jobs, but its token is a secret: anyone holding the URL can post
+	// to the channel. It is shown only masked (discord.Mask) and never logged or
+	// put in the audit log.
+	Webhook string
 	// Version is the store's: every UpdateUser increments it, and refuses a record
 	// read before another update (ErrConflict).
 	Version uint64

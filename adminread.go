@@ -196,6 +196,11 @@ type RecoveredReset struct {
 	Generation Generation // the generation adopted by the recovery
 }
 
+// LastReset returns the last store reset this replica recovered from itself
+// since it was made, or nil when it recovered none. Observer.StoreReset is told
+// of a recovery after it is in place.
+func (r *Registry) LastReset() *RecoveredReset { return r.lastReset.Load() }
+
 // StoreHealth reads the store's status and job locks and returns them with what
 // the registry knows. A store that does not answer is no error: StatusErr and
 // LocksErr tell it.

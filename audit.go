@@ -137,6 +137,8 @@ const (
 	AuditUserCreate     = "user.create"
 	AuditUserUpdate     = "user.update" // role, disabled
 	AuditPasswordChange = "user.password"
+	AuditUserWebhook    = "user.webhook"      // a user set or cleared their Discord webhook; Detail names it masked
+	AuditWebhookTest    = "user.webhook_test" // a user sent a test message to their webhook (admin web); Detail: masked URL, outcome
 	AuditKeyCreate      = "apikey.create"
 	AuditKeyUpdate      = "apikey.update"
 	AuditKeyRevoke      = "apikey.revoke"

@@ -285,8 +285,9 @@ func (r *Registry) recoverReset(ctx context.Context, why, from string) error {
 	if err := r.syncState(ctx); err != nil {
 		return err
 	}
-	r.obs.StoreReset(res.NewGeneration)
+	// Stored before it is reported: an observer's alert reads it (LastReset).
 	r.lastReset.Store(&RecoveredReset{At: now, Why: why, Until: until, Generation: res.Generation})
+	r.obs.StoreReset(res.NewGeneration)
 	r.log.Error("store reset detected and recovered: every node ID nobody claims is quarantined until "+
 		until.Format(time.RFC3339)+"; holders keep their leases when their Renew shows their receipts",
 		"reason", why, "until", until, "generation", res.Generation.Number, "newGeneration", res.NewGeneration)

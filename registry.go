@@ -99,19 +99,22 @@ func NewRegistry(store Store, cfg Config) (*Registry, error) {
 		return nil, err
 	}
 	if cfg.Owner == "" {
-		cfg.Owner = defaultOwner()
+		cfg.Owner = DefaultOwner()
 	}
 	r := &Registry{store: store, cfg: cfg, log: cfg.Logger, obs: cfg.Observer, state: stateSaver{keeper: cfg.State},
 		audit: newAuditLog(cfg)}
 	if len(cfg.ReceiptSecret) > 0 {
 		r.receipts = &receiptSigner{secret: slices.Clone(cfg.ReceiptSecret)}
 	}
-	r.setPhase(PhaseStarting)
+	// Trusted until a check says otherwise, and so reported with the first phase.
 	r.clockOK.Store(true)
+	r.setPhase(PhaseStarting)
 	return r, nil
 }
 
-func defaultOwner() string {
+// DefaultOwner returns a new Config.Owner: "host:pid:random", different for
+// every call.
+func DefaultOwner() string {
 	host, _ := os.Hostname()
 	var b [4]byte
 	_, _ = rand.Read(b[:])

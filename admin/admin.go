@@ -11,8 +11,8 @@
 //     an admin API key (X-API-Key, under the IP allow-list as on /v1); roles viewer <
 //     operator < admin; every route that changes state is a POST behind
 //     http.CrossOriginProtection, and no GET changes anything;
-//   - the JSON handlers (session.go, users.go, keys.go, allowlist.go, leases.go,
-//     audit.go, store.go), which decode bodies strictly (internal/jsonbody), call the
+//   - the JSON handlers (session.go, users.go, webhook.go, keys.go, allowlist.go,
+//     leases.go, audit.go, store.go), which decode bodies strictly (internal/jsonbody), call the
 //     registry and the accounts, and answer JSON (internal/wire) or problem+json
 //     (internal/problem) with the codes of every IdKeeper API.
 //
@@ -34,6 +34,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/backup"
+	"github.com/idkeeper/idkeeper/discord"
 	"github.com/idkeeper/idkeeper/idempotency"
 	"github.com/idkeeper/idkeeper/internal/problem"
 	"github.com/idkeeper/idkeeper/internal/wire"
@@ -101,6 +102,11 @@ type Config struct {
 	// which the backups routes and the Backups page list, fill, download and
 	// delete (backups.go). Nil: the page says how to enable them.
 	Backups *backup.Job
+	// Discord, when set, sends the test message of a user's webhook (webhook.go;
+	// the Profile page's "Send test message"). Nil: the test answers 409
+	// ALERTS_NOT_CONFIGURED. Which webhook URLs a user may store is
+	// idkeeper.AccountsConfig.ValidWebhook's.
+	Discord *discord.Client
 }
 
 // Handler serves everything under /admin/. It is safe for concurrent use.
@@ -116,6 +122,8 @@ type Handler struct {
 	cookie string // the session cookie's name
 	// restores: one at a time, and the last one (backup.go).
 	restores restoreState
+	// webhookTests spaces each user's test messages (webhook.go).
+	webhookTests testLimiter
 }
 
 // New returns the Handler of cfg. It does no I/O. Errors: a missing Registry,
@@ -236,6 +244,8 @@ func (h *Handler) writeProblem(w http.ResponseWriter, r *http.Request, err error
 		}
 	}
 	switch {
+	case p.Code == CodeWebhookTestFailed: // a user's webhook, not the server, failed
+		h.log.Info("webhook test message not delivered", "path", r.URL.Path, "err", err)
 	case p.Status == http.StatusServiceUnavailable:
 		retryAfter = max(retryAfter, RetryAfterSeconds)
 		h.log.Warn("admin request failed", "method", r.Method, "path", r.URL.Path, "code", string(p.Code), "err", err)

@@ -10,12 +10,14 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/backup"
+	"github.com/idkeeper/idkeeper/discord"
 )
 
 // TestBrowser drives the admin web in the machine's Chromium (issue #10): log in,
 // create an API key and read its secret off the page, lease node IDs with it
 // through /v1, see the lease appear on the map and in the list by the page's own
-// refresh, revoke it, find the audit entries, log out. On the way every page is
+// refresh, revoke it, set a Discord webhook on the profile and send it a test
+// message, find the audit entries, log out. On the way every page is
 // checked with axe-core (no serious or critical violation) and photographed at
 // desktop and phone width (browser_helpers_test.go says where the pictures go).
 // It fails, never skips, without Chromium or axe-core: run it with scripts/test.
@@ -189,6 +191,38 @@ func TestBrowser(t *testing.T) {
 	b.check("users")
 	b.open("/admin/profile")
 	b.check("profile")
+	// Discord alerts: set a webhook on the profile, send a test message, read
+	// Discord's answer on the page; the fake Discord got the message. The page
+	// shows the webhook masked only.
+	hook := e.discord.Webhook("112233445566778899")
+	b.fill("#hook-url", hook)
+	if st := b.submit(`form[action="/admin/profile/webhook"] button[type=submit]`); st != http.StatusOK {
+		t.Fatalf("save the webhook answered %d", st)
+	}
+	if flash := b.text(".flash"); !strings.Contains(flash, "Your Discord webhook was saved") {
+		t.Errorf("after saving the webhook: %q", flash)
+	}
+	if got := b.text("#hook-current"); got != discord.Mask(hook) {
+		t.Errorf("the profile shows the webhook %q, want %q", got, discord.Mask(hook))
+	}
+	token := hook[strings.LastIndexByte(hook, '/')+1:]
+	if html := eval[string](b, `document.documentElement.outerHTML + document.getElementById("hook-url").value`); strings.Contains(html, token) {
+		t.Error("the profile page holds the webhook's token")
+	}
+	if st := b.submit(`form[action="/admin/profile/webhook/test"] button[type=submit]`); st != http.StatusOK {
+		t.Fatalf("send test message answered %d", st)
+	}
+	if got := b.text("#answer-status"); got != "200 OK" {
+		t.Errorf("Discord's answer on the page: status %q", got)
+	}
+	if body := b.text("#answer-body"); !strings.Contains(body, "IdKeeper test message") || strings.Contains(body, token) {
+		t.Errorf("Discord's answer on the page: body %q", body)
+	}
+	if calls := e.discord.WaitCalls(t, 1, 5*time.Second); calls[0].WebhookID != "112233445566778899" ||
+		!strings.Contains(calls[0].Message.Content, "IdKeeper test message") || !strings.Contains(calls[0].Message.Content, "admin") {
+		t.Errorf("the fake Discord got %+v", calls)
+	}
+	b.check("profile-webhook")
 	// The store page: the job locks held in the store and this replica's last runs.
 	if _, _, err := e.reg.Cleanup(context.Background()); err != nil {
 		t.Fatal(err)

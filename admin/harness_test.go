@@ -18,6 +18,7 @@ import (
 	"github.com/idkeeper/idkeeper/admin"
 	"github.com/idkeeper/idkeeper/backup"
 	"github.com/idkeeper/idkeeper/bolt"
+	"github.com/idkeeper/idkeeper/discord"
 	idkhttp "github.com/idkeeper/idkeeper/http"
 	"github.com/idkeeper/idkeeper/idempotency"
 	"github.com/idkeeper/idkeeper/internal/fakeclock"
@@ -78,6 +79,8 @@ type setup struct {
 	receipt bool // the registry signs receipts, so that a holder may restore its lease after a reset
 	// maxRestore is Config.MaxRestoreBytes (backup_test.go).
 	maxRestore int64
+	// discord is Config.Discord (webhook_test.go); nil: alerts not configured.
+	discord *discord.Client
 }
 
 // stores runs f on an env of each store, as subtests named after it.
@@ -119,7 +122,8 @@ func newEnv(t *testing.T, opts ...func(*setup)) *env {
 	if _, err := st.Init(ctx, s.nodes); err != nil {
 		t.Fatal(err)
 	}
-	acct, err := idkeeper.NewAccounts(st, password.Hasher{Params: cheap}, idkeeper.AccountsConfig{Clock: clk.Now, Logger: quiet})
+	acct, err := idkeeper.NewAccounts(st, password.Hasher{Params: cheap}, idkeeper.AccountsConfig{Clock: clk.Now, Logger: quiet,
+		ValidWebhook: discord.ValidWebhookURL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,6 +156,7 @@ func newEnv(t *testing.T, opts ...func(*setup)) *env {
 		TLS: s.tls, Logger: quiet, Durability: "fsync on every write"}
 	cfg.Snapshots, cfg.SnapshotKind = st.(idkeeper.SnapshotStore), map[bool]string{false: "bolt", true: "redis"}[s.redis] // backup_test.go
 	cfg.MaxRestoreBytes = s.maxRestore
+	cfg.Discord = s.discord
 	cfg.Backups = testBackups(t, st, acct, func() time.Time { return clk.Now() }) // backups_test.go
 	if s.idem {
 		if cfg.Idempotency, err = idempotency.New(idem, idempotency.Config{Logger: quiet}); err != nil {

@@ -45,6 +45,9 @@ func TestRoleRouteMatrix(t *testing.T) {
 	cases := []matrixCase{
 		{"GET", "/admin/api/me", nil, 200},
 		{"POST", "/admin/api/me/password", fixed(`{"oldPassword":"wrong-password-000","newPassword":"another-password-1"}`), 400},
+		{"POST", "/admin/api/me/webhook", fixed(`{"url":"https://discord.com/api/webhooks/1/matrix-token-0123456789"}`), 200},
+		{"POST", "/admin/api/me/webhook/remove", nil, 204},
+		{"POST", "/admin/api/me/webhook/test", nil, 409}, // removed just before: WEBHOOK_NOT_SET
 		{"GET", "/admin/api/users", nil, 200},
 		{"POST", "/admin/api/users", func(i int) string {
 			return fmt.Sprintf(`{"name":"made-%d","role":"viewer","password":"%s"}`, i, userPW)

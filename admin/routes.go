@@ -41,6 +41,9 @@ func (h *Handler) apiRoutes() []route {
 		{post, "logout", "", false, "", h.logout},
 		{get, "me", viewer, false, "", h.me},
 		{post, "me/password", viewer, true, "", h.changePassword},
+		{post, "me/webhook", viewer, true, "", h.setWebhook},
+		{post, "me/webhook/remove", viewer, true, "", h.removeWebhook},
+		{post, "me/webhook/test", viewer, true, "", h.testWebhook},
 
 		{get, "users", viewer, false, "", h.listUsers},
 		{post, "users", admin, true, "admin.users.create", h.createUser},

@@ -75,14 +75,22 @@ func (h *Handler) logout(w http.ResponseWriter, r *http.Request, _ *principal) (
 	return noContent{}, nil
 }
 
+// meJSON is the 200 body of GET /admin/api/me: wire.Me and the user's Discord
+// webhook, masked (null for none, and for a key).
+type meJSON struct {
+	wire.Me
+	webhookJSON
+}
+
 // me tells who the caller is.
 func (h *Handler) me(_ http.ResponseWriter, _ *http.Request, p *principal) (any, error) {
 	if p.user == nil {
-		return wire.Me{Name: p.actor, Role: string(p.role), Kind: "key", CreatedAt: wire.FormatTime(p.key.CreatedAt)}, nil
+		return meJSON{Me: wire.Me{Name: p.actor, Role: string(p.role), Kind: "key", CreatedAt: wire.FormatTime(p.key.CreatedAt)}}, nil
 	}
 	u := p.user
-	return wire.Me{Name: u.Name, Role: string(u.Role), Kind: "user", CreatedAt: wire.FormatTime(u.CreatedAt),
-		LastLoginAt: optTime(u.LastLoginAt), PasswordChangedAt: optTime(u.PasswordChangedAt)}, nil
+	return meJSON{Me: wire.Me{Name: u.Name, Role: string(u.Role), Kind: "user", CreatedAt: wire.FormatTime(u.CreatedAt),
+		LastLoginAt: optTime(u.LastLoginAt), PasswordChangedAt: optTime(u.PasswordChangedAt)},
+		webhookJSON: webhookJSON{Webhook: maskedWebhook(*u)}}, nil
 }
 
 // changePassword changes the caller's own password, given the current one

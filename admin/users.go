@@ -17,14 +17,31 @@ var (
 	resetPasswordMembers = wire.Members(wire.ResetPasswordRequest{})
 )
 
-func (h *Handler) listUsers(_ http.ResponseWriter, r *http.Request, _ *principal) (any, error) {
+// userListJSON is the 200 body of GET /admin/api/users: wire.UserList, each
+// account with its Discord webhook masked when an admin asks and it has one.
+type userListJSON struct {
+	Users []userWebhookJSON `json:"users"`
+}
+
+type userWebhookJSON struct {
+	wire.User
+	Webhook *string `json:"webhook,omitempty"`
+}
+
+// listUsers answers the accounts, sorted by name. Only an admin learns which
+// have a webhook, and then only masked.
+func (h *Handler) listUsers(_ http.ResponseWriter, r *http.Request, p *principal) (any, error) {
 	us, err := h.acct.Users(r.Context())
 	if err != nil {
 		return nil, err
 	}
-	out := wire.UserList{Users: make([]wire.User, len(us))}
+	admin := p.role.AtLeast(idkeeper.RoleAdmin)
+	out := userListJSON{Users: make([]userWebhookJSON, len(us))}
 	for i, u := range us {
-		out.Users[i] = userJSON(u)
+		out.Users[i].User = userJSON(u)
+		if admin {
+			out.Users[i].Webhook = maskedWebhook(u)
+		}
 	}
 	return out, nil
 }

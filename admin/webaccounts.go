@@ -72,6 +72,10 @@ type userView struct {
 	Target idkeeper.User
 	Self   bool
 	Roles  []idkeeper.Role
+	// ShowWebhook: the caller is an admin or the user; Webhook is then the
+	// user's Discord webhook, masked ("" for none).
+	ShowWebhook bool
+	Webhook     string
 	passwordBounds
 }
 
@@ -93,7 +97,13 @@ func (h *Handler) renderUser(w http.ResponseWriter, r *http.Request, p *principa
 	}
 	v := h.baseView(w, r, p, "User "+name, "users")
 	v.Error = errMsg
-	v.P = userView{Target: us[i], Self: p.user.Name == name, Roles: allRoles, passwordBounds: pwBounds}
+	uv := userView{Target: us[i], Self: p.user.Name == name, Roles: allRoles, passwordBounds: pwBounds}
+	if uv.ShowWebhook = uv.Self || p.role.AtLeast(idkeeper.RoleAdmin); uv.ShowWebhook {
+		if m := maskedWebhook(us[i]); m != nil {
+			uv.Webhook = *m
+		}
+	}
+	v.P = uv
 	h.render(w, r, status, "user", v)
 }
 
@@ -132,14 +142,94 @@ func (h *Handler) userActionPost(w http.ResponseWriter, r *http.Request, p *prin
 	h.redirect(w, r, "/admin/users/"+url.PathEscape(name), msg)
 }
 
+// profileView is the data of the profile page.
+type profileView struct {
+	passwordBounds
+	Webhook    string // the user's Discord webhook, masked; "" for none
+	MaxWebhook int
+	AlertsOn   bool             // the server sends Discord messages (Config.Discord)
+	Test       *webhookTestJSON // Discord's answer to the test message just sent
+}
+
+// StatusText is the text of the test answer's status ("Not Found").
+func (v profileView) StatusText() string {
+	if v.Test == nil {
+		return ""
+	}
+	return http.StatusText(v.Test.Status)
+}
+
 func (h *Handler) profilePage(w http.ResponseWriter, r *http.Request, p *principal) {
 	h.renderProfile(w, r, p, http.StatusOK, "")
 }
 
 func (h *Handler) renderProfile(w http.ResponseWriter, r *http.Request, p *principal, status int, errMsg string) {
+	h.renderProfileTest(w, r, p, status, "", errMsg, nil)
+}
+
+// renderProfileTest renders the profile page with a message and, when test is
+// set, Discord's answer to a test message.
+func (h *Handler) renderProfileTest(w http.ResponseWriter, r *http.Request, p *principal, status int, flash, errMsg string,
+	test *webhookTestJSON) {
 	v := h.baseView(w, r, p, "Profile", "profile")
-	v.Error, v.P = errMsg, pwBounds
+	pv := profileView{passwordBounds: pwBounds, MaxWebhook: idkeeper.MaxWebhookLen, AlertsOn: h.cfg.Discord != nil, Test: test}
+	if m := maskedWebhook(*p.user); m != nil {
+		pv.Webhook = *m
+	}
+	if flash != "" {
+		v.Flash = flash
+	}
+	v.Error, v.P = errMsg, pv
 	h.render(w, r, status, "profile", v)
+}
+
+// webhookPost sets the user's Discord webhook through the API. The URL typed is
+// never shown again, not even in the form after a mistake: it holds the token.
+func (h *Handler) webhookPost(w http.ResponseWriter, r *http.Request, p *principal) {
+	if err := h.parseForm(w, r); err != nil {
+		h.pageError(w, r, p, err)
+		return
+	}
+	out, err := h.callAPI(w, r, p, h.setWebhook, map[string]string{"url": r.PostForm.Get("url")})
+	if err != nil {
+		status, msg := errorText(err)
+		h.renderProfile(w, r, p, status, msg)
+		return
+	}
+	if wh, ok := out.(webhookJSON); ok && wh.Webhook != nil {
+		h.redirect(w, r, "/admin/profile", "Your Discord webhook was saved: "+*wh.Webhook+". Send a test message to check it.")
+		return
+	}
+	h.redirect(w, r, "/admin/profile", "Your Discord webhook was removed: you get no alerts.")
+}
+
+// webhookRemovePost removes the user's Discord webhook through the API.
+func (h *Handler) webhookRemovePost(w http.ResponseWriter, r *http.Request, p *principal) {
+	if _, err := h.callAPI(w, r, p, h.removeWebhook, struct{}{}); err != nil {
+		status, msg := errorText(err)
+		h.renderProfile(w, r, p, status, msg)
+		return
+	}
+	h.redirect(w, r, "/admin/profile", "Your Discord webhook was removed: you get no alerts.")
+}
+
+// webhookTestPost sends a test message through the API and shows Discord's
+// answer on the profile page, delivered or not (no redirect: the answer is
+// shown once).
+func (h *Handler) webhookTestPost(w http.ResponseWriter, r *http.Request, p *principal) {
+	out, err := h.callAPI(w, r, p, h.testWebhook, struct{}{})
+	if t, ok := webhookTestOf(err); ok {
+		_, msg := errorText(err)
+		h.renderProfileTest(w, r, p, http.StatusOK, "", msg, &t)
+		return
+	}
+	if err != nil {
+		status, msg := errorText(err)
+		h.renderProfile(w, r, p, status, msg)
+		return
+	}
+	a, _ := out.(webhookTestAnswer)
+	h.renderProfileTest(w, r, p, http.StatusOK, "Discord took the test message: look for it in the channel.", "", &a.Discord)
 }
 
 // passwordPost changes the user's own password through the API, which ends every
@@ -188,7 +278,8 @@ var auditActions = func() []auditOption {
 		out = append(out, auditOption{f, "every " + f + ".… action"})
 	}
 	for _, a := range []string{idkeeper.AuditLogin, idkeeper.AuditLoginFailed, idkeeper.AuditLogout,
-		idkeeper.AuditUserCreate, idkeeper.AuditUserUpdate, idkeeper.AuditPasswordChange, idkeeper.AuditKeyCreate,
+		idkeeper.AuditUserCreate, idkeeper.AuditUserUpdate, idkeeper.AuditPasswordChange, idkeeper.AuditUserWebhook,
+		idkeeper.AuditWebhookTest, idkeeper.AuditKeyCreate,
 		idkeeper.AuditKeyUpdate, idkeeper.AuditKeyRevoke, idkeeper.AuditAllowAdd, idkeeper.AuditAllowRemove,
 		idkeeper.AuditLeaseGrant, idkeeper.AuditLeaseRemove, idkeeper.AuditLeaseReclaim, idkeeper.AuditLeaseRevoke,
 		idkeeper.AuditLeaseRestore, idkeeper.AuditSkewReject} {

@@ -19,6 +19,8 @@ import (
 	"github.com/idkeeper/idkeeper/admin"
 	"github.com/idkeeper/idkeeper/backup"
 	"github.com/idkeeper/idkeeper/bolt"
+	"github.com/idkeeper/idkeeper/discord"
+	"github.com/idkeeper/idkeeper/discord/discordtest"
 	idkhttp "github.com/idkeeper/idkeeper/http"
 	"github.com/idkeeper/idkeeper/password"
 	"github.com/prometheus/client_golang/prometheus"
@@ -45,6 +47,8 @@ type webEnv struct {
 	started time.Time
 	// backups is the admin handler's backup job (backups_test.go).
 	backups *backup.Job
+	// discord is the fake Discord the admin handler sends test messages to.
+	discord *discordtest.Server
 }
 
 func newWebEnv(t *testing.T) *webEnv {
@@ -60,7 +64,7 @@ func newWebEnv(t *testing.T) *webEnv {
 		t.Fatal(err)
 	}
 	acct, err := idkeeper.NewAccounts(st, password.Hasher{Params: password.Params{Memory: 64, Time: 1, Threads: 1,
-		SaltLen: 16, KeyLen: 32}}, idkeeper.AccountsConfig{Logger: quiet})
+		SaltLen: 16, KeyLen: 32}}, idkeeper.AccountsConfig{Logger: quiet, ValidWebhook: discord.ValidWebhookURL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,9 +84,10 @@ func newWebEnv(t *testing.T) *webEnv {
 		t.Fatal(err)
 	}
 	backups := testBackups(t, st, acct, nil)
+	fd := discordtest.New(t)
 	h, err := admin.New(admin.Config{Registry: reg, Accounts: acct, Store: st, AllowList: allow, Logger: quiet,
 		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.9.0.0/16")}, Durability: "bolt: fsync on every commit",
-		Backups: backups})
+		Backups: backups, Discord: &discord.Client{HTTP: fd.HTTPClient()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +116,7 @@ func newWebEnv(t *testing.T) *webEnv {
 		<-done
 	})
 	e := &webEnv{t: t, store: st, reg: reg, acct: acct, url: "http://" + ln.Addr().String(),
-		started: time.Now().UTC().Add(-time.Minute).Truncate(time.Millisecond), backups: backups}
+		started: time.Now().UTC().Add(-time.Minute).Truncate(time.Millisecond), backups: backups, discord: fd}
 	if e.admin, err = st.User(ctx, "admin"); err != nil {
 		t.Fatal(err)
 	}

@@ -49,6 +49,9 @@ func (h *Handler) webRoutes() {
 
 	m.Handle("GET /admin/profile", h.page(get, viewer, h.profilePage))
 	m.Handle("POST /admin/profile/password", h.page(post, viewer, h.passwordPost))
+	m.Handle("POST /admin/profile/webhook", h.page(post, viewer, h.webhookPost))
+	m.Handle("POST /admin/profile/webhook/remove", h.page(post, viewer, h.webhookRemovePost))
+	m.Handle("POST /admin/profile/webhook/test", h.page(post, viewer, h.webhookTestPost))
 
 	m.Handle("GET /admin/audit", h.page(get, viewer, h.auditPage))
 	m.Handle("GET /admin/store", h.page(get, viewer, h.storePage))

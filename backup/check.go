@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/discord"
 )
 
 // Counts are the records of a snapshot by kind.
@@ -220,7 +221,7 @@ func decodeUser(line []byte) (*idkeeper.User, error) {
 		return nil, fmt.Errorf("name %q is not a user name (1 to %d of a-z 0-9 . _ @ -)", l.Name, idkeeper.MaxUserNameLen)
 	}
 	u := &idkeeper.User{Name: l.Name, Role: idkeeper.Role(l.Role), PasswordHash: l.PasswordHash, Disabled: l.Disabled,
-		CreatedBy: l.CreatedBy, Epoch: l.Epoch, Version: l.Version}
+		CreatedBy: l.CreatedBy, Epoch: l.Epoch, Version: l.Version, Webhook: l.Webhook}
 	err := times([]*time.Time{&u.CreatedAt, &u.PasswordChangedAt, &u.LastLoginAt},
 		"createdAt", l.CreatedAt, "passwordChangedAt", l.PasswordChangedAt, "lastLoginAt", l.LastLoginAt)
 	switch {
@@ -230,6 +231,12 @@ func decodeUser(line []byte) (*idkeeper.User, error) {
 	default:
 		if err = text("passwordHash", u.PasswordHash, maxText, false, true); err == nil {
 			err = text("createdBy", u.CreatedBy, maxText, false, true)
+		}
+		if err == nil && u.Webhook != "" {
+			// Its error names what is wrong, never the token.
+			if werr := discord.ValidWebhookURL(u.Webhook); werr != nil {
+				err = fmt.Errorf("webhook: %w", werr)
+			}
 		}
 	}
 	if err != nil {

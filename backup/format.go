@@ -167,6 +167,7 @@ type (
 		PasswordChangedAt string `json:"passwordChangedAt,omitempty"`
 		LastLoginAt       string `json:"lastLoginAt,omitempty"`
 		Version           uint64 `json:"version,omitempty"`
+		Webhook           string `json:"webhook,omitempty"` // the Discord webhook URL, token and all: a secret
 	}
 	allowLine struct {
 		Kind      string `json:"kind"`
@@ -255,7 +256,8 @@ func encodeRecord(rec idkeeper.SnapshotRecord) ([]byte, error) {
 		u := rec.User
 		return json.Marshal(userLine{Kind: kindUser, Name: u.Name, Role: string(u.Role), PasswordHash: u.PasswordHash,
 			Disabled: u.Disabled, CreatedAt: fmtTime(u.CreatedAt), CreatedBy: u.CreatedBy, Epoch: u.Epoch,
-			PasswordChangedAt: fmtTime(u.PasswordChangedAt), LastLoginAt: fmtTime(u.LastLoginAt), Version: u.Version})
+			PasswordChangedAt: fmtTime(u.PasswordChangedAt), LastLoginAt: fmtTime(u.LastLoginAt), Version: u.Version,
+			Webhook: u.Webhook})
 	case rec.Allow != nil:
 		a := rec.Allow
 		p := ""

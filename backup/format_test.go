@@ -19,6 +19,9 @@ import (
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
+// annWebhook is the Discord webhook of the sample's user ann.
+const annWebhook = "https://discord.com/api/webhooks/123456789012345678/tok_ann-0123456789_abcdefghijklmnopqrstuvwxyz"
+
 // sample is a small snapshot with every kind of record: 4 node IDs (node 1
 // leased, node 2 quarantined), 2 API keys, 2 users, 2 allow-list entries and 2
 // audit entries up to the head.
@@ -39,7 +42,7 @@ func sample() (idkeeper.SnapshotMeta, []idkeeper.SnapshotRecord) {
 			ExpiresAt: t0.Add(90 * 24 * time.Hour), MaxNodes: 3, LastUsedAt: t0.Add(time.Minute)}},
 		{Key: &idkeeper.APIKey{ID: "8899aabbccddeeff", Hash: h[:], Description: "admin", CreatedAt: t0, Admin: true, Bootstrap: true, RevokedAt: t0.Add(time.Hour)}},
 		{User: &idkeeper.User{Name: "ann", Role: idkeeper.RoleAdmin, PasswordHash: "$argon2id$v=19$m=65536,t=3,p=4$c2FsdA$aGFzaA", CreatedAt: t0,
-			Epoch: 2, PasswordChangedAt: t0, LastLoginAt: t0.Add(time.Hour), Version: 5}},
+			Epoch: 2, PasswordChangedAt: t0, LastLoginAt: t0.Add(time.Hour), Version: 5, Webhook: annWebhook}},
 		{User: &idkeeper.User{Name: "bob", Role: idkeeper.RoleViewer, PasswordHash: "$argon2id$x", Disabled: true, CreatedAt: t0, CreatedBy: "ann", Epoch: 1, Version: 1}},
 		{Allow: &idkeeper.AllowEntry{Prefix: netip.MustParsePrefix("10.0.0.0/8"), Note: "office", CreatedBy: "user:ann", CreatedAt: t0}},
 		{Allow: &idkeeper.AllowEntry{Prefix: netip.MustParsePrefix("2001:db8::/32"), CreatedAt: t0}},
@@ -136,6 +139,10 @@ func TestRoundTrip(t *testing.T) {
 	if bytes.Contains(data, []byte("secret")) {
 		t.Fatal("a secret in the file")
 	}
+	// A user's webhook is kept as it is, token and all: the alerts need it.
+	if !bytes.Contains(ls[7], []byte(`"version":5,"webhook":"`+annWebhook+`"}`)) || bytes.Contains(ls[8], []byte("webhook")) {
+		t.Fatalf("the users' lines:\n%s\n%s", ls[7], ls[8])
+	}
 	// A compressed file reads as the file it compresses.
 	var gz bytes.Buffer
 	zw := gzip.NewWriter(&gz)
@@ -210,6 +217,11 @@ func refusals(t testing.TB, data []byte) []refusal {
 		{"bad hash", edit(5, `"hash":"2bb8`, `"hash":"XX`), ErrDamaged, "hash"},
 		{"bad prefix", edit(9, `"10.0.0.0/8"`, `"10.1.0.0/8"`), ErrDamaged, "masked"},
 		{"bad role", edit(7, `"role":"admin"`, `"role":"root"`), ErrDamaged, "role"},
+		{"webhook not https", edit(7, `"webhook":"https://`, `"webhook":"http://`), ErrDamaged,
+			"line 8: user ann: webhook: discord: invalid webhook URL: scheme must be https"},
+		{"webhook elsewhere", edit(7, `"webhook":"https://discord.com/`, `"webhook":"https://evil.example/`), ErrDamaged,
+			`line 8: user ann: webhook: discord: invalid webhook URL: host "evil.example"`},
+		{"webhook empty member", edit(7, `"webhook":"`+annWebhook+`"`, `"webhook":""`), ErrDamaged, "canonical"},
 		{"records out of order", reseal(append(append(append([][]byte{}, ls[:5]...), ls[7], ls[5], ls[6]), ls[8:]...)), ErrDamaged, "after"},
 		{"empty line", reseal(append(append(append([][]byte{}, ls[:2]...), []byte{}), ls[2:]...)), ErrDamaged, "not JSON"},
 		{"line too long", append(append(bytes.Clone(ls[0]), '\n'), bytes.Repeat([]byte("x"), MaxLine+10)...), ErrDamaged, "longer than"},

@@ -164,8 +164,8 @@ func who(i int) idkeeper.Requester {
 
 // populate initialises s with a pool of 16 and gives it every kind of record:
 // leases (renewed), released node IDs with watermarks, quarantined ones, API keys
-// (one revoked), users, allow-list entries, an audit log whose first entry was
-// pruned, and an admin session (not part of a snapshot).
+// (one revoked), users (one with a webhook), allow-list entries, an audit log
+// whose first entry was pruned, and an admin session (not part of a snapshot).
 func populate(t testing.TB, s store, clk *fakeclock.Clock) {
 	t.Helper()
 	ctx := context.Background()
@@ -203,7 +203,8 @@ func populate(t testing.TB, s store, clk *fakeclock.Clock) {
 		t.Fatal(err)
 	}
 	for _, u := range []idkeeper.User{
-		{Name: "ann", Role: idkeeper.RoleAdmin, PasswordHash: "$argon2id$v=19$m=65536,t=3,p=4$c2FsdA$aGFzaA", CreatedAt: clk.Now(), Epoch: 1, PasswordChangedAt: clk.Now()},
+		{Name: "ann", Role: idkeeper.RoleAdmin, PasswordHash: "$argon2id$v=19$m=65536,t=3,p=4$c2FsdA$aGFzaA", CreatedAt: clk.Now(), Epoch: 1, PasswordChangedAt: clk.Now(),
+			Webhook: annWebhook},
 		{Name: "bob", Role: idkeeper.RoleViewer, PasswordHash: "$argon2id$v=19$m=65536,t=3,p=4$c2FsdA$aGFzaB", CreatedAt: clk.Now(), CreatedBy: "ann", Disabled: true, Epoch: 2},
 	} {
 		if err := s.CreateUser(ctx, u); err != nil {

@@ -20,11 +20,17 @@ var _ idkeeper.AdminStore = (*Store)(nil)
 const maxSessionKey = 1024
 
 // encodeUser is role | passwordHash | disabled u8 | createdAt | createdBy | epoch |
-// passwordChangedAt | lastLoginAt | version.
+// passwordChangedAt | lastLoginAt | version [| webhook]. The webhook came later:
+// it is written only when set, so the record of a user without one is the record
+// older builds wrote and read.
 func encodeUser(u idkeeper.User) []byte {
-	w := newRec(64 + len(u.Role) + len(u.PasswordHash) + len(u.CreatedBy))
+	w := newRec(64 + len(u.Role) + len(u.PasswordHash) + len(u.CreatedBy) + len(u.Webhook))
 	w = w.str(string(u.Role)).str(u.PasswordHash).flag(u.Disabled).ms(timeMs(u.CreatedAt)).str(u.CreatedBy)
-	return w.u64(u.Epoch).ms(timeMs(u.PasswordChangedAt)).ms(timeMs(u.LastLoginAt)).u64(u.Version)
+	w = w.u64(u.Epoch).ms(timeMs(u.PasswordChangedAt)).ms(timeMs(u.LastLoginAt)).u64(u.Version)
+	if u.Webhook != "" {
+		w = w.str(u.Webhook)
+	}
+	return w
 }
 
 func decodeUser(name string, v []byte) (idkeeper.User, error) {
@@ -32,11 +38,20 @@ func decodeUser(name string, v []byte) (idkeeper.User, error) {
 	u := idkeeper.User{Name: name, Role: idkeeper.Role(r.str()), PasswordHash: r.str(), Disabled: r.flag(),
 		CreatedAt: msTime(r.ms()), CreatedBy: r.str(), Epoch: r.u64(), PasswordChangedAt: msTime(r.ms()),
 		LastLoginAt: msTime(r.ms()), Version: r.u64()}
+	if r.more() {
+		if u.Webhook = r.str(); u.Webhook == "" {
+			r.fail("empty webhook") // never written: an unset one is left out
+		}
+	}
 	if err := r.end(); err != nil {
 		return idkeeper.User{}, err
 	}
 	return u, nil
 }
+
+// more reports whether fields follow: the optional ones at the end of a record
+// that older builds wrote without them.
+func (r *recReader) more() bool { return r.err == nil && len(r.b) > 0 }
 
 // CreateUser implements idkeeper.AdminStore. It checks no more of u than a bbolt
 // key needs (the caller checks idkeeper.ValidUserName): an empty name, or one over

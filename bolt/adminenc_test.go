@@ -2,6 +2,7 @@ package bolt
 
 import (
 	"bytes"
+	"encoding/binary"
 	"math/rand/v2"
 	"net/netip"
 	"slices"
@@ -105,5 +106,59 @@ func TestAdminRecordsCorrupt(t *testing.T) {
 		if _, err := c.decode(v); err == nil {
 			t.Errorf("%s of a newer format: no error", c.name)
 		}
+	}
+}
+
+// A user's webhook is the record's last field, written only when set: the record
+// of a user without one is byte for byte what builds before webhooks wrote, and
+// such a record reads with Webhook "". Every other cut of a record with a webhook
+// is an error, and so is an empty webhook (never written).
+func TestUserRecordWebhook(t *testing.T) {
+	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	old := idkeeper.User{Name: "alice", Role: idkeeper.RoleViewer, PasswordHash: "$argon2id$x", CreatedAt: at,
+		CreatedBy: "root", Epoch: 2, PasswordChangedAt: at, LastLoginAt: at.Add(time.Minute), Version: 4}
+	// The record as builds before webhooks wrote it, field by field.
+	legacy := []byte{adminFormat, 6}
+	legacy = append(legacy, "viewer"...)
+	legacy = append(legacy, 11)
+	legacy = append(legacy, "$argon2id$x"...)
+	legacy = append(legacy, 0) // not disabled
+	legacy = binary.BigEndian.AppendUint64(legacy, uint64(at.UnixMilli()))
+	legacy = append(legacy, 4)
+	legacy = append(legacy, "root"...)
+	legacy = binary.BigEndian.AppendUint64(legacy, 2)
+	legacy = binary.BigEndian.AppendUint64(legacy, uint64(at.UnixMilli()))
+	legacy = binary.BigEndian.AppendUint64(legacy, uint64(at.Add(time.Minute).UnixMilli()))
+	legacy = binary.BigEndian.AppendUint64(legacy, 4)
+	if enc := encodeUser(old); !bytes.Equal(enc, legacy) {
+		t.Fatalf("a user without a webhook encodes as\n%x\nnot as before webhooks\n%x", enc, legacy)
+	}
+	got, err := decodeUser("alice", legacy)
+	if err != nil || got != old || got.Webhook != "" {
+		t.Fatalf("the record of an older build reads %+v, %v; want %+v", got, err, old)
+	}
+
+	withHook := old
+	withHook.Webhook = "https://discord.com/api/webhooks/123/tok_abcdefghijklmnop"
+	v := encodeUser(withHook)
+	if got, err := decodeUser("alice", v); err != nil || got != withHook {
+		t.Fatalf("read back %+v, %v; want %+v", got, err, withHook)
+	}
+	for n := range len(v) {
+		got, err := decodeUser("alice", v[:n])
+		switch {
+		case n == len(legacy):
+			if err != nil || got != old {
+				t.Errorf("cut before the webhook: %+v, %v; want the user without it", got, err)
+			}
+		case err == nil:
+			t.Errorf("cut to %d of %d bytes: no error", n, len(v))
+		}
+	}
+	if _, err := decodeUser("alice", append(slices.Clone(legacy), 0)); err == nil {
+		t.Error("an empty webhook: no error")
+	}
+	if _, err := decodeUser("alice", append(slices.Clone(v), 0)); err == nil {
+		t.Error("a byte after the webhook: no error")
 	}
 }

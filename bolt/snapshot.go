@@ -341,7 +341,7 @@ func recordSize(rec idkeeper.SnapshotRecord) int {
 	case rec.Key != nil:
 		n += len(rec.Key.ID) + len(rec.Key.Hash) + len(rec.Key.Description) + len(rec.Key.CreatedBy)
 	case rec.User != nil:
-		n += len(rec.User.Name) + len(rec.User.PasswordHash) + len(rec.User.CreatedBy)
+		n += len(rec.User.Name) + len(rec.User.PasswordHash) + len(rec.User.CreatedBy) + len(rec.User.Webhook)
 	case rec.Allow != nil:
 		n += len(rec.Allow.Note) + len(rec.Allow.CreatedBy)
 	case rec.Audit != nil:

@@ -99,12 +99,13 @@ type userRecord struct {
 	PasswordChangedAt int64         `json:"passwordChangedAt"`
 	LastLoginAt       int64         `json:"lastLoginAt"`
 	Version           uint64        `json:"version"`
+	Webhook           string        `json:"webhook,omitempty"`
 }
 
 func encodeUser(u idkeeper.User) (string, error) {
 	return encodeRecord("user", userRecord{Role: u.Role, PasswordHash: u.PasswordHash, Disabled: u.Disabled,
 		CreatedAt: ms(u.CreatedAt), CreatedBy: u.CreatedBy, Epoch: u.Epoch, PasswordChangedAt: ms(u.PasswordChangedAt),
-		LastLoginAt: ms(u.LastLoginAt), Version: u.Version})
+		LastLoginAt: ms(u.LastLoginAt), Version: u.Version, Webhook: u.Webhook})
 }
 
 func decodeUser(name, rec string) (idkeeper.User, error) {
@@ -117,7 +118,7 @@ func decodeUser(name, rec string) (idkeeper.User, error) {
 	}
 	return idkeeper.User{Name: name, Role: r.Role, PasswordHash: r.PasswordHash, Disabled: r.Disabled,
 		CreatedAt: fromMs(r.CreatedAt), CreatedBy: r.CreatedBy, Epoch: r.Epoch, PasswordChangedAt: fromMs(r.PasswordChangedAt),
-		LastLoginAt: fromMs(r.LastLoginAt), Version: r.Version}, nil
+		LastLoginAt: fromMs(r.LastLoginAt), Version: r.Version, Webhook: r.Webhook}, nil
 }
 
 // CreateUser stores u with Version 1; ErrConflict when the name exists, an

@@ -43,7 +43,8 @@
 // 64 KiB each):
 //
 //	{idkeeper}:users              hash: user name → JSON (role, passwordHash, disabled, createdAt,
-//	                              createdBy, epoch, passwordChangedAt, lastLoginAt, version)
+//	                              createdBy, epoch, passwordChangedAt, lastLoginAt, version,
+//	                              webhook when set)
 //	{idkeeper}:sessions           hash: session ID → JSON (user, epoch, createdAt, expiresAt,
 //	                              remoteIp, userAgent); its seenAt is in session-seen
 //	{idkeeper}:session-seen       zset: session ID by seenAt: TouchSession, and PruneSessions by idleness
@@ -54,6 +55,10 @@
 //	                              remoteIp, detail, prev, hash)
 //	{idkeeper}:audit-seq          zset: Seq by Seq, the order of the audit hash
 //	{idkeeper}:audit-head         hash: seq, hash of the last entry ever appended; pruning keeps it
+//
+// The alert jobs' state (idkeeper.AlertStore, alerts.go; not part of a snapshot):
+//
+//	{idkeeper}:alerts             hash: alert name → JSON (firing, since, lastSent, checked, summary, version)
 //
 // Snapshots (snapshot.go) add, for as long as one is read or loaded:
 //

@@ -15,6 +15,7 @@ import (
 	"github.com/idkeeper/idkeeper/admin"
 	"github.com/idkeeper/idkeeper/backup"
 	"github.com/idkeeper/idkeeper/bolt"
+	"github.com/idkeeper/idkeeper/discord"
 	"github.com/idkeeper/idkeeper/idempotency"
 	"github.com/idkeeper/idkeeper/password"
 	"github.com/idkeeper/idkeeper/redis"
@@ -47,6 +48,10 @@ type adminWeb struct {
 	snapKind string
 	// backups is the server's backup job (--backup-dir; backupjob.go); nil: none.
 	backups *backup.Job
+	// discord posts to Discord webhooks: the profile page's test messages and the
+	// alerts (alerts.go), so that both keep to Discord's global rate limit.
+	// The alert jobs are to share it.
+	discord *discord.Client
 }
 
 // checkAdminSettings refuses, before the store is touched, a first admin's name
@@ -77,6 +82,7 @@ func newAdminWeb(store idkeeper.Store, cfg serverConfig, log *slog.Logger) (*adm
 	}
 	ac := cfg.Accounts
 	ac.Logger = log
+	ac.ValidWebhook = discord.ValidWebhookURL // users set their alerts' webhook on the profile page
 	acc, err := idkeeper.NewAccounts(as, password.Hasher{}, ac)
 	if err != nil {
 		return nil, usageError{err}
@@ -85,7 +91,8 @@ func newAdminWeb(store idkeeper.Store, cfg serverConfig, log *slog.Logger) (*adm
 	if err != nil {
 		return nil, err
 	}
-	a := &adminWeb{store: as, acc: acc, allow: idkeeper.NewAllowList(cfg.AllowedIPs, as), idem: idem}
+	a := &adminWeb{store: as, acc: acc, allow: idkeeper.NewAllowList(cfg.AllowedIPs, as), idem: idem,
+		discord: &discord.Client{HTTP: cfg.Alerts.http}}
 	if ss, ok := store.(idkeeper.SnapshotStore); ok {
 		a.snaps, a.snapKind = ss, storeKind(cfg.Store)
 	}
@@ -172,6 +179,7 @@ func (a *adminWeb) start(ctx context.Context, reg *idkeeper.Registry, cfg server
 		Snapshots:      a.snaps,
 		SnapshotKind:   a.snapKind,
 		Backups:        a.backups,
+		Discord:        a.discord,
 	})
 	if err != nil {
 		return err

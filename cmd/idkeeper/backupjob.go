@@ -109,8 +109,8 @@ func parseBackupSchedule(spec string, now time.Time) (cron.Schedule, error) {
 
 // backupMetrics are the backup job's metrics.
 type backupMetrics struct {
-	lastSuccess, duration, bytes prometheus.Gauge
-	failures                     prometheus.Counter
+	lastSuccess, duration, bytes, scheduled prometheus.Gauge
+	failures                                prometheus.Counter
 }
 
 func newBackupMetrics(reg prometheus.Registerer) *backupMetrics {
@@ -121,10 +121,12 @@ func newBackupMetrics(reg prometheus.Registerer) *backupMetrics {
 			Help: "How long the last successful backup on this server took."}),
 		bytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "idkeeper_backup_bytes",
 			Help: "The size on disk of the last successful backup (at start, of the folder's newest)."}),
+		scheduled: prometheus.NewGauge(prometheus.GaugeOpts{Name: "idkeeper_backup_scheduled",
+			Help: "1 when this server backs up on a schedule (--backup-schedule), 0 for manual backups only: an overdue backup is an alert only with a schedule."}),
 		failures: prometheus.NewCounter(prometheus.CounterOpts{Name: "idkeeper_backup_failures_total",
 			Help: "Backups on this server that failed (scheduled or manual; not those skipped for another replica's lock)."}),
 	}
-	reg.MustRegister(m.lastSuccess, m.duration, m.bytes, m.failures)
+	reg.MustRegister(m.lastSuccess, m.duration, m.bytes, m.scheduled, m.failures)
 	return m
 }
 
@@ -150,9 +152,9 @@ type backupRunner struct {
 
 // startBackups makes the backup job of cfg over store (its job lock taken as
 // owner, its runs audited through audit) with its metrics on promReg, and runs
-// its schedule. Nil without cfg.Dir.
+// its schedule; onRun is told of every run, after the metrics. Nil without cfg.Dir.
 func startBackups(cfg backupConfig, store idkeeper.Store, kind, owner string, audit idkeeper.Auditor,
-	promReg prometheus.Registerer, log *slog.Logger) (*backupRunner, error) {
+	promReg prometheus.Registerer, log *slog.Logger, onRun func(backup.Run)) (*backupRunner, error) {
 	if cfg.Dir == "" {
 		return nil, nil
 	}
@@ -162,9 +164,11 @@ func startBackups(cfg backupConfig, store idkeeper.Store, kind, owner string, au
 	}
 	m := newBackupMetrics(promReg)
 	jc := backup.JobConfig{Folder: backup.Folder{Dir: cfg.Dir, Gzip: cfg.Gzip}, Store: ss, StoreKind: kind, Locker: store,
-		Owner: owner, Spec: cfg.Spec, Keep: cfg.Keep, MaxAge: cfg.MaxAge, Audit: audit, Observe: m.observe, Logger: log}
+		Owner: owner, Spec: cfg.Spec, Keep: cfg.Keep, MaxAge: cfg.MaxAge, Audit: audit, Logger: log,
+		Observe: func(r backup.Run) { m.observe(r); onRun(r) }}
 	if cfg.Schedule != nil {
 		jc.Schedule = cfg.Schedule
+		m.scheduled.Set(1)
 	}
 	job, err := backup.NewJob(jc)
 	if err != nil {

@@ -75,6 +75,8 @@ type serverConfig struct {
 	// Backup is the backup folder, schedule and retention (backupjob.go); no
 	// Dir: no backups.
 	Backup backupConfig
+	// Alerts are the Discord alerts' settings (alerts.go).
+	Alerts alertConfig
 }
 
 // serverFlags binds the server command's flags to a serverConfig.
@@ -88,6 +90,7 @@ type serverFlags struct {
 	nodes                                                    int
 	unsafe                                                   unsafeFlags
 	backup                                                   backupFlags
+	alerts                                                   alertFlags
 }
 
 func (f *serverFlags) register(fs *flag.FlagSet) {
@@ -116,6 +119,7 @@ func (f *serverFlags) register(fs *flag.FlagSet) {
 	f.listen.register(fs)
 	f.unsafe.register(fs)
 	f.backup.register(fs)
+	f.alerts.register(fs)
 }
 
 // config checks the lease settings and returns the serverConfig. A zero or negative
@@ -172,6 +176,9 @@ func (f *serverFlags) config(env lookupEnv, stderr io.Writer) (serverConfig, err
 	if c.Backup, err = f.backup.config(time.Now()); err != nil {
 		return c, err
 	}
+	if c.Alerts, err = f.alerts.config(); err != nil {
+		return c, err
+	}
 	if c.BootstrapAPIKey, err = envSecret(env, BootstrapKeyEnv); err != nil {
 		return c, err
 	}
@@ -225,6 +232,7 @@ type registryServer struct {
 	web     *adminWeb    // the admin web: /admin/ on api, or on its own listener (--admin-listen)
 	// backups are the scheduled and manual backups; nil without --backup-dir.
 	backups *backupRunner
+	alerts  *alerts // nil for a store without alert state
 }
 
 // startRegistryServer validates cfg, opens the store (refusing a Redis that would
@@ -321,8 +329,20 @@ func startRegistryServer(ctx context.Context, cfg serverConfig) (_ *registryServ
 		promReg.MustRegister(web.idem.Collector())
 	}
 	metrics := idkhttp.NewMetrics(promReg)
-	rc.Observer = metrics
+	if rc.Owner == "" {
+		rc.Owner = idkeeper.DefaultOwner()
+	}
+	alerts, err := newAlerts(cfg.Alerts, store, web.discord, rc.Owner, web.acc, promReg, log)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = alerts.close().close()
+		}
+	}()
 	var reg *idkeeper.Registry
+	rc.Observer = alerts.observer(metrics, &reg)
 	// Before serving any generation it adopts: a store that lost its data lost the
 	// keys and the accounts too, and a new store has none yet.
 	rc.OnAdopt = func(ctx context.Context) error {
@@ -341,7 +361,8 @@ func startRegistryServer(ctx context.Context, cfg serverConfig) (_ *registryServ
 		}
 	}()
 	metrics.CollectPool(reg)
-	backups, err := startBackups(cfg.Backup, store, storeKind(cfg.Store), reg.Config().Owner, web.acc, promReg, log)
+	backups, err := startBackups(cfg.Backup, store, storeKind(cfg.Store), reg.Config().Owner, web.acc, promReg, log,
+		alerts.backupFailed(reg.Config().Owner))
 	if err != nil {
 		return nil, err
 	}
@@ -385,7 +406,8 @@ func startRegistryServer(ctx context.Context, cfg serverConfig) (_ *registryServ
 		return nil, err
 	}
 	s := &registryServer{cfg: cfg, log: log, store: store, state: state, reg: reg, api: apiWeb, metrics: metricsWeb, web: web}
-	s.backups = backups
+	s.backups, s.alerts = backups, alerts
+	alerts.run(reg)
 	rcfg := reg.Config()
 	adminAt := "/admin/ on this listener"
 	if web.web != nil {
@@ -427,6 +449,7 @@ func (s *registryServer) shutdown() error {
 		closeMetrics(s.metrics),
 		s.web.close(s.cfg.ShutdownTimeout),
 		s.backups.close(),
+		s.alerts.close(),
 		closeStep{"stop the registry", s.reg.Close},
 		closeStep{"close the replica state", s.state.Close},
 		closeStep{"close the store", s.store.Close},

@@ -26,6 +26,7 @@ func RunAdmin(t *testing.T, open AdminFactory) {
 	}{
 		{"Users/CreateRead", testUsersCreateRead},
 		{"Users/UpdateVersion", testUsersUpdate},
+		{"Users/Webhook", testUsersWebhook},
 		{"Sessions/CreateRead", testSessionsCreateRead},
 		{"Sessions/DeleteAndPrune", testSessionsDelete},
 		{"AllowList", testAllowList},
@@ -114,7 +115,7 @@ func wantUser(t *testing.T, got, want idkeeper.User) {
 	same := got.Name == want.Name && got.Role == want.Role && got.PasswordHash == want.PasswordHash &&
 		got.Disabled == want.Disabled && got.CreatedAt.Equal(want.CreatedAt) && got.CreatedBy == want.CreatedBy &&
 		got.Epoch == want.Epoch && got.PasswordChangedAt.Equal(want.PasswordChangedAt) &&
-		got.LastLoginAt.Equal(want.LastLoginAt) && got.Version == want.Version
+		got.LastLoginAt.Equal(want.LastLoginAt) && got.Version == want.Version && got.Webhook == want.Webhook
 	if !same {
 		t.Fatalf("user:\n got %+v\nwant %+v", got, want)
 	}
@@ -142,6 +143,52 @@ func testUsersUpdate(t *testing.T, s idkeeper.AdminStore) {
 	got, err = s.User(ctx0, "carol")
 	must(t, err)
 	wantUser(t, got, changed)
+}
+
+// testUsersWebhook: a user's webhook URL is kept as given through CreateUser,
+// UpdateUser, User and Users, and an update that clears it clears it.
+func testUsersWebhook(t *testing.T, s idkeeper.AdminStore) {
+	const hook = "https://discord.com/api/webhooks/112233445566778899/tok_AbC-dEf_0123456789abcdefghijklmnopqrstuvwxyz"
+	dave := user("dave", idkeeper.RoleViewer)
+	dave.Webhook = hook
+	must(t, s.CreateUser(ctx0, dave))
+	must(t, s.CreateUser(ctx0, user("erin", idkeeper.RoleOperator)))
+	got, err := s.User(ctx0, "dave")
+	must(t, err)
+	dave.Version = 1
+	wantUser(t, got, dave)
+
+	erin, err := s.User(ctx0, "erin")
+	must(t, err)
+	wantEqual(t, "the webhook of a user created without one", erin.Webhook, "")
+	erin.Webhook = hook + "2"
+	must(t, s.UpdateUser(ctx0, erin))
+	erin.Version++
+	all, err := s.Users(ctx0)
+	must(t, err)
+	if len(all) != 2 {
+		t.Fatalf("Users: %+v, want dave and erin", all)
+	}
+	wantUser(t, all[0], dave)
+	wantUser(t, all[1], erin)
+
+	// Another update keeps it; one without it clears it.
+	erin.LastLoginAt = t0.Add(time.Hour)
+	must(t, s.UpdateUser(ctx0, erin))
+	erin.Version++
+	got, err = s.User(ctx0, "erin")
+	must(t, err)
+	wantUser(t, got, erin)
+	erin.Webhook = ""
+	must(t, s.UpdateUser(ctx0, erin))
+	erin.Version++
+	got, err = s.User(ctx0, "erin")
+	must(t, err)
+	wantUser(t, got, erin)
+	all, err = s.Users(ctx0)
+	must(t, err)
+	wantEqual(t, "the cleared webhook in Users", all[1].Webhook, "")
+	wantEqual(t, "the other user's webhook in Users", all[0].Webhook, hook)
 }
 
 func session(id, user string, created time.Time) idkeeper.AdminSession {

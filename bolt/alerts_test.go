@@ -1,0 +1,15 @@
+package bolt_test
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/internal/storetest"
+)
+
+func TestAlertStore(t *testing.T) {
+	storetest.RunAlerts(t, func(t *testing.T) idkeeper.AlertStore {
+		return open(t, filepath.Join(t.TempDir(), "idkeeper.db"), nil)
+	})
+}
