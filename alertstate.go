@@ -9,6 +9,15 @@ import (
 // that replicas on one store send each alert once, repeat it on one cadence, and
 // send "resolved" whichever replica sees the condition end.
 
+// The state-based alerts, by AlertState.Name.
+const (
+	AlertCapacity  = "capacity"   // free node IDs below the threshold
+	AlertClockSkew = "clock-skew" // requesters whose clock the registry warned of or refused
+)
+
+// StateAlerts are the names of the state-based alerts, in the order operators see them.
+var StateAlerts = []string{AlertCapacity, AlertClockSkew}
+
 // Audit actions of alert deliveries: one entry per webhook per alert message.
 const (
 	AuditAlertSent   = "alert.sent"

@@ -3,12 +3,14 @@ package admin_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/alert"
 	"github.com/idkeeper/idkeeper/backup"
 	"github.com/idkeeper/idkeeper/discord"
 )
@@ -230,10 +232,25 @@ func TestBrowser(t *testing.T) {
 	if _, err := e.reg.WarnExpiringKeys(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	// and the Discord alerts: one check, which finds capacity short of a
+	// threshold of the whole pool as long as any node ID is leased.
+	al, err := alert.New(alert.Config{Store: e.store, Sender: &discord.Client{HTTP: e.discord.HTTPClient()}, Owner: "replica-b",
+		Logger: slog.New(slog.DiscardHandler), CapacityThreshold: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer al.Close()
+	if ran, err := al.Check(context.Background(), e.reg); !ran || err != nil {
+		t.Fatalf("alert check: %v, %v", ran, err)
+	}
 	b.open("/admin/store")
 	if main := b.text("main"); !strings.Contains(main, "this replica") || !strings.Contains(main, "reclaimed 0 leases") ||
 		!strings.Contains(main, "warned about 0 keys") {
 		t.Errorf("the store page lacks the job lock or the runs: %s", main)
+	}
+	if main := b.text("main"); !strings.Contains(main, "1 user gets the alerts in Discord") || !strings.Contains(main, "standing") ||
+		!strings.Contains(main, "of 4096 node IDs free; the alert threshold is 4096") {
+		t.Errorf("the store page lacks the alerts: %s", main)
 	}
 	b.check("store")
 

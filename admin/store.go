@@ -121,8 +121,8 @@ func auditJSON(e idkeeper.AuditEntry) wire.AuditEntry {
 // storeHealth tells what the registry knows of its store: phase, generation,
 // the last reset it recovered from (resetReport), the fencing counter, the pool
 // size, the store's clock and whether it agrees with the server's, the
-// durability the server was started with, the job locks held (every replica's)
-// and the last run of each job on this replica.
+// durability the server was started with, the job locks held (every replica's),
+// the last run of each job on this replica, and the Discord alerts' state.
 func (h *Handler) storeHealth(_ http.ResponseWriter, r *http.Request, _ *principal) (any, error) {
 	ctx := r.Context()
 	s := h.reg.StoreHealth(ctx)
@@ -152,6 +152,11 @@ func (h *Handler) storeHealth(_ http.ResponseWriter, r *http.Request, _ *princip
 		}
 	} else {
 		h.log.Warn("the store did not answer the read of the job locks", "err", s.LocksErr)
+	}
+	if av, err := h.alerts(ctx); err != nil {
+		h.log.Warn("the store did not answer the read of the alerts' state", "err", err)
+	} else {
+		out.Alerts = av.wire()
 	}
 	for _, run := range s.Runs {
 		out.JobRuns = append(out.JobRuns, wire.JobRun{Job: run.Job, Started: wire.FormatTime(run.Started),

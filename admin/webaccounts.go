@@ -377,6 +377,8 @@ type storeView struct {
 	Config     idkeeper.Config
 	Counts     *idkeeper.Counts
 	Now        time.Time
+	Alerts     *alertsView // nil: the store keeps no alert state, or AlertsErr
+	AlertsErr  string
 }
 
 // jobAbout says what each periodic job does, for the store page.
@@ -385,6 +387,8 @@ var jobAbout = map[string]string{
 	idkeeper.RetentionJob: "deletes audit entries past the retention and ended sessions",
 	idkeeper.KeyExpiryJob: "warns in the log of API keys in use that expire soon (a lock per key spaces the warnings)",
 	backup.JobName:        "writes a backup into the backup folder, on its schedule or on demand (Backups page)",
+	"alerts":               "checks the capacity and clock-skew alerts and sends them to the users' Discord webhooks",
+	"alert":                "spaces the messages of one alert event (a reset, the clock guard, …) to one per 10 minutes",
 }
 
 // JobAbout says what the job named (or whose lock is named) name does.
@@ -417,6 +421,11 @@ func (h *Handler) storePage(w http.ResponseWriter, r *http.Request, p *principal
 		_, sv.StatusErr = errorText(s.StatusErr)
 	} else if c, err := h.reg.Remaining(r.Context()); err == nil {
 		sv.Counts = &c
+	}
+	if av, err := h.alerts(r.Context()); err != nil {
+		_, sv.AlertsErr = errorText(err)
+	} else {
+		sv.Alerts = av
 	}
 	v := h.baseView(w, r, p, "Store", "store")
 	v.P = sv

@@ -48,8 +48,8 @@ const (
 
 // Names of the alerts, in AlertState.Name, messages and metrics.
 const (
-	Capacity     = "capacity"
-	ClockSkew    = "clock-skew"
+	Capacity     = idkeeper.AlertCapacity
+	ClockSkew    = idkeeper.AlertClockSkew
 	StoreReset   = "store-reset"
 	ClockGuard   = "clock-guard"
 	LockOverrun  = "job-lock-overrun"

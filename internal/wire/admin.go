@@ -329,6 +329,30 @@ type StoreHealth struct {
 	// since it started (its memory; the audit log's backup.restore entries hold
 	// every one); null when none.
 	LastRestore *Restore `json:"lastRestore"`
+	// Alerts are the Discord alerts' state; null when the store keeps none or
+	// it could not be read.
+	Alerts *Alerts `json:"alerts"`
+}
+
+// Alerts is the Discord alerts' part of GET /admin/api/store.
+type Alerts struct {
+	// Webhooks is how many enabled users set a webhook: the alerts' recipients.
+	Webhooks int `json:"webhooks"`
+	// States are the state-based alerts (capacity, clock-skew) as the store
+	// keeps them, shared by every replica.
+	States []AlertState `json:"states"`
+}
+
+// AlertState is one state-based alert: whether it stands, since when, when its
+// last message went out and when it was last checked (null: never), and what the
+// last check found.
+type AlertState struct {
+	Name     string  `json:"name"`
+	Firing   bool    `json:"firing"`
+	Since    *string `json:"since"`
+	LastSent *string `json:"lastSent"`
+	Checked  *string `json:"checked"`
+	Summary  string  `json:"summary"`
 }
 
 // StoreReset is the last store reset in GET /admin/api/store: when it was
