@@ -387,8 +387,8 @@ var jobAbout = map[string]string{
 	idkeeper.RetentionJob: "deletes audit entries past the retention and ended sessions",
 	idkeeper.KeyExpiryJob: "warns in the log of API keys in use that expire soon (a lock per key spaces the warnings)",
 	backup.JobName:        "writes a backup into the backup folder, on its schedule or on demand (Backups page)",
-	"alerts":               "checks the capacity and clock-skew alerts and sends them to the users' Discord webhooks",
-	"alert":                "spaces the messages of one alert event (a reset, the clock guard, …) to one per 10 minutes",
+	"alerts":              "checks the capacity and clock-skew alerts and sends them to the users' Discord webhooks",
+	"alert":               "spaces the messages of one alert event (a reset, the clock guard, …) to one per 10 minutes",
 }
 
 // JobAbout says what the job named (or whose lock is named) name does.
