@@ -15,7 +15,8 @@ func JobLockTimes(interval time.Duration) (atMostFor, atLeastFor time.Duration) 
 }
 
 // Cleanup runs the cleanup job once under the job lock: it reclaims leases more than
-// grace past their expiry. ran is false when another replica holds the lock. The
+// grace (+ Config.ClockDelta) past their expiry. ran is false when another replica
+// holds the lock; CLOCK_UNVERIFIED when the clock check failed. The
 // reclaim is conditional per lease, so even a double run is harmless. Every call,
 // run or not, then updates the machine watch (watchMachines), which warns only
 // after a run.
@@ -24,6 +25,9 @@ func (r *Registry) Cleanup(ctx context.Context) (reclaimed int, ran bool, err er
 	defer func() {
 		r.noteJob(CleanupJob, started, ran, err, fmt.Sprintf("reclaimed %d leases", reclaimed), heldBy(lock))
 	}()
+	if err = r.clockVerified(); err != nil {
+		return 0, false, err
+	}
 	atMost, atLeast := JobLockTimes(r.cfg.CleanupInterval)
 	lock, ok, err := r.store.TryLock(ctx, CleanupJob, r.cfg.Owner, atMost)
 	if err != nil {
@@ -35,7 +39,9 @@ func (r *Registry) Cleanup(ctx context.Context) (reclaimed int, ran bool, err er
 	}
 	seen := r.reclaimable(ctx)
 	err = r.mutate(ctx, true, func(gd Guard) error {
-		reclaimed, err = r.store.Reclaim(ctx, gd, r.cfg.Grace)
+		// Δ once, here: a lease is reclaimed only when every verified replica's
+		// clock, and so its holder's reading of the server's, is past expiry + grace.
+		reclaimed, err = r.store.Reclaim(ctx, gd, r.cfg.Grace+r.cfg.ClockDelta)
 		return err
 	})
 	if now, nerr := r.store.Now(ctx); nerr == nil && now.After(lock.Until) {

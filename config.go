@@ -89,6 +89,17 @@ type Config struct {
 	// AuditRetention is how long audit entries are kept: DefaultAuditRetention
 	// (90 days), at least MinAuditRetention.
 	AuditRetention time.Duration
+	// ClockVerifier, when set, vouches for this replica's clock and the store's
+	// (DESIGN §8: the server's TCKCLK 2 clock agent, package clockcheck). Once its
+	// Err is not nil the registry grants, renews and reclaims nothing and is not
+	// ready (CLOCK_UNVERIFIED); ClockFailed releases its job locks. Nil: no
+	// verification (one replica on its own store).
+	ClockVerifier ClockVerifier
+	// ClockDelta is Δ, the most the clocks of two verified replicas may differ:
+	// cleanup reclaims a lease only Grace + ClockDelta past its expiry, adding Δ
+	// once there and nowhere else. MinClockDelta..MaxClockDelta with a
+	// ClockVerifier, else 0.
+	ClockDelta time.Duration
 }
 
 func init() {
@@ -194,6 +205,14 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.AuditRetention < MinAuditRetention {
 		return c, &RangeError{"audit-retention", c.AuditRetention.String(), MinAuditRetention.String(), "∞"}
+	}
+	if c.ClockVerifier != nil && (c.ClockDelta < MinClockDelta || c.ClockDelta > MaxClockDelta) ||
+		c.ClockVerifier == nil && c.ClockDelta != 0 {
+		lo, hi := MinClockDelta.String(), MaxClockDelta.String()
+		if c.ClockVerifier == nil {
+			lo, hi = "0s (no clock verifier)", "0s"
+		}
+		return c, &RangeError{"clock-delta", c.ClockDelta.String(), lo, hi}
 	}
 	if n := len(c.ReceiptSecret); n > 0 && n < MinReceiptSecretLen {
 		return c, &RangeError{"receipt-secret", fmt.Sprintf("%d bytes", n), fmt.Sprintf("%d bytes", MinReceiptSecretLen), "∞"}

@@ -35,6 +35,7 @@ const (
 	CodeStoreNotInitialised    Code = "STORE_NOT_INITIALISED"    // the store holds no generation: run `idkeeper init`
 	CodeStoreRecovering        Code = "STORE_RECOVERING"         // the registry recovers from a store reset; retry
 	CodeStoreClockSkew         Code = "STORE_CLOCK_SKEW"         // the store's clock disagrees with the registry's
+	CodeClockUnverified        Code = "CLOCK_UNVERIFIED"         // the clock agent no longer vouches for this replica's clock: restart it
 	CodeLoginFailed            Code = "LOGIN_FAILED"             // unknown user, wrong password, disabled or throttled: one error; Details "retryAfterSeconds" when throttled
 	CodeSessionExpired         Code = "SESSION_EXPIRED"          // the admin session is unknown, timed out or voided: log in again
 	CodeForbidden              Code = "FORBIDDEN"                // the account's role may not do that

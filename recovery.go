@@ -103,6 +103,9 @@ func (r *Registry) Ready(ctx context.Context) error {
 	if !r.clockOK.Load() {
 		return r.clockErr()
 	}
+	if err := r.clockVerified(); err != nil {
+		return err
+	}
 	if err := r.store.Ping(ctx); err != nil {
 		return Unavailable(err)
 	}
@@ -369,7 +372,7 @@ func (r *Registry) loop(ctx context.Context) {
 			}
 			keys.Reset(keyCheckEvery)
 		case <-cleanup.C:
-			if r.Phase() != PhaseReady || !r.clockOK.Load() {
+			if r.Phase() != PhaseReady || !r.clockOK.Load() || r.clockVerified() != nil {
 				continue
 			}
 			if _, _, err := r.Cleanup(ctx); err != nil && ctx.Err() == nil {

@@ -158,6 +158,9 @@ func (r *Registry) Alloc(ctx context.Context, req AllocRequest) (g Grant, err er
 	if err := r.Serving(); err != nil {
 		return Grant{}, err
 	}
+	if err := r.clockVerified(); err != nil {
+		return Grant{}, err
+	}
 	if req.ClientNow != nil {
 		now, err := r.store.Now(ctx)
 		if err != nil {
@@ -206,6 +209,9 @@ func (r *Registry) Renew(ctx context.Context, req RenewRequest) (g Grant, err er
 		}
 	}
 	if err := r.Serving(); err != nil {
+		return Grant{}, err
+	}
+	if err := r.clockVerified(); err != nil {
 		return Grant{}, err
 	}
 	claims := r.verify(req)

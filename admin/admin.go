@@ -80,6 +80,10 @@ type Config struct {
 	// Durability, when set, is shown by GET /admin/api/store: what the store's
 	// settings guarantee (as /readyz shows it).
 	Durability string
+	// ClockCheck, when set, is shown by the store page and GET /admin/api/store:
+	// how the replicas' clocks are checked (the clock agent and Δ, or that nothing
+	// checks them).
+	ClockCheck string
 	// Idempotency, when set, gives the creates of users, allow-list entries and
 	// API keys the Idempotency-Key semantics (docs/idempotency.md), scoped by the
 	// caller. Nil: the header is accepted and ignored. A key create's secret is

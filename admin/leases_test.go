@@ -224,7 +224,7 @@ func TestStoreHealth(t *testing.T) {
 		e.do("GET", "/admin/api/store", "", "X-API-Key", adminKey).ok(t).decode(t, &s)
 		if s.Phase != "ready" || s.Generation == nil || s.Generation.Number != 1 || s.Generation.Origin != "fresh" ||
 			s.LastReset != nil || !s.Reachable || s.Nodes != 128 || s.StoreTime == nil || *s.StoreTime != ts(start) ||
-			!s.ClockOK || s.Durability != "fsync on every write" {
+			!s.ClockOK || s.Durability != "fsync on every write" || s.ClockCheck != "verified by the clock agent 127.0.0.1:1" {
 			t.Fatalf("%+v", s)
 		}
 	})

@@ -372,6 +372,7 @@ type storeView struct {
 	Reset      *resetReport // nil: the store was never reset
 	Restore    *lastRestore // nil: no restore through this server since it started
 	Durability string
+	ClockCheck string
 	StatusErr  string
 	LocksErr   string // the job locks could not be read
 	Config     idkeeper.Config
@@ -399,6 +400,9 @@ func (storeView) JobAbout(name string) string {
 	return jobAbout[name]
 }
 
+// ClockUnsafe reports a shared store served without a clock agent.
+func (v storeView) ClockUnsafe() bool { return strings.HasPrefix(v.ClockCheck, "UNSAFE") }
+
 // RunBadge is the badge class of a run's outcome.
 func (storeView) RunBadge(o idkeeper.JobOutcome) string {
 	switch o {
@@ -412,7 +416,7 @@ func (storeView) RunBadge(o idkeeper.JobOutcome) string {
 
 func (h *Handler) storePage(w http.ResponseWriter, r *http.Request, p *principal) {
 	s := h.reg.StoreHealth(r.Context())
-	sv := storeView{Health: s, Reset: h.resetReport(r.Context(), s), Durability: h.cfg.Durability, Config: h.reg.Config(),
+	sv := storeView{Health: s, Reset: h.resetReport(r.Context(), s), Durability: h.cfg.Durability, ClockCheck: h.cfg.ClockCheck, Config: h.reg.Config(),
 		Now: h.reg.Now(), Restore: h.restores.last.Load()}
 	if s.LocksErr != nil {
 		_, sv.LocksErr = errorText(s.LocksErr)

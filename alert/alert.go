@@ -54,6 +54,7 @@ const (
 	ClockGuard   = "clock-guard"
 	LockOverrun  = "job-lock-overrun"
 	BackupFailed = "backup-failed"
+	ClockCheck   = "clock-unverified"
 )
 
 // Store is what the alerts keep in the store: their state, the job lock, and the

@@ -50,7 +50,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			return nil, fmt.Errorf("alert: register metrics: %w", err)
 		}
 	}
-	for _, name := range []string{Capacity, ClockSkew, StoreReset, ClockGuard, LockOverrun, BackupFailed} {
+	for _, name := range []string{Capacity, ClockSkew, StoreReset, ClockGuard, ClockCheck, LockOverrun, BackupFailed} {
 		m.deliveries.WithLabelValues(name, resultDelivered)
 		m.deliveries.WithLabelValues(name, resultFailed)
 	}

@@ -164,6 +164,16 @@ func (o *observer) JobLockOverrun(job string, overrun time.Duration) {
 			code(job, 64), code(o.a.cfg.Owner, 200), overrun.Round(time.Millisecond))})
 }
 
+// ClockUnverified is the event of a registry whose clock check failed (DESIGN
+// §8): it grants, renews and reclaims nothing until it is restarted.
+func ClockUnverified(owner, reason string, err error) Event {
+	return Event{Name: ClockCheck, Key: owner, Critical: true, Title: "a registry's clock is no longer verified",
+		Text: fmt.Sprintf("The clock agent no longer vouches for the clock of registry %s (%s): %s\nIt grants, renews and "+
+			"reclaims nothing, and reports not ready, until it is restarted with a verified clock; the other replicas "+
+			"serve. Check the agent, its NTP servers and this machine's time sync.", code(owner, 200), code(reason, 40),
+			code(err.Error(), 600))}
+}
+
 // BackupFailure is the event of a scheduled backup that failed.
 func BackupFailure(owner string, err error) Event {
 	return Event{Name: BackupFailed, Critical: true, Title: "a scheduled backup failed",

@@ -71,6 +71,9 @@ type Options struct {
 	// Durability, when set, is shown by /readyz: what the store's settings guarantee,
 	// e.g. that the operator accepted lost writes on a Redis restart.
 	Durability string
+	// Clock, when set, is shown by /readyz: how the replicas' clocks are checked
+	// (the clock agent and Δ, or that nothing checks them).
+	Clock string
 	// Admin, when set, serves every path under /admin/ (the admin API under
 	// AdminPrefix, and the admin pages): package admin's Handler. It does its own
 	// authentication, allow-list check for API keys, body limits and timeouts; the
@@ -234,9 +237,10 @@ func (s *Server) livez(w http.ResponseWriter, _ *http.Request) {
 	s.writeJSON(w, wire.StatusResponse{Status: "ok"})
 }
 
-// readyz answers 200 with the store's generation (and durability, when set) when
-// the registry serves, its store answers and the two clocks agree; else 503 with
-// the reason's code: STORE_NOT_INITIALISED, STORE_RECOVERING, STORE_CLOCK_SKEW, or
+// readyz answers 200 with the store's generation (and durability and the clock
+// check, when set) when the registry serves, its store answers, the two clocks
+// agree and the clock agent vouches for them; else 503 with the reason's code:
+// STORE_NOT_INITIALISED, STORE_RECOVERING, STORE_CLOCK_SKEW, CLOCK_UNVERIFIED, or
 // NOT_READY when the store does not answer.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), min(s.opts.Timeout, 5*time.Second))
@@ -249,6 +253,6 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g := s.reg.Generation()
-	s.writeJSON(w, wire.ReadyResponse{Status: "ready", Durability: s.opts.Durability, Generation: wire.Generation{
+	s.writeJSON(w, wire.ReadyResponse{Status: "ready", Durability: s.opts.Durability, Clock: s.opts.Clock, Generation: wire.Generation{
 		Number: g.Number, ID: g.ID, Origin: string(g.Origin), At: wire.FormatTime(g.At)}})
 }

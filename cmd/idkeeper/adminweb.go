@@ -180,6 +180,7 @@ func (a *adminWeb) start(ctx context.Context, reg *idkeeper.Registry, cfg server
 		SnapshotKind:   a.snapKind,
 		Backups:        a.backups,
 		Discord:        a.discord,
+		ClockCheck:     cfg.ClockCheck.describe(),
 	})
 	if err != nil {
 		return err

@@ -14,6 +14,7 @@
 //	idkeeper audit list      print the newest audit entries
 //	idkeeper backup export   write the store's whole state to a backup file
 //	idkeeper backup import   replace the store's state with a backup, safely
+//	idkeeper clock-agent     serve NTP time over TCKCLK 2 for the servers' clock check
 //	idkeeper version         print the version
 //
 // Every flag can also be set in the environment as IDKEEPER_<FLAG>, upper case with
@@ -101,6 +102,7 @@ Commands:
   audit verify    check the audit log's hash chain; audit list prints its newest entries
   backup export   write the store's whole state to a backup file (offline)
   backup import   replace the store's state with a backup file, quarantined safely (offline)
+  clock-agent     serve NTP time over TCKCLK 2: the clock agent servers check their clocks against
   version         print the version
 
 Run "idkeeper <command> -h" for the flags of a command. Every flag can also be
@@ -132,6 +134,8 @@ func run(ctx context.Context, args []string, env lookupEnv, stdout, stderr io.Wr
 		err = runAudit(ctx, rest, env, stdout, stderr)
 	case "backup":
 		err = runBackup(ctx, rest, env, stdout, stderr)
+	case "clock-agent":
+		err = runClockAgent(ctx, rest, env, stderr)
 	case "version", "--version", "-version":
 		v, c := buildVersion()
 		fmt.Fprintf(stdout, "idkeeper %s (commit %s, %s)\n", v, c, goVersion())

@@ -77,6 +77,8 @@ type serverConfig struct {
 	Backup backupConfig
 	// Alerts are the Discord alerts' settings (alerts.go).
 	Alerts alertConfig
+	// ClockCheck is the cluster clock check (clock.go); no Agent: none.
+	ClockCheck clockConfig
 }
 
 // serverFlags binds the server command's flags to a serverConfig.
@@ -91,6 +93,7 @@ type serverFlags struct {
 	unsafe                                                   unsafeFlags
 	backup                                                   backupFlags
 	alerts                                                   alertFlags
+	clock                                                    clockFlags
 }
 
 func (f *serverFlags) register(fs *flag.FlagSet) {
@@ -120,6 +123,7 @@ func (f *serverFlags) register(fs *flag.FlagSet) {
 	f.unsafe.register(fs)
 	f.backup.register(fs)
 	f.alerts.register(fs)
+	f.clock.register(fs)
 }
 
 // config checks the lease settings and returns the serverConfig. A zero or negative
@@ -179,6 +183,9 @@ func (f *serverFlags) config(env lookupEnv, stderr io.Writer) (serverConfig, err
 	if c.Alerts, err = f.alerts.config(); err != nil {
 		return c, err
 	}
+	if c.ClockCheck, err = f.clock.config(env, c.Store); err != nil {
+		return c, err
+	}
 	if c.BootstrapAPIKey, err = envSecret(env, BootstrapKeyEnv); err != nil {
 		return c, err
 	}
@@ -232,7 +239,8 @@ type registryServer struct {
 	web     *adminWeb    // the admin web: /admin/ on api, or on its own listener (--admin-listen)
 	// backups are the scheduled and manual backups; nil without --backup-dir.
 	backups *backupRunner
-	alerts  *alerts // nil for a store without alert state
+	alerts  *alerts     // nil for a store without alert state
+	clock   *clockCheck // nil without --clock-agent
 }
 
 // startRegistryServer validates cfg, opens the store (refusing a Redis that would
@@ -286,6 +294,22 @@ func startRegistryServer(ctx context.Context, cfg serverConfig) (_ *registryServ
 	if err != nil {
 		return nil, err
 	}
+	if rc.Owner == "" {
+		rc.Owner = idkeeper.DefaultOwner()
+	}
+	promReg := newPromRegistry()
+	clock, err := startClockCheck(cfg.ClockCheck, store, rc.Owner, promReg, log)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = clock.close().close()
+		}
+	}()
+	if clock != nil {
+		rc.ClockVerifier, rc.ClockDelta = clock.verifier(), cfg.ClockCheck.Delta
+	}
 	if cfg.InitStore {
 		nodes := rc.Nodes
 		if nodes == 0 {
@@ -324,14 +348,10 @@ func startRegistryServer(ctx context.Context, cfg serverConfig) (_ *registryServ
 		return nil, err
 	}
 	web.wire(&rc)
-	promReg := newPromRegistry()
 	if web.idem != nil {
 		promReg.MustRegister(web.idem.Collector())
 	}
 	metrics := idkhttp.NewMetrics(promReg)
-	if rc.Owner == "" {
-		rc.Owner = idkeeper.DefaultOwner()
-	}
 	alerts, err := newAlerts(cfg.Alerts, store, web.discord, rc.Owner, web.acc, promReg, log)
 	if err != nil {
 		return nil, err
@@ -397,6 +417,7 @@ func startRegistryServer(ctx context.Context, cfg serverConfig) (_ *registryServ
 		Commit:         cfg.Commit,
 		Gatherer:       promReg,
 		Durability:     durability,
+		Clock:          cfg.ClockCheck.describe(),
 	})
 	if err != nil {
 		return nil, err
@@ -406,7 +427,8 @@ func startRegistryServer(ctx context.Context, cfg serverConfig) (_ *registryServ
 		return nil, err
 	}
 	s := &registryServer{cfg: cfg, log: log, store: store, state: state, reg: reg, api: apiWeb, metrics: metricsWeb, web: web}
-	s.backups, s.alerts = backups, alerts
+	s.backups, s.alerts, s.clock = backups, alerts, clock
+	clock.attach(reg, alerts)
 	alerts.run(reg)
 	rcfg := reg.Config()
 	adminAt := "/admin/ on this listener"
@@ -417,7 +439,7 @@ func startRegistryServer(ctx context.Context, cfg serverConfig) (_ *registryServ
 		"version", cfg.Version, "commit", cfg.Commit, "phase", reg.Phase(), "stateFile", statePath,
 		"nodes", rcfg.Nodes, "firstLease", rcfg.FirstLease, "leaseDuration", rcfg.LeaseDuration,
 		"cleanupGrace", rcfg.Grace, "cleanupInterval", rcfg.CleanupInterval,
-		"allowedIps", prefixesFlag{&cfg.AllowedIPs}.String())
+		"allowedIps", prefixesFlag{&cfg.AllowedIPs}.String(), "clock", cfg.ClockCheck.describe())
 	return s, nil
 }
 
@@ -451,6 +473,7 @@ func (s *registryServer) shutdown() error {
 		s.backups.close(),
 		s.alerts.close(),
 		closeStep{"stop the registry", s.reg.Close},
+		s.clock.close(),
 		closeStep{"close the replica state", s.state.Close},
 		closeStep{"close the store", s.store.Close},
 	); err != nil {

@@ -71,6 +71,8 @@ type Report struct {
 	// backup did not know whose holders found them valid after its import; and the
 	// grants of their node IDs to other sessions after the import.
 	Imports, Unknown, Regranted int
+	// ClockFailures are the replicas' clock checks that failed (clock.go).
+	ClockFailures int
 }
 
 // Failed reports whether any property was violated.

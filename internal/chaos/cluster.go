@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/idkeeper/idkeeper/clockcheck/clockchecktest"
 	"github.com/idkeeper/idkeeper/internal/redistest"
 )
 
@@ -90,12 +92,17 @@ type Cluster struct {
 	faults   []Fault
 	forger   *forger
 	restores []*restoreRun // backups exported (and imported) in the run, restore.go
+
+	clockSecret     []byte // the replicas' clock agents' secret (clock.go)
+	clockSecretFile string
+	unbalanced      []string // backends taken out of the proxies' rotation (Unbalance)
 }
 
 type serverProc struct {
-	name string
-	port int
-	p    *process
+	name  string
+	port  int
+	p     *process
+	clock *clockchecktest.Agent // its clock agent, kept over its restarts
 }
 
 // Client is one client process of a Cluster, and its proxy.
@@ -132,8 +139,16 @@ func StartCluster(t testing.TB, dir string, bins Binaries, opts Options) *Cluste
 	if out, err := exec.Command(bins.Server, "init", "--store", c.Redis.URL(), "--nodes", strconv.Itoa(opts.Nodes)).CombinedOutput(); err != nil {
 		t.Fatalf("idkeeper init: %v\n%s", err, out)
 	}
+	var err error
+	if c.clockSecret, c.clockSecretFile, err = writeClockSecret(dir); err != nil {
+		t.Fatal(err)
+	}
 	for i := range 2 {
 		s := &serverProc{name: fmt.Sprintf("server%d", i+1)}
+		if s.clock, err = clockchecktest.Start(c.clockSecret); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.clock.Close)
 		c.servers = append(c.servers, s)
 		// Another test process may take the port between freePort and the server's
 		// listen: then try another port, a few times.
@@ -177,6 +192,7 @@ func (c *Cluster) startServer(s *serverProc) error {
 		if !o.AOF {
 			args = append(args, "--accept-lost-writes-on-redis-restart")
 		}
+		args = append(args, c.clockArgs(s)...)
 	}
 	env := []string{"IDKEEPER_BOOTSTRAP_API_KEY=" + c.apiKey, "IDKEEPER_RECEIPT_SECRET=" + c.secret}
 	p, err := startProcess(s.name, filepath.Join(c.dir, s.name+".log"), env, bin, args...)
@@ -189,10 +205,16 @@ func (c *Cluster) startServer(s *serverProc) error {
 	return waitHTTP(context.Background(), p, "http://127.0.0.1:"+strconv.Itoa(s.port)+"/readyz", 15*time.Second)
 }
 
+// backends are the servers a new proxy balances over: every replica not taken
+// out of the rotation (Unbalance).
 func (c *Cluster) backends() []string {
-	out := make([]string, len(c.servers))
-	for i, s := range c.servers {
-		out[i] = "127.0.0.1:" + strconv.Itoa(s.port)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]string, 0, len(c.servers))
+	for _, s := range c.servers {
+		if b := "127.0.0.1:" + strconv.Itoa(s.port); !slices.Contains(c.unbalanced, b) {
+			out = append(out, b)
+		}
 	}
 	return out
 }

@@ -3,6 +3,7 @@ package chaos
 import (
 	"bytes"
 	"errors"
+	"maps"
 	"net"
 	"sync"
 	"time"
@@ -47,6 +48,7 @@ type Proxy struct {
 	mode  Mode
 	delay time.Duration
 	next  int
+	out   map[string]bool // backends taken out of the rotation (Drain)
 	conns map[*proxyConn]struct{}
 	done  bool
 	wg    sync.WaitGroup
@@ -179,14 +181,41 @@ func (p *Proxy) serve(c *proxyConn) {
 	wg.Wait()
 }
 
-// dial returns a connection to the next backend that accepts one, or nil.
+// Drain takes backend out of the rotation and closes the connections to it, as
+// a load balancer does with a backend whose readiness check fails.
+func (p *Proxy) Drain(backend string) {
+	p.mu.Lock()
+	if p.out == nil {
+		p.out = map[string]bool{}
+	}
+	p.out[backend] = true
+	var conns []*proxyConn
+	for c := range p.conns {
+		c.mu.Lock()
+		if c.backend != nil && c.backend.RemoteAddr().String() == backend {
+			conns = append(conns, c)
+		}
+		c.mu.Unlock()
+	}
+	p.mu.Unlock()
+	for _, c := range conns {
+		c.close()
+	}
+}
+
+// dial returns a connection to the next backend in the rotation that accepts
+// one, or nil.
 func (p *Proxy) dial() net.Conn {
 	p.mu.Lock()
 	start := p.next
 	p.next++
+	out := maps.Clone(p.out)
 	p.mu.Unlock()
 	for i := range p.backends {
 		addr := p.backends[(start+i)%len(p.backends)]
+		if out[addr] {
+			continue
+		}
 		if b, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
 			return b
 		}

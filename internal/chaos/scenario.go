@@ -139,6 +139,7 @@ func RunScenario(t testing.TB, bins Binaries, dir string, sc Scenario, p Plan, s
 		return nil, err
 	}
 	rep.Resets, rep.Restored, rep.Contested = c.serverLogCounts()
+	rep.ClockFailures = c.clockFailures()
 	rep.Forged, rep.ForgedRefused, rep.ForgedAccepted = c.forgeries()
 	rep.Imports, rep.Unknown, rep.Regranted = c.restoreCounts(in.Clients)
 	faults := c.Faults()

@@ -16,10 +16,10 @@ const (
 	ClientNoInstance = "no-instance"
 )
 
-// Scenarios is the fault catalogue of issues #5, #8 and #12, one fault kind per scenario.
+// Scenarios is the fault catalogue of issues #5, #8, #12 and #13, one fault kind per scenario.
 func Scenarios() []Scenario {
 	return []Scenario{KillClients(), SigstopClients(), Partition(), KillLockHolder(), RedisReset(), ClockSkew(), Contention(),
-		Twins(), RegistryRestartDuringWipe(), ForgedCalls(), RestoreOldBackup()}
+		Twins(), RegistryRestartDuringWipe(), ForgedCalls(), RestoreOldBackup(), ClockAgentOffset()}
 }
 
 // Controls are the negative controls: each must make the checker fail.

@@ -116,7 +116,8 @@ func (c *Cluster) Forge(ctx context.Context, d, period time.Duration) error {
 		if !ok {
 			continue
 		}
-		base := "http://" + c.backends()[i%2]
+		bs := c.backends()
+		base := "http://" + bs[i%len(bs)]
 		r := map[string]any{"machineId": req.MachineID, "pid": req.PID,
 			"startedAt": req.StartedAt.Format(time.RFC3339Nano), "instance": req.Instance}
 		calls := []struct {

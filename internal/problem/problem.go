@@ -77,6 +77,7 @@ var (
 		idkeeper.CodeStoreNotInitialised:    {http.StatusServiceUnavailable, "Store not initialised"},
 		idkeeper.CodeStoreRecovering:        {http.StatusServiceUnavailable, "Store recovering from a reset"},
 		idkeeper.CodeStoreClockSkew:         {http.StatusServiceUnavailable, "Store clock disagrees"},
+		idkeeper.CodeClockUnverified:        {http.StatusServiceUnavailable, "Clock not verified"},
 		idkeeper.CodeLoginFailed:            {http.StatusUnauthorized, "Login failed"},
 		idkeeper.CodeSessionExpired:         {http.StatusUnauthorized, "Session expired"},
 		idkeeper.CodeForbidden:              {http.StatusForbidden, "Forbidden"},

@@ -317,6 +317,8 @@ type StoreHealth struct {
 	ClockOK        bool        `json:"clockOk"`
 	ClockOffsetMs  int64       `json:"clockOffsetMs"`
 	Durability     string      `json:"durability,omitempty"`
+	// ClockCheck says how the replicas' clocks are checked (DESIGN §8).
+	ClockCheck string `json:"clockCheck,omitempty"`
 	// Reset tells the last reset more fully; null when LastReset is.
 	Reset *StoreReset `json:"reset"`
 	// JobLocks are the job locks the store holds now, every replica's, sorted by

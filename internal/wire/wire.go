@@ -141,6 +141,7 @@ type ReadyResponse struct {
 	Status     string     `json:"status"`
 	Generation Generation `json:"generation"`
 	Durability string     `json:"durability,omitempty"`
+	Clock      string     `json:"clock,omitempty"`
 }
 
 // Generation is the store generation in ReadyResponse.

@@ -1,0 +1,125 @@
+package idkeeper_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idkeeper/idkeeper"
+)
+
+// checkedClock is a ClockVerifier whose verdict the test sets.
+type checkedClock struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (c *checkedClock) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+func (c *checkedClock) fail(err error) {
+	c.mu.Lock()
+	c.err = err
+	c.mu.Unlock()
+}
+
+func TestClockDeltaRange(t *testing.T) {
+	for _, c := range []struct {
+		v     idkeeper.ClockVerifier
+		delta time.Duration
+		ok    bool
+	}{
+		{nil, 0, true},
+		{nil, time.Second, false},
+		{&checkedClock{}, 0, false},
+		{&checkedClock{}, time.Millisecond, false},
+		{&checkedClock{}, 2 * time.Millisecond, true},
+		{&checkedClock{}, time.Minute, true},
+		{&checkedClock{}, time.Minute + time.Millisecond, false},
+	} {
+		_, err := idkeeper.NewRegistry(nil, idkeeper.Config{ClockVerifier: c.v, ClockDelta: c.delta})
+		var re *idkeeper.RangeError
+		if c.ok != (err == nil) || !c.ok && (!errors.As(err, &re) || re.Setting != "clock-delta") {
+			t.Errorf("verifier %v, Δ %v: %v", c.v != nil, c.delta, err)
+		}
+	}
+}
+
+// Once the clock check fails the replica fails closed: no Alloc, no Renew, no
+// cleanup, not ready, its job locks released, an audit entry; Remove still
+// releases what a holder gives back.
+func TestClockUnverifiedFailsClosed(t *testing.T) {
+	ctx := context.Background()
+	clock := &checkedClock{}
+	e := newEnv(t, idkeeper.Config{ClockVerifier: clock, ClockDelta: time.Second, Nodes: 8, Owner: "replica-a"})
+	w := idkeeper.Requester{MachineID: "m", PID: 1, StartedAt: t0, Instance: "a"}
+	if _, err := e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: w, Count: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ran, err := e.reg.Cleanup(ctx); !ran || err != nil {
+		t.Fatalf("cleanup: %v %v", ran, err)
+	}
+	if _, ok, err := e.store.TryLock(ctx, "someone-elses", "replica-b", time.Hour); !ok || err != nil {
+		t.Fatal(err)
+	}
+
+	failure := errors.New("clock agent: mac mismatch")
+	clock.fail(failure)
+	code := func(err error) idkeeper.Code { return idkeeper.ErrorCode(err) }
+	if _, err := e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: idkeeper.Requester{MachineID: "n", PID: 2, StartedAt: t0}, Count: 1}); code(err) != idkeeper.CodeClockUnverified {
+		t.Errorf("Alloc: %v", err)
+	}
+	if _, err := e.reg.Renew(ctx, idkeeper.RenewRequest{Requester: w}); code(err) != idkeeper.CodeClockUnverified {
+		t.Errorf("Renew: %v", err)
+	}
+	if _, ran, err := e.reg.Cleanup(ctx); ran || code(err) != idkeeper.CodeClockUnverified {
+		t.Errorf("Cleanup: ran %v, %v", ran, err)
+	}
+	if err := e.reg.Ready(ctx); code(err) != idkeeper.CodeClockUnverified || !errors.Is(err, failure) {
+		t.Errorf("Ready: %v", err)
+	}
+
+	e.reg.ClockFailed(ctx, failure)
+	locks, err := e.store.Locks(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(locks) != 1 || locks[0].Name != "someone-elses" {
+		t.Errorf("locks after ClockFailed: %+v, want only another replica's", locks)
+	}
+	if !strings.Contains(e.logs.String(), "the clock check failed") {
+		t.Errorf("no log line:\n%s", e.logs.String())
+	}
+	if n, err := e.reg.Remove(ctx, idkeeper.RemoveRequest{Requester: w}); n != 2 || err != nil {
+		t.Errorf("Remove while unverified: %d, %v", n, err)
+	}
+}
+
+// Cleanup reclaims a lease Grace + Δ past its expiry, not Grace alone: Δ is
+// added once, at reclaim.
+func TestClockDeltaAddedAtReclaim(t *testing.T) {
+	ctx := context.Background()
+	const grace, delta = 10 * time.Minute, 30 * time.Second
+	e := newEnv(t, idkeeper.Config{ClockVerifier: &checkedClock{}, ClockDelta: delta, Grace: grace, Nodes: 4})
+	w := idkeeper.Requester{MachineID: "m", PID: 1, StartedAt: t0, Instance: "a"}
+	g, err := e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: w, Count: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expiry := g.Leases[0].ExpiresAt
+	e.clk.Set(expiry.Add(grace + delta - time.Millisecond))
+	if n, ran, err := e.reg.Cleanup(ctx); n != 0 || !ran || err != nil {
+		t.Fatalf("cleanup just before expiry + grace + Δ: reclaimed %d, ran %v, %v", n, ran, err)
+	}
+	// Past the job lock's lock-at-least-for (9/10 of the test's hourly interval).
+	e.clk.Set(expiry.Add(grace + delta + time.Hour))
+	if n, ran, err := e.reg.Cleanup(ctx); n != 1 || !ran || err != nil {
+		t.Fatalf("cleanup after expiry + grace + Δ: reclaimed %d, ran %v, %v", n, ran, err)
+	}
+}
