@@ -50,7 +50,9 @@ func (r *Registry) Authenticate(ctx context.Context, presented string) (APIKey, 
 		return APIKey{}, Errorf(CodeAPIKeyMissing, "the X-API-Key header is required")
 	}
 	id, hash := HashAPIKey(presented)
-	k, err := r.store.APIKey(ctx, id)
+	sctx, end := r.trace(ctx, "store.api_key")
+	k, err := r.store.APIKey(sctx, id)
+	end(err)
 	if errors.Is(err, ErrNotFound) {
 		if err := r.confirmGeneration(ctx); err != nil {
 			return APIKey{}, err

@@ -38,7 +38,7 @@ func (r *Registry) Cleanup(ctx context.Context) (reclaimed int, ran bool, err er
 		return 0, false, nil
 	}
 	seen := r.reclaimable(ctx)
-	err = r.mutate(ctx, true, func(gd Guard) error {
+	err = r.mutate(ctx, "reclaim", true, func(ctx context.Context, gd Guard) error {
 		// Δ once, here: a lease is reclaimed only when every verified replica's
 		// clock, and so its holder's reading of the server's, is past expiry + grace.
 		reclaimed, err = r.store.Reclaim(ctx, gd, r.cfg.Grace+r.cfg.ClockDelta)

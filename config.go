@@ -95,6 +95,9 @@ type Config struct {
 	// ready (CLOCK_UNVERIFIED); ClockFailed releases its job locks. Nil: no
 	// verification (one replica on its own store).
 	ClockVerifier ClockVerifier
+	// Tracer, when set, traces the registry's store calls (package tracing wires
+	// OpenTelemetry to it); nil: none.
+	Tracer Tracer
 	// ClockDelta is Δ, the most the clocks of two verified replicas may differ:
 	// cleanup reclaims a lease only Grace + ClockDelta past its expiry, adding Δ
 	// once there and nowhere else. MinClockDelta..MaxClockDelta with a

@@ -172,7 +172,7 @@ func (r *Registry) Alloc(ctx context.Context, req AllocRequest) (g Grant, err er
 	}
 	p := AllocParams{Requester: req.Requester, KeyID: req.Key.ID, Count: req.Count, First: r.cfg.FirstLease, MaxNodes: req.Key.MaxNodes}
 	known := r.state.maxToken() // new grants get tokens above it (auditGrant)
-	err = r.mutate(ctx, true, func(gd Guard) error {
+	err = r.mutate(ctx, "alloc", true, func(ctx context.Context, gd Guard) error {
 		g, err = r.store.Alloc(ctx, gd, p)
 		return err
 	})
@@ -227,7 +227,7 @@ func (r *Registry) Renew(ctx context.Context, req RenewRequest) (g Grant, err er
 		}
 	}
 	p := RenewParams{Requester: req.Requester, KeyID: req.KeyID, Duration: r.cfg.LeaseDuration, Grace: r.cfg.Grace, Claims: claims}
-	err = r.mutate(ctx, true, func(gd Guard) error {
+	err = r.mutate(ctx, "renew", true, func(ctx context.Context, gd Guard) error {
 		g, err = r.store.Renew(ctx, gd, p)
 		return err
 	})
@@ -310,7 +310,7 @@ func (r *Registry) Remove(ctx context.Context, req RemoveRequest) (n int, err er
 		return 0, err
 	}
 	p := RemoveParams{Requester: req.Requester, KeyID: req.KeyID, MintedUpTo: req.MintedUpTo}
-	err = r.mutate(ctx, false, func(gd Guard) error {
+	err = r.mutate(ctx, "remove", false, func(ctx context.Context, gd Guard) error {
 		n, err = r.store.Remove(ctx, gd, p)
 		return err
 	})
@@ -329,7 +329,9 @@ func (r *Registry) Remaining(ctx context.Context) (Counts, error) {
 	if err := r.Serving(); err != nil {
 		return Counts{}, err
 	}
-	c, err := r.store.Counts(ctx)
+	sctx, end := r.trace(ctx, "store.counts")
+	c, err := r.store.Counts(sctx)
+	end(err)
 	if err != nil {
 		return Counts{}, r.storeErr(err)
 	}
@@ -346,18 +348,25 @@ func (r *Registry) guard(clocked bool) Guard {
 	return g
 }
 
-// mutate runs op under a guard. When the guard finds the store reset or missing
-// writes, it recovers the store (DESIGN §7) and runs op once more; a stale grant
-// is never returned. When it finds the clocks apart, it stops serving Alloc, Renew
-// and cleanup until the probe finds them agreeing again.
-func (r *Registry) mutate(ctx context.Context, clocked bool, op func(Guard) error) error {
+// mutate runs op under a guard, traced as the store call "store."+name. When the
+// guard finds the store reset or missing writes, it recovers the store (DESIGN
+// §7) and runs op once more; a stale grant is never returned. When it finds the
+// clocks apart, it stops serving Alloc, Renew and cleanup until the probe finds
+// them agreeing again.
+func (r *Registry) mutate(ctx context.Context, name string, clocked bool, op func(context.Context, Guard) error) error {
+	call := func(gd Guard) error {
+		ctx, end := r.trace(ctx, "store."+name)
+		err := op(ctx, gd)
+		end(err)
+		return err
+	}
 	gd := r.guard(clocked)
-	err := op(gd)
+	err := call(gd)
 	if errors.Is(err, ErrStoreReset) {
 		if err := r.recoverReset(ctx, err.Error(), gd.Generation); err != nil {
 			return err
 		}
-		err = op(r.guard(clocked))
+		err = call(r.guard(clocked))
 	}
 	if errors.Is(err, ErrStoreClockSkew) {
 		r.clockDisagrees(err)

@@ -22,7 +22,7 @@ func (r *Registry) RevokeLease(ctx context.Context, node NodeID, token uint64) (
 	if err := r.Serving(); err != nil {
 		return Lease{}, err
 	}
-	err = r.mutate(ctx, false, func(gd Guard) error {
+	err = r.mutate(ctx, "revoke", false, func(ctx context.Context, gd Guard) error {
 		l, err = r.store.RevokeLease(ctx, gd, node, token, r.cfg.Grace)
 		return err
 	})

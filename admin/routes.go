@@ -78,6 +78,29 @@ func (h *Handler) apiRoutes() []route {
 	}
 }
 
+// RouteInfo is one route of the admin API's table, as APIRoutes lists it: the
+// method, the path (with APIPrefix, in http.ServeMux syntax), the least role it
+// takes ("" for the public login and logout), whether only a logged-in user may
+// call it (never an API key), and whether it honours an Idempotency-Key (when
+// Config.Idempotency is set).
+type RouteInfo struct {
+	Method, Path string
+	Role         idkeeper.Role
+	UserOnly     bool
+	Idempotent   bool
+}
+
+// APIRoutes returns the admin API's route table, the same for every Handler:
+// what the OpenAPI document (package api) must describe.
+func APIRoutes() []RouteInfo {
+	var h *Handler // the table holds method values of h, never called here
+	var out []RouteInfo
+	for _, rt := range h.apiRoutes() {
+		out = append(out, RouteInfo{rt.method, APIPrefix + rt.path, rt.role, rt.userOnly, rt.idem != ""})
+	}
+	return out
+}
+
 type principalKey struct{}
 
 // principalFrom returns the caller the auth layer put in ctx.

@@ -12,6 +12,8 @@ import (
 	"os"
 	"time"
 
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+
 	"github.com/idkeeper/idkeeper"
 )
 
@@ -36,8 +38,11 @@ type Config struct {
 	// Count is the number of node IDs (generators) to lease: 1, at most 4096.
 	Count int
 	// HTTPClient sends the requests. Default: a client of its own with dial, TLS
-	// handshake and response-header timeouts, TLSConfig for https://, and the
-	// environment's proxy settings. RequestTimeout bounds each request on top of
+	// handshake and response-header timeouts, TLSConfig for https://, the
+	// environment's proxy settings, and OpenTelemetry tracing (a client span per
+	// request, its context sent as W3C traceparent, by the global tracer provider
+	// and propagator: nothing unless the program installs them; a given client is
+	// used as it is). RequestTimeout bounds each request on top of
 	// whatever timeout it has. Whatever client is given, the session never follows
 	// a redirect: it would send the API key to wherever the redirect points; a 3xx
 	// answer is an error like any other non-200.
@@ -178,7 +183,9 @@ func defaultHTTPClient(tlsCfg *tls.Config) *http.Client {
 	if tlsCfg != nil {
 		t.TLSClientConfig = tlsCfg.Clone()
 	}
-	return &http.Client{Transport: t}
+	return &http.Client{Transport: otelhttp.NewTransport(t, otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
+		return "idkeeper " + r.Method + " " + r.URL.Path
+	}))}
 }
 
 // CABundle returns a TLS configuration that trusts the certificates of the PEM

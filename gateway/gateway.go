@@ -43,6 +43,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/api"
 	"github.com/idkeeper/idkeeper/idempotency"
 	"github.com/idkeeper/idkeeper/internal/wire"
 	"github.com/idkeeper/idkeeper/snowflake"
@@ -166,6 +167,7 @@ func New(src IDSource, opts Options) (*Server, error) {
 	handle("POST /v1/ids", routeIssue, s.authenticated(issue))
 	handle("GET /v1/ids/{id}", routeDecode, s.authenticated(http.HandlerFunc(s.decode)))
 	handle("GET /v1/version", routeVersion, http.HandlerFunc(s.version))
+	handle("GET /openapi.yaml", routeOpenAPI, api.Handler())
 	handle("GET /health", routeHealth, http.HandlerFunc(s.health))
 	handle("GET /readyz", routeReadyz, http.HandlerFunc(s.readyz))
 	handle("GET /livez", routeLivez, http.HandlerFunc(s.livez))

@@ -43,6 +43,7 @@ const (
 	routeLivez   = "livez"
 	routeReadyz  = "readyz"
 	routeProm    = "metrics"
+	routeOpenAPI = "openapi"
 	routeOther   = "other"
 )
 

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/api"
 	"github.com/idkeeper/idkeeper/internal/jsonbody"
 	"github.com/idkeeper/idkeeper/internal/wire"
 	"github.com/prometheus/client_golang/prometheus"
@@ -127,6 +128,7 @@ func NewServer(reg *idkeeper.Registry, opts Options) (*Server, error) {
 	mux.Handle("POST /v1/leases/remove", s.v1(s.remove))
 	mux.Handle("GET /v1/leases/remaining", s.v1(s.remaining))
 	mux.HandleFunc("GET /v1/version", s.version)
+	mux.Handle("GET /openapi.yaml", api.Handler())
 	if opts.Admin != nil {
 		mux.Handle("/admin/", opts.Admin)
 	}

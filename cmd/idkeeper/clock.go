@@ -45,7 +45,7 @@ func (f *clockFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.agent, "clock-agent", "", "HOST:PORT of the TCKCLK 2 clock agent (`idkeeper clock-agent`) that vouches for this server's clock and the store's; "+
 		"required on a shared store (Redis) unless --unsafe-no-clock-agent")
 	fs.StringVar(&f.secretFile, "clock-secret-file", "", "file holding the clock agent's secret (at least 32 bytes, apart from every other credential); "+
-		ClockSecretEnv+" may hold it instead")
+		ClockSecretEnv+" may hold the secret itself instead")
 	fs.DurationVar(&f.delta, "clock-delta", DefaultClockDelta, "Δ: the most two replicas' clocks may differ; every error bound must stay within Δ/2, "+
 		"and cleanup waits Δ past expiry + grace; 2ms..60s")
 	fs.DurationVar(&f.interval, "clock-check-interval", clockcheck.DefaultInterval, "time between two samples of the clock agent; 100ms..1m")
@@ -96,14 +96,12 @@ func (f *clockFlags) config(env lookupEnv, store string) (clockConfig, error) {
 	return clockConfig{Agent: f.agent, Secret: secret, Delta: f.delta, Interval: f.interval, Warning: warning}, nil
 }
 
-// clockSecret reads the agent's secret from ClockSecretEnv (or its _FILE) or
-// from file; at least clockcheck.MinSecretLen bytes. warning says the file is
-// readable by others.
+// clockSecret reads the agent's secret from ClockSecretEnv or from file (the
+// --clock-secret-file flag, which ClockSecretEnv_FILE sets as every flag's
+// environment variable does); at least clockcheck.MinSecretLen bytes. warning
+// says the file is readable by others.
 func clockSecret(env lookupEnv, file string) (secret []byte, warning string, err error) {
-	s, err := envSecret(env, ClockSecretEnv)
-	if err != nil {
-		return nil, "", err
-	}
+	s, _ := env(ClockSecretEnv)
 	switch {
 	case s != "" && file != "":
 		return nil, "", usagef("%s and --clock-secret-file both give the clock agent's secret: give one", ClockSecretEnv)

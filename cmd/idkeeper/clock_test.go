@@ -44,7 +44,11 @@ func getBody(t *testing.T, url string) (int, string) {
 // and the agent coming back does not make it healthy again.
 func TestServerClockAgent(t *testing.T) {
 	agent := startClockAgent(t)
-	env := map[string]string{BootstrapKeyEnv: bootstrapKey, ClockSecretEnv: clockSecretForTests}
+	// The secret file through the environment: IDKEEPER_CLOCK_SECRET_FILE is the
+	// flag's variable, not a second source of the secret.
+	secretFile := filepath.Join(t.TempDir(), "clock.secret")
+	writeFile(t, secretFile, clockSecretForTests+"\n")
+	env := map[string]string{BootstrapKeyEnv: bootstrapKey, ClockSecretEnv + "_FILE": secretFile}
 	store := "bolt:" + filepath.Join(t.TempDir(), "idk.db")
 	initInProcess(t, store)
 	s, code := startInProcess(t, []string{"--store", store, "--clock-agent", agent.Addr, "--clock-delta", "1s",

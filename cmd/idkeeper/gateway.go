@@ -192,6 +192,7 @@ type gatewayServer struct {
 	fatal    chan error    // the session's lost lease
 	openDone chan struct{} // closed when Open has returned; then openErr is set
 	openErr  error
+	traces   *traces
 }
 
 // startGateway opens the idempotency store, starts serving on cfg.Listen, and
@@ -272,7 +273,11 @@ func startGateway(cfg gatewayConfig) (_ *gatewayServer, err error) {
 	if err != nil {
 		return nil, usageError{err}
 	}
-	if g.api, g.metrics, err = cfg.Net.serveAPI("the gateway", cfg.Listen, gw.Handler(), promReg, log); err != nil {
+	if g.traces, err = startTracing(os.LookupEnv, "idkeeper-gateway", cfg.Version, log); err != nil {
+		return nil, err
+	}
+	if g.api, g.metrics, err = cfg.Net.serveAPI("the gateway", cfg.Listen, g.traces.handler(gw.Handler(), "idkeeper-gateway"), promReg, log); err != nil {
+		_ = g.traces.close().close()
 		return nil, err
 	}
 	go func() {
@@ -342,7 +347,7 @@ func nodeIDsOf(ls []idkclient.Lease) []int64 {
 // ShutdownTimeout), then closes the session (drain, then Remove: the node IDs are
 // free at once) and the idempotency store.
 func (g *gatewayServer) shutdown() error {
-	steps := []closeStep{closeMetrics(g.metrics), {"release the node IDs", g.sess.Close}}
+	steps := []closeStep{closeMetrics(g.metrics), {"release the node IDs", g.sess.Close}, g.traces.close()}
 	if g.idem != nil {
 		steps = append(steps, closeStep{"close the idempotency store", g.idem.Close})
 	}

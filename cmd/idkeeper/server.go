@@ -241,6 +241,7 @@ type registryServer struct {
 	backups *backupRunner
 	alerts  *alerts     // nil for a store without alert state
 	clock   *clockCheck // nil without --clock-agent
+	traces  *traces
 }
 
 // startRegistryServer validates cfg, opens the store (refusing a Redis that would
@@ -297,6 +298,20 @@ func startRegistryServer(ctx context.Context, cfg serverConfig) (_ *registryServ
 	if rc.Owner == "" {
 		rc.Owner = idkeeper.DefaultOwner()
 	}
+	env := cfg.Env
+	if env == nil {
+		env = os.LookupEnv
+	}
+	traces, err := startTracing(env, "idkeeper-server", cfg.Version, log)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = traces.close().close()
+		}
+	}()
+	rc.Tracer = traces.store()
 	promReg := newPromRegistry()
 	clock, err := startClockCheck(cfg.ClockCheck, store, rc.Owner, promReg, log)
 	if err != nil {
@@ -332,10 +347,6 @@ func startRegistryServer(ctx context.Context, cfg serverConfig) (_ *registryServ
 			_ = state.Close()
 		}
 	}()
-	env := cfg.Env
-	if env == nil {
-		env = os.LookupEnv
-	}
 	secret, source, generated, err := receiptSecret(env, cfg.ReceiptSecretFile, filepath.Join(filepath.Dir(statePath), receiptSecretName))
 	if err != nil {
 		return nil, err
@@ -422,12 +433,12 @@ func startRegistryServer(ctx context.Context, cfg serverConfig) (_ *registryServ
 	if err != nil {
 		return nil, err
 	}
-	apiWeb, metricsWeb, err := cfg.Net.serveAPI("the registry API", cfg.Listen, api.Handler(), promReg, log)
+	apiWeb, metricsWeb, err := cfg.Net.serveAPI("the registry API", cfg.Listen, traces.handler(api.Handler(), "idkeeper-server"), promReg, log)
 	if err != nil {
 		return nil, err
 	}
 	s := &registryServer{cfg: cfg, log: log, store: store, state: state, reg: reg, api: apiWeb, metrics: metricsWeb, web: web}
-	s.backups, s.alerts, s.clock = backups, alerts, clock
+	s.backups, s.alerts, s.clock, s.traces = backups, alerts, clock, traces
 	clock.attach(reg, alerts)
 	alerts.run(reg)
 	rcfg := reg.Config()
@@ -474,6 +485,7 @@ func (s *registryServer) shutdown() error {
 		s.alerts.close(),
 		closeStep{"stop the registry", s.reg.Close},
 		s.clock.close(),
+		s.traces.close(),
 		closeStep{"close the replica state", s.state.Close},
 		closeStep{"close the store", s.store.Close},
 	); err != nil {

@@ -1,0 +1,674 @@
+// Package deploy_test checks the deployment files at the top of the repository:
+// docker-compose.yaml, resolved by docker-compose itself with .env.example as its
+// .env (no Docker daemon needed), the systemd units in deploy/systemd and the
+// Dockerfile. docs/deploy.md describes them.
+package deploy_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// root is the repository's top directory: this file's directory is deploy/.
+func root(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "go.mod")); err != nil {
+		t.Fatalf("%s is not the repository's top directory: %v", dir, err)
+	}
+	return dir
+}
+
+func readFile(t *testing.T, rel string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root(t), rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// composeTool is how this machine runs Compose: Debian's docker-compose (v1, in
+// Python, or v2) or the docker CLI's compose plugin.
+type composeTool struct {
+	argv []string
+	v1   bool // prints YAML only (no --format json)
+}
+
+// findCompose finds Compose, or fails the test saying how to install it: the
+// test never skips.
+func findCompose(t *testing.T) composeTool {
+	t.Helper()
+	if path, err := exec.LookPath("docker-compose"); err == nil {
+		out, err := exec.Command(path, "version", "--short").Output()
+		if err != nil {
+			t.Fatalf("%s version --short: %v", path, err)
+		}
+		v := strings.TrimPrefix(strings.TrimSpace(string(out)), "v")
+		return composeTool{argv: []string{path}, v1: strings.HasPrefix(v, "1.")}
+	}
+	if path, err := exec.LookPath("docker"); err == nil {
+		if exec.Command(path, "compose", "version").Run() == nil {
+			return composeTool{argv: []string{path, "compose"}}
+		}
+	}
+	t.Fatal("neither docker-compose nor `docker compose` is installed, and this test validates docker-compose.yaml with it " +
+		"(no Docker daemon needed): install the Debian package, as scripts/test does: " +
+		"apt-get install --no-install-recommends docker-compose")
+	return composeTool{}
+}
+
+// service is one service of the resolved Compose configuration, as Compose prints it.
+type service struct {
+	Image       string         `json:"image"`
+	Entrypoint  any            `json:"entrypoint"`
+	Command     any            `json:"command"`
+	Environment any            `json:"environment"`
+	Volumes     []any          `json:"volumes"`
+	Ports       []any          `json:"ports"`
+	Healthcheck map[string]any `json:"healthcheck"`
+	DependsOn   any            `json:"depends_on"`
+	Profiles    []string       `json:"profiles"`
+	Restart     string         `json:"restart"`
+	User        string         `json:"user"`
+}
+
+type composeConfig struct {
+	Services map[string]service `json:"services"`
+	Volumes  map[string]any     `json:"volumes"`
+}
+
+// config runs `compose config` on a copy of docker-compose.yaml with a copy of
+// .env.example as its .env, in an environment that holds nothing else (so that
+// the machine's variables cannot stand in for a setting .env.example lacks), and
+// returns the configuration Compose resolved.
+func config(t *testing.T, tool composeTool, profiles ...string) composeConfig {
+	t.Helper()
+	src, dir := root(t), t.TempDir()
+	for from, to := range map[string]string{"docker-compose.yaml": "docker-compose.yaml", ".env.example": ".env",
+		"Dockerfile": "Dockerfile", ".dockerignore": ".dockerignore"} {
+		b, err := os.ReadFile(filepath.Join(src, from))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, to), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	args := append(slices.Clone(tool.argv[1:]), "--project-directory", dir, "-f", filepath.Join(dir, "docker-compose.yaml"))
+	for _, p := range profiles {
+		args = append(args, "--profile", p)
+	}
+	args = append(args, "config")
+	if !tool.v1 {
+		args = append(args, "--format", "json")
+	}
+	cmd := exec.Command(tool.argv[0], args...)
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "DOCKER_CONFIG=" + filepath.Join(dir, ".docker")}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	began := time.Now()
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", tool.argv[0], strings.Join(args, " "), err, stderr.String())
+	}
+	t.Logf("%s config (profiles %q): %s", strings.Join(tool.argv, " "), profiles, time.Since(began).Round(time.Millisecond))
+	if tool.v1 {
+		// docker-compose v1 prints YAML only; its own YAML library (python3-yaml, a
+		// dependency of the package) turns it into JSON.
+		conv := exec.Command("python3", "-c", "import json, sys, yaml; json.dump(yaml.safe_load(sys.stdin), sys.stdout)")
+		conv.Stdin = bytes.NewReader(out)
+		conv.Stderr = &stderr
+		if out, err = conv.Output(); err != nil {
+			t.Fatalf("converting docker-compose's YAML to JSON with python3-yaml (a dependency of docker-compose v1): %v\n%s", err, stderr.String())
+		}
+	}
+	var c composeConfig
+	if err := json.Unmarshal(out, &c); err != nil {
+		t.Fatalf("compose config printed what is not a configuration: %v\n%s", err, out)
+	}
+	return c
+}
+
+// words is a command or entrypoint as a list: Compose prints a list; a string is
+// split at blanks.
+func words(v any) []string {
+	switch v := v.(type) {
+	case string:
+		return strings.Fields(v)
+	case []any:
+		out := make([]string, len(v))
+		for i, w := range v {
+			out[i] = fmt.Sprint(w)
+		}
+		return out
+	}
+	return nil
+}
+
+// argv is what the container runs: entrypoint, then command.
+func (s service) argv() []string { return append(words(s.Entrypoint), words(s.Command)...) }
+
+// flag returns the value of --name in the command (--name VALUE or --name=VALUE).
+func (s service) flag(name string) (string, bool) {
+	cmd := words(s.Command)
+	for i, w := range cmd {
+		if w == "--"+name && i+1 < len(cmd) {
+			return cmd[i+1], true
+		}
+		if v, ok := strings.CutPrefix(w, "--"+name+"="); ok {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// env returns the service's environment as a map.
+func (s service) env() map[string]string {
+	out := map[string]string{}
+	switch e := s.Environment.(type) {
+	case map[string]any:
+		for k, v := range e {
+			if v != nil {
+				out[k] = fmt.Sprint(v)
+			} else {
+				out[k] = ""
+			}
+		}
+	case []any:
+		for _, kv := range e {
+			k, v, _ := strings.Cut(fmt.Sprint(kv), "=")
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// mount is one volume of a service.
+type mount struct{ source, target, kind string }
+
+func (s service) mounts() []mount {
+	var out []mount
+	for _, v := range s.Volumes {
+		switch v := v.(type) {
+		case string: // v1: SOURCE:TARGET[:MODE]
+			parts := strings.Split(v, ":")
+			if len(parts) >= 2 {
+				kind := "volume"
+				if strings.HasPrefix(parts[0], "/") || strings.HasPrefix(parts[0], ".") {
+					kind = "bind"
+				}
+				out = append(out, mount{source: parts[0], target: parts[1], kind: kind})
+			}
+		case map[string]any:
+			out = append(out, mount{source: fmt.Sprint(v["source"]), target: fmt.Sprint(v["target"]), kind: fmt.Sprint(v["type"])})
+		}
+	}
+	return out
+}
+
+// mountOf returns the volume mounted at path or above it.
+func (s service) mountOf(path string) (mount, bool) {
+	for _, m := range s.mounts() {
+		if path == m.target || strings.HasPrefix(path, strings.TrimSuffix(m.target, "/")+"/") {
+			return m, true
+		}
+	}
+	return mount{}, false
+}
+
+// dependsOn returns the services it waits for, with the condition.
+func (s service) dependsOn() map[string]string {
+	out := map[string]string{}
+	switch d := s.DependsOn.(type) {
+	case []any:
+		for _, name := range d {
+			out[fmt.Sprint(name)] = "service_started"
+		}
+	case map[string]any:
+		for name, v := range d {
+			cond := "service_started"
+			if m, ok := v.(map[string]any); ok && m["condition"] != nil {
+				cond = fmt.Sprint(m["condition"])
+			}
+			out[name] = cond
+		}
+	}
+	return out
+}
+
+// healthTest is the health check's command, "" without one.
+func (s service) healthTest() string {
+	if s.Healthcheck == nil || s.Healthcheck["disable"] == true {
+		return ""
+	}
+	switch t := s.Healthcheck["test"].(type) {
+	case string:
+		return t
+	case []any:
+		return strings.Join(words(t), " ")
+	}
+	return ""
+}
+
+// runsInit tells whether the service initialises the store.
+func (s service) runsInit() bool {
+	for _, w := range s.argv() {
+		if w == "init" {
+			return true
+		}
+	}
+	return false
+}
+
+// TestCompose validates docker-compose.yaml with .env.example and checks what the
+// stack promises: Redis that keeps every acknowledged write and has a password,
+// two registries with a state volume each, the clock agent and health checks,
+// the gateway after healthy registries, and no `init` on a plain `up`.
+func TestCompose(t *testing.T) {
+	tool := findCompose(t)
+	c := config(t, tool)
+	svc := func(t *testing.T, name string) service {
+		t.Helper()
+		s, ok := c.Services[name]
+		if !ok {
+			t.Fatalf("docker-compose.yaml has no service %q; it has %v", name, keys(c.Services))
+		}
+		return s
+	}
+	for _, name := range []string{"redis", "clock-agent", "registry-1", "registry-2", "gateway"} {
+		svc(t, name)
+	}
+
+	redis := svc(t, "redis")
+	redisPassword := redis.env()["REDIS_PASSWORD"]
+	t.Run("redis", func(t *testing.T) {
+		cmd := strings.Join(redis.argv(), " ")
+		for _, want := range []string{"redis-server", "--appendonly yes", "--appendfsync always", "--maxmemory-policy noeviction", "--requirepass"} {
+			if !strings.Contains(cmd, want) {
+				t.Errorf("redis runs %q: want %q in it", cmd, want)
+			}
+		}
+		if len(redisPassword) < 16 {
+			t.Errorf("redis's REDIS_PASSWORD is %q: want a password (from .env) of 16 characters or more", redisPassword)
+		}
+		if m, ok := redis.mountOf("/data"); !ok || m.kind != "volume" {
+			t.Errorf("redis keeps /data on %+v: want a named volume", m)
+		}
+		if redis.healthTest() == "" {
+			t.Error("redis has no health check")
+		}
+	})
+
+	agent := svc(t, "clock-agent")
+	agentListen, _ := agent.flag("listen")
+	t.Run("clock-agent", func(t *testing.T) {
+		if a := agent.argv(); len(a) == 0 || a[0] != "clock-agent" {
+			t.Errorf("clock-agent runs %q: want `idkeeper clock-agent …`", a)
+		}
+		if agentListen == "" {
+			t.Error("clock-agent has no --listen")
+		}
+		file, ok := agent.flag("secret-file")
+		if !ok {
+			t.Fatal("clock-agent has no --secret-file")
+		}
+		if _, ok := agent.mountOf(file); !ok {
+			t.Errorf("clock-agent's --secret-file %s is on no volume: %+v", file, agent.mounts())
+		}
+		if ntp := agent.env()["IDKEEPER_NTP_SERVER"]; ntp == "" {
+			t.Error("clock-agent has no NTP server (IDKEEPER_NTP_SERVER)")
+		}
+		if h := agent.healthTest(); !strings.Contains(h, "probe") {
+			t.Errorf("clock-agent's health check is %q: want `idkeeper probe tcp://…`", h)
+		}
+	})
+
+	r1, r2 := svc(t, "registry-1"), svc(t, "registry-2")
+	var stateVolumes []string
+	for _, name := range []string{"registry-1", "registry-2"} {
+		s := svc(t, name)
+		t.Run(name, func(t *testing.T) {
+			env := s.env()
+			if a := s.argv(); len(a) == 0 || a[0] != "server" {
+				t.Errorf("%s runs %q: want `idkeeper server …`", name, a)
+			}
+			if h := s.healthTest(); !strings.Contains(h, "probe") || !strings.Contains(h, "/readyz") {
+				t.Errorf("%s's health check is %q: want `idkeeper probe …/readyz`", name, h)
+			}
+			// The store on Redis, its password from the environment, not argv.
+			store := env["IDKEEPER_STORE"]
+			u, err := url.Parse(store)
+			if err != nil || u.Scheme != "redis" || u.Hostname() != "redis" {
+				t.Errorf("%s's IDKEEPER_STORE %q: want redis://:PASSWORD@redis:6379/0", name, store)
+			} else if pw, _ := u.User.Password(); pw != redisPassword {
+				t.Errorf("%s's store URL has the password %q, redis has %q", name, pw, redisPassword)
+			}
+			if _, ok := s.flag("store"); ok {
+				t.Errorf("%s gives --store on the command line: its password would show in ps", name)
+			}
+			// Its own state file on its own volume.
+			state := env["IDKEEPER_STATE_FILE"]
+			m, ok := s.mountOf(state)
+			if state == "" || !ok || m.kind != "volume" {
+				t.Errorf("%s's state file %q is on %+v: want a named volume of its own", name, state, m)
+			}
+			stateVolumes = append(stateVolumes, m.source)
+			// The clock agent.
+			if a, ok := s.flag("clock-agent"); !ok || !strings.HasPrefix(a, "clock-agent:") {
+				t.Errorf("%s's --clock-agent is %q: want clock-agent:PORT", name, a)
+			} else if _, port, _ := strings.Cut(agentListen, ":"); !strings.HasSuffix(a, ":"+port) {
+				t.Errorf("%s's --clock-agent %s: the agent listens on %s", name, a, agentListen)
+			}
+			if d := s.dependsOn(); d["redis"] != "service_healthy" || d["clock-agent"] != "service_healthy" {
+				t.Errorf("%s depends on %v: want redis and clock-agent healthy first", name, d)
+			}
+			for _, k := range []string{"IDKEEPER_CLOCK_SECRET", "IDKEEPER_RECEIPT_SECRET"} {
+				if len(env[k]) < 32 {
+					t.Errorf("%s's %s has %d bytes: want 32 or more", name, k, len(env[k]))
+				}
+			}
+			for _, k := range []string{"IDKEEPER_ADMIN_PASSWORD", "IDKEEPER_BOOTSTRAP_API_KEY"} {
+				if env[k] == "" {
+					t.Errorf("%s has no %s", name, k)
+				}
+			}
+			if env["IDKEEPER_CLOCK_SECRET"] == env["IDKEEPER_RECEIPT_SECRET"] || env["IDKEEPER_CLOCK_SECRET"] == redisPassword {
+				t.Errorf("%s's clock secret is another credential too: keep it apart (docs/clock.md)", name)
+			}
+		})
+	}
+	t.Run("registries", func(t *testing.T) {
+		if len(stateVolumes) == 2 && stateVolumes[0] == stateVolumes[1] {
+			t.Errorf("both registries keep their state on the volume %q: each needs its own", stateVolumes[0])
+		}
+		if a, b := r1.env()["IDKEEPER_RECEIPT_SECRET"], r2.env()["IDKEEPER_RECEIPT_SECRET"]; a != b {
+			t.Error("the registries have different receipt secrets: receipts would verify on the replica that signed them only")
+		}
+		if a, b := r1.env()["IDKEEPER_CLOCK_SECRET"], r2.env()["IDKEEPER_CLOCK_SECRET"]; a != b {
+			t.Error("the registries have different clock secrets")
+		}
+	})
+
+	t.Run("gateway", func(t *testing.T) {
+		g := svc(t, "gateway")
+		if a := g.argv(); len(a) == 0 || a[0] != "gateway" {
+			t.Errorf("gateway runs %q: want `idkeeper gateway …`", a)
+		}
+		d := g.dependsOn()
+		for _, r := range []string{"registry-1", "registry-2"} {
+			if d[r] != "service_healthy" {
+				t.Errorf("gateway depends on %v: want %s healthy first", d, r)
+			}
+		}
+		server, _ := g.flag("server")
+		if u, err := url.Parse(server); err != nil || c.Services[u.Hostname()].Image == "" {
+			t.Errorf("gateway's --server %q: want the URL of a registry service", server)
+		}
+		env := g.env()
+		if idem := env["IDKEEPER_IDEMPOTENCY_STORE"]; !strings.HasPrefix(idem, "redis://") {
+			t.Errorf("gateway's IDKEEPER_IDEMPOTENCY_STORE %q: want the Idempotency-Key records in Redis", idem)
+		}
+		if k := env["IDKEEPER_API_KEY"]; k == "" || k != r1.env()["IDKEEPER_BOOTSTRAP_API_KEY"] {
+			t.Errorf("gateway's IDKEEPER_API_KEY is not the registries' bootstrap key, which they store at start")
+		}
+		if h := g.healthTest(); !strings.Contains(h, "probe") {
+			t.Errorf("gateway's health check is %q: want `idkeeper probe …`", h)
+		}
+	})
+
+	// `docker compose up` starts every service outside a profile: none of them may
+	// initialise the store (DESIGN §7). Compose v2 leaves profiled services out of
+	// this configuration; v1 lists them with their profiles.
+	t.Run("no init on up", func(t *testing.T) {
+		for name, s := range c.Services {
+			if s.runsInit() && len(s.Profiles) == 0 {
+				t.Errorf("service %s runs %q on every `up`: init must be a one-time job (a profile, or docker compose run)", name, s.argv())
+			}
+		}
+	})
+	t.Run("init profile", func(t *testing.T) {
+		ci := config(t, tool, "init")
+		s, ok := ci.Services["init"]
+		if !ok {
+			t.Fatalf("with --profile init there is no service init; services: %v", keys(ci.Services))
+		}
+		if a := s.argv(); len(a) == 0 || a[0] != "init" {
+			t.Errorf("service init runs %q: want `idkeeper init`", a)
+		}
+		if !slices.Contains(s.Profiles, "init") {
+			t.Errorf("service init has the profiles %q: want init", s.Profiles)
+		}
+		if s.Restart != "" && s.Restart != "no" {
+			t.Errorf("service init restarts %q: a one-time job restarts never", s.Restart)
+		}
+		if a, b := s.env()["IDKEEPER_STORE"], r1.env()["IDKEEPER_STORE"]; a != b {
+			t.Errorf("init initialises %q, the registries serve %q", a, b)
+		}
+		if s.dependsOn()["redis"] != "service_healthy" {
+			t.Errorf("init depends on %v: want redis healthy first", s.dependsOn())
+		}
+	})
+	t.Run("one image", func(t *testing.T) {
+		for _, name := range []string{"clock-agent", "registry-1", "registry-2", "gateway"} {
+			if img := c.Services[name].Image; img != r1.Image {
+				t.Errorf("%s runs the image %q, registry-1 %q", name, img, r1.Image)
+			}
+		}
+	})
+}
+
+// TestEnvExample: every variable docker-compose.yaml reads is set in .env.example,
+// and .env (the copy with the real secrets) is kept out of git and of the image.
+func TestEnvExample(t *testing.T) {
+	compose, example := readFile(t, "docker-compose.yaml"), readFile(t, ".env.example")
+	set := map[string]bool{}
+	for line := range strings.Lines(example) {
+		line = strings.TrimSpace(line)
+		if k, _, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(line, "#") {
+			set[k] = true
+		}
+	}
+	for _, m := range regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)`).FindAllStringSubmatch(compose, -1) {
+		if !set[m[1]] {
+			t.Errorf("docker-compose.yaml reads ${%s}, which .env.example does not set", m[1])
+		}
+	}
+	if !hasLine(readFile(t, ".gitignore"), "/.env", ".env") {
+		t.Error(".gitignore does not ignore .env")
+	}
+	if !hasLine(readFile(t, ".dockerignore"), ".env") {
+		t.Error(".dockerignore does not keep .env out of the image's build context")
+	}
+}
+
+func hasLine(text string, want ...string) bool {
+	for line := range strings.Lines(text) {
+		if slices.Contains(want, strings.TrimSpace(line)) {
+			return true
+		}
+	}
+	return false
+}
+
+// unit is a systemd unit file: every key's values, in order.
+type unit map[string][]string
+
+func parseUnit(t *testing.T, rel string) unit {
+	t.Helper()
+	u := unit{}
+	sc := bufio.NewScanner(strings.NewReader(readFile(t, rel)))
+	section := ""
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		switch {
+		case line == "" || strings.HasPrefix(line, "#") || strings.HasPrefix(line, ";"):
+		case strings.HasPrefix(line, "["):
+			section = strings.Trim(line, "[]")
+		default:
+			k, v, ok := strings.Cut(line, "=")
+			if !ok {
+				t.Fatalf("%s: %q is no KEY=VALUE", rel, line)
+			}
+			u[section+"."+k] = append(u[section+"."+k], v)
+		}
+	}
+	return u
+}
+
+func (u unit) last(key string) string {
+	if v := u[key]; len(v) > 0 {
+		return v[len(v)-1]
+	}
+	return ""
+}
+
+// TestSystemdUnit checks the registry's unit: hardened, its state in
+// StateDirectory, its secrets as credentials read through the *_FILE convention,
+// and no automatic init.
+func TestSystemdUnit(t *testing.T) {
+	for _, rel := range []string{"deploy/systemd/idkeeper.service", "deploy/systemd/idkeeper-clock-agent.service"} {
+		t.Run(filepath.Base(rel), func(t *testing.T) {
+			u := parseUnit(t, rel)
+			for key, want := range map[string]string{
+				"Service.DynamicUser":             "yes",
+				"Service.NoNewPrivileges":         "yes",
+				"Service.ProtectSystem":           "strict",
+				"Service.ProtectHome":             "yes",
+				"Service.PrivateTmp":              "yes",
+				"Service.PrivateDevices":          "yes",
+				"Service.RestrictAddressFamilies": "AF_INET AF_INET6 AF_UNIX",
+				"Service.CapabilityBoundingSet":   "",
+				"Install.WantedBy":                "multi-user.target",
+			} {
+				if got, ok := u[key]; !ok || u.last(key) != want {
+					t.Errorf("%s: %s=%q, want %q", rel, key, got, want)
+				}
+			}
+			start := u.last("Service.ExecStart")
+			if !strings.HasPrefix(start, "/usr/local/bin/idkeeper ") {
+				t.Errorf("%s: ExecStart=%s, want /usr/local/bin/idkeeper …", rel, start)
+			}
+			for _, k := range []string{"Service.ExecStartPre", "Service.ExecStartPost", "Service.ExecStart"} {
+				for _, v := range u[k] {
+					if slices.Contains(strings.Fields(v), "init") {
+						t.Errorf("%s: %s=%s initialises the store on a start: init is manual (DESIGN §7)", rel, k, v)
+					}
+				}
+			}
+			// Every credential loaded is used, from the credentials directory.
+			creds := u["Service.LoadCredential"]
+			if len(creds) == 0 {
+				t.Errorf("%s: no LoadCredential=: secrets come as credentials", rel)
+			}
+			uses := strings.Join(append(slices.Clone(u["Service.Environment"]), start), "\n")
+			for _, c := range creds {
+				id, _, _ := strings.Cut(c, ":")
+				if !strings.Contains(uses, "%d/"+id) && !strings.Contains(uses, "${CREDENTIALS_DIRECTORY}/"+id) {
+					t.Errorf("%s: the credential %s is loaded but not read (%%d/%s)", rel, id, id)
+				}
+			}
+		})
+	}
+	u := parseUnit(t, "deploy/systemd/idkeeper.service")
+	if got := u.last("Service.StateDirectory"); got != "idkeeper" {
+		t.Errorf("idkeeper.service: StateDirectory=%q, want idkeeper", got)
+	}
+	if start := u.last("Service.ExecStart"); !strings.HasPrefix(start, "/usr/local/bin/idkeeper server") {
+		t.Errorf("idkeeper.service runs %q: want the server", start)
+	}
+	env := strings.Join(u["Service.Environment"], "\n")
+	for _, want := range []string{"IDKEEPER_STORE=bolt:%S/idkeeper/", "IDKEEPER_BOOTSTRAP_API_KEY_FILE=%d/", "IDKEEPER_ADMIN_PASSWORD_FILE=%d/"} {
+		if !strings.Contains(env, want) {
+			t.Errorf("idkeeper.service: no Environment=%s…", want)
+		}
+	}
+}
+
+// TestDockerfile checks the image's recipe: a Go build stage, a static binary
+// with the version and commit stamped where cmd/idkeeper reads them, and a
+// runtime stage that runs as a user other than root.
+func TestDockerfile(t *testing.T) {
+	df := readFile(t, "Dockerfile")
+	var stages [][]string // the instructions of each stage
+	for line := range strings.Lines(strings.ReplaceAll(df, "\\\n", " ")) {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if strings.HasPrefix(strings.ToUpper(line), "FROM ") {
+			stages = append(stages, nil)
+		}
+		if len(stages) > 0 {
+			stages[len(stages)-1] = append(stages[len(stages)-1], line)
+		}
+	}
+	if len(stages) < 2 {
+		t.Fatalf("the Dockerfile has %d stages: want a build stage and a runtime stage", len(stages))
+	}
+	build, runtime := strings.Join(stages[0], "\n"), stages[len(stages)-1]
+	if !strings.Contains(stages[0][0], "golang:") {
+		t.Errorf("the first stage is %q: want a golang builder", stages[0][0])
+	}
+	for _, want := range []string{"CGO_ENABLED=0", "-trimpath", "ARG VERSION", "ARG COMMIT",
+		"-X main.version=${VERSION}", "-X main.commit=${COMMIT}", "./cmd/idkeeper"} {
+		if !strings.Contains(build, want) {
+			t.Errorf("the build stage lacks %q", want)
+		}
+	}
+	version := readFile(t, "cmd/idkeeper/version.go")
+	if !regexp.MustCompile(`(?m)^\s+version\s+string`).MatchString(version) || !regexp.MustCompile(`(?m)^\s+commit\s+string`).MatchString(version) {
+		t.Error("cmd/idkeeper/version.go has no package variables version and commit for the Dockerfile's -X flags")
+	}
+	if strings.Contains(runtime[0], "golang:") {
+		t.Errorf("the runtime stage is %q: want a small image, not the Go toolchain", runtime[0])
+	}
+	user := ""
+	var entrypoint, expose string
+	for _, ins := range runtime {
+		word, rest, _ := strings.Cut(ins, " ")
+		switch strings.ToUpper(word) {
+		case "USER":
+			user = strings.TrimSpace(rest)
+		case "ENTRYPOINT":
+			entrypoint = rest
+		case "EXPOSE":
+			expose += " " + rest
+		}
+	}
+	if name, _, _ := strings.Cut(user, ":"); name == "" || name == "root" || name == "0" {
+		t.Errorf("the runtime stage runs as %q: want a user other than root", user)
+	}
+	if !strings.Contains(entrypoint, "/usr/local/bin/idkeeper") {
+		t.Errorf("ENTRYPOINT %s: want /usr/local/bin/idkeeper, which the Compose health checks run", entrypoint)
+	}
+	for _, port := range []string{"8080", "8081", "4123"} {
+		if !slices.Contains(strings.Fields(expose), port) {
+			t.Errorf("the image does not EXPOSE %s (EXPOSE%s)", port, expose)
+		}
+	}
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
