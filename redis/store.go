@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	neturl "net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -78,9 +77,10 @@ var (
 	_ idkeeper.ReplicatedStore = (*Store)(nil)
 )
 
-// Open returns a Store on the Redis at url (redis:// or rediss://, as accepted by
-// goredis.ParseURL, query options included), or on opts.Client when it is set (url
-// is ignored then). It does no I/O: the client connects on first use, so call Ping
+// Open returns a Store on the Redis at url — one server (redis://, rediss://),
+// Sentinel (redis+sentinel://, rediss+sentinel://) or a cluster (redis+cluster://,
+// rediss+cluster://), in the forms of url.go, query options included — or on
+// opts.Client when it is set (url is ignored then). It does no I/O: the client connects on first use, so call Ping
 // (or Init) to check the server. On the client Open creates, context deadlines
 // bound every call, besides go-redis's own dial, read and write timeouts.
 func Open(url string, opts Options) (*Store, error) {
@@ -119,20 +119,11 @@ func Open(url string, opts Options) (*Store, error) {
 		s.reclaimBatch = DefaultReclaimBatch
 	}
 	if s.client == nil {
-		if !strings.HasPrefix(url, "redis://") && !strings.HasPrefix(url, "rediss://") {
-			return nil, fmt.Errorf("redis: URL must start with redis:// or rediss://")
-		}
-		o, err := goredis.ParseURL(url)
+		c, err := dial(url)
 		if err != nil {
-			// A *url.Error repeats the URL, password included.
-			var ue *neturl.Error
-			if errors.As(err, &ue) {
-				err = ue.Err
-			}
-			return nil, fmt.Errorf("redis: bad URL: %w", err)
+			return nil, err
 		}
-		o.ContextTimeoutEnabled = true
-		s.client, s.ownClient = goredis.NewClient(o), true
+		s.client, s.ownClient = c, true
 	}
 	if s.waitReplicas > 0 {
 		switch s.client.(type) {

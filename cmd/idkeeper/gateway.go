@@ -73,7 +73,7 @@ func (f *gatewayFlags) register(fs *flag.FlagSet) {
 	f.apiKey = secretVar(fs, &c.APIKey, "api-key", "", "registry API key to lease node IDs with (required; prefer --api-key-file or IDKEEPER_API_KEY: a flag shows in ps)", always)
 	fs.IntVar(&c.NodeIDs, "node-ids", 1, "node IDs to lease, each good for 1,024,000 IDs/s; 1.."+strconv.Itoa(idkeeper.MaxCount))
 	fs.IntVar(&c.MaxCount, "max-count", gateway.DefaultMaxCount, "largest count of one POST /v1/ids; 1.."+strconv.Itoa(gateway.MaxMaxCount))
-	f.idemStore = secretVar(fs, &c.IdempotencyStore, "idempotency-store", DefaultIdempotencyStore, "where Idempotency-Key records live: bolt:PATH (one gateway), redis://[:PASSWORD@]HOST:PORT/DB or rediss://… (gateways sharing work), or none", urlHasPassword)
+	f.idemStore = secretVar(fs, &c.IdempotencyStore, "idempotency-store", DefaultIdempotencyStore, "where Idempotency-Key records live: bolt:PATH (one gateway), a Redis URL (gateways sharing work: redis://[:PASSWORD@]HOST:PORT/DB, redis+sentinel://…, redis+cluster://…, rediss…), or none", urlHasPassword)
 	fs.DurationVar(&c.IdempotencyTTL, "idempotency-ttl", idempotency.DefaultTTL, "how long an answer is replayed for its Idempotency-Key")
 	fs.BoolVar(&c.IdempotencyRequired, "idempotency-required", false, "answer POST /v1/ids without an Idempotency-Key with 400 IDEMPOTENCY_KEY_REQUIRED")
 	fs.IntVar(&c.IdempotencyRecords, "idempotency-max-records", gateway.DefaultIdempotencyMaxRecords, "most Idempotency-Key records one caller (consumer key, or client address without consumer keys) may hold; a new key beyond gets 429 IDEMPOTENCY_RECORDS_EXHAUSTED; 0: no cap")
@@ -152,12 +152,12 @@ func (f *gatewayFlags) config(env lookupEnv, stderr io.Writer) (gatewayConfig, e
 
 func checkIdempotencyStore(spec string) error {
 	switch {
-	case spec == "none", strings.HasPrefix(spec, "redis://"), strings.HasPrefix(spec, "rediss://"):
+	case spec == "none", redis.IsURL(spec):
 		return nil
 	case strings.HasPrefix(spec, "bolt:") && spec != "bolt:":
 		return nil
 	}
-	return usagef("--idempotency-store %q: want bolt:PATH, redis://HOST:PORT/DB, rediss://HOST:PORT/DB or none", redactURL(spec))
+	return usagef("--idempotency-store %q: want bolt:PATH, redis://HOST:PORT/DB, redis+sentinel://…, redis+cluster://…, rediss… or none", redactURL(spec))
 }
 
 // runGateway is the gateway command: it serves until ctx ends or the session

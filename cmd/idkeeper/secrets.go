@@ -139,5 +139,6 @@ func urlHasPassword(v string) bool {
 		return strings.Contains(v, "@") // unparsable: assume the worst
 	}
 	_, has := u.User.Password()
-	return has
+	q := u.Query()
+	return has || q.Get("password") != "" || q.Get("sentinel_password") != ""
 }

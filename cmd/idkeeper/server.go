@@ -99,7 +99,7 @@ type serverFlags struct {
 func (f *serverFlags) register(fs *flag.FlagSet) {
 	c := &f.cfg
 	fs.StringVar(&c.Listen, "listen", ":8080", "address to serve the REST API on, host:port")
-	f.store = secretVar(fs, &c.Store, "store", DefaultStore, "the store: bolt:PATH, redis://[:PASSWORD@]HOST:PORT/DB or rediss://…", urlHasPassword)
+	f.store = secretVar(fs, &c.Store, "store", DefaultStore, "the store: bolt:PATH, redis://[:PASSWORD@]HOST:PORT/DB, redis+sentinel://SENTINEL:PORT/DB?master_name=NAME&addr=…, redis+cluster://NODE:PORT?addr=… (rediss… with TLS)", urlHasPassword)
 	fs.StringVar(&c.RedisPrefix, "redis-prefix", "", "prefix of every Redis key, to share one Redis between registries (default: the redis package's)")
 	fs.IntVar(&c.RedisWait, "redis-wait-replicas", 0, "Redis replicas that must acknowledge every Alloc and Renew (WAIT) before it is answered; 0: none")
 	fs.DurationVar(&f.leaseDuration, "lease-duration", idkeeper.DefaultLeaseDuration, "length a Renew extends a lease to; first-lease..8760h")

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,7 +32,8 @@ type storeOptions struct {
 }
 
 // openStore opens the store a --store value names: "bolt:PATH" (the parent
-// directory is created) or a "redis://" or "rediss://" URL. On Redis it logs every
+// directory is created) or a Redis URL of one server, Sentinel or a cluster
+// (redis.IsURL). On Redis it logs every
 // warning of redis.Store.CheckConfig (eviction, no persistence).
 func openStore(ctx context.Context, spec string, o storeOptions) (idkeeper.Store, error) {
 	switch {
@@ -55,7 +55,7 @@ func openStore(ctx context.Context, spec string, o storeOptions) (idkeeper.Store
 			return nil, err
 		}
 		return s, nil
-	case strings.HasPrefix(spec, "redis://"), strings.HasPrefix(spec, "rediss://"):
+	case redis.IsURL(spec):
 		s, err := redis.Open(spec, redis.Options{Prefix: o.RedisPrefix, Logger: o.Logger, WaitReplicas: o.RedisWaitReplicas})
 		if err != nil {
 			return nil, fmt.Errorf("open redis store %s: %w", redactURL(spec), err)
@@ -65,19 +65,17 @@ func openStore(ctx context.Context, spec string, o storeOptions) (idkeeper.Store
 		}
 		return s, nil
 	}
-	return nil, usagef("--store %q: want bolt:PATH, redis://HOST:PORT/DB or rediss://HOST:PORT/DB", redactURL(spec))
+	return nil, usagef("--store %q: want bolt:PATH, redis://HOST:PORT/DB, redis+sentinel://SENTINEL:PORT/DB?master_name=NAME&addr=…, "+
+		"redis+cluster://NODE:PORT?addr=… (rediss… with TLS)", redactURL(spec))
 }
 
-// redactURL hides the password of a store URL, for messages and logs.
+// redactURL hides the passwords of a store URL (user info, and the password
+// query parameters of the Sentinel form), for messages and logs.
 func redactURL(spec string) string {
 	if !strings.Contains(spec, "://") {
 		return spec
 	}
-	u, err := url.Parse(spec)
-	if err != nil {
-		return "(a URL that does not parse)"
-	}
-	return u.Redacted()
+	return redis.RedactURL(spec)
 }
 
 // durabilityChecker is a store that can tell whether a restart of its server keeps

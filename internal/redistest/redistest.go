@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -30,8 +31,10 @@ const startTimeout = 10 * time.Second
 type Option func(*config)
 
 type config struct {
-	aof     string // appendfsync policy; "" is appendonly no
-	cluster bool
+	aof      string // appendfsync policy; "" is appendonly no
+	cluster  bool
+	join     bool   // a cluster node that claims no slot (StartCluster3 assigns them)
+	password string // requirepass and masterauth; "" is none
 }
 
 // WithAOF turns the append-only file on (appendonly yes, appendfsync always) in
@@ -47,12 +50,18 @@ func WithAOFEverySec() Option { return func(c *config) { c.aof = "everysec" } }
 // a cluster client; URL still names database 0.
 func WithCluster() Option { return func(c *config) { c.cluster = true } }
 
+// WithPassword makes the server require pw (requirepass) and use it towards its
+// master (masterauth). URL then carries it, and the package's own commands
+// (ReplicaOf, Promote, the readiness checks) authenticate with it.
+func WithPassword(pw string) Option { return func(c *config) { c.password = pw } }
+
 // Server is a running redis-server owned by one test.
 type Server struct {
-	bin  string
-	dir  string
-	cfg  config
-	port int
+	bin     string
+	dir     string
+	cfg     config
+	port    int
+	busPort int // cluster bus port (cluster-port); 0 until a cluster node first starts
 
 	mu   sync.Mutex
 	proc *process
@@ -86,6 +95,7 @@ func Start(t testing.TB, opts ...Option) *Server {
 		if err != nil {
 			t.Fatalf("redistest: no free loopback port: %v", err)
 		}
+		s.busPort = 0
 		if lastErr = s.launch(port); lastErr == nil {
 			return s
 		}
@@ -97,8 +107,17 @@ func Start(t testing.TB, opts ...Option) *Server {
 // Addr is the server's host:port on 127.0.0.1.
 func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
 
-// URL is the server's address as a redis:// URL on database 0.
-func (s *Server) URL() string { return "redis://" + s.Addr() + "/0" }
+// URL is the server's address as a redis:// URL on database 0, with the
+// password of WithPassword as the user info's.
+func (s *Server) URL() string {
+	if s.cfg.password != "" {
+		return "redis://" + url.UserPassword("", s.cfg.password).String() + "@" + s.Addr() + "/0"
+	}
+	return "redis://" + s.Addr() + "/0"
+}
+
+// Password is the password of WithPassword, "" without it.
+func (s *Server) Password() string { return s.cfg.password }
 
 // Stop kills the server and waits for it to exit. Clients see connection errors
 // until Restart. Stopping a stopped server does nothing.
@@ -130,12 +149,12 @@ func (s *Server) Restart(t testing.TB) {
 func (s *Server) ReplicaOf(t testing.TB, primary *Server) {
 	t.Helper()
 	host, port, _ := strings.Cut(primary.Addr(), ":")
-	if reply, err := command(s.Addr(), "REPLICAOF "+host+" "+port); err != nil || !strings.HasPrefix(reply, "+OK") {
+	if reply, err := commandAuth(s.Addr(), s.cfg.password, "REPLICAOF "+host+" "+port); err != nil || !strings.HasPrefix(reply, "+OK") {
 		t.Fatalf("redistest: REPLICAOF %s: %q %v", primary.Addr(), reply, err)
 	}
 	deadline := time.Now().Add(startTimeout)
 	for {
-		info, err := command(s.Addr(), "INFO replication")
+		info, err := commandAuth(s.Addr(), s.cfg.password, "INFO replication")
 		if err == nil && strings.Contains(info, "master_link_status:up") {
 			return
 		}
@@ -150,7 +169,7 @@ func (s *Server) ReplicaOf(t testing.TB, primary *Server) {
 // gets a new replication ID and keeps its former master's as master_replid2.
 func (s *Server) Promote(t testing.TB) {
 	t.Helper()
-	if reply, err := command(s.Addr(), "REPLICAOF NO ONE"); err != nil || !strings.HasPrefix(reply, "+OK") {
+	if reply, err := commandAuth(s.Addr(), s.cfg.password, "REPLICAOF NO ONE"); err != nil || !strings.HasPrefix(reply, "+OK") {
 		t.Fatalf("redistest: REPLICAOF NO ONE: %q %v", reply, err)
 	}
 }
@@ -176,8 +195,21 @@ func (s *Server) launch(port int) error {
 	} else {
 		args = append(args, "--appendonly", "no")
 	}
+	if s.cfg.password != "" {
+		args = append(args, "--requirepass", s.cfg.password, "--masterauth", s.cfg.password)
+	}
+	bus := s.busPort
 	if s.cfg.cluster {
-		args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
+		// An explicit bus port: the default, port+10000, is past 65535 for a
+		// high ephemeral port, or may be taken.
+		if bus == 0 {
+			var err error
+			if bus, err = freePort(); err != nil {
+				return err
+			}
+		}
+		args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+			"--cluster-port", strconv.Itoa(bus))
 	}
 	out := &syncBuffer{}
 	cmd := exec.Command(s.bin, args...)
@@ -201,16 +233,16 @@ func (s *Server) launch(port int) error {
 			return fmt.Errorf("redis-server on port %d exited: %s", port, strings.TrimSpace(out.String()))
 		default:
 		}
-		if ping(addr) == nil {
-			if s.cfg.cluster {
-				if err := claimSlots(addr); err != nil {
+		if ping(addr, s.cfg.password) == nil {
+			if s.cfg.cluster && !s.cfg.join {
+				if err := claimSlots(addr, s.cfg.password); err != nil {
 					_ = cmd.Process.Kill()
 					<-p.done
 					return fmt.Errorf("redis-server on port %d: cluster: %w", port, err)
 				}
 			}
 			s.mu.Lock()
-			s.port, s.proc = port, p
+			s.port, s.proc, s.busPort = port, p, bus
 			s.mu.Unlock()
 			return nil
 		}
@@ -236,19 +268,10 @@ func (s *Server) kill() {
 	<-p.done
 }
 
-// ping reports nil when addr answers an inline PING with +PONG. A server still
-// loading its AOF answers -LOADING, which is not ready.
-func ping(addr string) error {
-	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(500 * time.Millisecond))
-	if _, err := c.Write([]byte("PING\r\n")); err != nil {
-		return err
-	}
-	line, err := bufio.NewReader(c).ReadString('\n')
+// ping reports nil when addr answers PING with +PONG, after AUTH when pw is
+// set. A server still loading its AOF answers -LOADING, which is not ready.
+func ping(addr, pw string) error {
+	line, err := commandAuth(addr, pw, "PING")
 	if err != nil {
 		return err
 	}
@@ -260,15 +283,15 @@ func ping(addr string) error {
 
 // claimSlots gives a one-node cluster every slot (a restarted one has them from
 // nodes.conf already) and waits until the cluster state is ok.
-func claimSlots(addr string) error {
-	if reply, err := command(addr, "CLUSTER ADDSLOTSRANGE 0 16383"); err != nil {
+func claimSlots(addr, pw string) error {
+	if reply, err := commandAuth(addr, pw, "CLUSTER ADDSLOTSRANGE 0 16383"); err != nil {
 		return err
 	} else if strings.HasPrefix(reply, "-") && !strings.Contains(reply, "busy") {
 		return fmt.Errorf("CLUSTER ADDSLOTSRANGE: %s", reply)
 	}
 	deadline := time.Now().Add(startTimeout)
 	for {
-		info, err := command(addr, "CLUSTER INFO")
+		info, err := commandAuth(addr, pw, "CLUSTER INFO")
 		if err == nil && strings.Contains(info, "cluster_state:ok") {
 			return nil
 		}
@@ -281,17 +304,30 @@ func claimSlots(addr string) error {
 
 // command sends one inline command and returns its reply: a status or error line
 // as is ("+OK", "-ERR …"), a bulk string's content.
-func command(addr, line string) (string, error) {
+func command(addr, line string) (string, error) { return commandAuth(addr, "", line) }
+
+// commandAuth is command after AUTH pw when pw is set; a failed AUTH is an error.
+func commandAuth(addr, pw, line string) (string, error) {
 	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
 	if err != nil {
 		return "", err
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(time.Second))
+	r := bufio.NewReader(c)
+	if pw != "" {
+		if _, err := c.Write(encodeCommand("AUTH", pw)); err != nil {
+			return "", err
+		}
+		if reply, err := r.ReadString('\n'); err != nil {
+			return "", err
+		} else if !strings.HasPrefix(reply, "+OK") {
+			return "", fmt.Errorf("AUTH: %s", strings.TrimSpace(reply))
+		}
+	}
 	if _, err := c.Write([]byte(line + "\r\n")); err != nil {
 		return "", err
 	}
-	r := bufio.NewReader(c)
 	first, err := r.ReadString('\n')
 	if err != nil {
 		return "", err
