@@ -55,6 +55,12 @@ type ClientSpec struct {
 type Options struct {
 	Settings
 	AOF bool // Redis with appendfsync always; false: a Redis that persists nothing
+	// Sentinel runs the store as a Redis Sentinel topology (redistest.StartSentinel:
+	// a master, two replicas, three sentinels; AOF as above on every data node)
+	// instead of one redis-server. WaitReplicas is the replicas'
+	// --redis-wait-replicas (0: the flag is not given).
+	Sentinel     bool
+	WaitReplicas int
 	// ServerControl, when set, runs the replicas as chaosserver on that store
 	// control (internal/chaos/controls); ClientControl is chaosclient's --control.
 	// Both are for negative controls only; the gateway is never affected.
@@ -71,10 +77,10 @@ type Fault struct {
 	Heal   time.Time `json:"heal"`
 }
 
-// Cluster is the topology of one chaos run on loopback: one redis-server, two
-// registry server replicas sharing it, and client processes that each reach the
-// replicas through a Proxy of their own (balanced over both), so a test can cut or
-// slow one client's network alone.
+// Cluster is the topology of one chaos run on loopback: one redis-server (or a
+// Sentinel topology, Options.Sentinel), two registry server replicas sharing it,
+// and client processes that each reach the replicas through a Proxy of their own
+// (balanced over both), so a test can cut or slow one client's network alone.
 type Cluster struct {
 	t      testing.TB
 	dir    string
@@ -82,8 +88,13 @@ type Cluster struct {
 	opts   Options
 	apiKey string
 	secret string // the receipt secret every replica shares
-	Redis  *redistest.Server
-	rdb    *goredis.Client
+	// Redis is the single redis-server, nil on a Sentinel topology; Sentinel is
+	// that topology, nil on a single Redis. store is the URL of either, which the
+	// replicas and every idkeeper command of the run are given.
+	Redis    *redistest.Server
+	Sentinel *redistest.Sentinel
+	store    string
+	rdb      *goredis.Client // on Sentinel, a failover client: it follows the master
 
 	mu       sync.Mutex
 	servers  []*serverProc
@@ -116,8 +127,8 @@ type Client struct {
 	Killed time.Time // zero while it runs
 }
 
-// StartCluster starts Redis and two server replicas and waits until both are
-// ready. Everything is stopped in t.Cleanup.
+// StartCluster starts Redis (one server, or a Sentinel topology) and two server
+// replicas and waits until both are ready. Everything is stopped in t.Cleanup.
 func StartCluster(t testing.TB, dir string, bins Binaries, opts Options) *Cluster {
 	t.Helper()
 	var ropts []redistest.Option
@@ -128,15 +139,23 @@ func StartCluster(t testing.TB, dir string, bins Binaries, opts Options) *Cluste
 	_, _ = rand.Read(key)
 	_, _ = rand.Read(secret)
 	c := &Cluster{t: t, dir: dir, bins: bins, opts: opts, apiKey: hex.EncodeToString(key), secret: hex.EncodeToString(secret)}
-	c.Redis = redistest.Start(t, ropts...)
-	c.rdb = goredis.NewClient(&goredis.Options{Addr: c.Redis.Addr()})
+	if opts.Sentinel {
+		c.Sentinel = redistest.StartSentinel(t, redistest.WithDataOptions(ropts...))
+		c.store = c.Sentinel.URL() // no password: argv is fine
+		c.rdb = goredis.NewFailoverClient(&goredis.FailoverOptions{
+			MasterName: c.Sentinel.MasterName(), SentinelAddrs: c.Sentinel.SentinelAddrs()})
+	} else {
+		c.Redis = redistest.Start(t, ropts...)
+		c.store = c.Redis.URL()
+		c.rdb = goredis.NewClient(&goredis.Options{Addr: c.Redis.Addr()})
+	}
 	t.Cleanup(func() { c.rdb.Close() })
 	t.Cleanup(c.shutdown)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	// A new deployment: initialised once, before the replicas start (DESIGN §7).
-	if out, err := exec.Command(bins.Server, "init", "--store", c.Redis.URL(), "--nodes", strconv.Itoa(opts.Nodes)).CombinedOutput(); err != nil {
+	if out, err := exec.Command(bins.Server, "init", "--store", c.store, "--nodes", strconv.Itoa(opts.Nodes)).CombinedOutput(); err != nil {
 		t.Fatalf("idkeeper init: %v\n%s", err, out)
 	}
 	var err error
@@ -175,13 +194,16 @@ func (c *Cluster) startServer(s *serverProc) error {
 	o := c.opts
 	args := []string{
 		"--listen", "127.0.0.1:" + strconv.Itoa(s.port),
-		"--store", c.Redis.URL(),
+		"--store", c.store,
 		"--first-lease", o.FirstLease.String(),
 		"--lease-duration", o.LeaseDuration.String(),
 		"--cleanup-grace", o.Grace.String(),
 		"--cleanup-interval", o.CleanupInterval.String(),
 		"--nodes", strconv.Itoa(o.Nodes),
 		"--state-file", filepath.Join(c.dir, s.name+".state"), // kept across the replica's restarts
+	}
+	if o.WaitReplicas > 0 {
+		args = append(args, "--redis-wait-replicas", strconv.Itoa(o.WaitReplicas))
 	}
 	bin := c.bins.ChaosServer
 	if o.ServerControl != "" {
@@ -416,6 +438,9 @@ func (c *Cluster) serverOfLock(rec string) *serverProc {
 // restart alone loses everything; with AOF every key is flushed first, so that the
 // restart replays an empty data set, as a Redis without persistence would come back.
 func (c *Cluster) ResetRedis(ctx context.Context) error {
+	if c.Redis == nil {
+		return fmt.Errorf("ResetRedis needs a single Redis, not a Sentinel topology")
+	}
 	at := time.Now()
 	if c.opts.AOF {
 		if err := c.rdb.FlushAll(ctx).Err(); err != nil {
@@ -431,6 +456,10 @@ func (c *Cluster) ResetRedis(ctx context.Context) error {
 // always) nothing is lost, and the replicas must not treat the new replication ID
 // as a reset.
 func (c *Cluster) RestartRedis() {
+	if c.Redis == nil {
+		c.t.Errorf("RestartRedis needs a single Redis, not a Sentinel topology")
+		return
+	}
 	at := time.Now()
 	c.Redis.Restart(c.t)
 	c.record(Fault{Kind: "redis-restart", Global: true, At: at, Heal: time.Now()})

@@ -1,8 +1,10 @@
 // Package chaos is the fault-injection suite (issue #5): it starts real processes
-// on loopback — a redis-server, two registry server replicas sharing it, and client
-// processes (cmd/chaosclient) that embed the real client library and mint IDs as
-// fast as their rate bound allows, each behind a TCP Proxy of its own — injects
-// faults, and checks the histories the clients recorded.
+// on loopback — a redis-server (or a Sentinel topology of a master, two replicas
+// and three sentinels, for the failover scenarios of issue #15), two registry
+// server replicas sharing it, and client processes (cmd/chaosclient) that embed
+// the real client library and mint IDs as fast as their rate bound allows, each
+// behind a TCP Proxy of its own — injects faults, and checks the histories the
+// clients recorded.
 //
 // The checker (Check) proves, per run: (0) the histories are well-formed; (1) no
 // two holders of one node ID overlap, (1a) in the timestamps they minted, (1b) in

@@ -37,7 +37,7 @@ func (c *Cluster) ExportBackup(ctx context.Context) (*restoreRun, error) {
 	file := filepath.Join(c.dir, fmt.Sprintf("backup-%d.idk", len(c.restores)+1))
 	c.mu.Unlock()
 	at := time.Now()
-	out, err := exec.CommandContext(ctx, c.bins.Server, "backup", "export", "--store", c.Redis.URL(), "--out", file).CombinedOutput()
+	out, err := exec.CommandContext(ctx, c.bins.Server, "backup", "export", "--store", c.store, "--out", file).CombinedOutput()
 	if err != nil {
 		return nil, fmt.Errorf("idkeeper backup export: %v\n%s", err, out)
 	}
@@ -74,7 +74,7 @@ func (c *Cluster) ImportBackup(ctx context.Context, run *restoreRun, raw bool) e
 		err = c.loadRaw(ctx, run.file)
 	} else {
 		set := c.opts.Settings
-		out, err = exec.CommandContext(ctx, c.bins.Server, "backup", "import", "--store", c.Redis.URL(), "--in", run.file,
+		out, err = exec.CommandContext(ctx, c.bins.Server, "backup", "import", "--store", c.store, "--in", run.file,
 			"--unsafe-short-leases", "--lease-duration", set.LeaseDuration.String(), "--cleanup-grace", set.Grace.String()).CombinedOutput()
 	}
 	end := time.Now()
@@ -98,7 +98,7 @@ func (c *Cluster) ImportBackup(ctx context.Context, run *restoreRun, raw bool) e
 // plan (idkeeper.RestorePlan) that a running cluster cannot tell from no import.
 // It uses the store adapter and package backup, never the command.
 func (c *Cluster) loadRaw(ctx context.Context, file string) error {
-	s, err := redis.Open(c.Redis.URL(), redis.Options{})
+	s, err := redis.Open(c.store, redis.Options{})
 	if err != nil {
 		return err
 	}

@@ -50,6 +50,11 @@ type Scenario struct {
 	Inject func(ctx context.Context, c *Cluster, cls []*Client, p Plan) error
 	// Expect checks that the faults did happen and bite; nil: no extra check.
 	Expect func(r *Report) error
+
+	// Sentinel runs the store as a Sentinel topology, WaitReplicas is the
+	// replicas' --redis-wait-replicas (Options).
+	Sentinel     bool
+	WaitReplicas int
 }
 
 // Control is a negative control: a scenario run with one safety mechanism
@@ -85,7 +90,7 @@ func RunScenario(t testing.TB, bins Binaries, dir string, sc Scenario, p Plan, s
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	c := StartCluster(t, dir, bins, Options{Settings: set, AOF: !sc.NoAOF, ServerControl: serverControl, ClientControl: clientControl})
+	c := StartCluster(t, dir, bins, Options{Settings: set, AOF: !sc.NoAOF, Sentinel: sc.Sentinel, WaitReplicas: sc.WaitReplicas, ServerControl: serverControl, ClientControl: clientControl})
 	// The gateway starts first: under contention, its library-default back-off
 	// (3 s and up) would lose every race for a node ID to the clients' 100 ms.
 	gw, err := c.StartGateway()

@@ -16,10 +16,11 @@ const (
 	ClientNoInstance = "no-instance"
 )
 
-// Scenarios is the fault catalogue of issues #5, #8, #12 and #13, one fault kind per scenario.
+// Scenarios is the fault catalogue of issues #5, #8, #12, #13 and #15, one fault kind per scenario.
 func Scenarios() []Scenario {
 	return []Scenario{KillClients(), SigstopClients(), Partition(), KillLockHolder(), RedisReset(), ClockSkew(), Contention(),
-		Twins(), RegistryRestartDuringWipe(), ForgedCalls(), RestoreOldBackup(), ClockAgentOffset()}
+		Twins(), RegistryRestartDuringWipe(), ForgedCalls(), RestoreOldBackup(), ClockAgentOffset(),
+		SentinelFailover(true), SentinelFailover(false)}
 }
 
 // Controls are the negative controls: each must make the checker fail.

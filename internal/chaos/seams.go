@@ -52,11 +52,11 @@ func (c *Cluster) RestartServersDuringWipe(ctx context.Context) error {
 	c.mu.Lock()
 	servers := append([]*serverProc(nil), c.servers...)
 	c.mu.Unlock()
+	if c.opts.AOF || c.Redis == nil {
+		return fmt.Errorf("RestartServersDuringWipe needs a single Redis without persistence")
+	}
 	for _, s := range servers {
 		s.p.kill()
-	}
-	if c.opts.AOF {
-		return fmt.Errorf("RestartServersDuringWipe needs a Redis without persistence")
 	}
 	c.Redis.Restart(c.t)
 	for _, s := range servers {
@@ -95,7 +95,7 @@ func (c *Cluster) forgeries() (sent, refused, accepted int) {
 // requester that holds nothing any more, answer that it released or holds
 // nothing); any call that removed or renewed a lease is counted as accepted.
 func (c *Cluster) Forge(ctx context.Context, d, period time.Duration) error {
-	out, err := exec.Command(c.bins.Server, "apikey", "create", "--store", c.Redis.URL(), "--description", "forger",
+	out, err := exec.Command(c.bins.Server, "apikey", "create", "--store", c.store, "--description", "forger",
 		"--expires", "0").Output()
 	if err != nil {
 		return fmt.Errorf("apikey create: %w", err)
