@@ -73,6 +73,25 @@ type process struct {
 	done chan struct{} // closed when the process has exited
 }
 
+// startProcess starts bin with args, its output collected, and closes done
+// when it exits.
+func startProcess(bin string, args ...string) (*process, error) {
+	out := &syncBuffer{}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout = out
+	cmd.Stderr = out
+	cmd.SysProcAttr = sysProcAttr()
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", bin, err)
+	}
+	p := &process{cmd: cmd, out: out, done: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		close(p.done)
+	}()
+	return p, nil
+}
+
 // Start starts a redis-server and returns once it answers PING. It calls
 // t.Fatalf, never t.Skip, when redis-server is not on PATH or does not come up.
 // The server is killed in t.Cleanup.
@@ -211,19 +230,11 @@ func (s *Server) launch(port int) error {
 		args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
 			"--cluster-port", strconv.Itoa(bus))
 	}
-	out := &syncBuffer{}
-	cmd := exec.Command(s.bin, args...)
-	cmd.Stdout = out
-	cmd.Stderr = out
-	cmd.SysProcAttr = sysProcAttr()
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("starting %s: %w", s.bin, err)
+	p, err := startProcess(s.bin, args...)
+	if err != nil {
+		return err
 	}
-	p := &process{cmd: cmd, out: out, done: make(chan struct{})}
-	go func() {
-		_ = cmd.Wait()
-		close(p.done)
-	}()
+	cmd, out := p.cmd, p.out
 
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	deadline := time.Now().Add(startTimeout)

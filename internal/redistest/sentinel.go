@@ -414,19 +414,11 @@ func (sp *sentinelProc) launch(port int) error {
 	if port == 6379 || port == 26379 {
 		return fmt.Errorf("refusing the default Redis port %d", port)
 	}
-	out := &syncBuffer{}
-	cmd := exec.Command(sp.bin, sp.conf, "--sentinel")
-	cmd.Stdout = out
-	cmd.Stderr = out
-	cmd.SysProcAttr = sysProcAttr()
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("starting %s --sentinel: %w", sp.bin, err)
+	p, err := startProcess(sp.bin, sp.conf, "--sentinel")
+	if err != nil {
+		return err
 	}
-	p := &process{cmd: cmd, out: out, done: make(chan struct{})}
-	go func() {
-		_ = cmd.Wait()
-		close(p.done)
-	}()
+	cmd, out := p.cmd, p.out
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	deadline := time.Now().Add(startTimeout)
 	for {
