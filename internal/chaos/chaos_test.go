@@ -78,7 +78,11 @@ func TestChaos(t *testing.T) {
 	}
 	bins := binaries(t)
 	p := plan()
-	for _, sc := range Scenarios() {
+	scenarios := Scenarios()
+	if *longMode {
+		scenarios = append(scenarios, SentinelScenarios()...)
+	}
+	for _, sc := range scenarios {
 		t.Run(sc.Name, func(t *testing.T) { runSafe(t, bins, sc, p) })
 	}
 }
