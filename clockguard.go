@@ -2,6 +2,7 @@ package idkeeper
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -38,10 +39,20 @@ func (r *Registry) clockVerified() error {
 	if err == nil {
 		return nil
 	}
+	var t transient
+	if errors.As(err, &t) && t.Transient() {
+		return &Error{Code: CodeClockUnverified, Err: err,
+			Message: "this registry cannot verify the store's clock at the moment (is the store failing over?): it grants, " +
+				"renews and reclaims nothing until the clock agent verifies it again; other replicas serve"}
+	}
 	return &Error{Code: CodeClockUnverified, Err: err,
 		Message: "this registry's clock is not verified by its clock agent: it grants, renews and reclaims nothing " +
 			"until it is restarted with a verified clock; other replicas serve"}
 }
+
+// transient is implemented by a ClockVerifier error that may clear by itself
+// (such as a store clock that could not be read this round).
+type transient interface{ Transient() bool }
 
 // ClockFailed is told once that the ClockVerifier failed, with its error. It
 // logs and audits the failure and releases the job locks this replica holds, so

@@ -123,3 +123,33 @@ func TestClockDeltaAddedAtReclaim(t *testing.T) {
 		t.Fatalf("cleanup after expiry + grace + Δ: reclaimed %d, ran %v, %v", n, ran, err)
 	}
 }
+
+// transientErr is a verifier error that may clear by itself.
+type transientErr struct{ error }
+
+func (transientErr) Transient() bool { return true }
+
+// A verifier error that may clear (the store's clock unreadable during a
+// failover) still refuses, but does not tell the operator to restart; it clears
+// when the verifier does.
+func TestClockUnverifiedTransient(t *testing.T) {
+	ctx := context.Background()
+	clock := &checkedClock{}
+	e := newEnv(t, idkeeper.Config{ClockVerifier: clock, ClockDelta: time.Second, Nodes: 8})
+	w := idkeeper.Requester{MachineID: "m", PID: 1, StartedAt: t0}
+	clock.fail(transientErr{errors.New("read the store's clock: i/o timeout")})
+	_, err := e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: w, Count: 1})
+	var ie *idkeeper.Error
+	if !errors.As(err, &ie) || ie.Code != idkeeper.CodeClockUnverified || strings.Contains(ie.Message, "restarted") ||
+		!strings.Contains(ie.Message, "verifies it again") {
+		t.Fatalf("Alloc while the store clock is unverified: %#v", err)
+	}
+	clock.fail(errors.New("mac mismatch"))
+	if _, err := e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: w, Count: 1}); !errors.As(err, &ie) || !strings.Contains(ie.Message, "restarted") {
+		t.Fatalf("Alloc after a latched failure: %#v", err)
+	}
+	clock.fail(nil)
+	if _, err := e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: w, Count: 1}); err != nil {
+		t.Fatalf("Alloc once verified again: %v", err)
+	}
+}

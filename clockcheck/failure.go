@@ -40,7 +40,14 @@ var Reasons = []Reason{
 type Failure struct {
 	Reason Reason
 	Err    error
+
+	transient bool
 }
+
+// Transient reports whether the failure may clear by itself: a store clock that
+// could not be read or judged this round (the Monitor retries it). Every other
+// Failure of a Monitor is latched until the process restarts.
+func (f *Failure) Transient() bool { return f != nil && f.transient }
 
 func (f *Failure) Error() string {
 	if f.Err == nil {

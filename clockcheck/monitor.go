@@ -57,9 +57,12 @@ type MonitorConfig struct {
 	//
 	// where localMid is the local wall time (Verifier.Now) at the midpoint of
 	// the call and elapsed the call's duration on the monotonic clock. A
-	// storeBound over Δ/2 fails with ReasonBound. A read error is not a clock
-	// failure: the monitor is unhealthy (ReasonIO, not latched) until a read
-	// succeeds, and fails with ReasonNoGoodSample after MaxNoGood of them.
+	// storeBound over Δ/2 fails with ReasonBound when the latency cannot explain
+	// it (|storeNow − (localMid + s.Offset)| − max(rtt, elapsed)/2 − s.Bound is
+	// over Δ/2 too). A read error, or a read too slow to tell (a store failing
+	// over), is not a clock failure: the monitor is unhealthy (ReasonIO, not
+	// latched, Failure.Transient) until a check succeeds, and fails with
+	// ReasonNoGoodSample after MaxNoGood of them.
 	Store func(ctx context.Context) (storeNow time.Time, rtt time.Duration, err error)
 	// OnFail is called once, on its own goroutine, when the monitor latches
 	// (before Close).
@@ -366,31 +369,50 @@ func (m *Monitor) checkStore(ctx context.Context, r Round) bool {
 		return false
 	}
 	if err != nil {
-		f := &Failure{Reason: ReasonIO, Err: fmt.Errorf("read the store's clock: %w", err)}
-		m.mu.Lock()
-		m.storeOK, m.storeErr = false, f
-		m.mu.Unlock()
-		m.log.Warn("cannot read the store's clock: not healthy until it is verified again", "err", err)
-		r.Err = f
-		m.observe(r)
-		return m.checkIdle() == nil
+		return m.storeUnverified(r, fmt.Errorf("read the store's clock: %w", err))
 	}
 	localMid := wall.Add(elapsed / 2).Round(0)
-	bound := satAdd(satAdd(storeNow.Sub(localMid.Add(r.Sample.Offset)).Abs(), max(rtt, elapsed)), r.Sample.Bound)
-	r.StoreChecked, r.StoreBound = true, bound
+	latency := max(rtt, elapsed)
+	diff := storeNow.Sub(localMid.Add(r.Sample.Offset)).Abs()
+	bound := satAdd(satAdd(diff, latency), r.Sample.Bound)
 	if half := m.cfg.Delta / 2; bound > half {
+		// The store stamped its time somewhere within the read, so the clocks
+		// differ by at least diff − latency/2 − s.Bound. Only a difference the
+		// read's latency cannot explain is the clocks' fault; a slow read (a
+		// store failing over) proves nothing and is retried like a failed one.
+		if low := diff - latency/2 - r.Sample.Bound; low <= half {
+			return m.storeUnverified(r, fmt.Errorf("the store's clock read took %s (rtt %s): too slow to bound its clock within Δ/2 = %s (bound %s)",
+				elapsed.Round(time.Microsecond), rtt, half, bound))
+		}
+		r.StoreChecked, r.StoreBound = true, bound
 		r.Err, r.Latched = fail(ReasonBound, "the store clock's error bound %s is over Δ/2 = %s (store %s, local %s, offset %s)",
 			bound, half, storeNow.UTC().Format(time.RFC3339Nano), localMid.UTC().Format(time.RFC3339Nano), r.Sample.Offset), true
 		m.latch(r.Err)
 		m.observe(r)
 		return false
 	}
+	r.StoreChecked, r.StoreBound = true, bound
 	m.mu.Lock()
 	m.storeOK, m.storeErr, m.storeBnd, m.storeMono = true, nil, bound, time.Now()
 	m.good++
 	m.mu.Unlock()
 	m.observe(r)
 	return true
+}
+
+// storeUnverified records a store check that could not judge the store's clock
+// (a failed or too slow read): not a clock failure, so nothing latches, but the
+// monitor is unhealthy until a check succeeds. It returns false when the monitor
+// has latched meanwhile (MaxNoGood).
+func (m *Monitor) storeUnverified(r Round, err error) bool {
+	f := &Failure{Reason: ReasonIO, Err: err, transient: true}
+	m.mu.Lock()
+	m.storeOK, m.storeErr = false, f
+	m.mu.Unlock()
+	m.log.Warn("cannot verify the store's clock: not healthy until it is verified again", "err", err)
+	r.Err = f
+	m.observe(r)
+	return m.checkIdle() == nil
 }
 
 // checkIdle applies the checks that need no sample and latches on a failure:

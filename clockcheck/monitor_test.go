@@ -106,13 +106,25 @@ type storeClock struct {
 	offset time.Duration
 	err    error
 	calls  int
+	slow   time.Duration // the next read takes this long (once)
 }
 
 func (s *storeClock) read(context.Context) (time.Time, time.Duration, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls++
+	if d := s.slow; d > 0 {
+		s.slow = 0
+		time.Sleep(d)
+		return time.Now().Add(s.offset), d, s.err
+	}
 	return time.Now().Add(s.offset), 100 * time.Microsecond, s.err
+}
+
+func (s *storeClock) slowOnce(d time.Duration) {
+	s.mu.Lock()
+	s.slow = d
+	s.mu.Unlock()
 }
 
 func (s *storeClock) set(offset time.Duration, err error) {
@@ -179,6 +191,60 @@ func TestMonitorStoreClock(t *testing.T) {
 	}
 	if last := rounds[len(rounds)-1]; storeErrs < 2 || checked < 2 || !last.Latched || last.Err.Reason != ReasonBound || !last.StoreChecked {
 		t.Fatalf("%d store errors, %d good checks, last %+v", storeErrs, checked, last)
+	}
+}
+
+// TestMonitorSlowStoreRead: a store read that takes longer than Δ/2 (a Redis
+// failing over answers after 0.6–0.8 s) cannot bound the store's clock, but it
+// is no evidence against it either: the monitor is unhealthy for that round
+// and healthy again after the next good read, never latched. A store clock off
+// by more than the slow read can explain still latches.
+func TestMonitorSlowStoreRead(t *testing.T) {
+	const delta = 200 * time.Millisecond
+	var mu sync.Mutex
+	var slowRounds []Round
+	store := &storeClock{}
+	m, err := NewMonitor(fastVerifier(t), MonitorConfig{Delta: delta, Interval: 20 * time.Millisecond, MaxNoGood: 5 * time.Second,
+		Store: store.read, Logger: quiet(), Observe: func(r Round) {
+			if r.Err != nil {
+				mu.Lock()
+				slowRounds = append(slowRounds, r)
+				mu.Unlock()
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	eventually(t, "healthy", m.Healthy)
+	store.slowOnce(3 * delta)
+	eventually(t, "a slow read seen", func() bool { mu.Lock(); defer mu.Unlock(); return len(slowRounds) > 0 })
+	eventually(t, "healthy after the slow read", m.Healthy)
+	mu.Lock()
+	r := slowRounds[0]
+	mu.Unlock()
+	if r.Latched || r.Err.Reason != ReasonIO || !r.Err.Transient() || !strings.Contains(r.Err.Error(), "too slow") {
+		t.Fatalf("slow read round: %+v", r)
+	}
+	select {
+	case <-m.Failed():
+		t.Fatalf("latched on a slow read: %v", m.Err())
+	default:
+	}
+	// A slow read from a store whose clock is off by far more than the latency
+	// explains is still a clock failure.
+	store.set(3*delta, nil)
+	store.slowOnce(delta)
+	select {
+	case <-m.Failed():
+	case <-time.After(5 * time.Second):
+		t.Fatal("a far-off store clock did not latch")
+	}
+	if f := m.Status().Err; f.Reason != ReasonBound || f.Transient() {
+		t.Fatal(f)
 	}
 }
 
