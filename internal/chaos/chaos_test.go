@@ -78,11 +78,7 @@ func TestChaos(t *testing.T) {
 	}
 	bins := binaries(t)
 	p := plan()
-	scenarios := Scenarios()
-	if *longMode {
-		scenarios = append(scenarios, SentinelScenarios()...)
-	}
-	for _, sc := range scenarios {
+	for _, sc := range Scenarios() {
 		t.Run(sc.Name, func(t *testing.T) { runSafe(t, bins, sc, p) })
 	}
 }
