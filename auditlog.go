@@ -382,17 +382,16 @@ func (r *Registry) auditReclaim(ctx context.Context, n int, seen []NodeID) {
 
 // PruneAdminRecords runs the retention job once under its job lock: it deletes
 // the audit entries older than Config.AuditRetention (Config.AdminStore; up to
-// 100,000 a run, the next run goes on) and the admin web's ended sessions
-// (Config.Sessions). ran is false when another replica holds the lock or there
-// is nothing to prune with.
+// 100,000 a run, the next run goes on), the admin web's ended sessions
+// (Config.Sessions) and the lease history records that ended more than
+// Config.HistoryRetention ago (pruneHistory). ran is false when another replica
+// holds the lock.
 func (r *Registry) PruneAdminRecords(ctx context.Context) (entries, sessions int, ran bool, err error) {
-	if r.cfg.AdminStore == nil && r.cfg.Sessions == nil {
-		return 0, 0, false, nil
-	}
-	started, held, ok := r.cfg.Clock(), Lock{}, false
+	started, held, ok, history := r.cfg.Clock(), Lock{}, false, 0
 	defer func() {
 		r.noteJob(RetentionJob, started, ran, err,
-			fmt.Sprintf("pruned %d audit entries and %d ended sessions", entries, sessions), heldBy(held))
+			fmt.Sprintf("pruned %d audit entries, %d ended sessions and %d lease history records", entries, sessions, history),
+			heldBy(held))
 	}()
 	atMost, atLeast := JobLockTimes(RetentionInterval)
 	if held, ok, err = r.store.TryLock(ctx, RetentionJob, r.cfg.Owner, atMost); err != nil || !ok {
@@ -424,8 +423,13 @@ func (r *Registry) PruneAdminRecords(ctx context.Context) (entries, sessions int
 			errs = append(errs, fmt.Errorf("prune the admin sessions: %w", serr))
 		}
 	}
-	if entries > 0 || sessions > 0 {
-		r.log.Info("retention job", "auditEntriesPruned", entries, "retention", r.cfg.AuditRetention, "sessionsPruned", sessions)
+	history, herr := r.pruneHistory(ctx)
+	if herr != nil {
+		errs = append(errs, fmt.Errorf("prune the lease history: %w", herr))
+	}
+	if entries > 0 || sessions > 0 || history > 0 {
+		r.log.Info("retention job", "auditEntriesPruned", entries, "retention", r.cfg.AuditRetention, "sessionsPruned", sessions,
+			"historyPruned", history, "historyRetention", r.cfg.HistoryRetention)
 	}
 	return entries, sessions, true, r.storeErr(errors.Join(errs...))
 }

@@ -89,6 +89,10 @@ type Config struct {
 	// AuditRetention is how long audit entries are kept: DefaultAuditRetention
 	// (90 days), at least MinAuditRetention.
 	AuditRetention time.Duration
+	// HistoryRetention is how long the lease history keeps a record after its
+	// lease ended: DefaultHistoryRetention (30 days), at least
+	// MinHistoryRetention. The retention job prunes the older ones hourly.
+	HistoryRetention time.Duration
 	// ClockVerifier, when set, vouches for this replica's clock and the store's
 	// (DESIGN §8: the server's TCKCLK 2 clock agent, package clockcheck). Once its
 	// Err is not nil the registry grants, renews and reclaims nothing and is not
@@ -208,6 +212,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.AuditRetention < MinAuditRetention {
 		return c, &RangeError{"audit-retention", c.AuditRetention.String(), MinAuditRetention.String(), "∞"}
+	}
+	if c.HistoryRetention == 0 {
+		c.HistoryRetention = DefaultHistoryRetention
+	}
+	if c.HistoryRetention < MinHistoryRetention {
+		return c, &RangeError{"history-retention", c.HistoryRetention.String(), MinHistoryRetention.String(), "∞"}
 	}
 	if c.ClockVerifier != nil && (c.ClockDelta < MinClockDelta || c.ClockDelta > MaxClockDelta) ||
 		c.ClockVerifier == nil && c.ClockDelta != 0 {

@@ -31,6 +31,9 @@ type AllocRequest struct {
 	// Key is the authenticated API key: the owner of the new leases, whose
 	// MaxNodes quota applies.
 	Key APIKey
+	// Client is what the client reported about itself (host name, labels): kept
+	// in the lease history of a new grant, nothing decided on it.
+	Client ClientInfo
 }
 
 // RenewRequest extends the leases of a Requester.
@@ -170,7 +173,8 @@ func (r *Registry) Alloc(ctx context.Context, req AllocRequest) (g Grant, err er
 			return Grant{}, err
 		}
 	}
-	p := AllocParams{Requester: req.Requester, KeyID: req.Key.ID, Count: req.Count, First: r.cfg.FirstLease, MaxNodes: req.Key.MaxNodes}
+	p := AllocParams{Requester: req.Requester, KeyID: req.Key.ID, Count: req.Count, First: r.cfg.FirstLease, MaxNodes: req.Key.MaxNodes,
+		Client: req.Client}
 	known := r.state.maxToken() // new grants get tokens above it (auditGrant)
 	err = r.mutate(ctx, "alloc", true, func(ctx context.Context, gd Guard) error {
 		g, err = r.store.Alloc(ctx, gd, p)

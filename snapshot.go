@@ -26,13 +26,15 @@ type SnapshotMeta struct {
 // SnapshotRecord is one record of a snapshot: exactly one field is set. The
 // records of a snapshot come in this order: every node (NodeID order; its Lease,
 // if held, inside the NodeState), every API key (ID order), every user (name
-// order), every allow-list entry, every audit entry (Seq order).
+// order), every allow-list entry, every audit entry (Seq order), every lease
+// history record (NodeID, then Token order).
 type SnapshotRecord struct {
-	Node  *NodeState
-	Key   *APIKey
-	User  *User
-	Allow *AllowEntry
-	Audit *AuditEntry
+	Node    *NodeState
+	Key     *APIKey
+	User    *User
+	Allow   *AllowEntry
+	Audit   *AuditEntry
+	History *HistoryRecord
 }
 
 // SnapshotSource yields the records of a snapshot one at a time; Next returns
@@ -56,7 +58,7 @@ type SnapshotStore interface {
 
 	// LoadSnapshot replaces the store's whole durable state — pool, generation,
 	// fencing counter, leases, node states, API keys, users, allow-list, audit log
-	// and its head — with meta and the records of src, all or nothing: when src
+	// and its head, lease history — with meta and the records of src, all or nothing: when src
 	// fails, a record is invalid (a node outside 0..meta.Nodes-1, repeated or
 	// missing, a lease whose NodeID is not its node's, a token or LastToken above
 	// meta.Fence, an audit entry out of Seq order, …: SnapshotChecker) or the store

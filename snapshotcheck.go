@@ -18,6 +18,7 @@ type SnapshotChecker struct {
 	allow  netip.Prefix
 	audits int // audit entries checked
 	last   AuditEntry
+	hist   HistoryRecord // the last history record checked
 }
 
 // The kinds of snapshot records, in the order SnapshotRecord states.
@@ -27,9 +28,10 @@ const (
 	snapUser
 	snapAllow
 	snapAudit
+	snapHistory
 )
 
-var snapKindNames = [...]string{"", "node", "API key", "user", "allow-list entry", "audit entry"}
+var snapKindNames = [...]string{"", "node", "API key", "user", "allow-list entry", "audit entry", "history record"}
 
 func snapInvalid(format string, args ...any) *Error { return Invalidf("snapshot", format, args...) }
 
@@ -63,10 +65,12 @@ func NewSnapshotChecker(meta SnapshotMeta) (*SnapshotChecker, error) {
 // most Fence; API keys with an ID, users with a name and a Version, each in
 // ascending order without repeats; allow-list entries with a valid, masked prefix
 // in ascending order (netip.Prefix.Compare) without repeats; audit entries in
-// unbroken Seq order (each the one before + 1), none above the head.
+// unbroken Seq order (each the one before + 1), none above the head; history
+// records with a node in the pool and a token in 1..Fence, in ascending (NodeID,
+// Token) order without repeats, each valid (HistoryRecord.Validate).
 func (c *SnapshotChecker) Check(rec SnapshotRecord) error {
 	kind, n := 0, 0
-	for k, set := range []bool{rec.Node != nil, rec.Key != nil, rec.User != nil, rec.Allow != nil, rec.Audit != nil} {
+	for k, set := range []bool{rec.Node != nil, rec.Key != nil, rec.User != nil, rec.Allow != nil, rec.Audit != nil, rec.History != nil} {
 		if set {
 			kind, n = k+1, n+1
 		}
@@ -126,7 +130,26 @@ func (c *SnapshotChecker) Check(rec SnapshotRecord) error {
 		}
 		c.audits++
 		c.last = *e
+	case snapHistory:
+		return c.history(rec.History, first)
 	}
+	return nil
+}
+
+func (c *SnapshotChecker) history(h *HistoryRecord, first bool) error {
+	switch {
+	case h.NodeID < 0 || int64(h.NodeID) >= int64(c.meta.Nodes):
+		return snapInvalid("a history record of node %d lies outside the pool 0..%d", h.NodeID, c.meta.Nodes-1)
+	case h.Token == 0 || h.Token > c.meta.Fence:
+		return snapInvalid("a history record of node %d has token %d, outside 1..%d (the fencing counter)", h.NodeID, h.Token, c.meta.Fence)
+	case !first && (h.NodeID < c.hist.NodeID || h.NodeID == c.hist.NodeID && h.Token <= c.hist.Token):
+		return snapInvalid("history record (node %d, token %d) comes after (node %d, token %d): repeated or out of order",
+			h.NodeID, h.Token, c.hist.NodeID, c.hist.Token)
+	}
+	if err := h.Validate(); err != nil {
+		return snapInvalid("history record (node %d, token %d): %s", h.NodeID, h.Token, ErrorMessage(err))
+	}
+	c.hist = *h
 	return nil
 }
 

@@ -21,6 +21,7 @@ type Store interface {
 	LockStore
 	KeyStore
 	SkewStore
+	HistoryStore
 	// Ping checks that the store answers.
 	Ping(ctx context.Context) error
 	// Close releases the store's resources.
@@ -91,6 +92,9 @@ type AllocParams struct {
 	// MaxNodes is the key's quota: when positive, the key's leases may hold at most
 	// this many node IDs after the grant.
 	MaxNodes int
+	// Client is what the client reported about itself, for the lease history
+	// of a new grant (HistoryStore).
+	Client ClientInfo
 }
 
 // Claim is an authentic statement that a lease was granted (a verified receipt,

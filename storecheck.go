@@ -56,7 +56,7 @@ func (p AllocParams) Validate() error {
 	case p.MaxNodes < 0:
 		return Invalidf("maxNodes", "a quota must not be negative, got %d", p.MaxNodes)
 	}
-	return nil
+	return p.Client.Validate()
 }
 
 // Validate returns an INVALID_REQUEST Error when p cannot be a Renew: an invalid

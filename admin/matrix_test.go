@@ -68,6 +68,7 @@ func TestRoleRouteMatrix(t *testing.T) {
 		{"GET", "/admin/api/leases", nil, 200},
 		{"POST", "/admin/api/leases/5/revoke", fixed(`{"fencingToken":1}`), 404},
 		{"GET", "/admin/api/nodes/5", nil, 200},
+		{"GET", "/admin/api/ids/0000000000000000/origin", nil, 200},
 		{"GET", "/admin/api/audit", nil, 200},
 		{"GET", "/admin/api/store", nil, 200},
 		{"GET", "/admin/api/backup", nil, 200},

@@ -64,6 +64,7 @@ func (h *Handler) apiRoutes() []route {
 		{get, "leases", viewer, false, "", h.leases},
 		{get, "nodes/{node}", viewer, false, "", h.node},
 		{post, "leases/{node}/revoke", operator, false, "", h.revokeLease},
+		{get, "ids/{id}/origin", viewer, false, "", h.origin},
 
 		{get, "audit", viewer, false, "", h.auditLog},
 		{get, "store", viewer, false, "", h.storeHealth},

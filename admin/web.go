@@ -122,6 +122,7 @@ func serveStatic(w http.ResponseWriter, r *http.Request) {
 var webFuncs = template.FuncMap{
 	"asset":  assetURL,
 	"tm":     timeHTML,
+	"tmMs":   timeMsHTML,
 	"tmOr":   timeOr,
 	"rel":    relTime,
 	"dur":    shortDuration,
@@ -151,12 +152,15 @@ var webTemplates = func() map[string]*template.Template {
 const timeFormat = "2006-01-02 15:04:05Z"
 
 // timeHTML shows t as a <time> element in UTC, "—" when it is zero.
-func timeHTML(t time.Time) template.HTML {
+func timeHTML(t time.Time) template.HTML { return timeElement(t, timeFormat) }
+
+// timeElement shows t as a <time> element in UTC in layout, "—" when it is zero.
+func timeElement(t time.Time, layout string) template.HTML {
 	if t.IsZero() {
 		return "—"
 	}
 	t = t.UTC()
-	return template.HTML(`<time datetime="` + t.Format(wire.TimeFormat) + `">` + t.Format(timeFormat) + `</time>`)
+	return template.HTML(`<time datetime="` + t.Format(wire.TimeFormat) + `">` + t.Format(layout) + `</time>`)
 }
 
 // timeOr is timeHTML, or alt when t is zero.
@@ -233,6 +237,7 @@ func (v view) IsAdmin() bool { return v.SignedIn && v.User.Role.AtLeast(idkeeper
 func (v view) NavItems() []navItem {
 	items := []navItem{
 		{Href: "/admin/leases", Label: "Leases"},
+		{Href: originPath, Label: "Find an ID"},
 		{Href: "/admin/keys", Label: "API keys"},
 		{Href: "/admin/allowlist", Label: "IP allow-list"},
 		{Href: "/admin/users", Label: "Users"},

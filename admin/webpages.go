@@ -32,6 +32,8 @@ func (h *Handler) webRoutes() {
 	m.Handle("GET /admin/leases/revoke", h.page(get, operator, h.revokeConfirm))
 	m.Handle("POST /admin/leases/revoke", h.page(post, operator, h.revokePost))
 
+	m.Handle("GET "+originPath, h.page(get, viewer, h.originFind))
+
 	m.Handle("GET /admin/keys", h.page(get, viewer, h.keysPage))
 	m.Handle("POST /admin/keys", h.page(post, operator, h.keyCreatePost))
 	m.Handle("GET /admin/keys/{id}", h.page(get, viewer, h.keyPage))

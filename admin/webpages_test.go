@@ -29,6 +29,7 @@ var pages = []struct{ path, holds string }{
 	{"/admin/profile", "Change your password"},
 	{"/admin/audit", "Audit log"},
 	{"/admin/store", "Generation"},
+	{"/admin/ids", "Find an ID"},
 }
 
 var titleRE = regexp.MustCompile(`<title>([^<]+)</title>`)

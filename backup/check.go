@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/idkeeper/idkeeper"
@@ -13,20 +14,21 @@ import (
 
 // Counts are the records of a snapshot by kind.
 type Counts struct {
-	Nodes  int // node records: every node ID of the pool
-	Leases int // of which held by a lease
-	Keys   int // API keys (hashes only)
-	Users  int // admin web accounts (password hashes only)
-	Allow  int // IP allow-list entries
-	Audit  int // audit log entries
+	Nodes   int // node records: every node ID of the pool
+	Leases  int // of which held by a lease
+	Keys    int // API keys (hashes only)
+	Users   int // admin web accounts (password hashes only)
+	Allow   int // IP allow-list entries
+	Audit   int // audit log entries
+	History int // lease history records
 }
 
 // Records is the number of records: Leases are inside node records.
-func (c Counts) Records() int { return c.Nodes + c.Keys + c.Users + c.Allow + c.Audit }
+func (c Counts) Records() int { return c.Nodes + c.Keys + c.Users + c.Allow + c.Audit + c.History }
 
 func (c Counts) String() string {
-	return fmt.Sprintf("%d records: %d node IDs (%d leased), %d API keys, %d users, %d allow-list entries, %d audit entries",
-		c.Records(), c.Nodes, c.Leases, c.Keys, c.Users, c.Allow, c.Audit)
+	return fmt.Sprintf("%d records: %d node IDs (%d leased), %d API keys, %d users, %d allow-list entries, %d audit entries, "+
+		"%d lease history records", c.Records(), c.Nodes, c.Leases, c.Keys, c.Users, c.Allow, c.Audit, c.History)
 }
 
 // decodeHeader reads a header line whose format and version were checked.
@@ -115,6 +117,10 @@ func decodeRecord(kind string, line []byte) (idkeeper.SnapshotRecord, error) {
 		var e *idkeeper.AuditEntry
 		e, err = decodeAudit(line)
 		rec.Audit = e
+	case kindHistory:
+		var h *idkeeper.HistoryRecord
+		h, err = decodeHistory(line)
+		rec.History = h
 	default:
 		b, _ := json.Marshal(kind)
 		return rec, fmt.Errorf("unknown record kind %s", b)
@@ -301,6 +307,32 @@ func decodeAudit(line []byte) (*idkeeper.AuditEntry, error) {
 	return e, nil
 }
 
+func decodeHistory(line []byte) (*idkeeper.HistoryRecord, error) {
+	var l historyLine
+	if err := strict(line, &l); err != nil {
+		return nil, err
+	}
+	if l.Node < 0 || l.Node > math.MaxInt32 {
+		return nil, fmt.Errorf("history record of node %d: no such node ID", l.Node)
+	}
+	h := &idkeeper.HistoryRecord{NodeID: idkeeper.NodeID(l.Node), Token: l.Token, KeyID: l.KeyID,
+		Requester: idkeeper.Requester{MachineID: l.Requester.MachineID, PID: l.Requester.PID, Instance: l.Requester.Instance},
+		Client:    idkeeper.ClientInfo{Host: l.Host, Labels: l.Labels}, End: idkeeper.LeaseEnd(l.End), FromReceipt: l.FromReceipt}
+	err := times([]*time.Time{&h.Requester.StartedAt, &h.GrantedAt, &h.NotBefore, &h.WindowEnd, &h.EndedAt, &h.MintedUpTo},
+		"requester.startedAt", l.Requester.StartedAt, "grantedAt", l.GrantedAt, "notBefore", l.NotBefore,
+		"windowEnd", l.WindowEnd, "endedAt", l.EndedAt, "mintedUpTo", l.MintedUpTo)
+	if err == nil {
+		err = text("keyId", h.KeyID, maxText, false, true)
+	}
+	if err == nil {
+		err = h.Validate()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("history record of node %d token %d: %s", l.Node, l.Token, message(err))
+	}
+	return h, nil
+}
+
 // checker checks that the records of one snapshot come in order and agree with
 // its meta, as a store's LoadSnapshot will (idkeeper.SnapshotChecker: every node
 // ID of the pool once, in order; keys, users and allow-list entries in order, each
@@ -334,7 +366,8 @@ func kindOf(rec idkeeper.SnapshotRecord) (string, error) {
 	for _, f := range []struct {
 		ok   bool
 		kind string
-	}{{rec.Node != nil, kindNode}, {rec.Key != nil, kindKey}, {rec.User != nil, kindUser}, {rec.Allow != nil, kindAllow}, {rec.Audit != nil, kindAudit}} {
+	}{{rec.Node != nil, kindNode}, {rec.Key != nil, kindKey}, {rec.User != nil, kindUser}, {rec.Allow != nil, kindAllow}, {rec.Audit != nil, kindAudit},
+		{rec.History != nil, kindHistory}} {
 		if f.ok {
 			set++
 			kind = f.kind
@@ -365,6 +398,8 @@ func (c *checker) add(rec idkeeper.SnapshotRecord) error {
 		c.counts.Allow++
 	case rec.Audit != nil:
 		c.counts.Audit++
+	case rec.History != nil:
+		c.counts.History++
 	}
 	return nil
 }

@@ -35,7 +35,8 @@ const (
 	// FormatName is the header's "format": what marks a file as a backup.
 	FormatName = "idkeeper-backup"
 	// Version is the format version this package writes and the newest it reads.
-	Version = 1
+	// Version 2 added the lease history records; version 1 files (none) are read.
+	Version = 2
 	// MaxLine is the longest line, in bytes without its line feed. The longest record
 	// (an audit entry of bounded fields, escaped) is far below it.
 	MaxLine = 64 << 10
@@ -188,6 +189,23 @@ type (
 		Prev     string `json:"prev,omitempty"`
 		Hash     string `json:"hash"`
 	}
+	// historyLine's end is "ended": a line with a member "end" is the trailer.
+	historyLine struct {
+		Kind        string            `json:"kind"`
+		Node        int64             `json:"node"`
+		Token       uint64            `json:"token"`
+		Requester   requesterJSON     `json:"requester"`
+		KeyID       string            `json:"keyId"`
+		Host        string            `json:"host,omitempty"`
+		Labels      map[string]string `json:"labels,omitempty"`
+		GrantedAt   string            `json:"grantedAt"`
+		NotBefore   string            `json:"notBefore"`
+		WindowEnd   string            `json:"windowEnd"`
+		End         string            `json:"ended,omitempty"`
+		EndedAt     string            `json:"endedAt,omitempty"`
+		MintedUpTo  string            `json:"mintedUpTo,omitempty"`
+		FromReceipt bool              `json:"fromReceipt,omitempty"`
+	}
 	trailerLine struct {
 		End     bool   `json:"end"`
 		Records uint64 `json:"records"`
@@ -202,6 +220,8 @@ const (
 	kindUser  = "user"
 	kindAllow = "allow"
 	kindAudit = "audit"
+	// kindHistory (format version 2): the lease history.
+	kindHistory = "history"
 )
 
 func fmtTime(t time.Time) string {
@@ -269,6 +289,14 @@ func encodeRecord(rec idkeeper.SnapshotRecord) ([]byte, error) {
 		e := rec.Audit
 		return json.Marshal(auditLine{Kind: kindAudit, Seq: e.Seq, At: fmtTime(e.At), Actor: e.Actor, Action: e.Action,
 			Target: e.Target, RemoteIP: e.RemoteIP, Detail: e.Detail, Prev: e.Prev, Hash: e.Hash})
+	case rec.History != nil:
+		h := rec.History
+		return json.Marshal(historyLine{Kind: kindHistory, Node: int64(h.NodeID), Token: h.Token,
+			Requester: requesterJSON{MachineID: h.Requester.MachineID, PID: h.Requester.PID,
+				StartedAt: fmtTime(h.Requester.StartedAt), Instance: h.Requester.Instance},
+			KeyID: h.KeyID, Host: h.Client.Host, Labels: h.Client.Labels, GrantedAt: fmtTime(h.GrantedAt),
+			NotBefore: fmtTime(h.NotBefore), WindowEnd: fmtTime(h.WindowEnd), End: string(h.End), EndedAt: fmtTime(h.EndedAt),
+			MintedUpTo: fmtTime(h.MintedUpTo), FromReceipt: h.FromReceipt})
 	}
 	return nil, errors.New("a snapshot record with no field set")
 }

@@ -23,8 +23,8 @@ var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 const annWebhook = "https://discord.com/api/webhooks/123456789012345678/tok_ann-0123456789_abcdefghijklmnopqrstuvwxyz"
 
 // sample is a small snapshot with every kind of record: 4 node IDs (node 1
-// leased, node 2 quarantined), 2 API keys, 2 users, 2 allow-list entries and 2
-// audit entries up to the head.
+// leased, node 2 quarantined), 2 API keys, 2 users, 2 allow-list entries, 2
+// audit entries up to the head and 2 lease history records (node 1's grants).
 func sample() (idkeeper.SnapshotMeta, []idkeeper.SnapshotRecord) {
 	a1 := idkeeper.AuditEntry{At: t0, Actor: "user:ann", Action: "apikey.create", Target: "key:0011", RemoteIP: "10.0.0.1", Detail: "billing <x> & \"y\""}.Seal(0, "")
 	a2 := idkeeper.AuditEntry{At: t0.Add(time.Second), Actor: "system", Action: "lease.grant", Target: "node:1"}.Seal(a1.Seq, a1.Hash)
@@ -48,6 +48,12 @@ func sample() (idkeeper.SnapshotMeta, []idkeeper.SnapshotRecord) {
 		{Allow: &idkeeper.AllowEntry{Prefix: netip.MustParsePrefix("2001:db8::/32"), CreatedAt: t0}},
 		{Audit: &a1},
 		{Audit: &a2},
+		{History: &idkeeper.HistoryRecord{NodeID: 1, Token: 40, Requester: idkeeper.Requester{MachineID: "host-ü", PID: 6, StartedAt: t0.Add(-2 * time.Hour)},
+			KeyID: "0011223344556677", GrantedAt: t0.Add(-2 * time.Hour), NotBefore: t0.Add(-2 * time.Hour), WindowEnd: t0.Add(-time.Minute),
+			End: idkeeper.EndRemoved, EndedAt: t0.Add(-time.Minute), MintedUpTo: t0.Add(-time.Minute)}},
+		{History: &idkeeper.HistoryRecord{NodeID: 1, Token: 41, Requester: lease.Requester, KeyID: lease.KeyID,
+			Client:    idkeeper.ClientInfo{Host: "web-1.example", Labels: map[string]string{"service": "billing", "version": "1.2.3"}},
+			GrantedAt: t0, NotBefore: lease.NotBefore, WindowEnd: lease.ExpiresAt}},
 	}
 	return meta, recs
 }
@@ -113,7 +119,7 @@ func TestRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Header{Version: 1, TakenAt: t0.Add(2 * time.Hour), Store: "bolt", Meta: meta}
+	want := Header{Version: 2, TakenAt: t0.Add(2 * time.Hour), Store: "bolt", Meta: meta}
 	if !reflect.DeepEqual(h, want) {
 		t.Fatalf("header %+v, want %+v", h, want)
 	}
@@ -125,15 +131,15 @@ func TestRoundTrip(t *testing.T) {
 		}
 		t.Fatalf("%d records, want %d", len(got), len(recs))
 	}
-	wantCounts := Counts{Nodes: 4, Leases: 1, Keys: 2, Users: 2, Allow: 2, Audit: 2}
+	wantCounts := Counts{Nodes: 4, Leases: 1, Keys: 2, Users: 2, Allow: 2, Audit: 2, History: 2}
 	if sum.Counts != wantCounts || sum.Bytes != int64(len(data)) || len(sum.SHA256) != 64 || !strings.Contains(string(data), sum.SHA256) {
 		t.Fatalf("summary %+v, want counts %+v and %d bytes", sum, wantCounts, len(data))
 	}
 	// The format as documented: the header first, the records in order, the trailer.
 	ls := lines(data)
-	if !bytes.HasPrefix(ls[0], []byte(`{"format":"idkeeper-backup","version":1,"takenAt":"2026-03-01T14:00:00.000Z","source":{"store":"bolt","generation":{"id":"0123456789abcdef0123456789abcdef","number":3,"origin":"recovered","at":"2026-03-01T11:00:00.000Z"}},"meta":{"fence":42,"nodes":4,"auditSeq":2,"auditHash":"`)) ||
+	if !bytes.HasPrefix(ls[0], []byte(`{"format":"idkeeper-backup","version":2,"takenAt":"2026-03-01T14:00:00.000Z","source":{"store":"bolt","generation":{"id":"0123456789abcdef0123456789abcdef","number":3,"origin":"recovered","at":"2026-03-01T11:00:00.000Z"}},"meta":{"fence":42,"nodes":4,"auditSeq":2,"auditHash":"`)) ||
 		string(ls[1]) != `{"kind":"node","id":0}` ||
-		!bytes.HasPrefix(ls[len(ls)-1], []byte(`{"end":true,"records":12,"sha256":"`)) {
+		!bytes.HasPrefix(ls[len(ls)-1], []byte(`{"end":true,"records":14,"sha256":"`)) {
 		t.Fatalf("the file:\n%s", data)
 	}
 	if bytes.Contains(data, []byte("secret")) {
@@ -191,14 +197,14 @@ func refusals(t testing.TB, data []byte) []refusal {
 		{"not a backup", []byte("hello, world\n"), ErrNotBackup, "header"},
 		{"JSON but not a backup", []byte(`{"format":"tar","version":1}` + "\n"), ErrNotBackup, "header"},
 		{"binary", bytes.Repeat([]byte{0, 1, 2, 0xff}, 30000), ErrNotBackup, "header"},
-		{"version 2", edit(0, `"version":1`, `"version":2`), ErrNewerVersion, "format version 2; this idkeeper reads version 1: upgrade idkeeper"},
-		{"version 0", edit(0, `"version":1`, `"version":0`), ErrDamaged, "version"},
-		{"version as a string", edit(0, `"version":1`, `"version":"1"`), ErrDamaged, "version"},
+		{"version 3", edit(0, `"version":2`, `"version":3`), ErrNewerVersion, "format version 3; this idkeeper reads version 2: upgrade idkeeper"},
+		{"version 0", edit(0, `"version":2`, `"version":0`), ErrDamaged, "version"},
+		{"version as a string", edit(0, `"version":2`, `"version":"2"`), ErrDamaged, "version"},
 		{"header without its meta", edit(0, `,"meta":{`, `,"neta":{`), ErrDamaged, "unknown member"},
-		{"header not JSON", []byte(`{"format":"idkeeper-backup","version":1,` + "\n"), ErrDamaged, "header"},
+		{"header not JSON", []byte(`{"format":"idkeeper-backup","version":2,` + "\n"), ErrDamaged, "header"},
 		{"checksum flipped", flipChecksum(data), ErrDamaged, "checksum mismatch"},
 		{"content changed, checksum kept", bytes.Replace(data, []byte(`"maxNodes":3`), []byte(`"maxNodes":4`), 1), ErrDamaged, "checksum mismatch"},
-		{"record count wrong", bytes.Replace(data, []byte(`"records":12`), []byte(`"records":11`), 1), ErrDamaged, "counts 11 records"},
+		{"record count wrong", bytes.Replace(data, []byte(`"records":14`), []byte(`"records":13`), 1), ErrDamaged, "counts 13 records"},
 		{"trailing garbage", append(bytes.Clone(data), "x"...), ErrDamaged, "data after the trailer"},
 		{"a second trailer", append(bytes.Clone(data), ls[n-1]...), ErrDamaged, "data after the trailer"},
 		{"unknown member", edit(1, `"id":0`, `"id":0,"color":"red"`), ErrDamaged, `unknown member "color"`},
@@ -226,6 +232,11 @@ func refusals(t testing.TB, data []byte) []refusal {
 		{"empty line", reseal(append(append(append([][]byte{}, ls[:2]...), []byte{}), ls[2:]...)), ErrDamaged, "not JSON"},
 		{"line too long", append(append(bytes.Clone(ls[0]), '\n'), bytes.Repeat([]byte("x"), MaxLine+10)...), ErrDamaged, "longer than"},
 		{"no trailer, ends at a line feed", joinLines(ls[:n-1]), ErrTruncated, "without its trailer"},
+		{"history token above the counter", edit(n-2, `"token":41`, `"token":43`), ErrDamaged, "fencing counter"},
+		{"history out of order", reseal(append(append(append([][]byte{}, ls[:n-3]...), ls[n-2], ls[n-3]), ls[n-1])), ErrDamaged, "out of order"},
+		{"history unknown end", edit(n-3, `"ended":"removed"`, `"ended":"lost"`), ErrDamaged, "history record of node 1 token 40"},
+		{"history bad label", edit(n-2, `"service":"billing"`, `"serv ice":"billing"`), ErrDamaged, "label"},
+		{"history before the audit log", reseal(append(append(append([][]byte{}, ls[:n-5]...), ls[n-2], ls[n-5], ls[n-4], ls[n-3]), ls[n-1])), ErrDamaged, "after"},
 	}
 	// Truncated at every line boundary and inside every line.
 	off := 0

@@ -327,7 +327,7 @@ func TestExportImportAcrossStores(t *testing.T) {
 					populate(t, src, clk)
 					orig := read(t, src)
 					data, esum := export(t, src, from.kind, clk.Now())
-					if esum.Counts != (Counts{Nodes: 16, Leases: 3, Keys: 2, Users: 2, Allow: 2, Audit: 2}) || esum.Bytes != int64(len(data)) {
+					if esum.Counts != (Counts{Nodes: 16, Leases: 3, Keys: 2, Users: 2, Allow: 2, Audit: 2, History: 5}) || esum.Bytes != int64(len(data)) {
 						t.Fatalf("export summary %+v", esum)
 					}
 					dst := src

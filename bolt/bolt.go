@@ -38,6 +38,8 @@
 //	locks       name → lockedAt i64 | until i64 | owner
 //	apikeys     ID → JSON
 //	skew        requester key → JSON (with its lapse time)
+//	history, history-ended
+//	            the lease history (history.go)
 //	restore-staging  the state a LoadSnapshot is writing, until it swaps it in
 //	            (snapshot.go); nothing else reads it
 //
@@ -121,7 +123,7 @@ var (
 	bucketSkew       = []byte("skew")
 
 	allBuckets = [][]byte{bucketMeta, bucketNodes, bucketLeases, bucketRequesters, bucketKeyHeld, bucketExpiry,
-		bucketReady, bucketCooling, bucketQuarantine, bucketLocks, bucketAPIKeys, bucketSkew}
+		bucketReady, bucketCooling, bucketQuarantine, bucketLocks, bucketAPIKeys, bucketSkew, bucketHistory, bucketHistoryEnded}
 
 	keyVersion     = []byte("version")
 	keyGeneration  = []byte("generation")
@@ -234,6 +236,7 @@ type txn struct {
 	now                               int64 // Unix ms
 	meta, nodes, leases, reqs, expiry *bbolt.Bucket
 	ready, cooling, quar, keyHeld     *bbolt.Bucket
+	hist, histEnded                   *bbolt.Bucket // the lease history (history.go)
 	counters
 	loaded counters
 }
@@ -250,6 +253,7 @@ func newTxn(tx *bbolt.Tx, bucket func(name []byte) *bbolt.Bucket, now int64) *tx
 		meta: bucket(bucketMeta), nodes: bucket(bucketNodes), leases: bucket(bucketLeases),
 		reqs: bucket(bucketRequesters), expiry: bucket(bucketExpiry), ready: bucket(bucketReady),
 		cooling: bucket(bucketCooling), quar: bucket(bucketQuarantine), keyHeld: bucket(bucketKeyHeld),
+		hist: bucket(bucketHistory), histEnded: bucket(bucketHistoryEnded),
 	}
 	t.nodeCount = getU64(t.meta.Get(keyNodes))
 	t.fence = getU64(t.meta.Get(keyFence))

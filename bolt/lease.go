@@ -133,8 +133,10 @@ func (s *Store) Alloc(ctx context.Context, g idkeeper.Guard, p idkeeper.AllocPar
 					return err
 				}
 			}
-			gr, err = t.grant(held)
-			return err
+			if gr, err = t.grant(held); err != nil {
+				return err
+			}
+			return t.histExtendAll(gr.Leases)
 		}
 		if n := t.keyHeldBy(p.KeyID); p.MaxNodes > 0 && n+p.Count > p.MaxNodes {
 			return idkeeper.QuotaExceeded(p.MaxNodes, n, p.Count)
@@ -160,10 +162,27 @@ func (s *Store) Alloc(ctx context.Context, g idkeeper.Guard, p idkeeper.AllocPar
 		if err := t.reqs.Put([]byte(key), encodeIDs(ids)); err != nil {
 			return err
 		}
-		gr, err = t.grant(ids)
-		return err
+		if gr, err = t.grant(ids); err != nil {
+			return err
+		}
+		for _, l := range gr.Leases {
+			if err := t.histGrant(l, p.Client); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	return gr, err
+}
+
+// histExtendAll sets the window end of each lease's record to its expiry.
+func (t *txn) histExtendAll(ls []idkeeper.Lease) error {
+	for _, l := range ls {
+		if err := t.histExtend(uint32(l.NodeID), l.FencingToken, timeMs(l.ExpiresAt)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // owned returns the node IDs the requester with key holds, sorted, or
@@ -287,9 +306,11 @@ func (s *Store) Renew(ctx context.Context, g idkeeper.Guard, p idkeeper.RenewPar
 				return err
 			}
 		}
-		gr, err = t.grant(ids)
+		if gr, err = t.grant(ids); err != nil {
+			return err
+		}
 		gr.Restored, gr.Contested = restored, contested
-		return err
+		return t.histExtendAll(gr.Leases)
 	})
 	return gr, err
 }
@@ -322,6 +343,12 @@ func (t *txn) claims(key string, p idkeeper.RenewParams) (restored, contested []
 			if err := t.contest(id, l, c, p.Grace); err != nil {
 				return nil, nil, err
 			}
+			if err := t.histEnd(id, l.token, idkeeper.EndContested); err != nil {
+				return nil, nil, err
+			}
+			if err := t.histClaim(c, p.Requester, p.KeyID, nil); err != nil {
+				return nil, nil, err
+			}
 			contested = append(contested, c.NodeID)
 			continue
 		}
@@ -332,6 +359,9 @@ func (t *txn) claims(key string, p idkeeper.RenewParams) (restored, contested []
 		l := leaseRec{notBefore: max(timeMs(c.NotBefore), r.watermark+1), expiresAt: exp, grantedAt: t.now,
 			renewedAt: zeroMs, token: c.Token, requester: key, keyID: p.KeyID}
 		if err := t.take(id, l, false); err != nil {
+			return nil, nil, err
+		}
+		if err := t.histClaim(c, p.Requester, p.KeyID, &exp); err != nil {
 			return nil, nil, err
 		}
 		ids, err := t.heldBy(key)
@@ -386,6 +416,14 @@ func (s *Store) Remove(ctx context.Context, g idkeeper.Guard, p idkeeper.RemoveP
 			}
 			rec, err := t.node(id)
 			if err != nil {
+				return err
+			}
+			if err := t.histEdit(id, l.token, func(r *histRec) {
+				r.End, r.EndedAt = string(idkeeper.EndRemoved), t.now
+				if !p.MintedUpTo.IsZero() {
+					r.WindowEnd, r.MintedUpTo = max(min(timeMs(p.MintedUpTo), l.expiresAt), l.notBefore-1), timeMs(p.MintedUpTo)
+				}
+			}); err != nil {
 				return err
 			}
 			if !p.MintedUpTo.IsZero() {
@@ -445,6 +483,9 @@ func (s *Store) Reclaim(ctx context.Context, g idkeeper.Guard, grace time.Durati
 				return err
 			}
 			if err := t.dropHeld(l.requester, id); err != nil {
+				return err
+			}
+			if err := t.histEnd(id, l.token, idkeeper.EndReclaimed); err != nil {
 				return err
 			}
 			n++

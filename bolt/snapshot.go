@@ -23,7 +23,7 @@ var _ idkeeper.SnapshotStore = (*Store)(nil)
 // keeping "version". locks, skew and the idempotency buckets are left alone.
 var snapshotBuckets = [][]byte{bucketNodes, bucketLeases, bucketRequesters, bucketKeyHeld, bucketExpiry,
 	bucketReady, bucketCooling, bucketQuarantine, bucketAPIKeys,
-	bucketUsers, bucketSessions, bucketUserSessions, bucketAllow, bucketAudit}
+	bucketUsers, bucketSessions, bucketUserSessions, bucketAllow, bucketAudit, bucketHistory, bucketHistoryEnded}
 
 // snapshotCtxEvery is how many records a snapshot reads or writes between two
 // checks of its context.
@@ -116,13 +116,16 @@ func (s *Store) ReadSnapshot(ctx context.Context, meta func(idkeeper.SnapshotMet
 		}); err != nil {
 			return err
 		}
-		return forEach(t, bucketAudit, func(k, v []byte) error {
+		if err := forEach(t, bucketAudit, func(k, v []byte) error {
 			e, err := decodeAudit(k, v)
 			if err != nil {
 				return err
 			}
 			return out(idkeeper.SnapshotRecord{Audit: &e})
-		})
+		}); err != nil {
+			return err
+		}
+		return histRecords(t, out)
 	})
 	if cbErr != nil {
 		return cbErr
@@ -148,7 +151,7 @@ func forEach(t *txn, name []byte, fn func(k, v []byte) error) error {
 //	  meta           the meta keys the load will write: "generation", "audithead"
 //	                 (absent: none) and the counters ("nodes", "fence", "seq",
 //	                 "held", "quarantined", "cooling")
-//	  nodes … apikeys, users, allowlist, audit
+//	  nodes … apikeys, users, allowlist, audit, history, history-ended
 //	                 the durable buckets (snapshotBuckets but the sessions), laid
 //	                 out as the top-level ones; users, allowlist and audit only when
 //	                 a record needs them
@@ -160,7 +163,7 @@ var (
 	// stagedBuckets are the buckets a load always makes: those of snapshotBuckets
 	// that createBuckets makes.
 	stagedBuckets = [][]byte{bucketNodes, bucketLeases, bucketRequesters, bucketKeyHeld, bucketExpiry,
-		bucketReady, bucketCooling, bucketQuarantine, bucketAPIKeys}
+		bucketReady, bucketCooling, bucketQuarantine, bucketAPIKeys, bucketHistory, bucketHistoryEnded}
 	// stagedMeta are the meta keys a load replaces ("version" stays).
 	stagedMeta = [][]byte{keyGeneration, keyAuditHead, keyNodes, keyFence, keySeq, keyHeld, keyQuarantined, keyCooling}
 )
@@ -347,6 +350,12 @@ func recordSize(rec idkeeper.SnapshotRecord) int {
 	case rec.Audit != nil:
 		a := rec.Audit
 		n += len(a.Actor) + len(a.Action) + len(a.Target) + len(a.RemoteIP) + len(a.Detail) + len(a.Prev) + len(a.Hash)
+	case rec.History != nil:
+		h := rec.History
+		n += len(h.Requester.MachineID) + len(h.Requester.Instance) + len(h.KeyID) + len(h.Client.Host)
+		for k, v := range h.Client.Labels {
+			n += len(k) + len(v) + 32
+		}
 	}
 	return n
 }
@@ -481,6 +490,8 @@ func (l *loader) load(rec idkeeper.SnapshotRecord) error {
 			}
 		}
 		return l.audit.Put(auditKey(rec.Audit.Seq), encodeAudit(*rec.Audit))
+	case rec.History != nil:
+		return l.history(rec.History)
 	}
 	return nil
 }

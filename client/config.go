@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -15,6 +16,7 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/internal/wire"
 )
 
 // Defaults of Config (DESIGN §4).
@@ -78,6 +80,15 @@ type Config struct {
 	// Instance to a fresh random one of its own (DESIGN §3), so sessions never share
 	// a requester.
 	Requester idkeeper.Requester
+	// Host is the host name sent with Alloc for the lease history, which answers
+	// "which process minted this ID" (idkeeper decode --origin): os.Hostname()
+	// when empty; "-" sends none. At most 253 bytes of printable UTF-8.
+	Host string
+	// Labels are sent with Alloc for the lease history too, e.g. {"service":
+	// "orders", "version": "1.4.2"}: at most 16, names of 1..63 characters of
+	// A-Z a-z 0-9 _ . - /, values of at most 256 bytes. Nothing is decided on
+	// them.
+	Labels map[string]string
 	// Clock is the session's time source: SystemClock().
 	Clock Clock
 	// MaxBackwardStep is how far the wall clock may step back while the generators
@@ -111,6 +122,16 @@ func (c Config) withDefaults() (Config, error) {
 		if err := r.Validate(); err != nil {
 			return c, fmt.Errorf("idkeeper client: Config.Requester: %w", err)
 		}
+	}
+	switch c.Host {
+	case "":
+		c.Host, _ = os.Hostname()
+	case "-":
+		c.Host = ""
+	}
+	c.Labels = maps.Clone(c.Labels)
+	if err := (idkeeper.ClientInfo{Host: c.Host, Labels: c.Labels}).Validate(); err != nil {
+		return c, fmt.Errorf("idkeeper client: Config.Host or Config.Labels: %s", idkeeper.ErrorMessage(err))
 	}
 	if c.HTTPClient == nil {
 		c.HTTPClient = defaultHTTPClient(c.TLSConfig)
@@ -205,4 +226,13 @@ func CABundle(path string) (*tls.Config, error) {
 		return nil, fmt.Errorf("idkeeper client: %s holds no PEM certificate", path)
 	}
 	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
+}
+
+// clientOf is what the session reports about itself with Alloc; nil when it
+// has nothing to report.
+func clientOf(c Config) *wire.Client {
+	if c.Host == "" && len(c.Labels) == 0 {
+		return nil
+	}
+	return &wire.Client{Host: c.Host, Labels: c.Labels}
 }

@@ -98,10 +98,11 @@ func New(cfg Config) (*Session, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Session{
-		cfg:     cfg,
-		clk:     cfg.Clock,
-		log:     cfg.Logger,
-		api:     api{base: strings.TrimRight(cfg.ServerURL, "/"), key: cfg.APIKey, hc: noRedirects(cfg.HTTPClient), timeout: cfg.RequestTimeout},
+		cfg: cfg,
+		clk: cfg.Clock,
+		log: cfg.Logger,
+		api: api{base: strings.TrimRight(cfg.ServerURL, "/"), key: cfg.APIKey, hc: noRedirects(cfg.HTTPClient), timeout: cfg.RequestTimeout,
+			client: clientOf(cfg)},
 		ctx:     ctx,
 		cancel:  cancel,
 		drained: make(chan struct{}),

@@ -51,7 +51,8 @@ type api struct {
 	key     string
 	hc      *http.Client
 	timeout time.Duration
-	notice  *keyNotice // logs the key's announced expiry; nil: not logged
+	notice  *keyNotice   // logs the key's announced expiry; nil: not logged
+	client  *wire.Client // sent with Alloc for the lease history; nil: nothing
 }
 
 func requesterOf(r idkeeper.Requester) wire.Requester {
@@ -69,7 +70,7 @@ func noRedirects(hc *http.Client) *http.Client {
 }
 
 func (a *api) alloc(ctx context.Context, r idkeeper.Requester, count int, clientNow time.Time) (grant, error) {
-	body := wire.AllocRequest{Requester: requesterOf(r), Count: count, ClientUtcNow: wire.FormatTime(clientNow)}
+	body := wire.AllocRequest{Requester: requesterOf(r), Count: count, ClientUtcNow: wire.FormatTime(clientNow), Client: a.client}
 	var ans wire.AllocResponse
 	if err := a.post(ctx, "alloc", "/v1/leases", body, &ans); err != nil {
 		return grant{}, err

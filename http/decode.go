@@ -36,6 +36,7 @@ var (
 	renewMembers     = wire.Members(wire.RenewRequest{})
 	removeMembers    = wire.Members(wire.RemoveRequest{})
 	requesterMembers = wire.Members(wire.Requester{})
+	clientMembers    = wire.Members(wire.Client{})
 )
 
 // decodeAllocRequest decodes the body of POST /v1/leases.
@@ -61,7 +62,34 @@ func decodeAllocRequest(body []byte) (idkeeper.AllocRequest, error) {
 	if req.ClientNow, err = m.OptionalTime("", "clientUtcNow"); err != nil {
 		return idkeeper.AllocRequest{}, err
 	}
+	if req.Client, err = clientMember(m); err != nil {
+		return idkeeper.AllocRequest{}, err
+	}
 	return req, nil
+}
+
+// clientMember decodes the optional "client" member of an Alloc: host and labels,
+// checked against the bounds of idkeeper.ClientInfo.
+func clientMember(m jsonbody.Members) (idkeeper.ClientInfo, error) {
+	raw, ok := m["client"]
+	if !ok {
+		return idkeeper.ClientInfo{}, nil
+	}
+	cm, err := jsonbody.Object(raw, "client.", "client", clientMembers)
+	if err != nil {
+		return idkeeper.ClientInfo{}, err
+	}
+	var c idkeeper.ClientInfo
+	if c.Host, err = cm.String("client.", "host"); err != nil {
+		return idkeeper.ClientInfo{}, err
+	}
+	if c.Labels, err = cm.StringMap("client.", "labels", idkeeper.MaxLabels); err != nil {
+		return idkeeper.ClientInfo{}, err
+	}
+	if len(c.Labels) == 0 {
+		c.Labels = nil // {} and none are the same report
+	}
+	return c, c.Validate()
 }
 
 // decodeRenewRequest decodes the body of POST /v1/leases/renew.

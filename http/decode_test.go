@@ -3,6 +3,7 @@ package http
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -30,6 +31,33 @@ func TestDecodeAllocRequestValid(t *testing.T) {
 	req, err = decodeAllocRequest([]byte(` {"count":1,"clientUtcNow":null,"requester":` + goodRequester + `} ` + "\n"))
 	if err != nil || req.ClientNow != nil {
 		t.Fatalf("got %+v, %v", req, err)
+	}
+}
+
+// manyLabels is n label members "k0":"v", "k1":"v", ….
+func manyLabels(n int) string {
+	var parts []string
+	for i := range n {
+		parts = append(parts, fmt.Sprintf(`"k%d":"v"`, i))
+	}
+	return strings.Join(parts, ",")
+}
+
+func TestDecodeAllocClient(t *testing.T) {
+	req, err := decodeAllocRequest([]byte(`{"requester":` + goodRequester + `,"count":1,"client":{"host":"web-7.example",` +
+		`"labels":{"service":"orders","app.kubernetes.io/version":"1.4.2"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if req.Client.Host != "web-7.example" || len(req.Client.Labels) != 2 || req.Client.Labels["app.kubernetes.io/version"] != "1.4.2" {
+		t.Fatalf("client %+v", req.Client)
+	}
+	req, err = decodeAllocRequest([]byte(`{"requester":` + goodRequester + `,"count":1,"client":{"labels":{` + manyLabels(16) + `}}}`))
+	if err != nil || len(req.Client.Labels) != 16 || req.Client.Host != "" {
+		t.Fatalf("16 labels: %+v, %v", req.Client, err)
+	}
+	if req, err := decodeAllocRequest([]byte(`{"requester":` + goodRequester + `,"count":1,"client":null}`)); err != nil || !req.Client.IsZero() {
+		t.Fatalf("null client: %+v, %v", req.Client, err)
 	}
 }
 
@@ -77,6 +105,19 @@ func TestDecodeInvalid(t *testing.T) {
 		{"startedAt number", `{"requester":{"machineId":"a","pid":1,"startedAt":1767225600000},"count":1}`, "requester.startedAt"},
 		{"startedAt zero time", `{"requester":{"machineId":"a","pid":1,"startedAt":"0001-01-01T00:00:00Z"},"count":1}`, "requester.startedAt"},
 		{"clientUtcNow bad", `{"requester":` + r + `,"count":1,"clientUtcNow":"2026-13-01T00:00:00Z"}`, "clientUtcNow"},
+		{"client not an object", `{"requester":` + r + `,"count":1,"client":"web-1"}`, "client"},
+		{"client unknown member", `{"requester":` + r + `,"count":1,"client":{"hostname":"x"}}`, "client.hostname"},
+		{"client host number", `{"requester":` + r + `,"count":1,"client":{"host":7}}`, "client.host"},
+		{"client host too long", `{"requester":` + r + `,"count":1,"client":{"host":"` + strings.Repeat("h", 254) + `"}}`, "client.host"},
+		{"client host control", `{"requester":` + r + `,"count":1,"client":{"host":"a\u0007b"}}`, "client.host"},
+		{"labels not an object", `{"requester":` + r + `,"count":1,"client":{"labels":["a"]}}`, "client.labels"},
+		{"label value number", `{"requester":` + r + `,"count":1,"client":{"labels":{"a":1}}}`, "client.labels"},
+		{"label repeated", `{"requester":` + r + `,"count":1,"client":{"labels":{"a":"1","a":"2"}}}`, "client.labels"},
+		{"label name empty", `{"requester":` + r + `,"count":1,"client":{"labels":{"":"1"}}}`, "client.labels"},
+		{"label name blank", `{"requester":` + r + `,"count":1,"client":{"labels":{"a b":"1"}}}`, "client.labels"},
+		{"label name too long", `{"requester":` + r + `,"count":1,"client":{"labels":{"` + strings.Repeat("k", 64) + `":"1"}}}`, "client.labels"},
+		{"label value too long", `{"requester":` + r + `,"count":1,"client":{"labels":{"k":"` + strings.Repeat("v", 257) + `"}}}`, "client.labels"},
+		{"too many labels", `{"requester":` + r + `,"count":1,"client":{"labels":{` + manyLabels(17) + `}}}`, "client.labels"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -234,14 +275,23 @@ func FuzzDecodeAllocRequest(f *testing.F) {
 	fuzzSeeds(f,
 		`{"requester":`+goodRequester+`,"count":2,"clientUtcNow":"2026-03-01T10:00:00.000Z"}`,
 		`{"requester":`+goodRequester+`,"count":4096}`,
-		`{"requester":`+goodRequester+`,"count":1,"count":1}`)
+		`{"requester":`+goodRequester+`,"count":1,"count":1}`,
+		`{"requester":`+goodRequester+`,"count":1,"client":{"host":"h","labels":{"a":"b","c.d/e":""}}}`,
+		`{"requester":`+goodRequester+`,"count":1,"client":{"labels":{"a":"b","a":"c"}}}`)
 	f.Fuzz(func(t *testing.T, body []byte) {
 		req, err := decodeAllocRequest(body)
 		if err == nil && (req.Count < 1 || req.Count > idkeeper.MaxCount) {
 			t.Fatalf("count %d", req.Count)
 		}
+		if err == nil && req.Client.Validate() != nil {
+			t.Fatalf("an invalid client accepted: %+v", req.Client)
+		}
 		checkDecoded(t, err, req.Requester, []*time.Time{req.ClientNow}, func() (any, error) {
-			b, _ := json.Marshal(map[string]any{"requester": encodeRequester(req.Requester), "count": req.Count, "clientUtcNow": encodeTime(req.ClientNow)})
+			m := map[string]any{"requester": encodeRequester(req.Requester), "count": req.Count, "clientUtcNow": encodeTime(req.ClientNow)}
+			if !req.Client.IsZero() {
+				m["client"] = map[string]any{"host": req.Client.Host, "labels": req.Client.Labels}
+			}
+			b, _ := json.Marshal(m)
 			return decodeAllocRequest(b)
 		}, req)
 	})

@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"log/slog"
@@ -50,6 +51,8 @@ func TestIndexesStayConsistent(t *testing.T) {
 				requesters[i].StartedAt = started
 			}
 			keyOf := func(i int) string { return []string{"a", "", "b,/c"}[i%3] }
+			clients := []idkeeper.ClientInfo{{}, {Host: "web-1,x"},
+				{Host: "h", Labels: map[string]string{"a/b": `x,y:z"é`, "v": ""}}, {Labels: map[string]string{"k": "<&>"}}}
 			minutes := func(n int) time.Duration { return time.Duration(rng.IntN(n)) * time.Minute }
 			var fence uint64
 			seen := map[string]int{}
@@ -65,7 +68,7 @@ func TestIndexesStayConsistent(t *testing.T) {
 				case op < 6:
 					var gr idkeeper.Grant
 					gr, err = s.Alloc(ctx, g, idkeeper.AllocParams{Requester: r, KeyID: key, Count: 1 + rng.IntN(2),
-						First: time.Minute + minutes(20), MaxNodes: rng.IntN(5)})
+						First: time.Minute + minutes(20), MaxNodes: rng.IntN(5), Client: clients[rng.IntN(len(clients))]})
 					fence = max(fence, gr.Fence)
 				case op < 10:
 					var claims []idkeeper.Claim
@@ -89,6 +92,11 @@ func TestIndexesStayConsistent(t *testing.T) {
 					_, err = s.Reclaim(ctx, g, minutes(20))
 				case op < 16:
 					err = s.Quarantine(ctx, g, now.Add(minutes(90)-30*time.Minute), idkeeper.NodeID(rng.IntN(nodes)))
+					if rng.IntN(2) == 0 {
+						var n int
+						n, err = s.PruneHistory(ctx, now.Add(-minutes(180)), 1+rng.IntN(3))
+						seen["pruned"] += n
+					}
 				case op < 20:
 					clk.Advance(minutes(30) + time.Duration(rng.IntN(1000))*time.Millisecond)
 				default:
@@ -108,6 +116,7 @@ func TestIndexesStayConsistent(t *testing.T) {
 					fence = st.Fence
 				}
 				checkIndexes(t, s, nodes, fmt.Sprint("step ", step))
+				checkHistory(t, s, nodes, fmt.Sprint("step ", step), step%20 == 0 || step == 299)
 			}
 			t.Logf("outcomes: %v", seen)
 		})
@@ -231,3 +240,137 @@ func checkIndexes(t *testing.T, s *Store, nodes int, what string) {
 
 // zeroMs is the zero time.Time in Unix ms, as the scripts store it.
 var zeroMs = time.Time{}.UnixMilli()
+
+// checkHistory checks the history's indexes against its records: every record
+// with its 't:' member, its 's:' member (a grant of the store's own) or its 'r:'
+// member (FromReceipt), nothing else; in the end index under its end time once
+// ended; every held lease has its open record; the windows of the store's own grants of
+// a node follow each other in token order (what LeaseAt relies on). With probe,
+// LeaseAt at every record's window bounds (and around them) and NodeHistory agree
+// with the records.
+func checkHistory(t *testing.T, s *Store, nodes int, what string, probe bool) {
+	t.Helper()
+	ctx := t.Context()
+	c := s.client
+	recs, err := c.HGetAll(ctx, s.keys.hist).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	zset := func(k string) map[string]float64 {
+		zs, err := c.ZRangeWithScores(ctx, k, 0, -1).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]float64{}
+		for _, z := range zs {
+			m[z.Member.(string)] = z.Score
+		}
+		return m
+	}
+	idx, ended := zset(s.keys.histIndex), zset(s.keys.histEnded)
+	toks, starts, rcpts := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	for m, score := range idx {
+		kind, rest, _ := strings.Cut(m, ":")
+		switch {
+		case score != 0:
+			t.Fatalf("%s: index member %q has score %v", what, m, score)
+		case kind == "t":
+			toks[rest] = true
+		case kind == "r":
+			rcpts[rest] = true
+		case kind == "s":
+			starts[m] = true
+		default:
+			t.Fatalf("%s: index member %q", what, m)
+		}
+	}
+	byNode := map[idkeeper.NodeID][]idkeeper.HistoryRecord{}
+	nEnded := 0
+	for id, rec := range recs {
+		h, err := decodeHistory(id, rec)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if err := h.Validate(); err != nil || id != histID(h.NodeID, h.Token) || int(h.NodeID) >= nodes {
+			t.Fatalf("%s: record %s invalid: %v", what, id, err)
+		}
+		if !toks[id] {
+			t.Fatalf("%s: record %s not in the token index", what, id)
+		}
+		inR, inS := rcpts[id], starts[histStart(id, ms(h.NotBefore))]
+		if inR != h.FromReceipt || inS == h.FromReceipt {
+			t.Fatalf("%s: record %s (fromReceipt %v): in receipts %v, in starts %v", what, id, h.FromReceipt, inR, inS)
+		}
+		e, inE := ended[id]
+		if inE != (h.End != idkeeper.EndHeld) || inE && int64(e) != ms(h.EndedAt) {
+			t.Fatalf("%s: record %s ended %q at %v: end index %v (%v)", what, id, h.End, h.EndedAt, e, inE)
+		}
+		if inE {
+			nEnded++
+		}
+		byNode[h.NodeID] = append(byNode[h.NodeID], h)
+	}
+	if len(toks) != len(recs) || len(starts)+len(rcpts) != len(recs) || len(ended) != nEnded {
+		t.Fatalf("%s: %d records, %d in the token index, %d+%d by start and receipt, %d ended of %d",
+			what, len(recs), len(toks), len(starts), len(rcpts), len(ended), nEnded)
+	}
+	leases, err := s.Leases(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range leases {
+		h, err := decodeHistory(histID(l.NodeID, l.FencingToken), recs[histID(l.NodeID, l.FencingToken)])
+		if err != nil || h.End != idkeeper.EndHeld || !h.WindowEnd.Equal(l.ExpiresAt) || h.KeyID != l.KeyID ||
+			h.Requester.Key() != l.Requester.Key() || h.NotBefore.After(l.NotBefore) {
+			t.Fatalf("%s: lease of node %d token %d: record %+v, %v", what, l.NodeID, l.FencingToken, h, err)
+		}
+	}
+	for node, hs := range byNode {
+		slices.SortFunc(hs, func(a, b idkeeper.HistoryRecord) int { return cmp.Compare(a.Token, b.Token) })
+		var last *idkeeper.HistoryRecord
+		for i := range hs {
+			if hs[i].FromReceipt {
+				continue
+			}
+			if last != nil && !last.WindowEnd.Before(hs[i].NotBefore) {
+				t.Fatalf("%s: node %d: the window of token %d (%v..%v) reaches that of token %d (%v..)", what, node,
+					last.Token, last.NotBefore, last.WindowEnd, hs[i].Token, hs[i].NotBefore)
+			}
+			last = &hs[i]
+		}
+		if !probe {
+			continue
+		}
+		page, err := s.NodeHistory(ctx, node, 0, idkeeper.MaxHistoryPage)
+		if err != nil || len(page) != len(hs) {
+			t.Fatalf("%s: NodeHistory(%d) = %d records, %v; want %d", what, node, len(page), err, len(hs))
+		}
+		for i, h := range page {
+			if h.Token != hs[len(hs)-1-i].Token {
+				t.Fatalf("%s: NodeHistory(%d) out of order", what, node)
+			}
+		}
+		for _, h := range hs {
+			for _, at := range []time.Time{h.NotBefore, h.NotBefore.Add(-time.Millisecond), h.WindowEnd,
+				h.WindowEnd.Add(time.Millisecond), h.NotBefore.Add(h.WindowEnd.Sub(h.NotBefore) / 2)} {
+				var want []uint64
+				for _, x := range hs {
+					if x.Holds(at) {
+						want = append(want, x.Token)
+					}
+				}
+				got, err := s.LeaseAt(ctx, node, at)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var gotT []uint64
+				for _, x := range got {
+					gotT = append(gotT, x.Token)
+				}
+				if !slices.Equal(gotT, want) {
+					t.Fatalf("%s: LeaseAt(%d, %v) = %v, want %v", what, node, at, gotT, want)
+				}
+			}
+		}
+	}
+}

@@ -39,6 +39,45 @@
 //	{idkeeper}:skew:<requester>   string: JSON observation, PEXPIRE ttl
 //	{idkeeper}:skew-index         zset: requester key by lapse time (store clock)
 //
+// The lease history (idkeeper.HistoryStore, history.go; one record per grant). A
+// record's ID is "<node ID, 10 digits>:<fencing token, 16 digits>", so that IDs
+// sort by node, then token:
+//
+//	{idkeeper}:history            hash: record ID → "windowEnd,endedAt,mintedUpTo,end,notBefore,grantedAt,
+//	                              fromReceipt,r,k,<requester key><key ID><client>": end "" while held, else
+//	                              removed, reclaimed, revoked or contested; fromReceipt 0 or 1; r and k
+//	                              the byte lengths of the requester key and the key ID; client the JSON
+//	                              {host, labels} reported with Alloc ("" when none; ClientInfo's limits
+//	                              bound it to a few KiB)
+//	{idkeeper}:history:index      zset, every score 0, read by lex range, two members per record:
+//	                              "t:<ID>" (every record: NodeHistory, snapshots), and either
+//	                              "s:<node, 10 digits>:<notBefore − ZERO, 16 digits>:<token, 16 digits>"
+//	                              (a grant of the store's own: LeaseAt) or "r:<ID>" (a grant learned
+//	                              from a receipt, FromReceipt: LeaseAt)
+//	{idkeeper}:history:ended      zset: ended record ID by endedAt (PruneHistory); held records are not
+//	                              in it, so they are never pruned
+//
+// The lease scripts write the history in the same script as the lease: Alloc adds
+// a record per grant (the client's JSON comes from Go as an argument), the
+// extensions of Alloc's repeat and Renew rewrite the window end of each record
+// whose lease's expiry rose, Remove, Reclaim, RevokeLease and a contest end them,
+// a restore or a contest records the claim's grant (or reopens or ends the record
+// of its token). The fields that change come first, so a script rewrites them
+// without decoding the rest; a lease without a record (written before the
+// history) gets none. It costs a few commands for all of a script's k leases:
+// O(k log n) still.
+//
+// LeaseAt(node, t) reads, in one script, the few "s:" members of node with the
+// latest window start at or before t (reverse lex range) and every "r:" member of
+// node. That is exact: the store's own grants of a node have windows that follow
+// each other in token order (a grant's notBefore is past the node's fenced
+// watermark, which is at least the window end of every earlier record: a Remove
+// with mintedUpTo lowers the watermark only to the record's new window end), so
+// the latest start at or before t is the only one of them that can hold t. A
+// record from a receipt has the claim's window start, which may lie anywhere, so
+// those (rare: a restore after the store lost writes, or a contest) are all
+// checked. PruneHistory deletes the oldest ends first, a batch (256) per script.
+//
 // The admin records (idkeeper.AdminStore; JSON records, times in Unix ms, at most
 // 64 KiB each):
 //

@@ -160,7 +160,7 @@ func (s *Store) Alloc(ctx context.Context, g idkeeper.Guard, p idkeeper.AllocPar
 		return idkeeper.Grant{}, err
 	}
 	v, err := s.runGuarded(ctx, scriptAlloc, "alloc", true, g, p.Requester.Key(), p.KeyID, p.Count,
-		p.First.Milliseconds(), max(p.MaxNodes, 0))
+		p.First.Milliseconds(), max(p.MaxNodes, 0), encodeClient(p.Client))
 	if r, ok := asReply(err, errMismatch); ok {
 		return idkeeper.Grant{}, idkeeper.CountMismatch(r.n, p.Count)
 	}

@@ -43,9 +43,11 @@ import (
 // The swap waits for Options.WaitReplicas as a Reset does; when they do not
 // acknowledge it, LoadSnapshot fails although the primary holds the loaded state.
 //
-// The durable keys are the lease keys (keys.lease), apikeys, users, allowlist,
-// audit, audit-seq and audit-head. Job locks, skew observations and idempotency
-// records are not touched.
+// The durable keys are the lease keys (keys.lease, the lease history's
+// included), apikeys, users, allowlist, audit, audit-seq and audit-head. Job
+// locks, skew observations and idempotency records are not touched. The history
+// records come last in a snapshot, read from the copy in (NodeID, Token) order,
+// the order of their 't:' members in history:index, snapshotBatch at a time.
 
 var _ idkeeper.SnapshotStore = (*Store)(nil)
 
@@ -79,7 +81,7 @@ func (s *Store) durableKeys() []string {
 
 // Indexes of durableKeys past the lease keys.
 const (
-	durAPIKeys = 14 + iota
+	durAPIKeys = leaseKeyCount + iota
 	durUsers
 	durAllow
 	durAudit
@@ -151,7 +153,10 @@ func (s *Store) ReadSnapshot(ctx context.Context, meta func(idkeeper.SnapshotMet
 	}, func(a, b idkeeper.SnapshotRecord) int { return a.Allow.Prefix.Compare(b.Allow.Prefix) }); err != nil {
 		return err
 	}
-	return r.audit()
+	if err := r.audit(); err != nil {
+		return err
+	}
+	return r.history()
 }
 
 // decodeAllow decodes the allow-list entry of field (its masked prefix).
@@ -461,7 +466,7 @@ func (l *snapLoader) flush() error {
 		field, value string
 	}
 	var sets []hset
-	var seqs []goredis.Z
+	zadds := map[int][]goredis.Z{}
 	for _, rec := range l.batch {
 		switch {
 		case rec.Node != nil:
@@ -502,7 +507,19 @@ func (l *snapLoader) flush() error {
 			}
 			seq := strconv.FormatUint(e.Seq, 10)
 			sets = append(sets, hset{durAudit, seq, v})
-			seqs = append(seqs, goredis.Z{Score: float64(e.Seq), Member: seq})
+			zadds[durAuditSeq] = append(zadds[durAuditSeq], goredis.Z{Score: float64(e.Seq), Member: seq})
+		case rec.History != nil:
+			h := rec.History
+			id := histID(h.NodeID, h.Token)
+			sets = append(sets, hset{leaseHist, id, encodeHistory(*h)})
+			by := "r:" + id
+			if !h.FromReceipt {
+				by = histStart(id, ms(h.NotBefore))
+			}
+			zadds[leaseHistIndex] = append(zadds[leaseHistIndex], goredis.Z{Member: "t:" + id}, goredis.Z{Member: by})
+			if h.End != idkeeper.EndHeld {
+				zadds[leaseHistEnded] = append(zadds[leaseHistEnded], goredis.Z{Score: float64(ms(h.EndedAt)), Member: id})
+			}
 		}
 	}
 	l.batch = l.batch[:0]
@@ -525,9 +542,9 @@ func (l *snapLoader) flush() error {
 			p.HSet(l.ctx, l.stage[x.key], x.field, x.value)
 			touched[x.key] = true
 		}
-		if len(seqs) > 0 {
-			p.ZAdd(l.ctx, l.stage[durAuditSeq], seqs...)
-			touched[durAuditSeq] = true
+		for k, zs := range zadds {
+			p.ZAdd(l.ctx, l.stage[k], zs...)
+			touched[k] = true
 		}
 		for k := range touched {
 			p.PExpire(l.ctx, l.stage[k], snapshotTTL)

@@ -174,6 +174,7 @@ type keys struct {
 	ready, cooling, quarantined, freeSeq                     string
 	floors, lastTokens, restorable, keyHeld                  string
 	locks, apiKeys, skewIndex, skewPrefix                    string
+	hist, histIndex, histEnded                               string
 	lease                                                    []string // the KEYS of every lease script, in lease.lua's order
 }
 
@@ -186,11 +187,22 @@ func newKeys(prefix string) keys {
 		freeSeq: t + "free:seq",
 		floors:  t + "floors", lastTokens: t + "lasttokens", restorable: t + "restorable", keyHeld: t + "keyheld",
 		locks: t + "locks", apiKeys: t + "apikeys", skewIndex: t + "skew-index", skewPrefix: t + "skew:",
+		hist: t + "history", histIndex: t + "history:index", histEnded: t + "history:ended",
 	}
 	k.lease = []string{k.meta, k.leases, k.requesters, k.expiry, k.watermarks, k.quarantine,
-		k.ready, k.cooling, k.quarantined, k.freeSeq, k.floors, k.lastTokens, k.restorable, k.keyHeld}
+		k.ready, k.cooling, k.quarantined, k.freeSeq, k.floors, k.lastTokens, k.restorable, k.keyHeld,
+		k.hist, k.histIndex, k.histEnded}
 	return k
 }
+
+// Indexes of the history keys in keys.lease (lease.lua's HIST, HIDX, HEND), and
+// the number of lease keys.
+const (
+	leaseHist = 14 + iota
+	leaseHistIndex
+	leaseHistEnded
+	leaseKeyCount
+)
 
 func (k keys) skew(requesterKey string) string { return k.skewPrefix + requesterKey }
 

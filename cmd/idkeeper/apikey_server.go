@@ -173,15 +173,7 @@ func (b *serverKeys) doWith(ctx context.Context, method, path string, hdr http.H
 		return fmt.Errorf("read the server's answer: %w", err)
 	}
 	if resp.StatusCode != want {
-		e := &adminError{status: resp.StatusCode}
-		var p wire.Problem
-		if strings.Contains(resp.Header.Get("Content-Type"), "json") && json.Unmarshal(data, &p) == nil {
-			e.code, e.detail = idkeeper.Code(p.Code), p.Detail
-		}
-		if resp.StatusCode >= 300 && resp.StatusCode < 400 {
-			e.detail = "redirected to " + resp.Header.Get("Location") + "; give --server the registry's own address"
-		}
-		return e
+		return answerError(resp, data)
 	}
 	if out == nil {
 		return nil
@@ -221,4 +213,19 @@ func rowFromWire(k wire.APIKey) (keyRow, error) {
 		return keyRow{}, err
 	}
 	return row, nil
+}
+
+// answerError is the *adminError of an answer the caller did not want: its
+// status, and the problem's code and detail when the body is problem+json; a
+// redirect says where to point --server instead.
+func answerError(resp *http.Response, data []byte) *adminError {
+	e := &adminError{status: resp.StatusCode}
+	var p wire.Problem
+	if strings.Contains(resp.Header.Get("Content-Type"), "json") && json.Unmarshal(data, &p) == nil {
+		e.code, e.detail = idkeeper.Code(p.Code), p.Detail
+	}
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		e.detail = "redirected to " + resp.Header.Get("Location") + "; give --server the registry's own address"
+	}
+	return e
 }

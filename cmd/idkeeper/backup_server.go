@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/backup"
 	idkhttp "github.com/idkeeper/idkeeper/http"
 	"github.com/idkeeper/idkeeper/internal/wire"
@@ -61,15 +60,7 @@ func (b *serverKeys) stream(ctx context.Context, method, path string, body io.Re
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	e := &adminError{status: resp.StatusCode}
-	var p wire.Problem
-	if strings.Contains(resp.Header.Get("Content-Type"), "json") && json.Unmarshal(data, &p) == nil {
-		e.code, e.detail = idkeeper.Code(p.Code), p.Detail
-	}
-	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
-		e.detail = "redirected to " + resp.Header.Get("Location") + "; give --server the registry's own address"
-	}
-	return nil, e
+	return nil, answerError(resp, data)
 }
 
 // exportViaServer downloads a backup of the server's store to out: FILE.tmp,

@@ -71,6 +71,7 @@ var docCommands = []struct {
 	{[]string{"backup", "export"}, []string{"`idkeeper backup`", secStore, secServer, secLogging}},
 	{[]string{"backup", "import"}, []string{"`idkeeper backup`", secStore, secServer, secLogging}},
 	{[]string{"probe"}, []string{"`idkeeper probe`"}},
+	{[]string{"decode"}, []string{"`idkeeper decode`", secLogging}},
 }
 
 // flagless are the commands of the usage that have no flags.

@@ -16,6 +16,7 @@
 //	idkeeper backup import   replace the store's state with a backup, safely
 //	idkeeper clock-agent     serve NTP time over TCKCLK 2 for the servers' clock check
 //	idkeeper probe URL       health check for containers (distroless has no shell or curl)
+//	idkeeper decode ID…      print an ID's time, node ID and sequence; --origin: its lease
 //	idkeeper version         print the version
 //
 // Every flag can also be set in the environment as IDKEEPER_<FLAG>, upper case with
@@ -105,6 +106,7 @@ Commands:
   backup import   replace the store's state with a backup file, quarantined safely (offline)
   clock-agent     serve NTP time over TCKCLK 2: the clock agent servers check their clocks against
   probe URL       health check for containers: GET an http(s) URL (2xx: exit 0) or connect to tcp://HOST:PORT
+  decode ID…      print an ID's time, node ID and sequence (offline); --origin: the lease that minted it
   version         print the version
 
 Run "idkeeper <command> -h" for the flags of a command. Every flag can also be
@@ -140,6 +142,8 @@ func run(ctx context.Context, args []string, env lookupEnv, stdout, stderr io.Wr
 		err = runClockAgent(ctx, rest, env, stderr)
 	case "probe":
 		err = runProbe(ctx, rest, stdout, stderr)
+	case "decode":
+		err = runDecode(ctx, rest, env, stdout, stderr)
 	case "version", "--version", "-version":
 		v, c := buildVersion()
 		fmt.Fprintf(stdout, "idkeeper %s (commit %s, %s)\n", v, c, goVersion())

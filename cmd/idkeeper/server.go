@@ -89,6 +89,7 @@ type serverFlags struct {
 	store                                                    *secretFlag
 	firstLease, leaseDuration, grace, cleanupInterval, drain time.Duration
 	auditRetention, sessionIdle, sessionAbsolute             time.Duration
+	historyRetention                                         time.Duration
 	nodes                                                    int
 	unsafe                                                   unsafeFlags
 	backup                                                   backupFlags
@@ -116,6 +117,8 @@ func (f *serverFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.AdminListen, "admin-listen", "", "serve the admin web (/admin/) on this host:port, with the API's TLS settings, instead of the API listener")
 	fs.StringVar(&c.AdminUser, "admin-user", DefaultAdminUser, "name of the first admin, created with the password in "+AdminPasswordEnv+" (or "+AdminPasswordEnv+"_FILE) when the store holds no account")
 	fs.DurationVar(&f.auditRetention, "audit-retention", idkeeper.DefaultAuditRetention, "how long audit log entries are kept; at least 1h")
+	fs.DurationVar(&f.historyRetention, "history-retention", idkeeper.DefaultHistoryRetention,
+		"how long the lease history keeps a lease after it ended (which process minted an ID); at least 1h")
 	fs.DurationVar(&f.sessionIdle, "session-idle-timeout", idkeeper.DefaultIdleTimeout, "an admin web session unused this long ends; 1m..24h")
 	fs.DurationVar(&f.sessionAbsolute, "session-absolute-timeout", idkeeper.DefaultAbsoluteTimeout, "an admin web session ends this long after its login, however busy; session-idle-timeout..720h")
 	f.log.register(fs)
@@ -169,6 +172,11 @@ func (f *serverFlags) config(env lookupEnv, stderr io.Writer) (serverConfig, err
 			Min: idkeeper.MinAuditRetention.String(), Max: "∞"}}
 	}
 	c.Registry.AuditRetention = f.auditRetention
+	if f.historyRetention <= 0 {
+		return c, usageError{&idkeeper.RangeError{Setting: "history-retention", Value: f.historyRetention.String(),
+			Min: idkeeper.MinHistoryRetention.String(), Max: "∞"}}
+	}
+	c.Registry.HistoryRetention = f.historyRetention
 	if f.sessionIdle <= 0 || f.sessionAbsolute <= 0 {
 		return c, usagef("--session-idle-timeout and --session-absolute-timeout must be positive")
 	}

@@ -25,7 +25,8 @@ const (
 )
 
 // AllProps lists the properties in report order.
-var AllProps = []string{PropRecord, PropMintedRanges, PropWindows, PropRealTime, PropUnique, PropInWindow, PropFencing, PropLiveness}
+var AllProps = []string{PropRecord, PropMintedRanges, PropWindows, PropRealTime, PropUnique, PropInWindow, PropFencing, PropLiveness,
+	PropOrigin}
 
 // maxExamples bounds the examples a report keeps per property.
 const maxExamples = 5
@@ -45,6 +46,9 @@ type CheckInput struct {
 	Faults  []Fault
 	End     time.Time     // when the clients were told to stop
 	Bound   time.Duration // liveness bound; 0 skips property 5
+	// Origin looks IDs up in the registry's lease history (property 6); nil
+	// skips it, as for a run whose store lost writes (the history with them).
+	Origin OriginFunc
 }
 
 // Report is the checker's verdict on one run.
@@ -57,6 +61,8 @@ type Report struct {
 	Refused                   int64 // issuing calls a valid lease's generator refused (window, clock)
 	LivenessChecked           bool
 	LivenessPoints            int // heal points judged for property 5
+	OriginChecked             bool
+	OriginLookups             int // IDs property 6 looked up
 	Violations                map[string]int
 	Examples                  map[string][]string
 
@@ -114,7 +120,7 @@ func (r *Report) String() string {
 			for _, e := range r.Examples[p] {
 				fmt.Fprintf(&b, "       %s\n", e)
 			}
-		} else if p == PropLiveness && !r.LivenessChecked {
+		} else if p == PropLiveness && !r.LivenessChecked || p == PropOrigin && !r.OriginChecked {
 			fmt.Fprintf(&b, "  --   %s (not checked)\n", p)
 		} else {
 			fmt.Fprintf(&b, "  ok   %s\n", p)
@@ -149,6 +155,7 @@ type grant struct {
 	n              int64 // IDs minted
 	minTs, maxTs   int64 // ms of its IDs
 	lastID, lastTs int64
+	firstID        int64
 }
 
 // Check reads every client's history and IDs and checks properties 0–5.
@@ -188,6 +195,11 @@ func Check(in CheckInput) (*Report, error) {
 	if in.Bound > 0 {
 		r.LivenessChecked = true
 		checkLiveness(r, in, tenures)
+	}
+	if in.Origin != nil {
+		if err := checkOrigins(r, tenures, in.Origin); err != nil {
+			return nil, err
+		}
 	}
 	return r, nil
 }
@@ -298,6 +310,9 @@ func checkIDs(r *Report, tenures []*tenure, byNode map[int64][]*grant, l history
 			if ts < g.nb || ts > g.exp {
 				r.violate(PropInWindow, "%v minted ID %d at %s on node %d, outside its window %s..%s",
 					t, id, ms(ts), node, ms(g.nb), ms(g.exp))
+			}
+			if g.n == 0 {
+				g.firstID = id
 			}
 			g.n++
 			g.lastID = id

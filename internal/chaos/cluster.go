@@ -87,7 +87,10 @@ type Cluster struct {
 	bins   Binaries
 	opts   Options
 	apiKey string
-	secret string // the receipt secret every replica shares
+	// adminKey is the servers' admin API key (IDKEEPER_ADMIN_API_KEY): the
+	// lookups of property 6.
+	adminKey string
+	secret   string // the receipt secret every replica shares
 	// Redis is the single redis-server, nil on a Sentinel topology; Sentinel is
 	// that topology, nil on a single Redis. store is the URL of either, which the
 	// replicas and every idkeeper command of the run are given.
@@ -135,10 +138,12 @@ func StartCluster(t testing.TB, dir string, bins Binaries, opts Options) *Cluste
 	if opts.AOF {
 		ropts = append(ropts, redistest.WithAOF())
 	}
-	key, secret := make([]byte, 24), make([]byte, 32)
+	key, admin, secret := make([]byte, 24), make([]byte, 24), make([]byte, 32)
 	_, _ = rand.Read(key)
+	_, _ = rand.Read(admin)
 	_, _ = rand.Read(secret)
-	c := &Cluster{t: t, dir: dir, bins: bins, opts: opts, apiKey: hex.EncodeToString(key), secret: hex.EncodeToString(secret)}
+	c := &Cluster{t: t, dir: dir, bins: bins, opts: opts, apiKey: hex.EncodeToString(key), adminKey: hex.EncodeToString(admin),
+		secret: hex.EncodeToString(secret)}
 	if opts.Sentinel {
 		c.Sentinel = redistest.StartSentinel(t, redistest.WithDataOptions(ropts...))
 		c.store = c.Sentinel.URL() // no password: argv is fine
@@ -216,7 +221,7 @@ func (c *Cluster) startServer(s *serverProc) error {
 		}
 		args = append(args, c.clockArgs(s)...)
 	}
-	env := []string{"IDKEEPER_BOOTSTRAP_API_KEY=" + c.apiKey, "IDKEEPER_RECEIPT_SECRET=" + c.secret}
+	env := []string{"IDKEEPER_BOOTSTRAP_API_KEY=" + c.apiKey, "IDKEEPER_ADMIN_API_KEY=" + c.adminKey, "IDKEEPER_RECEIPT_SECRET=" + c.secret}
 	p, err := startProcess(s.name, filepath.Join(c.dir, s.name+".log"), env, bin, args...)
 	if err != nil {
 		return err
@@ -468,6 +473,14 @@ func (c *Cluster) RestartRedis() {
 // Stop ends the run: SIGTERM to every live client (each closes its sessions),
 // then the servers and proxies. It returns the time the clients were told to stop.
 func (c *Cluster) Stop() time.Time {
+	end := c.StopClients()
+	c.shutdown()
+	return end
+}
+
+// StopClients stops the gateway and the clients, as Stop does, and leaves the
+// servers running; it returns when it began.
+func (c *Cluster) StopClients() time.Time {
 	end := time.Now()
 	var wg sync.WaitGroup
 	if g := c.Gateway(); g != nil {
@@ -483,7 +496,6 @@ func (c *Cluster) Stop() time.Time {
 		}
 	}
 	wg.Wait()
-	c.shutdown()
 	return end
 }
 

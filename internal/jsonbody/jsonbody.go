@@ -179,6 +179,45 @@ func jsonErrText(err error) string {
 	return "malformed value"
 }
 
+// StringMap reads a member that must be an object of string values, with at
+// most max members, none repeated; nil when absent. Member names are free:
+// the caller checks them.
+func (m Members) StringMap(prefix, name string, max int) (map[string]string, error) {
+	raw, ok := m[name]
+	if !ok {
+		return nil, nil
+	}
+	field := prefix + name
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, idkeeper.Invalidf(field, "%s must be a JSON object of strings", field)
+	}
+	out := map[string]string{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, idkeeper.Invalidf(field, "%s is not valid JSON: %s", field, jsonErrText(err))
+		}
+		k, _ := t.(string)
+		if _, dup := out[k]; dup {
+			return nil, idkeeper.Invalidf(field, "%s holds %q more than once", field, clip(k))
+		}
+		if len(out) == max {
+			return nil, idkeeper.Invalidf(field, "%s holds more than %d members", field, max)
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, idkeeper.Invalidf(field, "%s is not valid JSON: %s", field, jsonErrText(err))
+		}
+		var s string
+		if v[0] != '"' || json.Unmarshal(v, &s) != nil {
+			return nil, idkeeper.Invalidf(field, "%s.%s must be a string", field, clip(k))
+		}
+		out[k] = s
+	}
+	return out, nil
+}
+
 // String reads a string member; "" when absent.
 func (m Members) String(prefix, name string) (string, error) {
 	raw, ok := m[name]

@@ -37,6 +37,7 @@ type memData struct {
 	locks map[string]idkeeper.Lock
 	keys  map[string]idkeeper.APIKey
 	skews map[string]memSkew
+	hist  map[histKey]*idkeeper.HistoryRecord
 }
 
 type memNode struct {
@@ -55,7 +56,8 @@ type memSkew struct {
 }
 
 func newMemData() *memData {
-	return &memData{locks: map[string]idkeeper.Lock{}, keys: map[string]idkeeper.APIKey{}, skews: map[string]memSkew{}}
+	return &memData{locks: map[string]idkeeper.Lock{}, keys: map[string]idkeeper.APIKey{}, skews: map[string]memSkew{},
+		hist: map[histKey]*idkeeper.HistoryRecord{}}
 }
 
 func (s *memStore) WipeForTest(context.Context) error {
@@ -206,6 +208,7 @@ func (s *memStore) Alloc(_ context.Context, g idkeeper.Guard, p idkeeper.AllocPa
 			n := &s.d.nodes[i]
 			n.lease.ExpiresAt = maxT(n.lease.ExpiresAt, now.Add(p.First))
 			n.wm = maxT(n.wm, n.lease.ExpiresAt)
+			s.histExtend(*n.lease)
 		}
 		return s.grant(ids, now), nil
 	}
@@ -246,6 +249,7 @@ func (s *memStore) Alloc(_ context.Context, g idkeeper.Guard, p idkeeper.AllocPa
 		n.lease = &idkeeper.Lease{NodeID: idkeeper.NodeID(i), Requester: p.Requester, NotBefore: n.fenced().Add(time.Millisecond),
 			ExpiresAt: now.Add(p.First), FencingToken: s.d.fence, GrantedAt: now, KeyID: p.KeyID}
 		n.wm, n.lastTok, n.restorable = maxT(n.wm, n.lease.ExpiresAt), s.d.fence, false
+		s.histGrant(*n.lease, p.Client)
 	}
 	slices.Sort(ids)
 	return s.grant(ids, now), nil
@@ -278,6 +282,8 @@ func (s *memStore) Renew(_ context.Context, g idkeeper.Guard, p idkeeper.RenewPa
 			n.wm = maxT(n.wm, maxT(n.lease.ExpiresAt, idkeeper.Millis(c.ExpiresAt)))
 			n.q = maxT(n.q, n.wm.Add(p.Grace))
 			n.lastTok, n.restorable = c.Token, false
+			s.histEnd(*n.lease, idkeeper.EndContested, now)
+			s.histClaim(c, p.Requester, p.KeyID, now, nil)
 			s.free(n)
 			contested = append(contested, c.NodeID)
 			continue
@@ -289,6 +295,7 @@ func (s *memStore) Renew(_ context.Context, g idkeeper.Guard, p idkeeper.RenewPa
 		n.lease = &idkeeper.Lease{NodeID: c.NodeID, Requester: p.Requester, KeyID: p.KeyID, FencingToken: c.Token,
 			NotBefore: maxT(idkeeper.Millis(c.NotBefore), n.wm.Add(time.Millisecond)), ExpiresAt: exp, GrantedAt: now}
 		n.wm, n.lastTok, n.restorable = maxT(n.wm, exp), c.Token, false
+		s.histClaim(c, p.Requester, p.KeyID, now, n.lease)
 		restored = append(restored, c.NodeID)
 	}
 	ids := s.held(p.Requester)
@@ -296,6 +303,7 @@ func (s *memStore) Renew(_ context.Context, g idkeeper.Guard, p idkeeper.RenewPa
 		n := &s.d.nodes[i]
 		n.lease.ExpiresAt, n.lease.RenewedAt = maxT(n.lease.ExpiresAt, now.Add(p.Duration)), now
 		n.wm = maxT(n.wm, n.lease.ExpiresAt)
+		s.histExtend(*n.lease)
 	}
 	gr := s.grant(ids, now)
 	gr.Restored, gr.Contested = restored, contested
@@ -323,8 +331,12 @@ func (s *memStore) Remove(_ context.Context, g idkeeper.Guard, p idkeeper.Remove
 	now := s.now()
 	for _, i := range ids {
 		n := &s.d.nodes[i]
+		h := s.histEnd(*n.lease, idkeeper.EndRemoved, now)
 		if !p.MintedUpTo.IsZero() {
 			wm := maxT(minT(idkeeper.Millis(p.MintedUpTo), n.lease.ExpiresAt), n.lease.NotBefore.Add(-time.Millisecond))
+			if h != nil {
+				h.WindowEnd, h.MintedUpTo = wm, idkeeper.Millis(p.MintedUpTo)
+			}
 			if n.q.After(now) {
 				wm = maxT(wm, n.q)
 			}
@@ -344,6 +356,7 @@ func (s *memStore) Reclaim(_ context.Context, g idkeeper.Guard, grace time.Durat
 	for i := range s.d.nodes {
 		n := &s.d.nodes[i]
 		if n.lease != nil && n.lease.ExpiresAt.Add(grace).Before(now) {
+			s.histEnd(*n.lease, idkeeper.EndReclaimed, now)
 			s.free(n)
 			count++
 		}
@@ -386,6 +399,7 @@ func (s *memStore) RevokeLease(_ context.Context, g idkeeper.Guard, node idkeepe
 	n.wm = maxT(n.wm, l.ExpiresAt)
 	n.q = maxT(n.q, idkeeper.Millis(l.ExpiresAt.Add(grace)))
 	n.restorable = false
+	s.histEnd(l, idkeeper.EndRevoked, s.now())
 	s.free(n)
 	return l, nil
 }

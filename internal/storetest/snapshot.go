@@ -182,6 +182,9 @@ func fmtRecord(r idkeeper.SnapshotRecord) string {
 	if r.Audit != nil {
 		parts = append(parts, fmtAudit(*r.Audit))
 	}
+	if r.History != nil {
+		parts = append(parts, "history"+fmtRecords([]idkeeper.HistoryRecord{*r.History})+fmt.Sprintf(" labels %v", r.History.Client.Labels))
+	}
 	return fmt.Sprint(parts)
 }
 
@@ -216,9 +219,10 @@ func (sn snapshot) count(ok func(idkeeper.SnapshotRecord) bool) int {
 	return n
 }
 
-func isAudit(r idkeeper.SnapshotRecord) bool { return r.Audit != nil }
-func isLease(r idkeeper.SnapshotRecord) bool { return r.Node != nil && r.Node.Lease != nil }
-func isFree(r idkeeper.SnapshotRecord) bool  { return r.Node != nil && r.Node.Lease == nil }
+func isAudit(r idkeeper.SnapshotRecord) bool   { return r.Audit != nil }
+func isHistory(r idkeeper.SnapshotRecord) bool { return r.History != nil }
+func isLease(r idkeeper.SnapshotRecord) bool   { return r.Node != nil && r.Node.Lease != nil }
+func isFree(r idkeeper.SnapshotRecord) bool    { return r.Node != nil && r.Node.Lease == nil }
 
 // first returns the index of the first record that satisfies ok.
 func (sn snapshot) first(ok func(idkeeper.SnapshotRecord) bool) int {
@@ -258,7 +262,8 @@ func richState(t *testing.T, open Factory) *env {
 	e.must(s.TouchAPIKey(e.ctx, keyA, now.Add(time.Second)), "TouchAPIKey")
 
 	e.alloc(req(1), 2, 10*time.Minute)
-	e.allocP(idkeeper.AllocParams{Requester: req(2), KeyID: "key-b", Count: 3, First: 10 * time.Minute})
+	e.allocP(idkeeper.AllocParams{Requester: req(2), KeyID: "key-b", Count: 3, First: 10 * time.Minute,
+		Client: idkeeper.ClientInfo{Host: "web-2", Labels: map[string]string{"service": "orders", "version": "2.1"}}})
 	e.allocP(idkeeper.AllocParams{Requester: req(3), KeyID: "key-d", Count: 1, First: 10 * time.Minute, MaxNodes: 4})
 	e.alloc(req(4), 1, 10*time.Minute)
 	e.alloc(req(5), 2, 10*time.Minute)
@@ -638,6 +643,9 @@ func (sn snapshot) clone() snapshot {
 		case r.Audit != nil:
 			a := *r.Audit
 			r.Audit = &a
+		case r.History != nil:
+			h := cloneHistory(*r.History)
+			r.History = &h
 		}
 		out.recs[i] = r
 	}
@@ -657,6 +665,7 @@ func testSnapshotInvalid(t *testing.T, open Factory) {
 	key := sn.first(func(r idkeeper.SnapshotRecord) bool { return r.Key != nil })
 	user := sn.first(func(r idkeeper.SnapshotRecord) bool { return r.User != nil })
 	allow := sn.first(func(r idkeeper.SnapshotRecord) bool { return r.Allow != nil })
+	hist := sn.first(isHistory)
 	// Two leases of one requester.
 	var pair []int
 	for i, r := range sn.recs {
@@ -708,6 +717,20 @@ func testSnapshotInvalid(t *testing.T, open Factory) {
 		{"audit head past the last entry", func(sn *snapshot) { sn.meta.AuditSeq++ }},
 		{"audit head's hash not the last entry's", func(sn *snapshot) { sn.meta.AuditHash = "00" }},
 		{"audit before the allow-list", func(sn *snapshot) { sn.recs = slices.Insert(sn.recs, allow, sn.recs[audit]) }},
+		{"history before the audit log", func(sn *snapshot) { sn.recs = slices.Insert(sn.recs, audit, sn.recs[hist]) }},
+		{"history record repeated", func(sn *snapshot) { sn.recs = slices.Insert(sn.recs, hist+1, sn.recs[hist]) }},
+		{"history out of order", func(sn *snapshot) { sn.recs[hist], sn.recs[hist+1] = sn.recs[hist+1], sn.recs[hist] }},
+		{"history node outside the pool", func(sn *snapshot) { sn.recs[len(sn.recs)-1].History.NodeID = idkeeper.NodeID(nodes) }},
+		{"history token past the fence", func(sn *snapshot) { sn.recs[len(sn.recs)-1].History.Token = sn.meta.Fence + 1 }},
+		{"history token 0", func(sn *snapshot) { sn.recs[hist].History.Token = 0 }},
+		{"history of an invalid requester", func(sn *snapshot) { sn.recs[hist].History.Requester.MachineID = "" }},
+		{"history with an unknown end", func(sn *snapshot) {
+			sn.recs[hist].History.End, sn.recs[hist].History.EndedAt = "lost", sn.recs[hist].History.GrantedAt
+		}},
+		{"history held with an end time", func(sn *snapshot) {
+			sn.recs[hist].History.End, sn.recs[hist].History.EndedAt = idkeeper.EndHeld, sn.recs[hist].History.GrantedAt
+		}},
+		{"history with a bad label", func(sn *snapshot) { sn.recs[hist].History.Client.Labels = map[string]string{"a b": "c"} }},
 	} {
 		bad := sn.clone()
 		c.change(&bad)
@@ -821,10 +844,11 @@ func testSnapshotConsistent(t *testing.T, open Factory) {
 	e.must(err, "ReadSnapshot")
 	e.must(<-wrote, "the writes during the read")
 	wantSameSnapshot(t, "a snapshot read while the store was written", during, sn)
-	// A key and a user more, an audit entry more and one less.
-	if after := e.readSnapshot(); len(after.recs) != len(sn.recs)+2 || after.meta.AuditSeq != sn.meta.AuditSeq+1 {
+	// A key, a user and a grant's history record more, an audit entry more and
+	// one less.
+	if after := e.readSnapshot(); len(after.recs) != len(sn.recs)+3 || after.meta.AuditSeq != sn.meta.AuditSeq+1 {
 		t.Fatalf("the snapshot after the writes holds %d records, audit head %d; want %d, %d",
-			len(after.recs), after.meta.AuditSeq, len(sn.recs)+2, sn.meta.AuditSeq+1)
+			len(after.recs), after.meta.AuditSeq, len(sn.recs)+3, sn.meta.AuditSeq+1)
 	}
 }
 
@@ -941,7 +965,7 @@ func testSnapshotLarge(t *testing.T, open Factory) {
 		appendAudit(t, s, e.now(), idkeeper.AuditLeaseGrant)
 	}
 	sn := e.readSnapshot()
-	if len(sn.recs) != 2500+1100+1200 {
+	if len(sn.recs) != 2500+1100+1200+1500 {
 		t.Fatalf("the snapshot holds %d records", len(sn.recs))
 	}
 
@@ -956,7 +980,8 @@ func testSnapshotLarge(t *testing.T, open Factory) {
 		wantUntouched(t, fmt.Sprintf("a source failing at record %d", n), f, before)
 	}
 	bad := sn.clone()
-	bad.recs = slices.Delete(bad.recs, len(bad.recs)-2, len(bad.recs)-1)
+	lastAudit := bad.first(isHistory) - 1
+	bad.recs = slices.Delete(bad.recs, lastAudit-1, lastAudit)
 	if err := f.snap().LoadSnapshot(f.ctx, bad.meta, newSource(bad.recs, -1, nil)); idkeeper.ErrorCode(err) != idkeeper.CodeInvalidRequest {
 		t.Fatalf("LoadSnapshot with a gap in the last audit entries: %v, want INVALID_REQUEST", err)
 	}

@@ -51,7 +51,7 @@ type Wiper interface {
 
 // Run runs the whole contract suite as subtests of t.
 func Run(t *testing.T, open Factory) {
-	for _, c := range cases {
+	for _, c := range append(cases, historyCases...) {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, open) })
 	}
 }
@@ -528,6 +528,7 @@ func (e *env) check() {
 	if held != len(leases) {
 		e.t.Fatalf("Leases() has %d leases, Node() shows %d held", len(leases), held)
 	}
+	e.checkHistory(leases)
 	if !c.Equal(want) {
 		e.t.Fatalf("Counts() = %+v, node states say %+v", c, want)
 	}

@@ -109,3 +109,14 @@ func (w *Swap) SkewObservations(ctx context.Context) ([]idkeeper.SkewObservation
 }
 func (w *Swap) Ping(ctx context.Context) error { return w.cur().Ping(ctx) }
 func (w *Swap) Close() error                   { return w.cur().Close() }
+
+func (w *Swap) LeaseAt(ctx context.Context, n idkeeper.NodeID, t time.Time) ([]idkeeper.HistoryRecord, error) {
+	return w.cur().LeaseAt(ctx, n, t)
+}
+func (w *Swap) NodeHistory(ctx context.Context, n idkeeper.NodeID, before uint64, limit int) ([]idkeeper.HistoryRecord, error) {
+	return w.cur().NodeHistory(ctx, n, before, limit)
+}
+func (w *Swap) PruneHistory(ctx context.Context, before time.Time, limit int) (int, error) {
+	return w.cur().PruneHistory(ctx, before, limit)
+}
+func (w *Swap) HistoryCount(ctx context.Context) (int, error) { return w.cur().HistoryCount(ctx) }

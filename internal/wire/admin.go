@@ -422,3 +422,39 @@ type AdminNode struct {
 	Restorable       bool        `json:"restorable"`
 	Lease            *AdminLease `json:"lease"`
 }
+
+// IDOrigin is the 200 body of GET /admin/api/ids/{id}/origin: the ID decoded
+// with the registry's layout and the lease that held its node ID at its
+// millisecond (issue #16). Leases is empty, and Note says why, when no lease is
+// known; it holds two or more only for a contested node ID.
+type IDOrigin struct {
+	ID      string        `json:"id"`
+	Decoded OriginDecoded `json:"decoded"`
+	Leases  []OriginLease `json:"leases"`
+	Note    string        `json:"note,omitempty"`
+}
+
+// OriginDecoded is an ID's fields.
+type OriginDecoded struct {
+	Time        string `json:"time"`
+	TimestampMs int64  `json:"timestampMs"`
+	NodeID      int64  `json:"nodeId"`
+	Sequence    int64  `json:"sequence"`
+}
+
+// OriginLease is one lease history record: End is "" while held (and then
+// EndedAt absent), else removed, reclaimed, revoked or contested.
+type OriginLease struct {
+	NodeID       int64     `json:"nodeId"`
+	FencingToken uint64    `json:"fencingToken"`
+	Requester    Requester `json:"requester"`
+	KeyID        string    `json:"keyId"`
+	Client       *Client   `json:"client,omitempty"`
+	GrantedAt    string    `json:"grantedAt"`
+	NotBefore    string    `json:"notBefore"`
+	WindowEnd    string    `json:"windowEnd"`
+	End          string    `json:"end"`
+	EndedAt      string    `json:"endedAt,omitempty"`
+	MintedUpTo   string    `json:"mintedUpTo,omitempty"`
+	FromReceipt  bool      `json:"fromReceipt"`
+}

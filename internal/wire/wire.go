@@ -54,6 +54,14 @@ type AllocRequest struct {
 	Requester    Requester `json:"requester"`
 	Count        int       `json:"count"`
 	ClientUtcNow string    `json:"clientUtcNow"`
+	Client       *Client   `json:"client,omitempty"`
+}
+
+// Client is what a client reports about itself with Alloc, for the lease
+// history (idkeeper.ClientInfo).
+type Client struct {
+	Host   string            `json:"host,omitempty"`
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // RenewRequest is the body of POST /v1/leases/renew.

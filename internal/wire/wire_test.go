@@ -37,7 +37,8 @@ func TestMembers(t *testing.T) {
 		v    any
 		want []string
 	}{
-		{AllocRequest{}, []string{"requester", "count", "clientUtcNow"}},
+		{AllocRequest{}, []string{"requester", "count", "clientUtcNow", "client"}},
+		{Client{}, []string{"host", "labels"}},
 		{RenewRequest{}, []string{"requester", "clientUtcNow", "fencingTokens", "receipts"}},
 		{RemoveRequest{}, []string{"requester", "mintedUpTo"}},
 		{Requester{}, []string{"machineId", "pid", "startedAt", "instance"}},

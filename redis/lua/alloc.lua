@@ -1,7 +1,9 @@
 -- alloc: ARGV guard (1-4), now, requester key, API key ID, count, first lease (ms),
--- max nodes (0: no quota). Returns {now, fence, node, record, ...} (the leases'
--- records, see lease.lua), or an error reply IDKNOTOWNED / IDKMISMATCH <held> /
--- IDKQUOTA <held> / IDKEXHAUSTED <remaining> / IDKFENCEMAX <fence>.
+-- max nodes (0: no quota), client (the JSON of the history records, '' when none).
+-- A new grant adds a history record per lease; a repeat raises their window ends.
+-- Returns {now, fence, node, record, ...} (the leases' records, see lease.lua), or
+-- an error reply IDKNOTOWNED / IDKMISMATCH <held> / IDKQUOTA <held> /
+-- IDKEXHAUSTED <remaining> / IDKFENCEMAX <fence>.
 local now, err, f = guard()
 if err then return err end
 local req, key, count, first = ARGV[6], ARGV[7], tonumber(ARGV[8]), tonumber(ARGV[9])
@@ -66,11 +68,32 @@ local ws, fs = chunked('HMGET', WM, picked), chunked('HMGET', FLOOR, picked)
 local exp, tail = now + first, lease_tail(req, key)
 local exps, nows = int(exp), int(now)
 local recs, toks = {}, {}
+local htail = ',' .. nows .. ',0,' .. hist_tail(req, key, ARGV[11])
+local hh, zi, ids = {}, {}, {}
 for i, node in ipairs(picked) do
   local tok = int(f + i)
-  recs[i] = lease_record(exps, math.max(num(ws[i], ZERO), num(fs[i], ZERO)) + 1, tok, nows, tail)
+  local nb = math.max(num(ws[i], ZERO), num(fs[i], ZERO)) + 1
+  recs[i] = lease_record(exps, nb, tok, nows, tail)
   push2(toks, node, tok)
+  ids[i] = hist_id(node, f + i)
+  push2(hh, ids[i], exps .. ',' .. ZEROS .. ',' .. ZEROS .. ',,' .. int(nb) .. htail)
+  push2(zi, 0, 't:' .. ids[i])
+  push2(zi, 0, hist_start(ids[i], nb))
 end
+local added = 0
+for i = 1, #hh, 1000 do
+  added = added + redis.call('HSET', HIST, unpack(hh, i, math.min(i + 999, #hh)))
+end
+if added < count then
+  -- A record of the same token existed: one learned from a claim of a token the
+  -- store had not handed out yet (the store's own tokens are never handed out
+  -- twice). The grant's record replaced it; its 'r:' and end index members go.
+  local zr = {}
+  for i, id in ipairs(ids) do zr[i] = 'r:' .. id end
+  chunked('ZREM', HIDX, zr)
+  chunked('ZREM', HEND, ids)
+end
+chunked('ZADD', HIDX, zi)
 redis.call('HSET', META, 'fence', int(f + count))
 index_leases(picked, recs, exp, exps, ws)
 chunked('HSET', LASTTOK, toks)

@@ -4,6 +4,8 @@
 local META, LEASES, REQS, EXPIRY, WM, QUAR, READY, COOL, QZ, FSEQ, FLOOR, LASTTOK, RESTORABLE, KEYHELD =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10],
   KEYS[11], KEYS[12], KEYS[13], KEYS[14]
+-- The lease history (doc.go): the records, their lex index, their end index.
+local HIST, HIDX, HEND = KEYS[15], KEYS[16], KEYS[17]
 
 -- MAXTOKEN is idkeeper.MaxFencingToken, 2^53-1: exact as a Lua number.
 local MAXTOKEN = 9007199254740991
@@ -97,6 +99,116 @@ local function chunked(cmd, key, args)
   return out
 end
 
+-- The lease history. A record's ID is '<node, 10 digits>:<token, 16 digits>', so
+-- that IDs sort by node, then token. HIST maps it to the record. HIDX (all scores
+-- 0, read by lex range) holds 't:<id>' of every record, 's:<node>:<window start -
+-- ZERO, 16 digits>:<token>' of every record of a grant of the store's own, 'r:<id>'
+-- of every record learned from a receipt (FromReceipt); HEND the IDs of the ended
+-- records by endedAt. A record is "windowEnd,endedAt,mintedUpTo,end,notBefore,
+-- grantedAt,fromReceipt,r,k,<requester key><key ID><client>" (times in ms, end ''
+-- while held, fromReceipt 0 or 1, r and k the byte lengths of the requester key and
+-- the key ID, client the JSON the Go side wrote, '' when none): what changes comes
+-- first, so that a script rewrites a record without decoding the rest.
+
+-- hist_id is the record ID of a grant of node (a string or a number) with token tok.
+local function hist_id(node, tok)
+  return string.format('%010d:%016d', tonumber(node), tok)
+end
+
+-- hist_start16 is a window start nb (ms) as it sorts in HIDX: nb - ZERO, 16
+-- digits (clamped: every time of year 1 to 9999 fits).
+local function hist_start16(nb)
+  return string.format('%016d', math.min(math.max(nb - ZERO, 0), 9000000000000000))
+end
+
+-- hist_start is the 's:' member of record id, whose window starts at nb (ms).
+local function hist_start(id, nb)
+  return 's:' .. string.sub(id, 1, 11) .. hist_start16(nb) .. string.sub(id, 11)
+end
+
+-- hist_tail is the immutable tail of a new record from "r,k,".
+local function hist_tail(req, key, client)
+  return int(#req) .. ',' .. int(#key) .. ',' .. req .. key .. client
+end
+
+-- hist_fields splits a record into windowEnd, endedAt, mintedUpTo (numbers), end,
+-- and the rest from notBefore on.
+local function hist_fields(rec)
+  local we, ended, minted, e, rest = string.match(rec, '^(%-?%d+),(%-?%d+),(%-?%d+),(%a*),(.*)$')
+  return tonumber(we), tonumber(ended), tonumber(minted), e, rest
+end
+
+local function hist_join(we, ended, minted, e, rest)
+  return int(we) .. ',' .. int(ended) .. ',' .. int(minted) .. ',' .. e .. ',' .. rest
+end
+
+-- hist_delete deletes the records of ids and their index members.
+local function hist_delete(ids)
+  local recs = chunked('HMGET', HIST, ids)
+  local zi = {}
+  for i, id in ipairs(ids) do
+    zi[#zi + 1] = 't:' .. id
+    if recs[i] then
+      local nb, fr = string.match(recs[i], '^%-?%d+,%-?%d+,%-?%d+,%a*,(%-?%d+),%-?%d+,([01]),')
+      if fr == '1' then
+        zi[#zi + 1] = 'r:' .. id
+      else
+        zi[#zi + 1] = hist_start(id, tonumber(nb))
+      end
+    end
+  end
+  chunked('ZREM', HIDX, zi)
+  chunked('ZREM', HEND, ids)
+  chunked('HDEL', HIST, ids)
+end
+
+-- hist_end ends the records of ids (those that exist) with end e at now; wes and
+-- minted, when set, are each record's new window end and the attested
+-- mintedUpTo (Remove), a few commands for all of them.
+local function hist_end(ids, e, now, wes, minted)
+  if #ids == 0 then return end
+  local recs = chunked('HMGET', HIST, ids)
+  local hh, ze = {}, {}
+  local nows = int(now)
+  local tail = ',' .. nows .. ','
+  if wes then minted = int(minted) end
+  for i, id in ipairs(ids) do
+    if recs[i] then
+      local we, m, rest = string.match(recs[i], '^(%-?%d+),%-?%d+,(%-?%d+),%a*,(.*)$')
+      if wes then we, m = int(wes[i]), minted end
+      push2(hh, id, we .. tail .. m .. ',' .. e .. ',' .. rest)
+      push2(ze, nows, id)
+    end
+  end
+  chunked('HSET', HIST, hh)
+  chunked('ZADD', HEND, ze)
+end
+
+-- hist_claim records the grant of node with token tok that a claim (window start
+-- cnb, end cexp) of req and key brings: restored (held again, window end exp) when
+-- exp is set, else contested (ended at now). A record of that token is reopened
+-- or ended; else a new one is written, from the receipt.
+local function hist_claim(node, tok, cnb, cexp, req, key, now, exp)
+  local id = hist_id(node, tok)
+  local rec = redis.call('HGET', HIST, id)
+  local we, rest
+  if rec then
+    local w, _, _, _, r = hist_fields(rec)
+    we, rest = w, r
+  else
+    we, rest = cexp, int(cnb) .. ',' .. int(now) .. ',1,' .. hist_tail(req, key, '')
+    redis.call('ZADD', HIDX, 0, 't:' .. id, 0, 'r:' .. id)
+  end
+  if exp then
+    rec = hist_join(exp, ZERO, ZERO, '', rest)
+    redis.call('ZREM', HEND, id)
+  else
+    rec = hist_join(math.max(we, cexp), now, ZERO, 'contested', rest)
+    redis.call('ZADD', HEND, int(now), id)
+  end
+  redis.call('HSET', HIST, id, rec)
+end
+
 -- index_leases writes the new leases of nodes (records recs, all expiring at exp,
 -- in ms, exps as a string), indexes their expiry and raises each node's own
 -- watermark to it, with a few commands for all of them; ws are the nodes'
@@ -114,14 +226,15 @@ local function index_leases(nodes, recs, exp, exps, ws)
 end
 
 -- extend_leases raises the expiry of the leases of nodes to at least exp (ms), sets
--- their renewedAt to rn (a string; nil keeps it), and raises the watermarks with
--- them, a few commands for all of them. It returns the records as they are now.
+-- their renewedAt to rn (a string; nil keeps it), and raises the watermarks and
+-- the window ends of their history records with them, a few commands for all of
+-- them. It returns the records as they are now.
 local function extend_leases(nodes, exp, rn)
   if #nodes == 0 then return {} end
   local recs = chunked('HMGET', LEASES, nodes)
   local ws = chunked('HMGET', WM, nodes)
   local exps = int(exp)
-  local hl, ze, hw = {}, {}, {}
+  local hl, ze, hw, ids = {}, {}, {}, {}
   for i, node in ipairs(nodes) do
     local e, r, tail = string.match(recs[i], '^(%-?%d+),(%-?%d+),(.*)$')
     local changed = rn ~= nil
@@ -129,6 +242,7 @@ local function extend_leases(nodes, exp, rn)
       e, changed = exps, true
       push2(ze, exps, node)
       if exp > num(ws[i], ZERO) then push2(hw, node, exps) end
+      ids[#ids + 1] = hist_id(node, tonumber(string.match(tail, '^%-?%d+,(%d+),')))
     end
     if changed then
       recs[i] = e .. ',' .. (rn or r) .. ',' .. tail
@@ -138,6 +252,13 @@ local function extend_leases(nodes, exp, rn)
   chunked('HSET', LEASES, hl)
   chunked('ZADD', EXPIRY, ze)
   chunked('HSET', WM, hw)
+  if #ids > 0 then
+    local hs, hh = chunked('HMGET', HIST, ids), {}
+    for i, id in ipairs(ids) do
+      if hs[i] then push2(hh, id, exps .. ',' .. string.match(hs[i], '^%-?%d+,(.*)$')) end
+    end
+    chunked('HSET', HIST, hh)
+  end
   return recs
 end
 

@@ -1,6 +1,9 @@
 -- remove: ARGV guard (1-4), now, requester key, API key ID, minted-up-to (ms, ''
--- when not attested). Returns the number of leases released, or an error reply
--- IDKNOTOWNED.
+-- when not attested). Ends the leases' history records (removed); with
+-- minted-up-to, each record's window ends at what the holder attested (within its
+-- lease's window) and the node's watermark is lowered to it, but not below a
+-- quarantine still running. Returns the number of leases released, or an error
+-- reply IDKNOTOWNED.
 local now, err = guard()
 if err then return err end
 local req, key, minted = ARGV[6], ARGV[7], ARGV[8]
@@ -8,22 +11,27 @@ local nodes
 nodes, err = owned(req, key)
 if err then return err end
 if #nodes == 0 then return 0 end
-local qs, ws
+local recs = chunked('HMGET', LEASES, nodes)
+local ids, qs, ws, wes = {}, nil, nil, nil
 if minted ~= '' then
   minted = tonumber(minted)
-  local recs = chunked('HMGET', LEASES, nodes)
-  qs, ws = chunked('HMGET', QUAR, nodes), {}
-  local hw = {}
-  for i, node in ipairs(nodes) do
-    local exp, nb = string.match(recs[i], '^(%-?%d+),%-?%d+,(%-?%d+),')
+  qs, ws, wes = chunked('HMGET', QUAR, nodes), {}, {}
+end
+local hw = {}
+for i, node in ipairs(nodes) do
+  local exp, nb, tok = string.match(recs[i], '^(%-?%d+),%-?%d+,(%-?%d+),(%d+),')
+  ids[i] = hist_id(node, tonumber(tok))
+  if wes then
     local w = math.max(math.min(minted, tonumber(exp)), tonumber(nb) - 1)
+    wes[i] = w
     local q = num(qs[i], ZERO)
     if q > now and q > w then w = q end
     ws[i] = w
     push2(hw, node, int(w))
   end
-  chunked('HSET', WM, hw)
 end
+chunked('HSET', WM, hw)
+hist_end(ids, 'removed', now, wes, minted)
 free_many(nodes, now, qs, ws)
 key_held(key, -#nodes)
 redis.call('HDEL', REQS, req)

@@ -1,8 +1,11 @@
 -- renew: ARGV guard (1-4), now, requester key, API key ID, duration (ms), grace
 -- (ms), then four values per claim, sorted by node: node, token, notBefore,
--- expiresAt (ms). Returns {now, fence, #restored, #contested, restored...,
--- contested..., node, record, ...} (the leases' records, see lease.lua), or an
--- error reply IDKNOTOWNED.
+-- expiresAt (ms). A restore records the grant in the history (or reopens its
+-- record); a contest ends the held lease's record and records the claimant's
+-- grant, both contested; every renewed lease's record gets its new window end.
+-- Returns {now, fence, #restored, #contested, restored..., contested..., node,
+-- record, ...} (the leases' records, see lease.lua), or an error reply
+-- IDKNOTOWNED.
 local now, err, f = guard()
 if err then return err end
 local req, key, d, grace = ARGV[6], ARGV[7], tonumber(ARGV[8]), tonumber(ARGV[9])
@@ -29,6 +32,8 @@ if #ARGV >= 10 then
         redis.call('HSET', LASTTOK, node, int(tok))
         redis.call('SREM', RESTORABLE, node)
         free_many({node}, now, {q}, {wm})
+        hist_end({hist_id(node, l.tok)}, 'contested', now)
+        hist_claim(node, tok, cnb, cexp, req, key, now, nil)
         key_held(l.key, -1)
         drop_requester_nodes(l.req, {[node] = true})
         contested[#contested + 1] = id
@@ -42,6 +47,7 @@ if #ARGV >= 10 then
           exp, exps, {wm})
         redis.call('HSET', LASTTOK, node, int(tok))
         redis.call('SREM', RESTORABLE, node)
+        hist_claim(node, tok, cnb, cexp, req, key, now, exp)
         key_held(key, 1)
         nodes[#nodes + 1] = node
         set_requester_nodes(req, nodes, key)

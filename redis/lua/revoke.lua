@@ -2,9 +2,9 @@
 -- Ends the lease on node whose token is token, for an operator: the lease goes,
 -- the node's watermark is raised to at least its expiry (it is already), its
 -- quarantine to at least expiry + grace, its restorable mark cleared, its last
--- token kept, and it is freed at the back of the free order. Returns the lease's
--- record (see lease.lua), or 0 when the node holds no lease with that token (none,
--- another one, or a node outside the pool).
+-- token kept, its history record ended (revoked), and it is freed at the back of
+-- the free order. Returns the lease's record (see lease.lua), or 0 when the node
+-- holds no lease with that token (none, another one, or a node outside the pool).
 local now, err = guard()
 if err then return err end
 local node, tok, grace = ARGV[6], ARGV[7], tonumber(ARGV[8])
@@ -18,6 +18,7 @@ redis.call('HSET', WM, node, int(wm))
 redis.call('HSET', QUAR, node, int(q))
 redis.call('SREM', RESTORABLE, node)
 free_many({node}, now, {q}, {wm})
+hist_end({hist_id(node, l.tok)}, 'revoked', now)
 key_held(l.key, -1)
 drop_requester_nodes(l.req, {[node] = true})
 return rec

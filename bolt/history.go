@@ -1,0 +1,299 @@
+package bolt
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"time"
+
+	"github.com/idkeeper/idkeeper"
+)
+
+// The lease history (idkeeper.HistoryStore), in two buckets written in the same
+// transaction as the lease:
+//
+//	history        node u32 | token u64 → JSON record (histRec)
+//	history-ended  endedAt (sign-flipped) | node u32 | token u64 → ∅   (ended records: PruneHistory)
+//
+// LeaseAt reads every record of the node (a cursor over its prefix): with the
+// default retention and a busy fleet that is a handful per node.
+
+var (
+	bucketHistory      = []byte("history")
+	bucketHistoryEnded = []byte("history-ended")
+)
+
+// histRec is a stored history record; times in Unix ms, zero values omitted.
+type histRec struct {
+	Machine     string            `json:"m"`
+	PID         int               `json:"p"`
+	Started     int64             `json:"s"`
+	Instance    string            `json:"i,omitempty"`
+	KeyID       string            `json:"k"`
+	Host        string            `json:"h,omitempty"`
+	Labels      map[string]string `json:"l,omitempty"`
+	GrantedAt   int64             `json:"g"`
+	NotBefore   int64             `json:"nb"`
+	WindowEnd   int64             `json:"we"`
+	End         string            `json:"e,omitempty"`
+	EndedAt     int64             `json:"ea,omitempty"`
+	MintedUpTo  int64             `json:"mu,omitempty"`
+	FromReceipt bool              `json:"r,omitempty"`
+}
+
+func histKey(node uint32, token uint64) []byte {
+	return binary.BigEndian.AppendUint64(nodeKey(node), token)
+}
+
+func histRecOf(h idkeeper.HistoryRecord) histRec {
+	r := histRec{Machine: h.Requester.MachineID, PID: h.Requester.PID, Started: timeMs(h.Requester.StartedAt),
+		Instance: h.Requester.Instance, KeyID: h.KeyID, Host: h.Client.Host, Labels: maps.Clone(h.Client.Labels),
+		GrantedAt: timeMs(h.GrantedAt), NotBefore: timeMs(h.NotBefore), WindowEnd: timeMs(h.WindowEnd),
+		End: string(h.End), FromReceipt: h.FromReceipt}
+	if !h.EndedAt.IsZero() {
+		r.EndedAt = timeMs(h.EndedAt)
+	}
+	if !h.MintedUpTo.IsZero() {
+		r.MintedUpTo = timeMs(h.MintedUpTo)
+	}
+	return r
+}
+
+func (r histRec) record(node uint32, token uint64) idkeeper.HistoryRecord {
+	h := idkeeper.HistoryRecord{NodeID: idkeeper.NodeID(node), Token: token,
+		Requester: idkeeper.Requester{MachineID: r.Machine, PID: r.PID, StartedAt: msTime(r.Started), Instance: r.Instance},
+		KeyID:     r.KeyID, Client: idkeeper.ClientInfo{Host: r.Host, Labels: r.Labels},
+		GrantedAt: msTime(r.GrantedAt), NotBefore: msTime(r.NotBefore), WindowEnd: msTime(r.WindowEnd),
+		End: idkeeper.LeaseEnd(r.End), FromReceipt: r.FromReceipt}
+	if r.EndedAt != 0 {
+		h.EndedAt = msTime(r.EndedAt)
+	}
+	if r.MintedUpTo != 0 {
+		h.MintedUpTo = msTime(r.MintedUpTo)
+	}
+	return h
+}
+
+func decodeHist(k, v []byte) (idkeeper.HistoryRecord, error) {
+	var r histRec
+	if len(k) != 12 {
+		return idkeeper.HistoryRecord{}, fmt.Errorf("a history key of %d bytes", len(k))
+	}
+	if err := json.Unmarshal(v, &r); err != nil {
+		return idkeeper.HistoryRecord{}, fmt.Errorf("history record: %w", err)
+	}
+	return r.record(binary.BigEndian.Uint32(k), binary.BigEndian.Uint64(k[4:])), nil
+}
+
+// histGet reads the record of (node, token); ok is false when there is none.
+func (t *txn) histGet(node uint32, token uint64) (histRec, bool, error) {
+	v := t.hist.Get(histKey(node, token))
+	if v == nil {
+		return histRec{}, false, nil
+	}
+	var r histRec
+	if err := json.Unmarshal(v, &r); err != nil {
+		return histRec{}, false, fmt.Errorf("history record of node %d token %d: %w", node, token, err)
+	}
+	return r, true, nil
+}
+
+// histPut writes a record and keeps the ended index in step with it: old is the
+// record as it was (nil: none).
+func (t *txn) histPut(node uint32, token uint64, r histRec, old *histRec) error {
+	if old != nil && old.End != "" {
+		if err := t.histEnded.Delete(endedKey(old.EndedAt, node, token)); err != nil {
+			return err
+		}
+	}
+	if r.End != "" {
+		if err := t.histEnded.Put(endedKey(r.EndedAt, node, token), nil); err != nil {
+			return err
+		}
+	}
+	v, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return t.hist.Put(histKey(node, token), v)
+}
+
+func endedKey(ms int64, node uint32, token uint64) []byte {
+	return binary.BigEndian.AppendUint64(timeNodeKey(ms, node), token)
+}
+
+// histGrant records the new grant l with what its client reported.
+func (t *txn) histGrant(l idkeeper.Lease, c idkeeper.ClientInfo) error {
+	r := histRecOf(idkeeper.HistoryRecord{Requester: l.Requester, KeyID: l.KeyID, Client: c, GrantedAt: l.GrantedAt,
+		NotBefore: l.NotBefore, WindowEnd: l.ExpiresAt})
+	return t.histPut(uint32(l.NodeID), l.FencingToken, r, nil)
+}
+
+// histEdit applies fn to the record of (node, token), when there is one.
+func (t *txn) histEdit(node uint32, token uint64, fn func(r *histRec)) error {
+	r, ok, err := t.histGet(node, token)
+	if err != nil || !ok {
+		return err
+	}
+	old := r
+	fn(&r)
+	return t.histPut(node, token, r, &old)
+}
+
+// histExtend sets the window end of the lease on node to its expiry exp.
+func (t *txn) histExtend(node uint32, token uint64, exp int64) error {
+	return t.histEdit(node, token, func(r *histRec) { r.WindowEnd = exp })
+}
+
+// histEnd ends the record of (node, token) at now.
+func (t *txn) histEnd(node uint32, token uint64, end idkeeper.LeaseEnd) error {
+	return t.histEdit(node, token, func(r *histRec) { r.End, r.EndedAt = string(end), t.now })
+}
+
+// histClaim records a grant learned from a claim: held again by restored (the
+// restored lease's expiry), or contested (restored nil) and ended at once.
+func (t *txn) histClaim(c idkeeper.Claim, req idkeeper.Requester, keyID string, restoredExp *int64) error {
+	node := uint32(c.NodeID)
+	r, ok, err := t.histGet(node, c.Token)
+	if err != nil {
+		return err
+	}
+	old := r
+	if !ok {
+		r = histRecOf(idkeeper.HistoryRecord{Requester: req, KeyID: keyID, GrantedAt: msTime(t.now),
+			NotBefore: c.NotBefore, WindowEnd: idkeeper.Millis(c.NotBefore).Add(-time.Millisecond), FromReceipt: true})
+	}
+	if restoredExp != nil {
+		r.WindowEnd, r.End, r.EndedAt, r.MintedUpTo = *restoredExp, "", 0, 0
+	} else {
+		r.WindowEnd, r.End, r.EndedAt, r.MintedUpTo = max(r.WindowEnd, timeMs(c.ExpiresAt)), string(idkeeper.EndContested), t.now, 0
+	}
+	if !ok {
+		return t.histPut(node, c.Token, r, nil)
+	}
+	return t.histPut(node, c.Token, r, &old)
+}
+
+// LeaseAt implements idkeeper.HistoryStore.
+func (s *Store) LeaseAt(ctx context.Context, node idkeeper.NodeID, at time.Time) ([]idkeeper.HistoryRecord, error) {
+	var out []idkeeper.HistoryRecord
+	if node < 0 || int64(node) > int64(^uint32(0)) {
+		return out, nil
+	}
+	err := s.view(ctx, func(t *txn) error {
+		prefix := nodeKey(uint32(node))
+		c := t.hist.Cursor()
+		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			h, err := decodeHist(k, v)
+			if err != nil {
+				return err
+			}
+			if h.Holds(at) {
+				out = append(out, h)
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// NodeHistory implements idkeeper.HistoryStore.
+func (s *Store) NodeHistory(ctx context.Context, node idkeeper.NodeID, before uint64, limit int) ([]idkeeper.HistoryRecord, error) {
+	if err := idkeeper.CheckHistoryLimit(limit, idkeeper.MaxHistoryPage); err != nil {
+		return nil, err
+	}
+	var out []idkeeper.HistoryRecord
+	if node < 0 || int64(node) > int64(^uint32(0)) {
+		return out, nil
+	}
+	err := s.view(ctx, func(t *txn) error {
+		id := uint32(node)
+		c := t.hist.Cursor()
+		// Seek past the last wanted key, then walk back.
+		var k, v []byte
+		if before == 0 {
+			if id == ^uint32(0) {
+				k, v = c.Last()
+			} else {
+				k, v = c.Seek(nodeKey(id + 1))
+				if k == nil {
+					k, v = c.Last()
+				} else {
+					k, v = c.Prev()
+				}
+			}
+		} else {
+			k, v = c.Seek(histKey(id, before))
+			if k == nil {
+				k, v = c.Last()
+			} else {
+				k, v = c.Prev()
+			}
+		}
+		prefix := nodeKey(id)
+		for ; k != nil && bytes.HasPrefix(k, prefix) && len(out) < limit; k, v = c.Prev() {
+			h, err := decodeHist(k, v)
+			if err != nil {
+				return err
+			}
+			if before == 0 || h.Token < before {
+				out = append(out, h)
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// PruneHistory implements idkeeper.HistoryStore: one write transaction.
+func (s *Store) PruneHistory(ctx context.Context, before time.Time, limit int) (int, error) {
+	if err := idkeeper.CheckHistoryLimit(limit, idkeeper.MaxHistoryPrune); err != nil {
+		return 0, err
+	}
+	cut := timeMs(before)
+	n := 0
+	err := s.update(ctx, nil, func(t *txn) error {
+		keys := collect(t.histEnded, func(k []byte) bool { return keyTime(k) < cut }, limit)
+		for _, k := range keys {
+			node, token := binary.BigEndian.Uint32(k[8:]), binary.BigEndian.Uint64(k[12:])
+			if err := t.hist.Delete(histKey(node, token)); err != nil {
+				return err
+			}
+			if err := t.histEnded.Delete(k); err != nil {
+				return err
+			}
+		}
+		n = len(keys)
+		return nil
+	})
+	return n, err
+}
+
+// HistoryCount implements idkeeper.HistoryStore.
+func (s *Store) HistoryCount(ctx context.Context) (int, error) {
+	n := 0
+	err := s.view(ctx, func(t *txn) error {
+		n = t.hist.Stats().KeyN
+		return nil
+	})
+	return n, err
+}
+
+// histRecords emits every record in (node, token) order, for ReadSnapshot.
+func histRecords(t *txn, out func(idkeeper.SnapshotRecord) error) error {
+	return t.hist.ForEach(func(k, v []byte) error {
+		h, err := decodeHist(k, v)
+		if err != nil {
+			return err
+		}
+		return out(idkeeper.SnapshotRecord{History: &h})
+	})
+}
+
+// history writes one record of a snapshot into the staging.
+func (l *loader) history(h *idkeeper.HistoryRecord) error {
+	return l.t.histPut(uint32(h.NodeID), h.Token, histRecOf(*h), nil)
+}
