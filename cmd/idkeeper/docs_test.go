@@ -72,6 +72,7 @@ var docCommands = []struct {
 	{[]string{"backup", "import"}, []string{"`idkeeper backup`", secStore, secServer, secLogging}},
 	{[]string{"probe"}, []string{"`idkeeper probe`"}},
 	{[]string{"decode"}, []string{"`idkeeper decode`", secLogging}},
+	{[]string{"bench"}, []string{"`idkeeper bench`", secLogging}},
 }
 
 // flagless are the commands of the usage that have no flags.

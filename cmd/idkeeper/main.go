@@ -107,6 +107,7 @@ Commands:
   clock-agent     serve NTP time over TCKCLK 2: the clock agent servers check their clocks against
   probe URL       health check for containers: GET an http(s) URL (2xx: exit 0) or connect to tcp://HOST:PORT
   decode ID…      print an ID's time, node ID and sequence (offline); --origin: the lease that minted it
+  bench           drive a running gateway: IDs per second and latency percentiles at a concurrency and batch size
   version         print the version
 
 Run "idkeeper <command> -h" for the flags of a command. Every flag can also be
@@ -144,6 +145,8 @@ func run(ctx context.Context, args []string, env lookupEnv, stdout, stderr io.Wr
 		err = runProbe(ctx, rest, stdout, stderr)
 	case "decode":
 		err = runDecode(ctx, rest, env, stdout, stderr)
+	case "bench":
+		err = runBench(ctx, rest, env, stdout, stderr)
 	case "version", "--version", "-version":
 		v, c := buildVersion()
 		fmt.Fprintf(stdout, "idkeeper %s (commit %s, %s)\n", v, c, goVersion())
