@@ -36,23 +36,28 @@ const DefaultIdempotencyStore = "bolt:./data/gateway-idem.db"
 // gatewayConfig is everything a gateway is built from. runGateway fills it from
 // flags and the environment; idkeeper dev fills it itself.
 type gatewayConfig struct {
-	Listen              string // host:port; ":0" picks a free port
-	ServerURL           string // the registry
-	APIKey              string // the registry API key the session leases with
-	NodeIDs             int
-	MaxCount            int
-	IdempotencyStore    string // "none", "bolt:PATH", "redis://…" or "rediss://…"
-	IdempotencyTTL      time.Duration
-	IdempotencyRequired bool
-	IdempotencyRecords  int // most records of one caller (idempotency.Config.MaxRecords); 0: no cap
-	RedisPrefix         string
-	ConsumerKeys        *gateway.ConsumerKeys // nil or empty: no authentication
-	ShutdownTimeout     time.Duration
-	Version, Commit     string
-	Logger              *slog.Logger
-	Requester           idkeeper.Requester // zero: this process's (idkclient.ProcessRequester)
-	Net                 listen             // the listener's TLS and the metrics listener
-	ServerTLS           *tls.Config        // trust for an https:// registry; nil: the system's roots
+	Listen    string // host:port; ":0" picks a free port
+	ServerURL string // the registry
+	APIKey    string // the registry API key the session leases with
+	NodeIDs   int
+	MaxCount  int
+	// AllocBackoffInitial and AllocBackoffMax shape the session's Alloc retries
+	// (client.Config.BackoffInitial, BackoffMax); RenewRetryMin and RenewRetryMax
+	// its Renew retries (MinRetryInterval, RenewLoopDuration). Zero: the library's.
+	AllocBackoffInitial, AllocBackoffMax time.Duration
+	RenewRetryMin, RenewRetryMax         time.Duration
+	IdempotencyStore                     string // "none", "bolt:PATH", "redis://…" or "rediss://…"
+	IdempotencyTTL                       time.Duration
+	IdempotencyRequired                  bool
+	IdempotencyRecords                   int // most records of one caller (idempotency.Config.MaxRecords); 0: no cap
+	RedisPrefix                          string
+	ConsumerKeys                         *gateway.ConsumerKeys // nil or empty: no authentication
+	ShutdownTimeout                      time.Duration
+	Version, Commit                      string
+	Logger                               *slog.Logger
+	Requester                            idkeeper.Requester // zero: this process's (idkclient.ProcessRequester)
+	Net                                  listen             // the listener's TLS and the metrics listener
+	ServerTLS                            *tls.Config        // trust for an https:// registry; nil: the system's roots
 }
 
 // gatewayFlags binds the gateway command's flags to a gatewayConfig.
@@ -73,6 +78,10 @@ func (f *gatewayFlags) register(fs *flag.FlagSet) {
 	f.apiKey = secretVar(fs, &c.APIKey, "api-key", "", "registry API key to lease node IDs with (required; prefer --api-key-file or IDKEEPER_API_KEY: a flag shows in ps)", always)
 	fs.IntVar(&c.NodeIDs, "node-ids", 1, "node IDs to lease, each good for 1,024,000 IDs/s; 1.."+strconv.Itoa(idkeeper.MaxCount))
 	fs.IntVar(&c.MaxCount, "max-count", gateway.DefaultMaxCount, "largest count of one POST /v1/ids; 1.."+strconv.Itoa(gateway.MaxMaxCount))
+	fs.DurationVar(&c.AllocBackoffInitial, "alloc-backoff-initial", idkclient.DefaultBackoffInitial, "first wait before an Alloc is retried (no node ID free, registry unreachable); doubles up to --alloc-backoff-max, ±20 % jitter")
+	fs.DurationVar(&c.AllocBackoffMax, "alloc-backoff-max", idkclient.DefaultBackoffMax, "longest wait between Alloc retries")
+	fs.DurationVar(&c.RenewRetryMin, "renew-retry-min", idkclient.DefaultMinRetryInterval, "shortest wait between Renew retries after a failed Renew")
+	fs.DurationVar(&c.RenewRetryMax, "renew-retry-max", idkclient.DefaultRenewLoopDuration, "longest wait between Renew retries (the retries speed up as the lease's end nears)")
 	f.idemStore = secretVar(fs, &c.IdempotencyStore, "idempotency-store", DefaultIdempotencyStore, "where Idempotency-Key records live: bolt:PATH (one gateway), a Redis URL (gateways sharing work: redis://[:PASSWORD@]HOST:PORT/DB, redis+sentinel://…, redis+cluster://…, rediss…), or none", urlHasPassword)
 	fs.DurationVar(&c.IdempotencyTTL, "idempotency-ttl", idempotency.DefaultTTL, "how long an answer is replayed for its Idempotency-Key")
 	fs.BoolVar(&c.IdempotencyRequired, "idempotency-required", false, "answer POST /v1/ids without an Idempotency-Key with 400 IDEMPOTENCY_KEY_REQUIRED")
@@ -108,6 +117,10 @@ func (f *gatewayFlags) config(env lookupEnv, stderr io.Writer) (gatewayConfig, e
 		return c, usagef("--idempotency-ttl %s: want at least 1ms", c.IdempotencyTTL)
 	case c.ShutdownTimeout <= 0:
 		return c, usagef("--shutdown-timeout %s: want a positive duration", c.ShutdownTimeout)
+	case c.AllocBackoffInitial < 10*time.Millisecond || c.AllocBackoffMax < c.AllocBackoffInitial || c.AllocBackoffMax > time.Hour:
+		return c, usagef("--alloc-backoff-initial %s, --alloc-backoff-max %s: want 10ms ≤ initial ≤ max ≤ 1h", c.AllocBackoffInitial, c.AllocBackoffMax)
+	case c.RenewRetryMin < 10*time.Millisecond || c.RenewRetryMax < c.RenewRetryMin || c.RenewRetryMax > 24*time.Hour:
+		return c, usagef("--renew-retry-min %s, --renew-retry-max %s: want 10ms ≤ min ≤ max ≤ 24h", c.RenewRetryMin, c.RenewRetryMax)
 	case c.IdempotencyRecords < 0:
 		return c, usagef("--idempotency-max-records %d: want 0 (no cap) or more", c.IdempotencyRecords)
 	case c.IdempotencyRequired && c.IdempotencyStore == "none":
@@ -247,6 +260,9 @@ func startGateway(cfg gatewayConfig) (_ *gatewayServer, err error) {
 		APIKey:    cfg.APIKey,
 		Count:     cfg.NodeIDs,
 		Logger:    log,
+		// Zero (a config built in code) keeps the library's defaults.
+		BackoffInitial: cfg.AllocBackoffInitial, BackoffMax: cfg.AllocBackoffMax,
+		MinRetryInterval: cfg.RenewRetryMin, RenewLoopDuration: cfg.RenewRetryMax,
 		Requester: cfg.Requester,
 		TLSConfig: cfg.ServerTLS,
 		OnFatal: func(err error) {

@@ -9,11 +9,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -241,3 +243,73 @@ func TestGatewayInProcess(t *testing.T) {
 }
 
 func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// --alloc-backoff-initial and --alloc-backoff-max shape the session's Alloc
+// retries: with 20–50 ms, a gateway started before its registry mints within a
+// fraction of a second of the registry coming up (the library's default would
+// wait 3 s and more); out-of-range values are usage errors.
+func TestGatewayAllocBackoffFlags(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	store := "bolt:" + filepath.Join(t.TempDir(), "r.db")
+	gwDone := make(chan struct{})
+	var gwBase string
+	var mu sync.Mutex
+	go func() {
+		defer close(gwDone)
+		g, err := startGateway(gatewayConfig{Listen: "127.0.0.1:0", ServerURL: "http://" + addr, APIKey: bootstrapKey, NodeIDs: 1,
+			MaxCount: 10, IdempotencyStore: "none", ShutdownTimeout: time.Second, Logger: quietLogger(),
+			AllocBackoffInitial: 20 * time.Millisecond, AllocBackoffMax: 50 * time.Millisecond})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		mu.Lock()
+		gwBase = "http://" + g.Addr().String()
+		mu.Unlock()
+		<-ctx.Done()
+		stopped, stop := context.WithCancel(context.Background())
+		stop()
+		_ = g.wait(stopped)
+	}()
+	time.Sleep(300 * time.Millisecond) // the gateway retries meanwhile
+	srv, err := startRegistryServer(ctx, serverConfig{Listen: addr, Store: store, InitStore: true, BootstrapAPIKey: bootstrapKey,
+		ShutdownTimeout: time.Second, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.shutdown()
+	up := time.Now()
+	for {
+		mu.Lock()
+		base := gwBase
+		mu.Unlock()
+		if base != "" && (&client{t: t, base: base}).status("GET", "/health") == 200 {
+			break
+		}
+		if time.Since(up) > 2*time.Second {
+			t.Fatalf("the gateway did not mint within 2 s of the registry coming up (base %q)", base)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-gwDone
+
+	for _, args := range [][]string{
+		{"--alloc-backoff-initial", "1ms"},
+		{"--alloc-backoff-initial", "2s", "--alloc-backoff-max", "1s"},
+		{"--renew-retry-min", "0s"},
+		{"--renew-retry-min", "1m", "--renew-retry-max", "30s"},
+	} {
+		full := append([]string{"gateway", "--server", "http://127.0.0.1:1", "--idempotency-store", "none"}, args...)
+		if code, _, stderr := runInProcess(context.Background(), full, map[string]string{"IDKEEPER_API_KEY": bootstrapKey}); code != exitUsage {
+			t.Errorf("%q: exit %d, %s", args, code, stderr)
+		}
+	}
+}
