@@ -73,8 +73,11 @@
 // # Observability and tests
 //
 // Session.Stats snapshots IDs minted, exhausted sequences, clock-backward refusals,
-// lease time left and health; package clientmetrics exports them to Prometheus, so
-// that a program importing only this package compiles neither Prometheus nor
-// protobuf. Package clienttest has a fake Clock that moves only when told, so lease
+// the generators' own histograms (backward steps of the wall clock with their width
+// and duration, waits for a later millisecond), lease time left and health; package
+// clientmetrics exports them to Prometheus, so that a program importing only this
+// package compiles neither Prometheus nor protobuf. A backward step of the wall
+// clock logs two warnings, however many calls it affects: its width when found, its
+// duration when the clock has caught up. Package clienttest has a fake Clock that moves only when told, so lease
 // lifecycles of days run in a test in milliseconds.
 package client

@@ -1,7 +1,6 @@
 package client
 
 import (
-	"errors"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -21,8 +20,7 @@ type Generator struct {
 	// Counters for Stats, on their own cache line.
 	minted    atomic.Uint64
 	exhausted atomic.Uint64
-	backwards atomic.Uint64
-	_         [40]byte
+	_         [48]byte
 }
 
 // minter is a snowflake generator and what the issuing path needs of its layout.
@@ -132,8 +130,7 @@ func (g *Generator) NextID() (int64, error) {
 	m := g.m.Load()
 	id, err := m.gen.NextID()
 	switch {
-	case err != nil:
-		g.note(err)
+	case err != nil: // the generator counts its own refusals and waits (snowflake.Stats)
 	case !s.valid():
 		id, err = 0, s.refusal()
 	default:
@@ -175,23 +172,16 @@ func (g *Generator) fill(m *minter, dst []int64) error {
 			g.exhausted.Add(1)
 		}
 	}
-	if err != nil {
-		g.note(err)
-	}
 	return err
-}
-
-func (g *Generator) note(err error) {
-	if errors.Is(err, snowflake.ErrClockBackwards) {
-		g.backwards.Add(1)
-	}
 }
 
 // Check returns nil when issuing can succeed now, else the reason: the issuing
 // path's own refusal (ErrNotOpen, ErrClosed, an error wrapping ErrLeaseLost), a
 // *CoolingError (wrapping a *snowflake.WindowError) when the wall clock lies before
 // a cooling node ID's NotBefore — its text says until when the generator waits —,
-// or a *snowflake.WindowError when it lies after ExpiresAt. Serve it as the health
+// a *snowflake.WindowError when it lies after ExpiresAt, or a
+// *snowflake.ClockBackwardsError (snowflake.ErrClockBackwards) while it is behind a
+// generator's last ID by more than Config.MaxBackwardStep. Serve it as the health
 // check: it is never green while issuing fails for lack of a lease.
 func (s *Session) Check() error {
 	if err := s.enter(); err != nil {
@@ -201,9 +191,11 @@ func (s *Session) Check() error {
 	if !s.valid() {
 		return s.refusal()
 	}
-	ms := s.clk.Now().UnixMilli()
+	now := s.clk.Now()
+	ms := now.UnixMilli()
 	for _, g := range s.gens {
-		nb, ex := g.m.Load().gen.Window()
+		gen := g.m.Load().gen
+		nb, ex := gen.Window()
 		first := nb.UnixMilli()
 		if nb.Sub(time.UnixMilli(first)) > 0 {
 			first++
@@ -214,6 +206,9 @@ func (s *Session) Check() error {
 				Window: &snowflake.WindowError{Err: snowflake.ErrBeforeWindow, NotBefore: nb, ExpiresAt: ex}}
 		case !ex.IsZero() && ms > ex.UnixMilli():
 			return &snowflake.WindowError{Err: snowflake.ErrWindowEnded, NotBefore: nb, ExpiresAt: ex}
+		}
+		if err := gen.ClockError(now); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -257,14 +257,30 @@ func TestClockStepBack(t *testing.T) {
 	if err != nil || id <= first {
 		t.Fatalf("after a small step back: %d, %v; want an ID above %d", id, err, first)
 	}
+	if err := s.Check(); err != nil {
+		t.Fatalf("Check after a small step back: %v", err)
+	}
 	e.clk.StepWall(-time.Second)
 	if _, err := s.NextID(); !errors.Is(err, snowflake.ErrClockBackwards) {
 		t.Fatalf("after a large step back: %v, want ErrClockBackwards", err)
 	}
+	// Health agrees with issuing, and recovers with the clock.
+	var cbe *snowflake.ClockBackwardsError
+	if err := s.Check(); !errors.As(err, &cbe) || cbe.Max != time.Second || cbe.Step != 1500*time.Millisecond {
+		t.Fatalf("Check after a large step back: %v, want a *ClockBackwardsError of 1.5s (tolerated: 1s)", err)
+	}
+	e.clk.StepWall(time.Second)
+	if err := s.Check(); err != nil {
+		t.Fatalf("Check with the clock back within the step: %v", err)
+	}
+	if id2, err := s.NextID(); err != nil || id2 <= id {
+		t.Fatalf("with the clock back within the step: %d, %v; want an ID above %d", id2, err, id)
+	}
 }
 
-// Stats reports IDs minted, exhausted sequences, refused backward steps, lease
-// time left and health (package clientmetrics exports them to Prometheus).
+// Stats reports IDs minted, exhausted sequences, refused backward steps, the
+// generator's rollback and wait histograms, lease time left and health (package
+// clientmetrics exports them to Prometheus).
 func TestStats(t *testing.T) {
 	e := newEnv(t, idkeeper.Config{})
 	cfg := e.config()
@@ -277,7 +293,7 @@ func TestStats(t *testing.T) {
 	if st := s.Stats(); len(st.Generators) != 0 || st.Healthy || st.TimeLeft != 0 {
 		t.Fatalf("before Open: %+v", st)
 	}
-	if g := s.Generator(0).Stats(); g != (client.GeneratorStats{NodeID: -1}) {
+	if g := s.Generator(0).Stats(); !reflect.DeepEqual(g, client.GeneratorStats{NodeID: -1}) {
 		t.Fatalf("generator before Open: %+v", g)
 	}
 	s.Close()
@@ -298,20 +314,31 @@ func TestStats(t *testing.T) {
 	want := client.Stats{
 		Generators: []client.GeneratorStats{
 			{NodeID: n0, Minted: 1024, SequenceExhausted: 1},
-			{NodeID: n1, Minted: 1, ClockBackwards: 1},
+			{NodeID: n1, Minted: 1, ClockBackwards: 1, InRollback: true},
 		},
 		TimeLeft: lease - time.Hour,
 		Healthy:  true,
 	}
-	if got := s.Stats(); !reflect.DeepEqual(got, want) {
+	// The step back of node n1 is one rollback of 2 s, found by the refused call;
+	// no call has minted since, so it has not ended. Nobody waited.
+	wantHists := [][3]uint64{{0, 0, 0}, {1, 0, 0}}
+	got := s.Stats()
+	for i := range got.Generators {
+		g := &got.Generators[i]
+		if h := [3]uint64{g.ClockRollbacks.Count, g.ClockRollbackDurations.Count, g.SequenceWaits.Count}; h != wantHists[i] {
+			t.Errorf("generator %d: rollbacks, rollback durations, waits = %v, want %v", i, h, wantHists[i])
+		}
+		g.ClockRollbacks, g.ClockRollbackDurations, g.SequenceWaits = snowflake.Histogram{}, snowflake.Histogram{}, snowflake.Histogram{}
+	}
+	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("stats\n got %+v\nwant %+v", got, want)
 	}
-	if got := s.Generator(1).Stats(); got != want.Generators[1] {
-		t.Fatalf("generator 1: %+v", got)
+	if h := s.Generator(1).Stats().ClockRollbacks; h.Sum <= 2*time.Second-time.Millisecond || h.Sum > 2*time.Second {
+		t.Errorf("generator 1: rollback width %v, want 2s (at millisecond resolution)", h.Sum)
 	}
 	s.Close()
-	got := s.Stats()
-	if got.Healthy || got.TimeLeft != 0 || !reflect.DeepEqual(got.Generators, want.Generators) {
+	got = s.Stats()
+	if got.Healthy || got.TimeLeft != 0 || len(got.Generators) != 2 || got.Generators[1].ClockBackwards != 1 {
 		t.Errorf("after Close: %+v", got)
 	}
 }

@@ -46,6 +46,7 @@ func (s *Session) validateGrant(g grant, sent time.Duration) ([]*minter, error) 
 			MaxBackwardStep: s.cfg.MaxBackwardStep,
 			NotBefore:       l.NotBefore,
 			ExpiresAt:       l.ExpiresAt,
+			OnClockStep:     s.clockStepLogger(l.NodeID),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrInvalidGrant, err)

@@ -1,6 +1,10 @@
 package client
 
-import "time"
+import (
+	"time"
+
+	"github.com/idkeeper/idkeeper/snowflake"
+)
 
 // Stats is a snapshot of a session's counters and lease state: what a metrics
 // exporter needs, without the client package depending on one. Package
@@ -25,21 +29,37 @@ type GeneratorStats struct {
 	// or a failed batch dropped.
 	Minted uint64
 	// SequenceExhausted counts the milliseconds whose whole sequence was used; a
-	// call in the same millisecond then waited for the next one.
+	// call in the same millisecond then had to wait for the next one. An upper
+	// bound of the waits: SequenceWaits counts those that happened.
 	SequenceExhausted uint64
 	// ClockBackwards counts the calls refused because the wall clock stepped back
-	// past Config.MaxBackwardStep.
+	// past Config.MaxBackwardStep (snowflake.Stats.ClockRefusals).
 	ClockBackwards uint64
+	// ClockRollbacks has one observation per backward step of the wall clock the
+	// generator found (absorbed with logical time or refused): its width when
+	// found. ClockRollbackDurations has one per step the clock has recovered
+	// from: how long it stayed behind. InRollback: one has not ended yet.
+	ClockRollbacks         snowflake.Histogram
+	ClockRollbackDurations snowflake.Histogram
+	InRollback             bool
+	// SequenceWaits has one observation per wait for a later millisecond (the
+	// sequence was used up, or the clock was behind): how long, in real time.
+	SequenceWaits snowflake.Histogram
 }
 
 // Stats returns the generator's counters. It reads atomic counters only.
 func (g *Generator) Stats() GeneratorStats {
-	return GeneratorStats{
+	st := GeneratorStats{
 		NodeID:            g.NodeID(),
 		Minted:            g.minted.Load(),
 		SequenceExhausted: g.exhausted.Load(),
-		ClockBackwards:    g.backwards.Load(),
 	}
+	if m := g.m.Load(); m != nil {
+		gs := m.gen.Stats()
+		st.ClockBackwards, st.InRollback = gs.ClockRefusals, gs.InRollback
+		st.ClockRollbacks, st.ClockRollbackDurations, st.SequenceWaits = gs.ClockRollbacks, gs.ClockRollbackDurations, gs.SequenceWaits
+	}
+	return st
 }
 
 // Stats returns a snapshot of the session's counters and lease state. It reads

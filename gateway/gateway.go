@@ -275,8 +275,9 @@ func (s *Server) version(w http.ResponseWriter, _ *http.Request) {
 const healthStoreTimeout = 2 * time.Second
 
 // canIssue is the health condition: the source's Check, then one ID minted and
-// dropped, so that every refusal of the issuing path (a clock stepped back past
-// the tolerated step, for one, which Check does not see) turns health red too;
+// dropped, so that every refusal of the issuing path turns health red too (Check
+// sees the lease, the windows and a clock stepped back past the tolerated step,
+// but not, for one, a clock that stalls);
 // and, when every POST /v1/ids needs an Idempotency-Key, the idempotency store
 // answering, since no request can succeed without it.
 func (s *Server) canIssue(ctx context.Context) error {

@@ -47,7 +47,9 @@ func TestMetricsLint(t *testing.T) {
 		t.Fatalf("/metrics: %d", a.status)
 	}
 	for _, want := range []string{"idkeeper_gateway_requests_total", "idkeeper_gateway_idempotent_replays_total 1",
-		"idkeeper_client_ids_minted_total", "go_goroutines"} {
+		"idkeeper_client_ids_minted_total", "idkeeper_client_sequence_wait_seconds_bucket",
+		"idkeeper_client_clock_rollback_seconds_bucket", "idkeeper_client_clock_rollback_duration_seconds_bucket",
+		"go_goroutines"} {
 		if !strings.Contains(string(a.body), want) {
 			t.Fatalf("/metrics lacks %q:\n%s", want, a.body)
 		}

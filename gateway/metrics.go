@@ -24,9 +24,11 @@ import (
 // (the store's live records and their bytes), idkeeper_idempotency_records_stored_total
 // and idkeeper_idempotency_records_exhausted_total (see idempotency.Service.Collector).
 //
-// The session's own metrics (IDs minted per node ID, lease time left, health)
-// come from clientmetrics.NewCollector (package client/clientmetrics), which the
-// program registers next to these.
+// The session's own metrics come from clientmetrics.NewCollector (package
+// client/clientmetrics), which the program registers next to these, as the idkeeper
+// binary does: per node ID, IDs minted, the generator's clock rollbacks (width and
+// duration histograms), refused calls and sequence waits (a histogram); for the
+// session, lease time left and health.
 type metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec

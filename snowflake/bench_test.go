@@ -88,3 +88,40 @@ func BenchmarkNextIDs(b *testing.B) {
 	}
 	reportRate(b, b.N, time.Since(start), 1)
 }
+
+// wideLayout has 16 sequence bits (65,536 IDs per ms): the ceiling does not bind,
+// so ns/op is the cost of a call.
+var wideLayout = Layout{Epoch: DefaultEpoch, TimestampBits: 41, NodeBits: 6, SequenceBits: 16}
+
+// BenchmarkNextIDWide measures the cost of an uncontended NextID that never waits:
+// one generator on wideLayout, one goroutine.
+func BenchmarkNextIDWide(b *testing.B) {
+	g, err := New(wideLayout, 1, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := g.NextID(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkNextIDWideContended is BenchmarkNextIDWide with GOMAXPROCS goroutines
+// on the one generator (b.RunParallel): the CAS retries show.
+func BenchmarkNextIDWideContended(b *testing.B) {
+	g, err := New(wideLayout, 1, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := g.NextID(); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}

@@ -36,6 +36,13 @@ type Options struct {
 	// NotBefore and ExpiresAt are the initial lease window, as for SetWindow.
 	NotBefore time.Time
 	ExpiresAt time.Time
+
+	// OnClockStep, when set, is called twice per rollback episode (see ClockStep):
+	// when a call finds the wall clock behind the last minted timestamp, and when
+	// the clock has caught up. It runs synchronously in the minting call that
+	// found the change, with no lock held, and adds its own time to that call
+	// only: keep it short (a log line) and do not mint from it.
+	OnClockStep func(ClockStep)
 }
 
 // Generator mints unique IDs for one node ID. It is safe for concurrent use.
@@ -55,6 +62,12 @@ type Options struct {
 //     fails. An ID is never truncated or wrapped.
 //   - When the 2^SequenceBits IDs of a millisecond are used up, callers sleep until
 //     the next one: they do not spin.
+//
+// Stats counts what the clock did to the callers — backward steps with their width
+// and duration, refusals, and the time spent waiting for a later millisecond — at
+// no cost to a call that mints on the clock without waiting beyond one atomic load
+// per millisecond; Options.OnClockStep reports each backward step as it starts and
+// ends.
 type Generator struct {
 	layout    Layout
 	node      int64
@@ -69,8 +82,10 @@ type Generator struct {
 	maxBack   time.Duration
 	maxWait   time.Duration
 
-	window atomic.Pointer[window]
-	napper napper
+	window  atomic.Pointer[window]
+	rolling atomic.Bool // a rollback episode is open; read once per new millisecond
+	onStep  func(ClockStep)
+	napper  napper
 
 	// state is the last minted ID without its node field: timestamp<<SequenceBits |
 	// sequence, or -1 before the first. Every ID is claimed by one CAS on it.
@@ -79,6 +94,8 @@ type Generator struct {
 	_     [64]byte
 	state atomic.Int64
 	_     [56]byte
+
+	counters counters
 }
 
 // window is the lease window in timestamp-field milliseconds, inclusive on both
@@ -109,6 +126,7 @@ func New(layout Layout, node int64, opts Options) (*Generator, error) {
 		seqMask:   layout.MaxSequence(),
 		nodeField: node << layout.SequenceBits,
 		maxBack:   opts.MaxBackwardStep,
+		onStep:    opts.OnClockStep,
 	}
 	if g.now == nil {
 		g.now = time.Now
@@ -122,6 +140,9 @@ func New(layout Layout, node int64, opts Options) (*Generator, error) {
 	g.maxBackMs = int64(g.maxBack / time.Millisecond)
 	g.maxWait = g.maxBack + ClockStallSlack
 	g.napper.init()
+	g.counters.rollbacks.bounds = &rollbackBounds
+	g.counters.rollbackDur.bounds = &rollbackBounds
+	g.counters.waits.bounds = &waitBounds
 	g.state.Store(-1)
 	g.SetWindow(opts.NotBefore, opts.ExpiresAt)
 	return g, nil
@@ -186,6 +207,22 @@ func (g *Generator) MintedUpTo() time.Time {
 	return time.UnixMilli(g.epochMs + s>>g.seqBits).UTC()
 }
 
+// ClockError returns the *ClockBackwardsError a call would fail with if it read the
+// wall clock now: now is behind the last minted timestamp by more than
+// MaxBackwardStep. It returns nil otherwise, and before the first ID. A health check
+// uses it: it reads one atomic and mints nothing.
+func (g *Generator) ClockError(now time.Time) error {
+	s := g.state.Load()
+	if s < 0 {
+		return nil
+	}
+	last, nowTS := s>>g.seqBits, now.UnixMilli()-g.epochMs
+	if last-nowTS > g.maxBackMs {
+		return &ClockBackwardsError{Step: behindBy(last, nowTS, now), Max: g.maxBack}
+	}
+	return nil
+}
+
 // NextID mints one ID. It fails with a *WindowError (ErrBeforeWindow or
 // ErrWindowEnded), ErrTimestampOutOfRange (the clock is before the layout's epoch or
 // the layout's lifetime has ended), a *ClockBackwardsError (ErrClockBackwards) or an
@@ -229,20 +266,32 @@ func (g *Generator) id(p int64) int64 {
 // reserve claims 1..want consecutive packed values (timestamp<<SequenceBits |
 // sequence), all in one millisecond, and returns the first and the count.
 func (g *Generator) reserve(want int64) (first, k int64, err error) {
-	var waitStart time.Time
+	var waitFrom time.Duration // monoNow() at this call's first sleep; 0: none
 	for {
 		t := g.now()
 		nowTS := t.UnixMilli() - g.epochMs
 		old := g.state.Load()
 		if last := old >> g.seqBits; old >= 0 && nowTS <= last {
 			// The clock is still in (or back before) the last millisecond: keep it.
-			if last-nowTS > g.maxBackMs {
-				step := time.Duration(last-nowTS)*time.Millisecond - subMilli(t)
-				return 0, 0, &ClockBackwardsError{Step: step, Max: g.maxBack}
+			if nowTS < last {
+				if !g.rolling.Load() {
+					// A read taken before last was loaded may just have lost a race
+					// with the call that minted last: only a read taken after it
+					// proves that the clock went back.
+					t = g.now()
+					if nowTS = t.UnixMilli() - g.epochMs; nowTS >= last || !g.openEpisode(last, nowTS, t) {
+						continue
+					}
+				}
+				if err := g.stepBack(last, nowTS, t); err != nil {
+					g.endWait(waitFrom)
+					return 0, 0, err
+				}
 			}
 			seq := old & g.seqMask
 			if seq == g.seqMask {
-				if err := g.waitFor(last+1, t, &waitStart); err != nil {
+				if err := g.waitFor(last+1, t, &waitFrom); err != nil {
+					g.endWait(waitFrom)
 					return 0, 0, err
 				}
 				continue
@@ -250,6 +299,7 @@ func (g *Generator) reserve(want int64) (first, k int64, err error) {
 			first, k = old+1, min(want, g.seqMask-seq)
 		} else {
 			if nowTS < 0 || nowTS > g.maxTS {
+				g.endWait(waitFrom)
 				return 0, 0, ErrTimestampOutOfRange
 			}
 			first, k = nowTS<<g.seqBits, min(want, g.seqMask+1)
@@ -257,12 +307,19 @@ func (g *Generator) reserve(want int64) (first, k int64, err error) {
 		ts := first >> g.seqBits
 		w := g.window.Load()
 		if ts < w.nb {
+			g.endWait(waitFrom)
 			return 0, 0, w.before
 		}
 		if ts > w.ex {
+			g.endWait(waitFrom)
 			return 0, 0, w.ended
 		}
 		if g.state.CompareAndSwap(old, first+k-1) {
+			g.endWait(waitFrom)
+			// Sequence 0 is minted only on a millisecond later than the last one.
+			if first&g.seqMask == 0 && g.rolling.Load() {
+				g.closeEpisode(ts, t)
+			}
 			// A SetWindow that completed before the CAS must hold for this ID; the
 			// values are then burnt (a gap), never handed out.
 			if w2 := g.window.Load(); w2 != w {
@@ -280,8 +337,9 @@ func (g *Generator) reserve(want int64) (first, k int64, err error) {
 
 // waitFor sleeps towards the wall-clock millisecond target (timestamp field), given
 // the clock read t. It returns at once when target can never be minted, and
-// ErrClockStalled once this call has waited longer than maxWait in real time.
-func (g *Generator) waitFor(target int64, t time.Time, start *time.Time) error {
+// ErrClockStalled once this call has waited longer than maxWait in real time;
+// *from is the monoNow() of the call's first sleep.
+func (g *Generator) waitFor(target int64, t time.Time, from *time.Duration) error {
 	if target > g.maxTS {
 		return ErrTimestampOutOfRange
 	}
@@ -290,10 +348,10 @@ func (g *Generator) waitFor(target int64, t time.Time, start *time.Time) error {
 	}
 	// Measured on the real monotonic clock, so that a frozen injected clock still
 	// ends the wait.
-	mono := time.Now()
-	if start.IsZero() {
-		*start = mono
-	} else if waited := mono.Sub(*start); waited > g.maxWait {
+	mono := monoNow()
+	if *from == 0 {
+		*from = mono
+	} else if waited := mono - *from; waited > g.maxWait {
 		return fmt.Errorf("%w: waited %v for millisecond %d, clock still at %d",
 			ErrClockStalled, waited, target, t.UnixMilli()-g.epochMs)
 	}

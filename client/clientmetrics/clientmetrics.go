@@ -13,27 +13,40 @@ import (
 	"strconv"
 
 	"github.com/idkeeper/idkeeper/client"
+	"github.com/idkeeper/idkeeper/snowflake"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
 // NewCollector returns a Prometheus collector of the session's metrics. Per node ID
 // (label "node"):
 //
-//	idkeeper_client_ids_minted_total              IDs minted
-//	idkeeper_client_sequence_exhausted_total      milliseconds whose whole sequence was
-//	                                              used; a call in the same millisecond
-//	                                              then waited for the next one
-//	idkeeper_client_clock_backwards_total         calls refused because the wall clock
-//	                                              stepped back past MaxBackwardStep
+//	idkeeper_client_ids_minted_total                    IDs minted
+//	idkeeper_client_sequence_exhausted_total            milliseconds whose whole sequence was
+//	                                                    used; a call in the same millisecond
+//	                                                    then had to wait for the next one (an
+//	                                                    upper bound of the waits)
+//	idkeeper_client_sequence_wait_seconds               histogram: one observation per wait for
+//	                                                    a later millisecond, its real duration
+//	idkeeper_client_clock_backwards_total               calls refused because the wall clock
+//	                                                    stepped back past MaxBackwardStep
+//	idkeeper_client_clock_rollback_seconds              histogram: one observation per backward
+//	                                                    step of the wall clock the generator
+//	                                                    found, its width when found
+//	idkeeper_client_clock_rollback_duration_seconds     histogram: one observation per step the
+//	                                                    clock recovered from, how long it was
+//	                                                    behind
 //
 // and for the session:
 //
 //	idkeeper_client_lease_remaining_seconds       time until the lease deadline (0: none)
 //	idkeeper_client_healthy                       1 when Check passes, else 0
 //
-// The names pass promlint (`promtool check metrics`). Before issue #9 the collector
-// was client.NewCollector and idkeeper_client_lease_remaining_seconds was
-// idkeeper_client_lease_seconds_left.
+// The histograms are the design's clock_rollback_ms and sequence_wait_ms, in
+// Prometheus's base unit: their bucket bounds are whole (or, for waits, fractions
+// of) milliseconds, from the generator's fixed buckets (snowflake.Stats). The names
+// pass promlint (`promtool check metrics`), which rejects _ms and _milliseconds.
+// Before issue #9 the collector was client.NewCollector and
+// idkeeper_client_lease_remaining_seconds was idkeeper_client_lease_seconds_left.
 //
 // Register one collector per session; to tell sessions apart, register with
 // prometheus.WrapRegistererWith and a distinguishing label. Collecting reads only
@@ -44,10 +57,19 @@ var (
 	mintedDesc = prometheus.NewDesc("idkeeper_client_ids_minted_total",
 		"IDs minted by the generator of this node ID.", []string{"node"}, nil)
 	exhaustedDesc = prometheus.NewDesc("idkeeper_client_sequence_exhausted_total",
-		"Milliseconds in which the generator used its whole sequence; further calls in that millisecond waited for the next.",
+		"Milliseconds in which the generator used its whole sequence; further calls in that millisecond had to wait for the next.",
+		[]string{"node"}, nil)
+	waitDesc = prometheus.NewDesc("idkeeper_client_sequence_wait_seconds",
+		"Waits of issuing calls for a later millisecond (its sequence used up, or the wall clock behind the last minted timestamp), in real time.",
 		[]string{"node"}, nil)
 	backwardsDesc = prometheus.NewDesc("idkeeper_client_clock_backwards_total",
 		"Issuing calls refused because the wall clock was behind the last minted timestamp by more than the tolerated step.",
+		[]string{"node"}, nil)
+	rollbackDesc = prometheus.NewDesc("idkeeper_client_clock_rollback_seconds",
+		"Backward steps of the wall clock the generator found (absorbed with logical time or refused): how far behind the last minted timestamp, when found.",
+		[]string{"node"}, nil)
+	rollbackDurDesc = prometheus.NewDesc("idkeeper_client_clock_rollback_duration_seconds",
+		"Backward steps of the wall clock that ended: how long, in real time, the clock took to reach the last minted timestamp again.",
 		[]string{"node"}, nil)
 	remainingDesc = prometheus.NewDesc("idkeeper_client_lease_remaining_seconds",
 		"Seconds until the lease deadline on the monotonic clock; 0 when no valid lease is held.", nil, nil)
@@ -58,7 +80,8 @@ var (
 type collector struct{ s *client.Session }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{mintedDesc, exhaustedDesc, backwardsDesc, remainingDesc, healthyDesc} {
+	for _, d := range []*prometheus.Desc{mintedDesc, exhaustedDesc, waitDesc, backwardsDesc, rollbackDesc, rollbackDurDesc,
+		remainingDesc, healthyDesc} {
 		ch <- d
 	}
 }
@@ -69,7 +92,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		label := strconv.FormatInt(g.NodeID, 10)
 		ch <- prometheus.MustNewConstMetric(mintedDesc, prometheus.CounterValue, float64(g.Minted), label)
 		ch <- prometheus.MustNewConstMetric(exhaustedDesc, prometheus.CounterValue, float64(g.SequenceExhausted), label)
+		ch <- histogram(waitDesc, g.SequenceWaits, label)
 		ch <- prometheus.MustNewConstMetric(backwardsDesc, prometheus.CounterValue, float64(g.ClockBackwards), label)
+		ch <- histogram(rollbackDesc, g.ClockRollbacks, label)
+		ch <- histogram(rollbackDurDesc, g.ClockRollbackDurations, label)
 	}
 	ch <- prometheus.MustNewConstMetric(remainingDesc, prometheus.GaugeValue, st.TimeLeft.Seconds())
 	healthy := 0.0
@@ -77,4 +103,16 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		healthy = 1
 	}
 	ch <- prometheus.MustNewConstMetric(healthyDesc, prometheus.GaugeValue, healthy)
+}
+
+// histogram turns a generator's histogram snapshot into a Prometheus histogram in
+// seconds, with cumulative buckets.
+func histogram(d *prometheus.Desc, h snowflake.Histogram, label string) prometheus.Metric {
+	buckets := make(map[float64]uint64, len(h.Bounds))
+	var cum uint64
+	for i, b := range h.Bounds {
+		cum += h.Counts[i]
+		buckets[b.Seconds()] = cum
+	}
+	return prometheus.MustNewConstHistogram(d, h.Count, h.Sum.Seconds(), buckets, label)
 }

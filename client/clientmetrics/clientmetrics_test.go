@@ -18,6 +18,7 @@ import (
 	"github.com/idkeeper/idkeeper/snowflake"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+	dto "github.com/prometheus/client_model/go"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -31,13 +32,19 @@ const (
 // clk.Mono()) and a session of count node IDs on clk, closed at the end of the test.
 func open(t *testing.T, clk *clienttest.Clock, count int) *client.Session {
 	t.Helper()
+	return openWith(t, clk, count, slog.New(slog.DiscardHandler))
+}
+
+// openWith is open with the session's logger.
+func openWith(t *testing.T, clk *clienttest.Clock, count int, logger *slog.Logger) *client.Session {
+	t.Helper()
 	srv := registrytest.Start(t, registrytest.Options{
 		Config: idkeeper.Config{CleanupInterval: time.Hour}, Clock: func() time.Time { return t0.Add(clk.Mono()) },
 		APIKey: testKey,
 	})
 	s, err := client.New(client.Config{
 		ServerURL: srv.URL, APIKey: testKey, HTTPClient: srv.Client, Count: count, Clock: clk,
-		MaxBackwardStep: time.Second, Logger: slog.New(slog.DiscardHandler),
+		MaxBackwardStep: time.Second, Logger: logger,
 		Requester: idkeeper.Requester{MachineID: "clientmetrics-test", PID: 1, StartedAt: t0.Add(-time.Hour)},
 		OnFatal:   func(err error) { t.Errorf("the session lost its lease: %v", err) },
 	})
@@ -131,7 +138,8 @@ func lint(t *testing.T, g prometheus.Gatherer) {
 	}
 }
 
-// gather returns every sample of g as "name{label=value,…}" → value.
+// gather returns every counter and gauge sample of g as "name{label=value,…}" →
+// value; histograms: see histograms.
 func gather(t *testing.T, g prometheus.Gatherer) map[string]float64 {
 	t.Helper()
 	mfs, err := g.Gather()
@@ -140,6 +148,9 @@ func gather(t *testing.T, g prometheus.Gatherer) map[string]float64 {
 	}
 	out := map[string]float64{}
 	for _, mf := range mfs {
+		if mf.GetType() == dto.MetricType_HISTOGRAM {
+			continue
+		}
 		for _, m := range mf.GetMetric() {
 			key := mf.GetName()
 			if len(m.GetLabel()) > 0 {
