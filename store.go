@@ -8,8 +8,10 @@ import (
 )
 
 // Store is the persistence contract the Registry runs on. Implementations: bolt
-// (bbolt, embedded) and redis. internal/storetest is the one suite every
-// implementation passes; a behaviour difference between stores is a bug.
+// (bbolt, embedded), redis and etcd (issue #17: the lease store so far; its admin
+// records, snapshots and command-line form come next). internal/storetest is the
+// one suite every implementation passes; a behaviour difference between stores
+// is a bug.
 //
 // Every method is safe for concurrent use, by goroutines and by several processes
 // sharing one store. Every mutating method is atomic: it applies entirely or not at

@@ -1,0 +1,286 @@
+package etcd
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/idkeeper/idkeeper"
+)
+
+// The lease history (idkeeper.HistoryStore): a JSON record per grant under
+// hist/<node>/<token>, and an entry per ended record under
+// histend/<endedAt>/<node>/<token>, written in the lease transactions (the
+// package doc).
+
+// pruneBatch is the most records one PruneHistory transaction deletes.
+const pruneBatch = 512
+
+// histRec is a stored history record; times in Unix ms, zero values omitted.
+type histRec struct {
+	Machine     string            `json:"m"`
+	PID         int               `json:"p"`
+	Started     int64             `json:"s"`
+	Instance    string            `json:"i,omitempty"`
+	KeyID       string            `json:"k"`
+	Host        string            `json:"h,omitempty"`
+	Labels      map[string]string `json:"l,omitempty"`
+	GrantedAt   int64             `json:"g"`
+	NotBefore   int64             `json:"nb"`
+	WindowEnd   int64             `json:"we"`
+	End         string            `json:"e,omitempty"`
+	EndedAt     int64             `json:"ea,omitempty"`
+	MintedUpTo  int64             `json:"mu,omitempty"`
+	FromReceipt bool              `json:"r,omitempty"`
+}
+
+func histRecOf(h idkeeper.HistoryRecord) histRec {
+	r := histRec{Machine: h.Requester.MachineID, PID: h.Requester.PID, Started: timeMs(h.Requester.StartedAt),
+		Instance: h.Requester.Instance, KeyID: h.KeyID, Host: h.Client.Host, Labels: maps.Clone(h.Client.Labels),
+		GrantedAt: timeMs(h.GrantedAt), NotBefore: timeMs(h.NotBefore), WindowEnd: timeMs(h.WindowEnd),
+		End: string(h.End), FromReceipt: h.FromReceipt}
+	if !h.EndedAt.IsZero() {
+		r.EndedAt = timeMs(h.EndedAt)
+	}
+	if !h.MintedUpTo.IsZero() {
+		r.MintedUpTo = timeMs(h.MintedUpTo)
+	}
+	return r
+}
+
+func (r histRec) record(node uint32, token uint64) idkeeper.HistoryRecord {
+	h := idkeeper.HistoryRecord{NodeID: idkeeper.NodeID(node), Token: token,
+		Requester: idkeeper.Requester{MachineID: r.Machine, PID: r.PID, StartedAt: msTime(r.Started), Instance: r.Instance},
+		KeyID:     r.KeyID, Client: idkeeper.ClientInfo{Host: r.Host, Labels: r.Labels},
+		GrantedAt: msTime(r.GrantedAt), NotBefore: msTime(r.NotBefore), WindowEnd: msTime(r.WindowEnd),
+		End: idkeeper.LeaseEnd(r.End), FromReceipt: r.FromReceipt}
+	if r.EndedAt != 0 {
+		h.EndedAt = msTime(r.EndedAt)
+	}
+	if r.MintedUpTo != 0 {
+		h.MintedUpTo = msTime(r.MintedUpTo)
+	}
+	return h
+}
+
+// decodeHist decodes the record stored under key.
+func (k keys) decodeHist(key string, v []byte) (idkeeper.HistoryRecord, error) {
+	node, token, err := k.histIDs(key)
+	if err != nil {
+		return idkeeper.HistoryRecord{}, err
+	}
+	var r histRec
+	if err := json.Unmarshal(v, &r); err != nil {
+		return idkeeper.HistoryRecord{}, fmt.Errorf("history record %s: %w", key, err)
+	}
+	return r.record(node, token), nil
+}
+
+// histIDs parses hist/<node>/<token>.
+func (k keys) histIDs(key string) (uint32, uint64, error) {
+	ids, tok, ok := strings.Cut(strings.TrimPrefix(key, k.hist), "/")
+	node, err := parseID(ids)
+	if !ok || err != nil || len(tok) != 16 {
+		return 0, 0, fmt.Errorf("malformed history key %q", key)
+	}
+	var token uint64
+	if _, err := fmt.Sscanf(tok, "%x", &token); err != nil {
+		return 0, 0, fmt.Errorf("malformed history key %q", key)
+	}
+	return node, token, nil
+}
+
+// histGet reads the record of (node, token); ok is false when there is none.
+func (t *txn) histGet(node uint32, token uint64) (histRec, bool, error) {
+	v, ok, err := t.get(t.s.k.histKey(node, token))
+	if err != nil || !ok {
+		return histRec{}, false, err
+	}
+	var r histRec
+	if err := json.Unmarshal(v, &r); err != nil {
+		return histRec{}, false, fmt.Errorf("history record of node %d token %d: %w", node, token, err)
+	}
+	return r, true, nil
+}
+
+// histPut writes a record and keeps the ended index in step with it: old is the
+// record as it was (nil: none).
+func (t *txn) histPut(node uint32, token uint64, r histRec, old *histRec) error {
+	if old != nil && old.End != "" {
+		t.del(t.s.k.histEndKey(old.EndedAt, node, token))
+	}
+	if r.End != "" {
+		t.put(t.s.k.histEndKey(r.EndedAt, node, token), "")
+	}
+	v, err := jsonString(r)
+	if err != nil {
+		return err
+	}
+	t.put(t.s.k.histKey(node, token), v)
+	return nil
+}
+
+// histGrant records the new grant l with what its client reported.
+func (t *txn) histGrant(l idkeeper.Lease, c idkeeper.ClientInfo) error {
+	r := histRecOf(idkeeper.HistoryRecord{Requester: l.Requester, KeyID: l.KeyID, Client: c, GrantedAt: l.GrantedAt,
+		NotBefore: l.NotBefore, WindowEnd: l.ExpiresAt})
+	return t.histPut(uint32(l.NodeID), l.FencingToken, r, nil)
+}
+
+// histEdit applies fn to the record of (node, token), when there is one.
+func (t *txn) histEdit(node uint32, token uint64, fn func(r *histRec)) error {
+	r, ok, err := t.histGet(node, token)
+	if err != nil || !ok {
+		return err
+	}
+	old := r
+	fn(&r)
+	return t.histPut(node, token, r, &old)
+}
+
+// histExtend sets the window end of the lease on node to its expiry exp.
+func (t *txn) histExtend(node uint32, token uint64, exp int64) error {
+	return t.histEdit(node, token, func(r *histRec) { r.WindowEnd = exp })
+}
+
+// histEnd ends the record of (node, token) at now.
+func (t *txn) histEnd(node uint32, token uint64, end idkeeper.LeaseEnd) error {
+	return t.histEdit(node, token, func(r *histRec) { r.End, r.EndedAt = string(end), t.now })
+}
+
+// histClaim records a grant learned from a claim: held again (restoredExp, the
+// restored lease's expiry), or contested (restoredExp nil) and ended at once.
+func (t *txn) histClaim(c idkeeper.Claim, req idkeeper.Requester, keyID string, restoredExp *int64) error {
+	node := uint32(c.NodeID)
+	r, ok, err := t.histGet(node, c.Token)
+	if err != nil {
+		return err
+	}
+	old := r
+	if !ok {
+		r = histRecOf(idkeeper.HistoryRecord{Requester: req, KeyID: keyID, GrantedAt: msTime(t.now),
+			NotBefore: c.NotBefore, WindowEnd: idkeeper.Millis(c.NotBefore).Add(-time.Millisecond), FromReceipt: true})
+	}
+	if restoredExp != nil {
+		r.WindowEnd, r.End, r.EndedAt, r.MintedUpTo = *restoredExp, "", 0, 0
+	} else {
+		r.WindowEnd, r.End, r.EndedAt, r.MintedUpTo = max(r.WindowEnd, timeMs(c.ExpiresAt)), string(idkeeper.EndContested), t.now, 0
+	}
+	if !ok {
+		return t.histPut(node, c.Token, r, nil)
+	}
+	return t.histPut(node, c.Token, r, &old)
+}
+
+// LeaseAt implements idkeeper.HistoryStore: one range read of the node's records
+// (with the default retention and a busy fleet, a handful per node).
+func (s *Store) LeaseAt(ctx context.Context, node idkeeper.NodeID, at time.Time) ([]idkeeper.HistoryRecord, error) {
+	var out []idkeeper.HistoryRecord
+	if node < 0 || int64(node) > int64(^uint32(0)) {
+		return out, nil
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	resp, err := s.c.Get(ctx, s.k.hist+hexID(uint32(node))+"/", clientv3.WithPrefix())
+	if err != nil {
+		return nil, wrap("lease at", err)
+	}
+	for _, e := range resp.Kvs {
+		h, err := s.k.decodeHist(string(e.Key), e.Value)
+		if err != nil {
+			return nil, err
+		}
+		if h.Holds(at) {
+			out = append(out, h)
+		}
+	}
+	return out, nil
+}
+
+// NodeHistory implements idkeeper.HistoryStore: one range read, newest token first.
+func (s *Store) NodeHistory(ctx context.Context, node idkeeper.NodeID, before uint64, limit int) ([]idkeeper.HistoryRecord, error) {
+	if err := idkeeper.CheckHistoryLimit(limit, idkeeper.MaxHistoryPage); err != nil {
+		return nil, err
+	}
+	var out []idkeeper.HistoryRecord
+	if node < 0 || int64(node) > int64(^uint32(0)) {
+		return out, nil
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	from := s.k.hist + hexID(uint32(node)) + "/"
+	end := clientv3.GetPrefixRangeEnd(from)
+	if before > 0 {
+		end = s.k.histKey(uint32(node), before)
+	}
+	resp, err := s.c.Get(ctx, from, clientv3.WithRange(end), clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend),
+		clientv3.WithLimit(int64(limit)))
+	if err != nil {
+		return nil, wrap("node history", err)
+	}
+	for _, e := range resp.Kvs {
+		h, err := s.k.decodeHist(string(e.Key), e.Value)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, h)
+	}
+	return out, nil
+}
+
+// PruneHistory implements idkeeper.HistoryStore, in transactions of at most
+// pruneBatch records. Each is a lease transaction (it rewrites the meta record),
+// so a record that a Renew reopens meanwhile is never deleted.
+func (s *Store) PruneHistory(ctx context.Context, before time.Time, limit int) (int, error) {
+	if err := idkeeper.CheckHistoryLimit(limit, idkeeper.MaxHistoryPrune); err != nil {
+		return 0, err
+	}
+	cut := timeMs(before)
+	total := 0
+	for total < limit {
+		batch := min(pruneBatch, limit-total)
+		n := 0
+		first := func(*txn) []clientv3.Op {
+			return []clientv3.Op{clientv3.OpGet(s.k.histEnd, clientv3.WithRange(s.k.histEnd+hexTime(cut)),
+				clientv3.WithLimit(int64(batch)), clientv3.WithKeysOnly())}
+		}
+		err := s.update(ctx, "prune history", nil, first, func(t *txn) error {
+			ended := t.scans[0]
+			for _, k := range ended {
+				parts := strings.Split(strings.TrimPrefix(k, s.k.histEnd), "/")
+				if len(parts) != 3 {
+					return fmt.Errorf("malformed history end key %q", k)
+				}
+				t.del(k)
+				t.del(s.k.hist + parts[1] + "/" + parts[2])
+			}
+			n = len(ended)
+			return nil
+		})
+		if err != nil {
+			return total, err
+		}
+		total += n
+		if n < batch {
+			break
+		}
+	}
+	return total, nil
+}
+
+// HistoryCount implements idkeeper.HistoryStore: a count of the records' keys,
+// which etcd takes from its index without reading the records.
+func (s *Store) HistoryCount(ctx context.Context) (int, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	resp, err := s.c.Get(ctx, s.k.hist, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return 0, wrap("history count", err)
+	}
+	return int(resp.Count), nil
+}

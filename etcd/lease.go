@@ -1,0 +1,517 @@
+package etcd
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/idkeeper/idkeeper"
+)
+
+// Status implements idkeeper.LeaseStore: one read of the meta record.
+func (s *Store) Status(ctx context.Context) (idkeeper.StoreStatus, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	m, _, err := s.readMeta(ctx)
+	if err != nil {
+		return idkeeper.StoreStatus{}, wrap("status", err)
+	}
+	return idkeeper.StoreStatus{Initialised: m.Generation != nil, Generation: m.Generation.generation(), Fence: m.Fence,
+		Nodes: int(m.Nodes), Now: msTime(s.nowMs())}, nil
+}
+
+// readMeta reads the meta record and its revision (0 when absent).
+func (s *Store) readMeta(ctx context.Context) (meta, int64, error) {
+	resp, err := s.c.Get(ctx, s.k.meta)
+	if err != nil {
+		return meta{}, 0, err
+	}
+	if len(resp.Kvs) == 0 {
+		return meta{Version: schemaVersion}, 0, nil
+	}
+	m, err := decodeMeta(resp.Kvs[0].Value)
+	return m, resp.Kvs[0].ModRevision, err
+}
+
+// Init implements idkeeper.LeaseStore.
+func (s *Store) Init(ctx context.Context, nodes int) (idkeeper.InitResult, error) {
+	if err := idkeeper.CheckPoolSize(nodes); err != nil {
+		return idkeeper.InitResult{}, err
+	}
+	var res idkeeper.InitResult
+	err := s.update(ctx, "init", nil, nil, func(t *txn) error {
+		if g := t.meta.Generation; g != nil {
+			res = idkeeper.InitResult{Generation: g.generation()}
+			return t.growTo(nodes)
+		}
+		res = idkeeper.InitResult{Fresh: true, Generation: idkeeper.Generation{
+			ID: idkeeper.NewGenerationID(), Number: 1, Origin: idkeeper.OriginFresh, At: msTime(t.now)}}
+		if err := t.growTo(nodes); err != nil {
+			return err
+		}
+		t.meta.Generation = genRecOf(res.Generation)
+		return nil
+	})
+	if err != nil {
+		return idkeeper.InitResult{}, err
+	}
+	if res.Fresh {
+		s.log.Info("etcd: initialised a new node pool", "nodes", nodes, "generation", res.Generation.ID, "prefix", s.k.prefix)
+	}
+	return res, nil
+}
+
+// Grow implements idkeeper.LeaseStore.
+func (s *Store) Grow(ctx context.Context, g idkeeper.Guard, nodes int) error {
+	if err := idkeeper.CheckPoolSize(nodes); err != nil {
+		return err
+	}
+	return s.update(ctx, "grow", &g, nil, func(t *txn) error { return t.growTo(nodes) })
+}
+
+// Reset implements idkeeper.LeaseStore: one transaction that rewrites every node
+// record (read in one range at the meta revision). It never shrinks the pool: a
+// p.Nodes below the stored size leaves the size as it is.
+func (s *Store) Reset(ctx context.Context, p idkeeper.ResetParams) (idkeeper.ResetResult, error) {
+	if err := p.Validate(); err != nil {
+		return idkeeper.ResetResult{}, err
+	}
+	var res idkeeper.ResetResult
+	until := timeMs(p.Until)
+	raise := func(r *nodeRec) {
+		r.quarUntil, r.floor, r.restorable = max(r.quarUntil, until), max(r.floor, until), true
+	}
+	first := func(t *txn) []clientv3.Op { return []clientv3.Op{clientv3.OpGet(s.k.node, clientv3.WithPrefix())} }
+	err := s.update(ctx, "reset", nil, first, func(t *txn) error {
+		t.meta.Fence = max(t.meta.Fence, p.MinFence)
+		old := t.meta.Nodes
+		t.grow(p.Nodes, raise)
+		for id := range uint32(old) {
+			if err := t.modify(id, raise); err != nil {
+				return err
+			}
+		}
+		cur := t.meta.Generation.generation()
+		if cur.IsZero() || cur.ID == p.Seen.ID {
+			res = idkeeper.ResetResult{NewGeneration: true, Generation: idkeeper.Generation{ID: idkeeper.NewGenerationID(),
+				Number: max(cur.Number, p.Seen.Number) + 1, Origin: idkeeper.OriginRecovered, At: msTime(t.now)}}
+		} else {
+			cur.Origin, cur.At = idkeeper.OriginRecovered, msTime(t.now)
+			res = idkeeper.ResetResult{Generation: cur}
+		}
+		t.meta.Generation = genRecOf(res.Generation)
+		return nil
+	})
+	if err != nil {
+		return idkeeper.ResetResult{}, err
+	}
+	s.log.Warn("etcd: the store lost writes; every node ID is quarantined and its watermark floor raised",
+		"until", p.Until, "minFence", p.MinFence, "generation", res.Generation.Number, "prefix", s.k.prefix)
+	return res, nil
+}
+
+// owned returns the requester index entry of the requester with key (ok false:
+// it holds nothing), or LEASE_NOT_OWNED when its leases belong to another API key.
+func (t *txn) owned(key, keyID string) (holding, bool, error) {
+	h, ok, err := t.holding(key)
+	if err != nil || !ok {
+		return holding{}, false, err
+	}
+	if h.keyID != keyID {
+		return holding{}, false, idkeeper.NotOwned()
+	}
+	return h, true, nil
+}
+
+// fetchHeld reads the node records and history records of h's leases.
+func (t *txn) fetchHeld(h holding, more ...string) error {
+	keys := make([]string, 0, 2*len(h.ids)+len(more))
+	for i, id := range h.ids {
+		keys = append(keys, t.s.k.nodeKey(id), t.s.k.histKey(id, h.tokens[i]))
+	}
+	return t.fetch(append(keys, more...)...)
+}
+
+// rangeOp reads the first limit entries of index from from on, with the records
+// they hold.
+func rangeOp(from, index string, limit int) clientv3.Op {
+	return clientv3.OpGet(from, clientv3.WithRange(clientv3.GetPrefixRangeEnd(index)), clientv3.WithLimit(int64(limit)))
+}
+
+// Alloc implements idkeeper.LeaseStore: two round trips for a new grant. The read
+// takes, with the meta record, the requester's index entry, the key's count, the
+// first Count entries of the ready and (live) cooling indexes and the entries time
+// has moved on, each entry with its node's record; the commit writes. A repeat
+// reads its node and history records in between.
+func (s *Store) Alloc(ctx context.Context, g idkeeper.Guard, p idkeeper.AllocParams) (idkeeper.Grant, error) {
+	if err := p.Validate(); err != nil {
+		return idkeeper.Grant{}, err
+	}
+	key := p.Requester.Key()
+	var readyStart uint64 // where the first read of the ready index starts
+	first := func(t *txn) []clientv3.Op {
+		readyStart = s.readyFrom.Load()
+		return append(t.staleOps(), clientv3.OpGet(s.k.req+key), clientv3.OpGet(s.k.keyHeld+p.KeyID),
+			rangeOp(s.k.readyKey(readyStart, 0), s.k.ready, p.Count), rangeOp(before(s.k.cooling, t.now), s.k.cooling, p.Count))
+	}
+	var gr idkeeper.Grant
+	err := s.update(ctx, "alloc", &g, first, func(t *txn) error {
+		exp := t.now + p.First.Milliseconds()
+		h, held, err := t.owned(key, p.KeyID)
+		if err != nil {
+			return err
+		}
+		if held {
+			if len(h.ids) != p.Count {
+				return idkeeper.CountMismatch(len(h.ids), p.Count)
+			}
+			if err := t.fetchHeld(h); err != nil {
+				return err
+			}
+			for i, id := range h.ids {
+				l, err := t.extend(id, exp, false)
+				if err != nil {
+					return err
+				}
+				if err := t.histExtend(id, h.tokens[i], l.expiresAt); err != nil {
+					return err
+				}
+			}
+			gr, err = t.grant(h.ids)
+			return err
+		}
+		n, err := t.keyHeld(p.KeyID)
+		if err != nil {
+			return err
+		}
+		if p.MaxNodes > 0 && n+p.Count > p.MaxNodes {
+			return idkeeper.QuotaExceeded(p.MaxNodes, n, p.Count)
+		}
+		if more, err := t.promote(); err != nil || more {
+			return cmpErr(err, errPartial)
+		}
+		if free := int(t.meta.Nodes - t.meta.Held - t.meta.Quarantined); free < p.Count {
+			return idkeeper.Exhausted(p.Count, free)
+		}
+		if t.meta.Fence+uint64(p.Count) > idkeeper.MaxFencingToken {
+			return idkeeper.FenceCeiling(t.meta.Fence, p.Count)
+		}
+		if readyStart > t.meta.ReadyFrom {
+			// Another Store put a ready entry below where the first read started.
+			keys, vals, err := t.scan(s.k.readyKey(t.meta.ReadyFrom, 0), clientv3.GetPrefixRangeEnd(s.k.ready), p.Count)
+			if err != nil {
+				return err
+			}
+			t.scans[2], t.scanVals[2] = keys, vals
+		}
+		for _, i := range []int{2, 3} {
+			if err := t.cacheEntries(i); err != nil {
+				return err
+			}
+		}
+		ids, err := t.pick(p.Count, t.scans[2], t.scans[3])
+		if err != nil {
+			return err
+		}
+		if err := t.fetchNodes(ids); err != nil {
+			return err
+		}
+		h = holding{keyID: p.KeyID}
+		for _, id := range ids {
+			t.meta.Fence++
+			if err := t.take(id, leaseRec{expiresAt: exp, grantedAt: t.now, renewedAt: zeroMs, token: t.meta.Fence,
+				requester: key, keyID: p.KeyID}, true); err != nil {
+				return err
+			}
+			h = h.with(id, t.meta.Fence)
+		}
+		t.putHolding(key, h)
+		if gr, err = t.grant(h.ids); err != nil {
+			return err
+		}
+		for _, l := range gr.Leases {
+			if err := t.histGrant(l, p.Client); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return gr, err
+}
+
+// cmpErr is err, or alt when err is nil.
+func cmpErr(err, alt error) error {
+	if err != nil {
+		return err
+	}
+	return alt
+}
+
+// Renew implements idkeeper.LeaseStore: three round trips (the requester's index
+// entry, its node and history records, the commit), more with claims.
+func (s *Store) Renew(ctx context.Context, g idkeeper.Guard, p idkeeper.RenewParams) (idkeeper.Grant, error) {
+	if err := p.Validate(); err != nil {
+		return idkeeper.Grant{}, err
+	}
+	key := p.Requester.Key()
+	first := func(*txn) []clientv3.Op { return []clientv3.Op{clientv3.OpGet(s.k.req + key)} }
+	var gr idkeeper.Grant
+	err := s.update(ctx, "renew", &g, first, func(t *txn) error {
+		h, _, err := t.owned(key, p.KeyID)
+		if err != nil {
+			return err
+		}
+		var claimed []string
+		for _, c := range p.Claims {
+			if c.Possible() && uint64(c.NodeID) < t.meta.Nodes {
+				claimed = append(claimed, s.k.nodeKey(uint32(c.NodeID)), s.k.histKey(uint32(c.NodeID), c.Token))
+			}
+		}
+		if err := t.fetchHeld(h, claimed...); err != nil {
+			return err
+		}
+		restored, contested, err := t.claims(key, p)
+		if err != nil {
+			return err
+		}
+		if h, _, err = t.holding(key); err != nil {
+			return err
+		}
+		for i, id := range h.ids {
+			l, err := t.extend(id, t.now+p.Duration.Milliseconds(), true)
+			if err != nil {
+				return err
+			}
+			if err := t.histExtend(id, h.tokens[i], l.expiresAt); err != nil {
+				return err
+			}
+		}
+		if gr, err = t.grant(h.ids); err != nil {
+			return err
+		}
+		gr.Restored, gr.Contested = restored, contested
+		return nil
+	})
+	return gr, err
+}
+
+// claims handles a Renew's claims (idkeeper.LeaseStore.Renew), in node ID order,
+// updating the requester index of the requester with key.
+func (t *txn) claims(key string, p idkeeper.RenewParams) (restored, contested []idkeeper.NodeID, err error) {
+	cs := slices.Clone(p.Claims)
+	slices.SortStableFunc(cs, func(a, b idkeeper.Claim) int { return int(a.NodeID - b.NodeID) })
+	for _, c := range cs {
+		if !c.Possible() || uint64(c.NodeID) >= t.meta.Nodes || timeMs(c.ExpiresAt) < t.now {
+			continue
+		}
+		id := uint32(c.NodeID)
+		r, err := t.node(id)
+		if err != nil {
+			return nil, nil, err
+		}
+		if c.Token <= r.lastToken {
+			continue
+		}
+		if l := r.lease; l != nil {
+			if l.requester == key {
+				continue
+			}
+			if err := t.contest(id, r, c, p.Grace); err != nil {
+				return nil, nil, err
+			}
+			if err := t.histEnd(id, l.token, idkeeper.EndContested); err != nil {
+				return nil, nil, err
+			}
+			if err := t.histClaim(c, p.Requester, p.KeyID, nil); err != nil {
+				return nil, nil, err
+			}
+			contested = append(contested, c.NodeID)
+			continue
+		}
+		if !r.restorable {
+			continue
+		}
+		exp := max(timeMs(c.ExpiresAt), t.now+p.Duration.Milliseconds())
+		l := leaseRec{notBefore: max(timeMs(c.NotBefore), r.watermark+1), expiresAt: exp, grantedAt: t.now,
+			renewedAt: zeroMs, token: c.Token, requester: key, keyID: p.KeyID}
+		if err := t.take(id, l, false); err != nil {
+			return nil, nil, err
+		}
+		if err := t.histClaim(c, p.Requester, p.KeyID, &exp); err != nil {
+			return nil, nil, err
+		}
+		h, _, err := t.holding(key)
+		if err != nil {
+			return nil, nil, err
+		}
+		h.keyID = p.KeyID
+		t.putHolding(key, h.with(id, c.Token))
+		restored = append(restored, c.NodeID)
+	}
+	return restored, contested, nil
+}
+
+// contest stops both claims on the held node id: its lease is deleted and the
+// node quarantined past both windows + grace.
+func (t *txn) contest(id uint32, r nodeRec, c idkeeper.Claim, grace time.Duration) error {
+	l := r.lease
+	r.watermark = max(r.watermark, l.expiresAt, timeMs(c.ExpiresAt))
+	r.quarUntil = max(r.quarUntil, r.watermark+grace.Milliseconds())
+	r.lastToken, r.restorable = c.Token, false
+	if err := t.release(id, &r); err != nil {
+		return err
+	}
+	return t.dropHeld(l.requester, id)
+}
+
+// Remove implements idkeeper.LeaseStore: three round trips, as Renew.
+func (s *Store) Remove(ctx context.Context, g idkeeper.Guard, p idkeeper.RemoveParams) (int, error) {
+	if err := p.Validate(); err != nil {
+		return 0, err
+	}
+	key := p.Requester.Key()
+	first := func(*txn) []clientv3.Op { return []clientv3.Op{clientv3.OpGet(s.k.req + key)} }
+	var n int
+	err := s.update(ctx, "remove", &g, first, func(t *txn) error {
+		n = 0
+		h, held, err := t.owned(key, p.KeyID)
+		if err != nil || !held {
+			return err
+		}
+		if err := t.fetchHeld(h); err != nil {
+			return err
+		}
+		t.del(s.k.req + key)
+		for _, id := range h.ids {
+			r, err := t.node(id)
+			if err != nil {
+				return err
+			}
+			l := r.lease
+			if l == nil {
+				return errNoLease(id)
+			}
+			if err := t.histEdit(id, l.token, func(hr *histRec) {
+				hr.End, hr.EndedAt = string(idkeeper.EndRemoved), t.now
+				if !p.MintedUpTo.IsZero() {
+					hr.WindowEnd, hr.MintedUpTo = max(min(timeMs(p.MintedUpTo), l.expiresAt), l.notBefore-1), timeMs(p.MintedUpTo)
+				}
+			}); err != nil {
+				return err
+			}
+			if !p.MintedUpTo.IsZero() {
+				wm := max(min(timeMs(p.MintedUpTo), l.expiresAt), l.notBefore-1)
+				if r.quarUntil > t.now {
+					wm = max(wm, r.quarUntil)
+				}
+				r.watermark = wm
+			}
+			if err := t.release(id, &r); err != nil {
+				return err
+			}
+		}
+		n = len(h.ids)
+		return nil
+	})
+	return n, err
+}
+
+// Reclaim implements idkeeper.LeaseStore, in transactions of at most
+// Options.ReclaimBatch leases, each guarded and each reading the expiry index
+// again at its own now: a lease renewed meanwhile is no longer due.
+func (s *Store) Reclaim(ctx context.Context, g idkeeper.Guard, grace time.Duration) (int, error) {
+	total := 0
+	for {
+		n, full := 0, false
+		first := func(t *txn) []clientv3.Op {
+			cutoff := t.now - grace.Milliseconds()
+			return append(t.staleOps(), clientv3.OpGet(s.k.expiry, clientv3.WithRange(before(s.k.expiry, cutoff)),
+				clientv3.WithLimit(int64(s.reclaimBatch))))
+		}
+		err := s.update(ctx, "reclaim", &g, first, func(t *txn) error {
+			n, full = 0, false
+			if more, err := t.promote(); err != nil || more {
+				return cmpErr(err, errPartial)
+			}
+			if err := t.cacheEntries(2); err != nil {
+				return err
+			}
+			due := t.scans[2]
+			ids := make([]uint32, len(due))
+			for i, k := range due {
+				id, err := indexID(k)
+				if err != nil {
+					return err
+				}
+				ids[i] = id
+			}
+			if err := t.fetchNodes(ids); err != nil {
+				return err
+			}
+			var more []string
+			for _, id := range ids {
+				r, err := t.node(id)
+				if err != nil {
+					return err
+				}
+				if r.lease == nil {
+					return errNoLease(id)
+				}
+				more = append(more, s.k.req+r.lease.requester, s.k.keyHeld+r.lease.keyID, s.k.histKey(id, r.lease.token))
+			}
+			if err := t.fetch(more...); err != nil {
+				return err
+			}
+			for _, id := range ids {
+				r, err := t.node(id)
+				if err != nil {
+					return err
+				}
+				l := r.lease
+				if err := t.release(id, &r); err != nil {
+					return err
+				}
+				if err := t.dropHeld(l.requester, id); err != nil {
+					return err
+				}
+				if err := t.histEnd(id, l.token, idkeeper.EndReclaimed); err != nil {
+					return err
+				}
+			}
+			n, full = len(ids), len(ids) == s.reclaimBatch
+			return nil
+		})
+		if err != nil {
+			return total, err
+		}
+		total += n
+		if !full {
+			return total, nil
+		}
+	}
+}
+
+// Quarantine implements idkeeper.LeaseStore.
+func (s *Store) Quarantine(ctx context.Context, g idkeeper.Guard, until time.Time, nodes ...idkeeper.NodeID) error {
+	ms := timeMs(until)
+	return s.update(ctx, "quarantine", &g, nil, func(t *txn) error {
+		ids := make([]uint32, len(nodes))
+		for i, id := range nodes {
+			if id < 0 || uint64(id) >= t.meta.Nodes {
+				return idkeeper.OutsidePool(id)
+			}
+			ids[i] = uint32(id)
+		}
+		if err := t.fetchNodes(ids); err != nil {
+			return err
+		}
+		for _, id := range ids {
+			if err := t.modify(id, func(r *nodeRec) { r.quarUntil = max(r.quarUntil, ms) }); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}

@@ -1,0 +1,371 @@
+package etcd
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/idkeeper/idkeeper"
+)
+
+// The node pool inside a transaction: node records, the free indexes and the
+// counters of the meta record, kept in step as bolt keeps its buckets.
+
+func (t *txn) node(id uint32) (nodeRec, error) {
+	v, ok, err := t.get(t.s.k.nodeKey(id))
+	if err != nil {
+		return nodeRec{}, err
+	}
+	if !ok {
+		return nodeRec{}, fmt.Errorf("node %d of a pool of %d has no record", id, t.meta.Nodes)
+	}
+	return decodeNode(v)
+}
+
+// putNode stores a node's record under its key and, the same bytes, under its
+// index entry: the expiry entry while held, else the entry of its free index. Every
+// record is written through here, so an index entry always holds its node's
+// record, and a range read of an index reads the records with it.
+func (t *txn) putNode(id uint32, r nodeRec) {
+	if r.place == placeReady {
+		t.meta.ReadyFrom = min(t.meta.ReadyFrom, r.freeSeq)
+	}
+	v := r.encode()
+	t.put(t.s.k.nodeKey(id), v)
+	t.put(t.s.k.entry(id, r), v)
+}
+
+// cacheEntries takes the records that the index entries of scan i (read with
+// their values) hold as the node records the transaction read.
+func (t *txn) cacheEntries(i int) error {
+	for j, key := range t.scans[i] {
+		id, err := indexID(key)
+		if err != nil {
+			return err
+		}
+		nk := t.s.k.nodeKey(id)
+		if _, ok := t.write[nk]; !ok {
+			t.read[nk] = kv{val: t.scanVals[i][j], ok: true}
+		}
+	}
+	return nil
+}
+
+// fetchNodes reads the records of ids in as few round trips as it can.
+func (t *txn) fetchNodes(ids []uint32) error {
+	keys := make([]string, len(ids))
+	for i, id := range ids {
+		keys[i] = t.s.k.nodeKey(id)
+	}
+	return t.fetch(keys...)
+}
+
+// growTo grows the pool to nodes; a smaller pool is an INVALID_REQUEST Error.
+func (t *txn) growTo(nodes int) error {
+	if uint64(nodes) < t.meta.Nodes {
+		return idkeeper.ShrinkRefused(t.meta.Nodes, nodes)
+	}
+	t.grow(nodes, nil)
+	return nil
+}
+
+// grow adds node IDs up to n, each at the back of the free order in node ID
+// order, watermark zero; with reset applied to the new record first (a Reset's
+// raise), else ready.
+func (t *txn) grow(n int, reset func(*nodeRec)) {
+	for id := t.meta.Nodes; id < uint64(n); id++ {
+		t.meta.Seq++
+		r := nodeRec{watermark: zeroMs, quarUntil: zeroMs, floor: zeroMs, freeSeq: t.meta.Seq, place: placeReady}
+		if reset != nil {
+			reset(&r)
+		}
+		t.place(uint32(id), &r)
+	}
+	t.meta.Nodes = max(t.meta.Nodes, uint64(n))
+}
+
+// unplace takes a free node out of its index.
+func (t *txn) unplace(id uint32, r *nodeRec) {
+	switch r.place {
+	case placeReady:
+		t.del(t.s.k.readyKey(r.freeSeq, id))
+	case placeCooling:
+		t.del(t.s.k.coolingKey(r.fenced(), r.freeSeq, id))
+		t.meta.Cooling--
+	case placeQuarantine:
+		t.del(t.s.k.quarKey(r.quarUntil, id))
+		t.meta.Quarantined--
+	}
+	r.place = placeHeld
+}
+
+// place puts a free node, out of every index, into the one its state at now calls
+// for, and stores its record.
+func (t *txn) place(id uint32, r *nodeRec) {
+	r.lease = nil
+	switch {
+	case r.quarUntil > t.now:
+		r.place = placeQuarantine
+		t.meta.Quarantined++
+	case r.fenced() < t.now:
+		r.place = placeReady
+	default:
+		r.place = placeCooling
+		t.meta.Cooling++
+	}
+	t.putNode(id, *r)
+}
+
+// modify applies fn to a node's record and, when the node is free, moves it to the
+// index the new record calls for.
+func (t *txn) modify(id uint32, fn func(*nodeRec)) error {
+	r, err := t.node(id)
+	if err != nil {
+		return err
+	}
+	t.modifyRec(id, r, fn)
+	return nil
+}
+
+func (t *txn) modifyRec(id uint32, r nodeRec, fn func(*nodeRec)) {
+	if r.place == placeHeld {
+		fn(&r)
+		t.putNode(id, r)
+		return
+	}
+	t.unplace(id, &r)
+	fn(&r)
+	t.place(id, &r)
+}
+
+// staleOps read the index entries that time has moved on at now: ended
+// quarantines and passed cooling watermarks, up to one more than promoteBatch of
+// each. They go into begin; promote takes their results.
+func (t *txn) staleOps() []clientv3.Op {
+	k := t.s.k
+	return []clientv3.Op{
+		clientv3.OpGet(k.quar, clientv3.WithRange(before(k.quar, t.now+1)), clientv3.WithLimit(promoteBatch+1)),
+		clientv3.OpGet(k.cooling, clientv3.WithRange(before(k.cooling, t.now)), clientv3.WithLimit(promoteBatch+1)),
+	}
+}
+
+// promote moves the stale entries staleOps found (scans 0 and 1) to the index
+// each node's state calls for at now. more reports that there were more
+// than one transaction moves: the caller commits these moves (errPartial) and
+// starts over.
+func (t *txn) promote() (more bool, err error) {
+	for i := range 2 {
+		if err := t.cacheEntries(i); err != nil {
+			return false, err
+		}
+	}
+	quar, cooling := t.scans[0], t.scans[1]
+	more = len(quar) > promoteBatch || len(cooling) > promoteBatch
+	keys := slices.Concat(quar[:min(len(quar), promoteBatch)], cooling[:min(len(cooling), promoteBatch)])
+	ids := make([]uint32, len(keys))
+	for i, key := range keys {
+		if ids[i], err = indexID(key); err != nil {
+			return false, err
+		}
+	}
+	if err := t.fetchNodes(ids); err != nil {
+		return false, err
+	}
+	for _, id := range ids {
+		if err := t.modify(id, func(*nodeRec) {}); err != nil {
+			return false, err
+		}
+	}
+	return more, nil
+}
+
+// pick chooses count free node IDs: ready ones first, least recently freed first,
+// then cooling ones, lowest fenced watermark first. ready and cooling are the
+// first count entries of the ready index from ReadyFrom on and of the cooling
+// index from now on, as begin read them; the entries the transaction has put
+// since (promote) join them. The counters must have promised count free node IDs.
+// ReadyFrom moves past the ready entries picked: every other one is later.
+func (t *txn) pick(count int, ready, cooling []string) ([]uint32, error) {
+	ready = t.withPut(ready, t.s.k.ready)
+	cooling = t.withPut(cooling, t.s.k.cooling)
+	fromReady := min(count, len(ready))
+	if fromReady > 0 {
+		last := ready[fromReady-1]
+		seq, err := strconv.ParseUint(last[len(t.s.k.ready):len(t.s.k.ready)+16], 16, 64)
+		if err != nil {
+			return nil, fmt.Errorf("malformed ready entry %q", last)
+		}
+		t.meta.ReadyFrom = seq + 1
+	}
+	keys := slices.Concat(ready[:fromReady], cooling[:min(count-fromReady, len(cooling))])
+	if len(keys) < count {
+		return nil, fmt.Errorf("free indexes hold %d node IDs, counters promised %d", len(keys), count)
+	}
+	ids := make([]uint32, len(keys))
+	for i, key := range keys {
+		id, err := indexID(key)
+		if err != nil {
+			return nil, err
+		}
+		ids[i] = id
+	}
+	return ids, nil
+}
+
+// withPut returns keys with the keys under index that the transaction has put,
+// sorted, without those it has deleted.
+func (t *txn) withPut(keys []string, index string) []string {
+	out := slices.Clone(keys)
+	for k, w := range t.write {
+		if w.ok && len(k) > len(index) && k[:len(index)] == index {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	out = slices.Compact(out)
+	return slices.DeleteFunc(out, func(k string) bool { w, ok := t.write[k]; return ok && !w.ok })
+}
+
+// keyHeld is how many node IDs the leases of key hold.
+func (t *txn) keyHeld(key string) (int, error) {
+	v, ok, err := t.get(t.s.k.keyHeld + key)
+	if err != nil || !ok {
+		return 0, err
+	}
+	n, err := strconv.Atoi(string(v))
+	if err != nil {
+		return 0, fmt.Errorf("corrupt count of key %q: %w", key, err)
+	}
+	return n, nil
+}
+
+// keyHolds adds delta to the node IDs key's leases hold.
+func (t *txn) keyHolds(key string, delta int) error {
+	n, err := t.keyHeld(key)
+	if err != nil {
+		return err
+	}
+	if n += delta; n <= 0 {
+		t.del(t.s.k.keyHeld + key)
+	} else {
+		t.put(t.s.k.keyHeld+key, strconv.Itoa(n))
+	}
+	return nil
+}
+
+// holding returns the requester index entry of the requester with key; ok is
+// false when it holds nothing.
+func (t *txn) holding(key string) (holding, bool, error) {
+	v, ok, err := t.get(t.s.k.req + key)
+	if err != nil || !ok {
+		return holding{}, false, err
+	}
+	h, err := decodeHolding(v)
+	return h, err == nil, err
+}
+
+// putHolding stores the requester index entry of key, or deletes it when empty.
+func (t *txn) putHolding(key string, h holding) {
+	if len(h.ids) == 0 {
+		t.del(t.s.k.req + key)
+		return
+	}
+	t.put(t.s.k.req+key, h.encode())
+}
+
+// dropHeld takes one node out of a requester's index entry.
+func (t *txn) dropHeld(key string, id uint32) error {
+	h, ok, err := t.holding(key)
+	if err != nil || !ok {
+		return err
+	}
+	t.putHolding(key, h.without(id))
+	return nil
+}
+
+// take gives the free node id to l's requester: a new grant (NotBefore after the
+// fenced watermark) when fresh, else a restored lease whose NotBefore l already
+// carries. The caller updates the requester index.
+func (t *txn) take(id uint32, l leaseRec, fresh bool) error {
+	r, err := t.node(id)
+	if err != nil {
+		return err
+	}
+	t.unplace(id, &r)
+	if fresh {
+		l.notBefore = r.fenced() + 1
+	}
+	r.watermark, r.lastToken, r.restorable = max(r.watermark, l.expiresAt), l.token, false
+	r.lease = &l
+	t.putNode(id, r)
+	t.meta.Held++
+	return t.keyHolds(l.keyID, 1)
+}
+
+// extend raises the lease on id to expire at least at exp, and the node's
+// watermark with it; renewed also stamps RenewedAt. It returns the lease.
+func (t *txn) extend(id uint32, exp int64, renewed bool) (leaseRec, error) {
+	r, err := t.node(id)
+	if err != nil {
+		return leaseRec{}, err
+	}
+	if r.lease == nil {
+		return leaseRec{}, fmt.Errorf("node %d is in a requester index but holds no lease", id)
+	}
+	l := *r.lease
+	if exp > l.expiresAt {
+		t.del(t.s.k.expiryKey(l.expiresAt, id))
+		l.expiresAt = exp
+	}
+	if renewed {
+		l.renewedAt = t.now
+	}
+	r.lease, r.watermark = &l, max(r.watermark, l.expiresAt)
+	t.putNode(id, r)
+	return l, nil
+}
+
+// release deletes a held node's lease and puts the node at the back of the free
+// order. The caller updates the requester index.
+func (t *txn) release(id uint32, r *nodeRec) error {
+	l := r.lease
+	t.del(t.s.k.expiryKey(l.expiresAt, id))
+	if err := t.keyHolds(l.keyID, -1); err != nil {
+		return err
+	}
+	t.meta.Held--
+	t.meta.Seq++
+	r.freeSeq = t.meta.Seq
+	t.place(id, r)
+	return nil
+}
+
+// leases returns the leases on ids, sorted as ids are.
+func (t *txn) leases(ids []uint32) ([]idkeeper.Lease, error) {
+	out := make([]idkeeper.Lease, 0, len(ids))
+	for _, id := range ids {
+		r, err := t.node(id)
+		if err != nil {
+			return nil, err
+		}
+		if r.lease == nil {
+			return nil, fmt.Errorf("node %d holds no lease", id)
+		}
+		l, err := r.lease.lease(id)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+func (t *txn) grant(ids []uint32) (idkeeper.Grant, error) {
+	ls, err := t.leases(ids)
+	if err != nil {
+		return idkeeper.Grant{}, err
+	}
+	return idkeeper.Grant{Leases: ls, Now: msTime(t.now), Fence: t.meta.Fence}, nil
+}

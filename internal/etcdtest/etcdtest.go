@@ -1,0 +1,256 @@
+// Package etcdtest starts embedded etcd servers (go.etcd.io/etcd/server/v3/embed)
+// for tests: a member runs inside the test binary, on free loopback ports, with
+// its data directory in t.TempDir(), and is stopped in t.Cleanup. Nothing is
+// installed and nothing is skipped: when etcd cannot start, the test fails with
+// the reason.
+//
+// Members are configured with the limits the etcd store needs (MaxTxnOps,
+// MaxRequestBytes; see the etcd package doc), so the tests run against the
+// settings the documentation asks operators for.
+//
+// Start runs one member. The Server type holds a list of members, so that a
+// cluster of three (with a member killed or isolated) can be added beside it
+// without changing its callers.
+package etcdtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// The server limits every member runs with: those the etcd store's doc asks for
+// (etcd's defaults are 128 operations and 1.5 MiB).
+const (
+	MaxTxnOps       = 32768
+	MaxRequestBytes = 10 << 20
+)
+
+// grpcOverhead is what a request may carry beyond MaxRequestBytes in gRPC framing;
+// clients may send that much more, so that etcd, not the client, refuses a request
+// that is too large, with its own error.
+const grpcOverhead = 512 << 10
+
+// readyTimeout bounds the wait for a member to serve. An embedded member starts in
+// well under a second; the race detector and a loaded machine make it slower.
+const readyTimeout = time.Minute
+
+// startAttempts is how often Start tries again when a free port it picked was
+// taken by someone else before the member bound it.
+const startAttempts = 3
+
+// Options change how Start runs a member. The zero value is what Start uses.
+type Options struct {
+	// Fsync makes the member fsync its WAL and database as a production member
+	// does. Off by default: the tests check the store's logic, and an fsync per
+	// transaction only makes them slower. Benchmarks that measure durable writes
+	// turn it on.
+	Fsync bool
+	// MaxTxnOps and MaxRequestBytes replace the package's limits when not zero,
+	// for tests of a server that allows less than the store needs.
+	MaxTxnOps       uint
+	MaxRequestBytes uint
+}
+
+// Server is a running embedded etcd: its members and a client on all of them.
+type Server struct {
+	members []*member
+	client  *clientv3.Client
+	stop    sync.Once
+}
+
+// member is one embedded etcd server.
+type member struct {
+	name      string
+	etcd      *embed.Etcd
+	clientURL string
+	logLevel  zap.AtomicLevel
+	closeOnce sync.Once
+}
+
+// close stops the member, once: a second embed.Etcd.Close would wait forever.
+// etcd logs its listeners' closing as errors; those are silenced.
+func (m *member) close() {
+	m.closeOnce.Do(func() {
+		m.logLevel.SetLevel(zapcore.FatalLevel)
+		m.etcd.Close()
+	})
+}
+
+// Start starts a single-member etcd for t and returns it once it serves, with a
+// client. The member and the client are closed in t.Cleanup.
+func Start(t testing.TB) *Server { return StartWith(t, Options{}) }
+
+// StartWith is Start with options.
+func StartWith(t testing.TB, o Options) *Server {
+	t.Helper()
+	var errs []error
+	for range startAttempts {
+		m, err := startMember(t.TempDir(), "m0", o)
+		if err == nil {
+			s := &Server{members: []*member{m}}
+			t.Cleanup(func() { s.shutdown() })
+			if s.client, err = s.NewClient(); err != nil {
+				t.Fatalf("etcdtest: a client on %v: %v", s.Endpoints(), err)
+			}
+			return s
+		}
+		errs = append(errs, err)
+		if !strings.Contains(err.Error(), "address already in use") {
+			break
+		}
+	}
+	t.Fatalf("etcdtest: the embedded etcd did not start: %v", errors.Join(errs...))
+	return nil
+}
+
+// startMember starts one member whose data lives under dir, as a cluster of its
+// own, and waits until it serves.
+func startMember(dir, name string, o Options) (*member, error) {
+	ports, err := freePorts(2)
+	if err != nil {
+		return nil, err
+	}
+	clientURL := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", ports[0])}
+	peerURL := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", ports[1])}
+
+	cfg := embed.NewConfig()
+	cfg.Name = name
+	cfg.Dir = filepath.Join(dir, name+".etcd")
+	cfg.ListenClientUrls = []url.URL{clientURL}
+	cfg.AdvertiseClientUrls = []url.URL{clientURL}
+	cfg.ListenPeerUrls = []url.URL{peerURL}
+	cfg.AdvertisePeerUrls = []url.URL{peerURL}
+	cfg.InitialCluster = name + "=" + peerURL.String()
+	cfg.InitialClusterToken = "etcdtest-" + name
+	cfg.MaxTxnOps = MaxTxnOps
+	cfg.MaxRequestBytes = MaxRequestBytes
+	cfg.UnsafeNoFsync = !o.Fsync
+	if o.MaxTxnOps != 0 {
+		cfg.MaxTxnOps = o.MaxTxnOps
+	}
+	if o.MaxRequestBytes != 0 {
+		cfg.MaxRequestBytes = o.MaxRequestBytes
+	}
+	// Test transactions of thousands of operations apply slowly under the race
+	// detector; etcd would warn about each.
+	cfg.WarningApplyDuration = 10 * time.Second
+	level := zap.NewAtomicLevelAt(zapcore.ErrorLevel)
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(serverLogger(level))
+
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("start member %s on %s: %w", name, clientURL.Host, err)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case err := <-e.Err():
+		level.SetLevel(zapcore.FatalLevel)
+		e.Close()
+		return nil, fmt.Errorf("member %s failed while starting: %w", name, err)
+	case <-time.After(readyTimeout):
+		level.SetLevel(zapcore.FatalLevel)
+		e.Server.Stop()
+		e.Close()
+		return nil, fmt.Errorf("member %s did not serve within %v", name, readyTimeout)
+	}
+	return &member{name: name, etcd: e, clientURL: clientURL.String(), logLevel: level}, nil
+}
+
+// serverLogger keeps etcd's own log to errors (level), on standard error: a test
+// run stays readable, and a member that fails still says why.
+func serverLogger(level zap.AtomicLevel) *zap.Logger {
+	cfg := zap.NewProductionConfig()
+	cfg.Level = level
+	cfg.Sampling = nil
+	lg, err := cfg.Build()
+	if err != nil {
+		return zap.NewNop()
+	}
+	return lg
+}
+
+// freePorts returns n loopback TCP ports that were free a moment ago.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("a free loopback port: %w", err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// NewClient returns a new client on every member, with send and receive limits
+// that let etcd's own MaxRequestBytes decide. The caller closes it.
+func (s *Server) NewClient() (*clientv3.Client, error) {
+	return clientv3.New(clientv3.Config{
+		Endpoints:          s.Endpoints(),
+		DialTimeout:        10 * time.Second,
+		MaxCallSendMsgSize: MaxRequestBytes + grpcOverhead,
+		MaxCallRecvMsgSize: 1 << 30,
+		Logger:             zap.NewNop(),
+	})
+}
+
+// Client is the server's own client; it stays open until the test ends.
+func (s *Server) Client() *clientv3.Client { return s.client }
+
+// Endpoints are the members' client URLs.
+func (s *Server) Endpoints() []string {
+	out := make([]string, len(s.members))
+	for i, m := range s.members {
+		out[i] = m.clientURL
+	}
+	return out
+}
+
+// Stop stops every member at once (a test of a store that lost its server). The
+// client stays open, and its calls fail.
+func (s *Server) Stop(t testing.TB) {
+	t.Helper()
+	for _, m := range s.members {
+		m.close()
+	}
+}
+
+// shutdown closes the client and every member, once.
+func (s *Server) shutdown() {
+	s.stop.Do(func() {
+		if s.client != nil {
+			s.client.Close()
+		}
+		for _, m := range s.members {
+			m.close()
+		}
+	})
+}
+
+// Ping checks that the members answer a linearizable read within d.
+func (s *Server) Ping(d time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	_, err := s.client.Get(ctx, "etcdtest-ping")
+	return err
+}
