@@ -14,6 +14,7 @@ import (
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/alert"
 	"github.com/idkeeper/idkeeper/clockcheck"
+	"github.com/idkeeper/idkeeper/etcd"
 )
 
 // The server's cluster clock check (issue #13, DESIGN §8, docs/clock.md): with
@@ -68,7 +69,9 @@ type clockConfig struct {
 // config checks the flags against the store: a shared store needs an agent or
 // the explicit --unsafe-no-clock-agent.
 func (f *clockFlags) config(env lookupEnv, store string) (clockConfig, error) {
-	shared := strings.HasPrefix(store, "redis")
+	// Every store but a replica's own bolt file may be shared by replicas; on etcd
+	// each replica's clock is the time authority, so only the agent bounds them.
+	shared := strings.HasPrefix(store, "redis") || etcd.IsURL(store)
 	switch {
 	case f.agent != "" && f.unsafeNoAgent:
 		return clockConfig{}, usagef("--clock-agent and --unsafe-no-clock-agent contradict each other: give one")

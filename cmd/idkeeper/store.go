@@ -12,6 +12,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/bolt"
+	"github.com/idkeeper/idkeeper/etcd"
 	"github.com/idkeeper/idkeeper/redis"
 )
 
@@ -24,7 +25,7 @@ const boltLockTimeout = 5 * time.Second
 // storeOptions are what openStore needs besides the --store value.
 type storeOptions struct {
 	Logger      *slog.Logger
-	Clock       idkeeper.Clock // bolt's time authority; time.Now when nil
+	Clock       idkeeper.Clock // the time authority of bolt and etcd (neither has a clock to ask); time.Now when nil
 	RedisPrefix string         // key prefix on Redis; the redis package's default when empty
 	// RedisWaitReplicas, when positive, makes every Alloc and Renew wait until that
 	// many replicas acknowledged the write (redis.Options.WaitReplicas).
@@ -32,8 +33,8 @@ type storeOptions struct {
 }
 
 // openStore opens the store a --store value names: "bolt:PATH" (the parent
-// directory is created) or a Redis URL of one server, Sentinel or a cluster
-// (redis.IsURL). On Redis it logs every
+// directory is created), a Redis URL of one server, Sentinel or a cluster
+// (redis.IsURL), or an etcd URL (etcd.IsURL). On Redis it logs every
 // warning of redis.Store.CheckConfig (eviction, no persistence).
 func openStore(ctx context.Context, spec string, o storeOptions) (idkeeper.Store, error) {
 	switch {
@@ -64,15 +65,24 @@ func openStore(ctx context.Context, spec string, o storeOptions) (idkeeper.Store
 			o.Logger.Warn("redis configuration: " + w)
 		}
 		return s, nil
+	case etcd.IsURL(spec):
+		s, err := etcd.Open(spec, etcd.Options{Clock: o.Clock, Logger: o.Logger})
+		if err != nil {
+			return nil, fmt.Errorf("open etcd store %s: %w", redactURL(spec), err)
+		}
+		return s, nil
 	}
 	return nil, usagef("--store %q: want bolt:PATH, redis://HOST:PORT/DB, redis+sentinel://SENTINEL:PORT/DB?master_name=NAME&addr=…, "+
-		"redis+cluster://NODE:PORT?addr=… (rediss… with TLS)", redactURL(spec))
+		"redis+cluster://NODE:PORT?addr=… (rediss… with TLS), etcd://HOST:PORT[,HOST:PORT…]/PREFIX (etcds… with TLS)", redactURL(spec))
 }
 
 // redactURL hides the passwords of a store URL (user info, and the password
 // query parameters of the Sentinel form), for messages and logs.
 func redactURL(spec string) string {
-	if !strings.Contains(spec, "://") {
+	switch {
+	case etcd.IsURL(spec):
+		return etcd.RedactURL(spec)
+	case !strings.Contains(spec, "://"):
 		return spec
 	}
 	return redis.RedactURL(spec)

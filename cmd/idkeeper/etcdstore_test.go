@@ -1,0 +1,43 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/idkeeper/idkeeper/internal/etcdtest"
+)
+
+// The etcd URL form from the command line (issue #17): init and apikey work on
+// an embedded member through etcd://HOST:PORT/PREFIX; the server refuses a shared
+// etcd store without a clock agent, since each replica's clock is the time
+// authority there; a bad URL is a usage error that does not repeat a password.
+func TestStoreOnEtcd(t *testing.T) {
+	srv := etcdtest.Start(t)
+	store := "etcd://" + strings.TrimPrefix(srv.Endpoints()[0], "http://") + "/cli-test"
+	if out := initInProcess(t, store, "--nodes", "64"); !strings.Contains(out, "64") {
+		t.Fatalf("init on etcd: %q", out)
+	}
+	ctx := context.Background()
+	code, out, stderr := runInProcess(ctx, []string{"apikey", "create", "--store", store, "--description", "billing"}, nil)
+	if code != exitOK || !strings.HasPrefix(strings.TrimSpace(out), "idk_") {
+		t.Fatalf("apikey create on etcd: exit %d, %q, %s", code, out, stderr)
+	}
+	code, out, stderr = runInProcess(ctx, []string{"apikey", "list", "--store", store}, nil)
+	if code != exitOK || !strings.Contains(out, "billing") {
+		t.Fatalf("apikey list on etcd: exit %d, %q, %s", code, out, stderr)
+	}
+	resp, err := srv.Client().Get(ctx, "cli-test/meta")
+	if err != nil || resp.Count != 1 {
+		t.Fatalf("no meta record under the URL's prefix: %v, %v", resp, err)
+	}
+
+	code, _, stderr = runInProcess(ctx, []string{"server", "--listen", "127.0.0.1:0", "--store", store, "--state-file", t.TempDir() + "/s.json"}, nil)
+	if code != exitUsage || !strings.Contains(stderr, "--clock-agent") {
+		t.Fatalf("server on etcd without a clock agent: exit %d, %s", code, stderr)
+	}
+	code, _, stderr = runInProcess(ctx, []string{"apikey", "list", "--store", "etcd://root:topsecret@127.0.0.1/x"}, nil)
+	if code == exitOK || strings.Contains(stderr, "topsecret") || !strings.Contains(stderr, "HOST:PORT") {
+		t.Fatalf("a bad etcd URL: exit %d, %s", code, stderr)
+	}
+}
