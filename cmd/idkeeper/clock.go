@@ -20,7 +20,7 @@ import (
 // The server's cluster clock check (issue #13, DESIGN §8, docs/clock.md): with
 // --clock-agent the server proves its clock and the store's against a TCKCLK 2
 // clock agent before it listens and every --clock-check-interval after; the
-// first failure fails it closed for good. On a shared store (Redis) the agent is
+// first failure fails it closed for good. On a shared store (Redis, etcd) the agent is
 // required unless --unsafe-no-clock-agent says otherwise.
 
 // ClockSecretEnv names the environment variable that may hold the clock agent's
@@ -44,13 +44,13 @@ type clockFlags struct {
 
 func (f *clockFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.agent, "clock-agent", "", "HOST:PORT of the TCKCLK 2 clock agent (`idkeeper clock-agent`) that vouches for this server's clock and the store's; "+
-		"required on a shared store (Redis) unless --unsafe-no-clock-agent")
+		"required on a shared store (Redis, etcd) unless --unsafe-no-clock-agent")
 	fs.StringVar(&f.secretFile, "clock-secret-file", "", "file holding the clock agent's secret (at least 32 bytes, apart from every other credential); "+
 		ClockSecretEnv+" may hold the secret itself instead")
 	fs.DurationVar(&f.delta, "clock-delta", DefaultClockDelta, "Δ: the most two replicas' clocks may differ; every error bound must stay within Δ/2, "+
 		"and cleanup waits Δ past expiry + grace; 2ms..60s")
 	fs.DurationVar(&f.interval, "clock-check-interval", clockcheck.DefaultInterval, "time between two samples of the clock agent; 100ms..1m")
-	fs.BoolVar(&f.unsafeNoAgent, "unsafe-no-clock-agent", false, "serve a shared store (Redis) without a clock agent: nothing bounds how far "+
+	fs.BoolVar(&f.unsafeNoAgent, "unsafe-no-clock-agent", false, "serve a shared store (Redis, etcd) without a clock agent: nothing bounds how far "+
 		"the replicas' clocks drift apart, and a replica whose clock runs late reclaims leases early (duplicate IDs); logged, and shown in /readyz and the admin")
 }
 
