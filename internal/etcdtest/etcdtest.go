@@ -123,18 +123,40 @@ func startMember(dir, name string, o Options) (*member, error) {
 	if err != nil {
 		return nil, err
 	}
-	clientURL := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", ports[0])}
-	peerURL := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", ports[1])}
+	p := peer{name: name, client: loopURL(ports[0]), peer: loopURL(ports[1])}
+	e, level, err := launch(dir, p, []peer{p}, "etcdtest-"+name, o)
+	if err != nil {
+		return nil, err
+	}
+	if err := awaitReady(e, level, name); err != nil {
+		return nil, err
+	}
+	return &member{name: name, etcd: e, clientURL: p.client.String(), logLevel: level}, nil
+}
 
+// peer is a member's name and URLs, as the initial cluster lists it.
+type peer struct {
+	name         string
+	client, peer url.URL
+}
+
+func loopURL(port int) url.URL { return url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", port)} }
+
+// launch starts the embedded server of p, one of cluster, without waiting for it.
+func launch(dir string, p peer, cluster []peer, token string, o Options) (*embed.Etcd, zap.AtomicLevel, error) {
 	cfg := embed.NewConfig()
-	cfg.Name = name
-	cfg.Dir = filepath.Join(dir, name+".etcd")
-	cfg.ListenClientUrls = []url.URL{clientURL}
-	cfg.AdvertiseClientUrls = []url.URL{clientURL}
-	cfg.ListenPeerUrls = []url.URL{peerURL}
-	cfg.AdvertisePeerUrls = []url.URL{peerURL}
-	cfg.InitialCluster = name + "=" + peerURL.String()
-	cfg.InitialClusterToken = "etcdtest-" + name
+	cfg.Name = p.name
+	cfg.Dir = filepath.Join(dir, p.name+".etcd")
+	cfg.ListenClientUrls = []url.URL{p.client}
+	cfg.AdvertiseClientUrls = []url.URL{p.client}
+	cfg.ListenPeerUrls = []url.URL{p.peer}
+	cfg.AdvertisePeerUrls = []url.URL{p.peer}
+	var initial []string
+	for _, c := range cluster {
+		initial = append(initial, c.name+"="+c.peer.String())
+	}
+	cfg.InitialCluster = strings.Join(initial, ",")
+	cfg.InitialClusterToken = token
 	cfg.MaxTxnOps = MaxTxnOps
 	cfg.MaxRequestBytes = MaxRequestBytes
 	cfg.UnsafeNoFsync = !o.Fsync
@@ -149,24 +171,29 @@ func startMember(dir, name string, o Options) (*member, error) {
 	cfg.WarningApplyDuration = 10 * time.Second
 	level := zap.NewAtomicLevelAt(zapcore.ErrorLevel)
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(serverLogger(level))
-
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("start member %s on %s: %w", name, clientURL.Host, err)
+		return nil, level, fmt.Errorf("start member %s on %s: %w", p.name, p.client.Host, err)
 	}
+	return e, level, nil
+}
+
+// awaitReady waits until e serves (for a member of a cluster: until the cluster
+// has a quorum), and closes it when it fails or does not within readyTimeout.
+func awaitReady(e *embed.Etcd, level zap.AtomicLevel, name string) error {
 	select {
 	case <-e.Server.ReadyNotify():
+		return nil
 	case err := <-e.Err():
 		level.SetLevel(zapcore.FatalLevel)
 		e.Close()
-		return nil, fmt.Errorf("member %s failed while starting: %w", name, err)
+		return fmt.Errorf("member %s failed while starting: %w", name, err)
 	case <-time.After(readyTimeout):
 		level.SetLevel(zapcore.FatalLevel)
 		e.Server.Stop()
 		e.Close()
-		return nil, fmt.Errorf("member %s did not serve within %v", name, readyTimeout)
+		return fmt.Errorf("member %s did not serve within %v", name, readyTimeout)
 	}
-	return &member{name: name, etcd: e, clientURL: clientURL.String(), logLevel: level}, nil
 }
 
 // serverLogger keeps etcd's own log to errors (level), on standard error: a test
