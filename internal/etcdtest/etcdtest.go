@@ -140,7 +140,9 @@ type peer struct {
 	client, peer url.URL
 }
 
-func loopURL(port int) url.URL { return url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", port)} }
+func loopURL(port int) url.URL {
+	return url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", port)}
+}
 
 // launch starts the embedded server of p, one of cluster, without waiting for it.
 func launch(dir string, p peer, cluster []peer, token string, o Options) (*embed.Etcd, zap.AtomicLevel, error) {
