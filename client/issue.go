@@ -72,8 +72,12 @@ func (s *Session) NextID() (int64, error) {
 	return g.NextID()
 }
 
-// NextIDs fills dst with unique IDs in ascending order, spreading the work over the
-// session's generators a millisecond's sequence at a time. It fills all of dst or
+// NextIDs fills dst with unique IDs in ascending order. A batch of up to one
+// millisecond's sequence goes to one generator, the next generator in turn; a larger
+// one is split into one contiguous chunk per generator (as many as it takes at a
+// millisecond's sequence each, up to NumGenerators), and each chunk is claimed by its
+// generator in one step: callers that must wait for a later millisecond are served
+// in the order they claimed (snowflake.Generator.NextIDs). It fills all of dst or
 // returns an error (those of NextID); after an error the IDs already written to dst
 // are dropped, never handed out again: a gap. It does not allocate.
 func (s *Session) NextIDs(dst []int64) error {
@@ -81,16 +85,21 @@ func (s *Session) NextIDs(dst []int64) error {
 		return err
 	}
 	defer s.exit()
-	n := uint64(len(s.gens))
+	n := len(s.gens)
 	at := s.rr.Add(1)
+	parts := 1
+	if n > 1 {
+		chunk := int(s.gens[0].m.Load().seqMask) + 1
+		parts = min(n, (len(dst)+chunk-1)/chunk)
+	}
+	size := (len(dst) + parts - 1) / max(parts, 1)
 	for filled := 0; filled < len(dst); at++ {
 		if !s.valid() {
 			return s.refusal()
 		}
-		g := s.gens[at%n]
-		m := g.m.Load()
-		k := min(len(dst)-filled, int(m.seqMask)+1)
-		if err := g.fill(m, dst[filled:filled+k]); err != nil {
+		g := s.gens[at%uint64(n)]
+		k := min(len(dst)-filled, size)
+		if err := g.fill(g.m.Load(), dst[filled:filled+k]); err != nil {
 			return err
 		}
 		filled += k
@@ -102,6 +111,14 @@ func (s *Session) NextIDs(dst []int64) error {
 		slices.Sort(dst)
 	}
 	return nil
+}
+
+// NextIDsOn fills dst with ascending IDs of generator i modulo NumGenerators(), all or
+// nothing, as Generator(i).NextIDs: one claim on that node ID, so that callers
+// waiting for it are served in the order they claimed. The gateway mints the chunks of
+// a large request with it, in parallel, one node ID each.
+func (s *Session) NextIDsOn(i int, dst []int64) error {
+	return s.gens[uint(i)%uint(len(s.gens))].NextIDs(dst)
 }
 
 // Generator returns the session's i-th generator, 0 ≤ i < NumGenerators(); it

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/idempotency"
@@ -140,10 +141,23 @@ func (s *Server) issue(w http.ResponseWriter, r *http.Request) {
 	s.m.issued.Add(float64(count))
 }
 
+// chunkSource is an IDSource that mints on a given generator: *client.Session
+// (NextIDsOn). i is taken modulo NumGenerators.
+type chunkSource interface {
+	NextIDsOn(i int, dst []int64) error
+}
+
+// nextChunk spreads the first chunk of successive large requests over the
+// generators.
+var nextChunk atomic.Uint64
+
 // mint fills dst, all or nothing. A request larger than one millisecond of one
-// generator is split into up to NumGenerators chunks minted in parallel; the
-// chunks interleave by timestamp, so the whole is sorted again. When a chunk fails
-// the others still finish (they write into dst), and everything is dropped.
+// generator is split into up to NumGenerators chunks minted in parallel, each on its
+// own generator when the source is a chunkSource: each chunk is then claimed in one
+// step (fair waiting: the requests for one node ID are served in the order they
+// claim). The chunks interleave by timestamp, so the whole is sorted again. When a
+// chunk fails the others still finish (they write into dst), and everything is
+// dropped.
 func (s *Server) mint(dst []int64) error {
 	n := s.src.NumGenerators()
 	chunk := 1024
@@ -154,14 +168,22 @@ func (s *Server) mint(dst []int64) error {
 	if parts <= 1 {
 		return s.src.NextIDs(dst)
 	}
+	cs, perGen := s.src.(chunkSource)
+	first := int(nextChunk.Add(uint64(parts)) % uint64(n))
+	mintPart := func(i int, part []int64) error {
+		if perGen {
+			return cs.NextIDsOn(first+i, part)
+		}
+		return s.src.NextIDs(part)
+	}
 	size := (len(dst) + parts - 1) / parts
 	errs := make([]error, parts)
 	var wg sync.WaitGroup
 	for i := 1; i < parts; i++ {
 		part := dst[i*size : min((i+1)*size, len(dst))]
-		wg.Go(func() { errs[i] = s.src.NextIDs(part) })
+		wg.Go(func() { errs[i] = mintPart(i, part) })
 	}
-	errs[0] = s.src.NextIDs(dst[:size])
+	errs[0] = mintPart(0, dst[:size])
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {

@@ -27,8 +27,9 @@ type Options struct {
 	// still take real time (see ErrClockStalled).
 	Now func() time.Time
 
-	// MaxBackwardStep is how far the wall clock may fall behind the last minted
-	// timestamp while the generator keeps minting at that timestamp (logical time).
+	// MaxBackwardStep is how far the wall clock may fall behind the highest
+	// reading seen while the generator keeps minting up to that reading (logical
+	// time). Claims queued ahead of the clock (fair waiting) are not a step back.
 	// Zero means DefaultMaxBackwardStep; a negative value tolerates no step at all.
 	// Resolution is one millisecond.
 	MaxBackwardStep time.Duration
@@ -46,17 +47,20 @@ type Options struct {
 }
 
 // Generator mints unique IDs for one node ID. It is safe for concurrent use.
-// NextID and NextIDs do not allocate, and they are lock-free while the current
-// millisecond has sequence numbers left: each ID is claimed by one compare-and-swap,
-// retried only when another call has claimed one. Callers that find the sequence
-// used up sleep, and take a mutex only to let one of them sleep for all.
+// NextID and NextIDs do not allocate, and they are lock-free: each call claims its
+// IDs by one compare-and-swap, retried only when another call has claimed first.
+// When the millisecond's sequence is used up, a call claims the next values anyway,
+// in the next millisecond(s), ahead of the clock, and sleeps until the clock reaches
+// the last of them before returning: waiting callers are served in the order they
+// claimed (fair waiting), and nobody can cut in. Sleeping callers take a mutex only
+// to let one of them sleep for all.
 //
 // Guarantees:
 //   - IDs are unique and strictly increasing in the order their calls take effect,
 //     so every ID is above every ID returned before the call started.
-//   - The timestamp of an ID is never ahead of the wall clock as read by the call
-//     that minted it, except that it never falls below the generator's last minted
-//     timestamp (logical time; see Options.MaxBackwardStep).
+//   - No ID is returned before the wall clock has reached its millisecond, except
+//     during a backward step of the clock: the generator then keeps minting up to
+//     the highest clock reading seen (logical time; see Options.MaxBackwardStep).
 //   - Every timestamp lies inside the window (NotBefore … ExpiresAt, both inclusive
 //     at millisecond resolution) and inside the layout's range; otherwise the call
 //     fails. An ID is never truncated or wrapped.
@@ -87,11 +91,18 @@ type Generator struct {
 	onStep  func(ClockStep)
 	napper  napper
 
-	// state is the last minted ID without its node field: timestamp<<SequenceBits |
-	// sequence, or -1 before the first. Every ID is claimed by one CAS on it.
-	// Padding keeps it alone on its cache line: it is written on every ID, and
-	// another generator's fields must not share its line.
-	_     [64]byte
+	// high is the highest wall-clock reading seen (timestamp field), or MinInt64
+	// before the first. Backward steps are judged against it, not against claims
+	// that queue ahead of the clock. Written once per millisecond, read by every
+	// call: on its own cache line, apart from state.
+	_    [64]byte
+	high atomic.Int64
+	_    [56]byte
+
+	// state is the last claimed value: timestamp<<SequenceBits | sequence, or -1
+	// before the first. Every batch is claimed by one CAS on it, across
+	// milliseconds when needed, possibly ahead of the clock. Padding keeps it alone
+	// on its cache line: it is written on every ID.
 	state atomic.Int64
 	_     [56]byte
 
@@ -144,6 +155,7 @@ func New(layout Layout, node int64, opts Options) (*Generator, error) {
 	g.counters.rollbackDur.bounds = &rollbackBounds
 	g.counters.waits.bounds = &waitBounds
 	g.state.Store(-1)
+	g.high.Store(math.MinInt64)
 	g.SetWindow(opts.NotBefore, opts.ExpiresAt)
 	return g, nil
 }
@@ -195,9 +207,10 @@ func (g *Generator) sinceEpoch(ms int64) int64 {
 	return r
 }
 
-// MintedUpTo returns the start of the millisecond of the highest timestamp minted so
-// far (UTC), or the zero time if none was. After issuing has stopped and in-flight
-// calls have returned, no minted ID has a later timestamp: this is the mintedUpTo a
+// MintedUpTo returns the start of the millisecond of the highest timestamp claimed so
+// far (UTC), or the zero time if none was: a claim that queued ahead of the clock
+// counts from the moment it is made. After issuing has stopped and in-flight calls
+// have returned, no minted ID has a later timestamp: this is the mintedUpTo a
 // graceful Remove reports.
 func (g *Generator) MintedUpTo() time.Time {
 	s := g.state.Load()
@@ -208,15 +221,15 @@ func (g *Generator) MintedUpTo() time.Time {
 }
 
 // ClockError returns the *ClockBackwardsError a call would fail with if it read the
-// wall clock now: now is behind the last minted timestamp by more than
-// MaxBackwardStep. It returns nil otherwise, and before the first ID. A health check
-// uses it: it reads one atomic and mints nothing.
+// wall clock now: now is behind the highest clock reading seen by more than
+// MaxBackwardStep (claims queued ahead of the clock do not count). It returns nil
+// otherwise, and before the first ID. A health check uses it: it reads two atomics
+// and mints nothing.
 func (g *Generator) ClockError(now time.Time) error {
-	s := g.state.Load()
-	if s < 0 {
+	if g.state.Load() < 0 {
 		return nil
 	}
-	last, nowTS := s>>g.seqBits, now.UnixMilli()-g.epochMs
+	last, nowTS := g.high.Load(), now.UnixMilli()-g.epochMs
 	if last-nowTS > g.maxBackMs {
 		return &ClockBackwardsError{Step: behindBy(last, nowTS, now), Max: g.maxBack}
 	}
@@ -227,8 +240,9 @@ func (g *Generator) ClockError(now time.Time) error {
 // ErrWindowEnded), ErrTimestampOutOfRange (the clock is before the layout's epoch or
 // the layout's lifetime has ended), a *ClockBackwardsError (ErrClockBackwards) or an
 // error wrapping ErrClockStalled; it then mints nothing. When the millisecond's
-// sequence is used up it sleeps until the next millisecond; while the clock is behind
-// the last timestamp by at most MaxBackwardStep it waits for the clock to catch up.
+// sequence is used up it claims the next millisecond's next sequence number and
+// sleeps until the clock reaches it; while the clock is behind the highest reading
+// seen by at most MaxBackwardStep it mints at logical time, up to that reading.
 func (g *Generator) NextID() (int64, error) {
 	p, _, err := g.reserve(1)
 	if err != nil {
@@ -237,10 +251,17 @@ func (g *Generator) NextID() (int64, error) {
 	return g.id(p), nil
 }
 
-// NextIDs fills dst with ascending IDs, claiming up to a whole millisecond's sequence
-// with one atomic operation. It returns how many it wrote; fewer than len(dst) only
-// with the error that stopped it (the errors of NextID). The IDs already written
-// stay valid and unique.
+// NextIDs fills dst with ascending IDs. It claims the whole batch with one atomic
+// operation — across milliseconds when one millisecond's sequence is not enough —
+// so callers that must wait for later milliseconds are served in the order they
+// claimed: a batch never gets IDs from an earlier millisecond than a batch that
+// claimed before it. It then sleeps until the clock reaches the batch's last
+// millisecond. A batch is split into several claims only at the window's end, at the
+// layout's end, during a backward step of the clock (no claim reaches past the
+// highest clock reading then) and when it would reach more than MaxQueueAhead past
+// the clock. It returns how many IDs it wrote; fewer than len(dst) only with the
+// error that stopped it (the errors of NextID). The IDs already written stay valid
+// and unique.
 func (g *Generator) NextIDs(dst []int64) (int, error) {
 	n := 0
 	for n < len(dst) {
@@ -248,11 +269,16 @@ func (g *Generator) NextIDs(dst []int64) (int, error) {
 		if err != nil {
 			return n, err
 		}
-		// Consecutive sequence numbers in one millisecond are consecutive IDs.
-		id := g.id(p)
-		for i := range k {
-			dst[n] = id + i
-			n++
+		// Consecutive sequence numbers in one millisecond are consecutive IDs; a
+		// claim rolls from a millisecond's last sequence to the next one's 0.
+		for end := p + k; p < end; {
+			seg := min(end-p, g.seqMask+1-p&g.seqMask)
+			id := g.id(p)
+			for i := range seg {
+				dst[n] = id + i
+				n++
+			}
+			p += seg
 		}
 	}
 	return n, nil
@@ -263,89 +289,170 @@ func (g *Generator) id(p int64) int64 {
 	return (p>>g.seqBits)<<g.tsShift | g.nodeField | p&g.seqMask
 }
 
+// MaxQueueAhead bounds how far past the highest clock reading a claim may reach:
+// callers whose claim would start later than that sleep before claiming, and a
+// claim is cut there. One second is 1,024,000 IDs of the default layout.
+const MaxQueueAhead = time.Second
+
+const maxAheadMs = int64(MaxQueueAhead / time.Millisecond)
+
 // reserve claims 1..want consecutive packed values (timestamp<<SequenceBits |
-// sequence), all in one millisecond, and returns the first and the count.
+// sequence), possibly across milliseconds, with one CAS, and returns the first and
+// the count once the clock has reached the last one's millisecond.
 func (g *Generator) reserve(want int64) (first, k int64, err error) {
 	var waitFrom time.Duration // monoNow() at this call's first sleep; 0: none
 	for {
+		// The high-water mark is loaded before the clock is read: a reading below
+		// it is a real backward step, never a race with another call.
+		h := g.high.Load()
 		t := g.now()
 		nowTS := t.UnixMilli() - g.epochMs
-		old := g.state.Load()
-		if last := old >> g.seqBits; old >= 0 && nowTS <= last {
-			// The clock is still in (or back before) the last millisecond: keep it.
-			if nowTS < last {
-				if !g.rolling.Load() {
-					// A read taken before last was loaded may just have lost a race
-					// with the call that minted last: only a read taken after it
-					// proves that the clock went back.
-					t = g.now()
-					if nowTS = t.UnixMilli() - g.epochMs; nowTS >= last || !g.openEpisode(last, nowTS, t) {
-						continue
-					}
-				}
-				if err := g.stepBack(last, nowTS, t); err != nil {
-					g.endWait(waitFrom)
-					return 0, 0, err
-				}
-			}
-			seq := old & g.seqMask
-			if seq == g.seqMask {
-				if err := g.waitFor(last+1, t, &waitFrom); err != nil {
-					g.endWait(waitFrom)
-					return 0, 0, err
-				}
+		behind := false
+		switch {
+		case nowTS > h:
+			g.raise(h, nowTS, t)
+			h = nowTS
+		case nowTS < h:
+			if !g.rolling.Load() && !g.openEpisode(h, nowTS, t) {
 				continue
 			}
-			first, k = old+1, min(want, g.seqMask-seq)
-		} else {
+			if err := g.stepBack(h, nowTS, t); err != nil {
+				g.endWait(waitFrom)
+				return 0, 0, err
+			}
+			behind = true
+		}
+		old := g.state.Load()
+		if old < 0 || nowTS > old>>g.seqBits {
+			// The clock has passed every claim: start at its millisecond.
 			if nowTS < 0 || nowTS > g.maxTS {
 				g.endWait(waitFrom)
 				return 0, 0, ErrTimestampOutOfRange
 			}
-			first, k = nowTS<<g.seqBits, min(want, g.seqMask+1)
+			first = nowTS << g.seqBits
+		} else {
+			// Continue after the last claim, rolling into the next millisecond
+			// (ahead of the clock) when its sequence is used up.
+			first = old + 1
 		}
 		ts := first >> g.seqBits
 		w := g.window.Load()
-		if ts < w.nb {
+		switch {
+		case ts < w.nb:
 			g.endWait(waitFrom)
 			return 0, 0, w.before
-		}
-		if ts > w.ex {
+		case ts > g.maxTS:
+			g.endWait(waitFrom)
+			return 0, 0, ErrTimestampOutOfRange
+		case ts > w.ex:
 			g.endWait(waitFrom)
 			return 0, 0, w.ended
 		}
-		if g.state.CompareAndSwap(old, first+k-1) {
-			g.endWait(waitFrom)
-			// Sequence 0 is minted only on a millisecond later than the last one.
-			if first&g.seqMask == 0 && g.rolling.Load() {
-				g.closeEpisode(ts, t)
-			}
-			// A SetWindow that completed before the CAS must hold for this ID; the
-			// values are then burnt (a gap), never handed out.
-			if w2 := g.window.Load(); w2 != w {
-				if ts < w2.nb {
-					return 0, 0, w2.before
-				}
-				if ts > w2.ex {
-					return 0, 0, w2.ended
-				}
-			}
-			return first, k, nil
+		// How far this claim may reach: never past the window or the layout; during
+		// a backward step not past the highest reading (logical time, as before
+		// fair waiting); otherwise not more than MaxQueueAhead past it.
+		reach := h + maxAheadMs
+		if behind {
+			reach = h
 		}
+		if ts > reach {
+			if err := g.waitFor(ts-(reach-h), t, &waitFrom); err != nil {
+				g.endWait(waitFrom)
+				return 0, 0, err
+			}
+			continue
+		}
+		lastTS := min(reach, g.maxTS, w.ex)
+		last := min(first+want-1, (lastTS+1)<<g.seqBits-1)
+		if !g.state.CompareAndSwap(old, last) {
+			continue
+		}
+		lastTS = last >> g.seqBits
+		if lastTS > h {
+			// Claimed ahead of the clock: no ID is handed out before the clock
+			// reaches the last claimed millisecond.
+			if err := g.await(lastTS, h, old, last, w, &waitFrom); err != nil {
+				g.endWait(waitFrom)
+				return 0, 0, err
+			}
+		}
+		g.endWait(waitFrom)
+		// A SetWindow that completed before the claim or during the wait must hold
+		// for every claimed value; they are then burnt (a gap), never handed out.
+		if w2 := g.window.Load(); w2 != w {
+			if ts < w2.nb {
+				return 0, 0, w2.before
+			}
+			if lastTS > w2.ex {
+				return 0, 0, w2.ended
+			}
+		}
+		return first, last - first + 1, nil
+	}
+}
+
+// raise moves the high-water mark of clock readings from h up to nowTS (read as t),
+// unless another call raised it as far, and ends an open rollback episode.
+func (g *Generator) raise(h, nowTS int64, t time.Time) {
+	for !g.high.CompareAndSwap(h, nowTS) {
+		if h = g.high.Load(); h >= nowTS {
+			return
+		}
+	}
+	if g.rolling.Load() {
+		g.closeEpisode(nowTS, t)
+	}
+}
+
+// await sleeps until the clock reaches lastTS, the last millisecond of the claim
+// (old, last] made when the highest clock reading was h under window w. It fails
+// with ErrClockStalled when the clock has not got there within maxWait plus the
+// time the claim was ahead; the claim is then given back if nobody claimed after
+// it, and burnt otherwise. It fails with the window's error at once when a
+// SetWindow excludes the claim.
+func (g *Generator) await(lastTS, h, old, last int64, w *window, from *time.Duration) error {
+	var start time.Duration // monoNow() at the first sleep
+	limit := g.maxWait + time.Duration(lastTS-h)*time.Millisecond
+	for {
+		hh := g.high.Load()
+		if hh >= lastTS {
+			return nil
+		}
+		t := g.now()
+		nowTS := t.UnixMilli() - g.epochMs
+		if nowTS > hh {
+			g.raise(hh, nowTS, t)
+			if nowTS >= lastTS {
+				return nil
+			}
+		}
+		if w2 := g.window.Load(); w2 != w && (last>>g.seqBits > w2.ex) {
+			return w2.ended
+		}
+		// Counted as a wait only once it sleeps: a claim that another call's
+		// reading has already covered is no wait.
+		if start == 0 {
+			start = monoNow()
+			if *from == 0 {
+				*from = start
+			}
+		} else if waited := monoNow() - start; waited > limit {
+			g.state.CompareAndSwap(last, old)
+			return fmt.Errorf("%w: waited %v for millisecond %d, clock still at %d",
+				ErrClockStalled, waited, lastTS, nowTS)
+		}
+		// Sleep to the next millisecond at most: the napper sleeps for every caller
+		// of the generator, and each waits for its own millisecond.
+		d := time.Duration(lastTS-nowTS)*time.Millisecond - subMilli(t)
+		g.napper.nap(min(d, time.Millisecond-subMilli(t), maxSleep))
 	}
 }
 
 // waitFor sleeps towards the wall-clock millisecond target (timestamp field), given
-// the clock read t. It returns at once when target can never be minted, and
-// ErrClockStalled once this call has waited longer than maxWait in real time;
-// *from is the monoNow() of the call's first sleep.
+// the clock read t, before a claim. It returns ErrClockStalled once this call has
+// waited longer than maxWait in real time; *from is the monoNow() of the call's
+// first sleep.
 func (g *Generator) waitFor(target int64, t time.Time, from *time.Duration) error {
-	if target > g.maxTS {
-		return ErrTimestampOutOfRange
-	}
-	if w := g.window.Load(); target > w.ex {
-		return w.ended
-	}
 	// Measured on the real monotonic clock, so that a frozen injected clock still
 	// ends the wait.
 	mono := monoNow()

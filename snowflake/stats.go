@@ -29,9 +29,10 @@ const histBounds = 12
 // takes atomic loads only; minting never waits for a reader.
 type Stats struct {
 	// ClockRollbacks has one observation per rollback episode: a call found the
-	// wall clock behind the last minted timestamp (read after it loaded that
-	// timestamp, so that a race with another call's mint does not count). The
-	// value is how far behind, as first found; see ClockStep.
+	// wall clock behind the highest reading seen so far (read after it loaded that
+	// mark, so that a race with another call does not count; claims queued ahead
+	// of the clock never count). The value is how far behind, as first found; see
+	// ClockStep.
 	ClockRollbacks Histogram
 	// ClockRollbackDurations has one observation per episode that ended: how
 	// long, in real time, the wall clock took to read the last minted millisecond
@@ -42,9 +43,11 @@ type Stats struct {
 	ClockRefusals uint64
 	// SequenceWaits has one observation per wait for a later millisecond: the
 	// real (monotonic) time from the first sleep of a call until it minted or
-	// failed. A call waits when the millisecond's sequence is used up, and also,
-	// while the clock is behind, until it passes the last minted timestamp. A
-	// NextIDs call that spans several milliseconds counts one wait for each.
+	// failed. A call waits when it has claimed values of a millisecond the clock
+	// has not reached (the sequence was used up: fair waiting queues it there),
+	// and also, while the clock is behind, until it passes the highest reading. A
+	// NextIDs call counts one wait per claim that slept; a batch is one claim
+	// unless it is cut (see Generator.NextIDs).
 	SequenceWaits Histogram
 	// InRollback reports an episode that has not ended yet.
 	InRollback bool
@@ -73,8 +76,9 @@ type Histogram struct {
 type ClockStep struct {
 	// Episode numbers the generator's episodes from 1.
 	Episode uint64
-	// LastMinted is the start of the millisecond of the last minted timestamp,
-	// which the clock fell behind.
+	// LastMinted is the start of the millisecond the clock fell behind: the
+	// highest clock reading seen before the step, up to which the generator
+	// mints at logical time (claims queued ahead of the clock may be later).
 	LastMinted time.Time
 	// Width is how far the clock read was behind LastMinted: as first found at
 	// the start; the widest found during the episode at the end. It is a lower
@@ -143,7 +147,7 @@ type counters struct {
 	// the fields below are the open episode's, or the last one's.
 	mu       sync.Mutex
 	episodes uint64
-	mark     int64         // the last minted timestamp the clock fell behind
+	mark     int64         // the highest clock reading, which the clock fell behind
 	start    time.Duration // monoNow() when it was found
 	refused0 uint64        // refused when it was found
 }
@@ -204,10 +208,10 @@ func (g *Generator) openEpisode(last, nowTS int64, t time.Time) bool {
 		c.mu.Unlock()
 		return true
 	}
-	// A later millisecond minted since last was loaded means the clock has caught
-	// up. closeEpisode runs after the CAS of such a mint, so an episode it missed
-	// is ended by the next one.
-	if g.state.Load()>>g.seqBits != last {
+	// A later reading since last was loaded means the clock has caught up: read
+	// it again. raise ends an open episode after it moved the mark, so an episode
+	// it missed is ended by the next millisecond's raise.
+	if g.high.Load() != last {
 		c.mu.Unlock()
 		return false
 	}
