@@ -245,6 +245,7 @@ func TestFairQueueIsNoRollback(t *testing.T) {
 	var rec steps
 	clock := newFakeClock(at(9_000))
 	g := mustNew(t, DefaultLayout, 4, Options{Now: clock.Now, MaxBackwardStep: -1, OnClockStep: rec.add})
+	g.maxWait = 10 * time.Second // the clock is frozen: a slow machine must not make the waiters stall
 	exhaust(t, g)
 	var wg sync.WaitGroup
 	state := g.state.Load()
@@ -316,14 +317,16 @@ func TestFairQueueIsNoRollback(t *testing.T) {
 func TestFairRealStepWithQueue(t *testing.T) {
 	clock := newFakeClock(at(20_000))
 	g := mustNew(t, DefaultLayout, 4, Options{Now: clock.Now, MaxBackwardStep: 100 * time.Millisecond})
+	g.maxWait = 10 * time.Second // the clock is frozen: a slow machine must not make the waiter stall
 	exhaust(t, g)
 	var wg sync.WaitGroup
+	before := g.state.Load()
 	wg.Go(func() {
 		if _, err := g.NextIDs(make([]int64, 3000)); err != nil {
 			t.Error(err)
 		}
 	})
-	waitClaimed(t, g, g.state.Load())
+	waitClaimed(t, g, before)
 	clock.Set(at(19_800)) // 200 ms back: refused
 	if _, err := g.NextID(); !errors.Is(err, ErrClockBackwards) {
 		t.Fatalf("200 ms back with a queue: %v", err)
@@ -351,11 +354,12 @@ func TestFairQueueAheadIsBounded(t *testing.T) {
 	var n int
 	var err error
 	buf := make([]int64, 2*1024*int(maxAheadMs))
+	before := g.state.Load()
 	go func() {
 		defer close(done)
 		n, err = g.NextIDs(buf)
 	}()
-	waitClaimed(t, g, g.state.Load())
+	waitClaimed(t, g, before)
 	if got, want := g.MintedUpTo(), at(30_000+maxAheadMs); !got.Equal(want) {
 		t.Fatalf("claimed up to %v, want %v", got, want)
 	}
