@@ -37,7 +37,9 @@
 // idkeeper.Guard.Check, before anything else: when it fails, nothing is written.
 //
 // Job locks, API keys and clock-skew observations are single records outside the
-// pool; each changes by compare and set on its own key's ModRevision.
+// pool; each changes by compare and set on its own key's ModRevision. So do the
+// admin records, the alert state and the idempotency records (# Admin records,
+// alerts, idempotency).
 //
 // # Time
 //
@@ -92,6 +94,28 @@
 //	skew/<requester key>       JSON: the last clock-skew observation and when it lapses
 //	skewlapse/<lapse>/<requester key>
 //	                           observations by lapse time: SkewObservations drops the lapsed ones
+//	user/<name>                JSON: an admin account (idkeeper.User) with its Version
+//	session/<ID>               JSON: an admin session (user, epoch, createdAt, seenAt, expiresAt, …)
+//	usersession/<user>/<ID>    empty: the sessions of a user (DeleteUserSessions)
+//	sessionseen/<seenAt>/<ID>  empty: sessions by SeenAt (PruneSessions: idle)
+//	sessionexp/<expiresAt>/<ID>
+//	                           empty: sessions by ExpiresAt (PruneSessions: expired)
+//	allow/<hex key>            JSON: an allow-list entry; the key is family (00 IPv4, 01 IPv6) |
+//	                           16-byte address (IPv4 4-in-6) | prefix length, in hex: key order is
+//	                           address order, then length
+//	audit/<seq>                JSON: an audit entry (16 hex digits of Seq)
+//	audithead                  JSON: seq, hash of the last audit entry ever appended (kept when pruned)
+//	alert/<name>               JSON: an alert's state (idkeeper.AlertState) with its Version
+//	idem/<scope>               JSON: an idempotency record (owner, fingerprint, marker token, state,
+//	                           outcome, metadata, body, createdAt, lockedUntil, expiresAt)
+//	idemexp/<expiresAt>/<scope>
+//	                           decimal: the record's size; idempotency records by lapse time (Purge,
+//	                           Stats)
+//	idemown/<hex owner>/<expiresAt>/<scope>
+//	                           decimal: the record's size; an owner's records by lapse time (the cap
+//	                           of idempotency.CountingStore.Owned: a count of the live ones)
+//	staging/<load ID>/…        a snapshot load's staged keys (the live key below the prefix), and
+//	                           staging/<load ID>/~load, the load's marker (# Snapshots)
 //
 // The fenced watermark of a node is max(watermark, floor). A free node sits in
 // exactly one of the three free indexes; a node freed gets the next free-order
@@ -105,6 +129,86 @@
 // Reset write the pool (or its new part) in one transaction; Leases reads the node
 // records in one range.
 //
+// # Admin records, alerts, idempotency
+//
+// The admin records (idkeeper.AdminStore), the alert state (idkeeper.AlertStore)
+// and the idempotency records (idkeeper.IdempotencyStore) are outside the lease
+// pool and its meta record. Each change is one transaction conditioned on the
+// revisions of what it read: a create on CreateRevision(key) = 0 (CreateUser,
+// CreateSession, AddAllowEntry: ErrConflict when the key exists), an update on
+// the record key's ModRevision (UpdateUser, PutAlertState: the record's Version is
+// checked against the caller's in Go, and the put is made only when the key is
+// unchanged since that read; a session's record, with its index entries, by
+// TouchSession and DeleteSession; an idempotency record with its lapse entry). An
+// audit append reads audithead and writes the entry and the new head in one
+// transaction conditioned on the head's ModRevision (0 when absent): a writer
+// that lost gets ErrConflict, as the contract says. The changes of many records
+// (DeleteUserSessions, PruneSessions, PruneAudit, Purge) read their candidates
+// from an index and delete them in transactions of at most 100 keys, each
+// conditioned on the revisions of the records it deletes, judged again on them.
+// A capped idempotency Begin (idempotency.CountingStore.Owned) counts the
+// owner's live entries at the revision R it read the record at, and writes on the
+// further condition that no key of the owner's range has a ModRevision above R
+// (one range compare), so concurrent Begins never take an owner past its cap.
+// The sessions' ends, the audit prune's cut-off and the idempotency records'
+// lapses are judged by the times the caller gives, or, for idempotency, by
+// Options.Clock. The store never drops a record by itself (no etcd leases): run
+// PruneSessions, PruneAudit and Purge (idempotency) now and then.
+//
+// # Snapshots
+//
+// ReadSnapshot reads the meta record and the audit head in one transaction, and
+// every other key at that transaction's revision (WithRev), in range reads of
+// 1,000 keys: one consistent view, whatever is written meanwhile. A read that
+// outlasts the compaction retention fails (etcd has compacted its revision) and
+// may be tried again.
+//
+// LoadSnapshot stages, checks, then swaps in one transaction:
+//
+//  1. It deletes the staging keys of loads that did not finish (one range
+//     delete of staging/), then writes its marker staging/<load ID>/~load, whose
+//     CreateRevision names the load.
+//  2. It reads the records of the source, checks each with
+//     idkeeper.SnapshotChecker (and that a requester's leases belong to one key),
+//     and writes the keys they make, under staging/<load ID>/ (the live key's
+//     name below the prefix), in transactions of at most 100 keys conditioned
+//     on the marker: node records with their index entries (free nodes filed at
+//     the load's now in NodeID order, free sequence NodeID + 1), API keys,
+//     users, allow-list entries, audit entries and history records with their
+//     ended entries; then the requester index and the key counts, which it
+//     gathered in memory (one entry per requester and per key: at most the
+//     pool). Nothing live is touched so far.
+//  3. The swap: it reads the staged keys and the keys of every live durable
+//     family (node, req, keyheld, expiry, ready, cooling, quar, hist, histend,
+//     apikey, user, allow, audit and the four session families) at one revision
+//     R, and commits one transaction that puts every staged key in its live
+//     place, the meta record and the audit head, deletes every live durable key
+//     the snapshot does not hold (so every session) and the staging keys, on
+//     the condition that the marker is the load's and that no key of those
+//     families, nor meta or audithead, has a ModRevision above R (a range
+//     compare each). When a writer came between, it reads again, up to 20
+//     times. (etcd refuses a transaction that puts a key inside a range it
+//     deletes, so the old keys are deleted one by one.)
+//
+// Until the swap commits, the live keys are untouched: a load that fails or
+// dies anywhere before leaves the old state whole and readable, and its staging
+// keys, deleted at once on a failure, or by the next load's step 1 after a crash.
+// The swap is all or nothing, as every etcd transaction. Every lease transaction
+// and compare-and-set in flight across the swap finds its revision changed and
+// starts over on the new state. Loads are meant to run one at a time (package
+// backup runs them under a job lock); within one Store they take turns, and a
+// load of another process that deletes this one's staging makes it fail,
+// writing nothing.
+//
+// The price of one swap transaction: it holds the whole durable state (about
+// 2 keys per node ID, 2 per history record, 1 per lease holder, API key, user,
+// allow-list entry and audit entry, and a delete per old key the snapshot does
+// not hold), so the server must allow that many operations (--max-txn-ops) and
+// bytes (--max-request-bytes) in one request, and the loading process holds that
+// request in memory; a server that allows less fails the load with an error
+// naming the setting, having changed nothing live. Staging itself holds at most
+// 100 keys in memory and needs nothing above etcd's defaults.
+//
 // # What the etcd server must allow
 //
 // A transaction applies entirely or not at all, so the largest ones must fit in
@@ -116,6 +220,10 @@
 //	Renew, Remove       4k + 2, 5k + 3
 //	Reclaim             up to 7 per lease, ReclaimBatch leases (default 512), + 3 · 512
 //	Quarantine          up to 3k + 1
+//	LoadSnapshot        its swap: every key of the loaded state (about 2 per node ID and per
+//	                    history record, 1 per lease holder, API key, user, allow-list entry and
+//	                    audit entry) + a delete per live key the snapshot does not hold + 4
+//	                    (staging transactions: at most 100 keys)
 //	Reads               at most 127 keys a read transaction (any server allows that),
 //	                    up to 8 such reads at once
 //

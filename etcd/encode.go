@@ -52,6 +52,10 @@ type keys struct {
 	node, req, keyHeld                           string // + node ID, requester key, key ID
 	expiry, ready, cooling, quar                 string // index prefixes
 	lock, apiKey, skew, skewLapse, hist, histEnd string
+	// the admin records, the alert state, snapshot staging, idempotency records
+	user, session, userSession, sessionSeen, sessionExp string
+	allow, audit, auditHead, alert, staging             string
+	idem, idemExp, idemOwn                              string
 }
 
 func newKeys(prefix string) keys {
@@ -61,6 +65,11 @@ func newKeys(prefix string) keys {
 		expiry: prefix + "expiry/", ready: prefix + "ready/", cooling: prefix + "cooling/", quar: prefix + "quar/",
 		lock: prefix + "lock/", apiKey: prefix + "apikey/", skew: prefix + "skew/", skewLapse: prefix + "skewlapse/",
 		hist: prefix + "hist/", histEnd: prefix + "histend/",
+		user: prefix + "user/", session: prefix + "session/", userSession: prefix + "usersession/",
+		sessionSeen: prefix + "sessionseen/", sessionExp: prefix + "sessionexp/",
+		allow: prefix + "allow/", audit: prefix + "audit/", auditHead: prefix + "audithead",
+		alert: prefix + "alert/", staging: prefix + "staging/",
+		idem: prefix + "idem/", idemExp: prefix + "idemexp/", idemOwn: prefix + "idemown/",
 	}
 }
 

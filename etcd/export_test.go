@@ -116,3 +116,15 @@ func (s *Store) SetReadyFromForTest(v uint64) { s.readyFrom.Store(v) }
 
 // SetBeforeCommitForTest makes fn run before each lease commit of s.
 func (s *Store) SetBeforeCommitForTest(fn func()) { s.beforeCommit = fn }
+
+// SetLoadBatchForTest makes LoadSnapshot stage n keys a transaction.
+func (s *Store) SetLoadBatchForTest(n int) { s.loadBatch = n }
+
+// StagingKeysForTest counts the keys under the staging prefix.
+func (s *Store) StagingKeysForTest(ctx context.Context) (int64, error) {
+	resp, err := s.c.Get(ctx, s.k.staging, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return 0, err
+	}
+	return resp.Count, nil
+}

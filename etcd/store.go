@@ -92,6 +92,10 @@ type Store struct {
 	// readyFrom is the meta record's ReadyFrom as this Store last read or wrote
 	// it: where Alloc's first read starts in the ready index.
 	readyFrom atomic.Uint64
+	// loads lets one LoadSnapshot of this Store run at a time; loadBatch, when
+	// set (by tests), is the most keys one staging transaction writes.
+	loads     sync.Mutex
+	loadBatch int
 }
 
 var _ idkeeper.Store = (*Store)(nil)

@@ -1,0 +1,569 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/idkeeper/idkeeper"
+)
+
+// Snapshots (idkeeper.SnapshotStore); the package doc ("Snapshots") describes
+// the design.
+
+var _ idkeeper.SnapshotStore = (*Store)(nil)
+
+const (
+	// snapshotPage is the most keys one range read of ReadSnapshot or of the
+	// swap's reads asks for.
+	snapshotPage = 1000
+	// stageBatch is the most keys one staging transaction writes: under etcd's
+	// default --max-txn-ops (128).
+	stageBatch = 100
+	// snapshotCtxEvery is how many records a load reads between two checks of
+	// its context.
+	snapshotCtxEvery = 1024
+	// swapTries bounds the swaps a load tries while other writers change the
+	// durable keys under it.
+	swapTries = 20
+)
+
+// durableRanges are the key prefixes (relative to Options.Prefix) of the durable
+// state a snapshot replaces, the admin sessions included (a load deletes them);
+// durableKeys the single keys. Job locks, skew observations, alert state,
+// idempotency records and staging are not among them: a load leaves them alone.
+var (
+	durableRanges = []string{"node/", "req/", "keyheld/", "expiry/", "ready/", "cooling/", "quar/", "hist/",
+		"histend/", "apikey/", "user/", "allow/", "audit/", "session/", "usersession/", "sessionseen/", "sessionexp/"}
+	durableKeys = []string{"meta", "audithead"}
+)
+
+// readRange calls fn for every key of [from, end) at revision rev (0: the
+// newest), snapshotPage keys a read; it returns the revision it read at.
+func (s *Store) readRange(ctx context.Context, op, from, end string, rev int64, keysOnly bool, fn func(key string, val []byte) error) (int64, error) {
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(snapshotPage)}
+		if rev > 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		if keysOnly {
+			opts = append(opts, clientv3.WithKeysOnly())
+		}
+		cctx, cancel := s.bound(ctx)
+		resp, err := s.c.Get(cctx, from, opts...)
+		cancel()
+		if err != nil {
+			return rev, wrap(op, err)
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
+		for _, e := range resp.Kvs {
+			if err := fn(string(e.Key), e.Value); err != nil {
+				return rev, err
+			}
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return rev, nil
+		}
+		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+}
+
+// ReadSnapshot implements idkeeper.SnapshotStore from one consistent view: the
+// meta record is read first, and every other key at that read's revision
+// (clientv3.WithRev), in ranges of snapshotPage keys, so no write made meanwhile
+// shows. Options.Timeout bounds each read, not the whole snapshot. etcd keeps that revision until it compacts: a read that outlasts the
+// compaction retention (the package doc suggests 5 minutes) fails with
+// etcd's "required revision has been compacted", and can be tried again.
+func (s *Store) ReadSnapshot(ctx context.Context, meta func(idkeeper.SnapshotMeta) error, emit func(idkeeper.SnapshotRecord) error) error {
+	var cbErr error // an error of meta or emit, returned as it is
+	out := func(rec idkeeper.SnapshotRecord) error {
+		if err := emit(rec); err != nil {
+			cbErr = err
+			return err
+		}
+		return nil
+	}
+	err := s.readSnapshot(ctx, meta, out, &cbErr)
+	if cbErr != nil {
+		return cbErr
+	}
+	return err
+}
+
+func (s *Store) readSnapshot(ctx context.Context, metaFn func(idkeeper.SnapshotMeta) error, out func(idkeeper.SnapshotRecord) error, cbErr *error) error {
+	k := s.k
+	tctx, cancel := s.bound(ctx)
+	resp, err := s.c.Txn(tctx).Then(clientv3.OpGet(k.meta), clientv3.OpGet(k.auditHead)).Commit()
+	cancel()
+	if err != nil {
+		return wrap("read snapshot", err)
+	}
+	rev := resp.Header.Revision
+	kvs := resp.Responses[0].GetResponseRange().Kvs
+	if len(kvs) == 0 {
+		return idkeeper.ErrNotInitialised
+	}
+	m, err := decodeMeta(kvs[0].Value)
+	if err != nil {
+		return fmt.Errorf("etcd: read snapshot: %w", err)
+	}
+	if m.Generation == nil {
+		return idkeeper.ErrNotInitialised
+	}
+	var head headRec
+	if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) == 1 {
+		if head, err = decodeHead(kvs[0].Value); err != nil {
+			return err
+		}
+	}
+	sm := idkeeper.SnapshotMeta{Generation: m.Generation.generation(), Fence: m.Fence, Nodes: int(m.Nodes),
+		AuditSeq: head.Seq, AuditHash: head.Hash}
+	if err := metaFn(sm); err != nil {
+		*cbErr = err
+		return err
+	}
+	next := uint32(0)
+	step := func(what, prefix string, fn func(key string, val []byte) error) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		_, err := s.readRange(ctx, "read snapshot: "+what, prefix, clientv3.GetPrefixRangeEnd(prefix), rev, false, fn)
+		return err
+	}
+	err = step("nodes", k.node, func(key string, val []byte) error {
+		id, err := parseID(strings.TrimPrefix(key, k.node))
+		if err != nil {
+			return fmt.Errorf("etcd: read snapshot: %w", err)
+		}
+		if id != next || uint64(id) >= m.Nodes {
+			return fmt.Errorf("etcd: read snapshot: node record %d where node %d of %d was due", id, next, m.Nodes)
+		}
+		next++
+		r, err := decodeNode(val)
+		if err != nil {
+			return fmt.Errorf("etcd: read snapshot: node %d: %w", id, err)
+		}
+		st, err := r.state(id)
+		if err != nil {
+			return fmt.Errorf("etcd: read snapshot: node %d: %w", id, err)
+		}
+		return out(idkeeper.SnapshotRecord{Node: &st})
+	})
+	if err != nil {
+		return err
+	}
+	if uint64(next) != m.Nodes {
+		return fmt.Errorf("etcd: read snapshot: %d node records for a pool of %d", next, m.Nodes)
+	}
+	if err := step("api keys", k.apiKey, func(key string, val []byte) error {
+		a, err := decodeAPIKey(strings.TrimPrefix(key, k.apiKey), val)
+		if err != nil {
+			return err
+		}
+		return out(idkeeper.SnapshotRecord{Key: &a})
+	}); err != nil {
+		return err
+	}
+	if err := step("users", k.user, func(key string, val []byte) error {
+		u, err := decodeUser(strings.TrimPrefix(key, k.user), val)
+		if err != nil {
+			return err
+		}
+		return out(idkeeper.SnapshotRecord{User: &u})
+	}); err != nil {
+		return err
+	}
+	if err := step("allow-list", k.allow, func(key string, val []byte) error {
+		a, err := decodeAllow(val)
+		if err != nil {
+			return err
+		}
+		return out(idkeeper.SnapshotRecord{Allow: &a})
+	}); err != nil {
+		return err
+	}
+	if err := step("audit log", k.audit, func(key string, val []byte) error {
+		e, err := s.decodeAudit(key, val)
+		if err != nil {
+			return err
+		}
+		return out(idkeeper.SnapshotRecord{Audit: &e})
+	}); err != nil {
+		return err
+	}
+	return step("history", k.hist, func(key string, val []byte) error {
+		h, err := k.decodeHist(key, val)
+		if err != nil {
+			return fmt.Errorf("etcd: read snapshot: %w", err)
+		}
+		return out(idkeeper.SnapshotRecord{History: &h})
+	})
+}
+
+// LoadSnapshot implements idkeeper.SnapshotStore: stage, check, swap (the
+// package doc, "Snapshots").
+func (s *Store) LoadSnapshot(ctx context.Context, sm idkeeper.SnapshotMeta, src idkeeper.SnapshotSource) error {
+	chk, err := idkeeper.NewSnapshotChecker(sm)
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.loads.Lock()
+	defer s.loads.Unlock()
+	l := &loader{s: s, ctx: ctx, id: idkeeper.NewGenerationID(), now: s.nowMs(), batch: stageBatch,
+		reqs: map[string]holding{}, keyHeld: map[string]int{}}
+	if s.loadBatch > 0 {
+		l.batch = s.loadBatch
+	}
+	l.stage = s.k.staging + l.id + "/"
+	l.meta = meta{Version: schemaVersion, Generation: genRecOf(sm.Generation), Nodes: uint64(sm.Nodes),
+		Fence: sm.Fence, Seq: uint64(sm.Nodes), ReadyFrom: math.MaxUint64}
+	if err := l.start(); err != nil {
+		return err
+	}
+	swapped := false
+	defer func() {
+		if !swapped {
+			l.drop()
+		}
+	}()
+	records := 0
+	for {
+		rec, err := src.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err // an error of src, returned as it is
+		}
+		if err := chk.Check(rec); err != nil {
+			return err
+		}
+		if records++; records%snapshotCtxEvery == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		if err := l.add(rec); err != nil {
+			return err
+		}
+	}
+	if err := chk.Done(); err != nil {
+		return err
+	}
+	if err := l.finish(); err != nil {
+		return err
+	}
+	if l.meta.ReadyFrom == math.MaxUint64 {
+		l.meta.ReadyFrom = l.meta.Seq + 1
+	}
+	if err := l.swap(sm); err != nil {
+		return err
+	}
+	swapped = true
+	s.readyFrom.Store(l.meta.ReadyFrom)
+	s.log.Warn("etcd: loaded a snapshot: the store's whole durable state was replaced",
+		"generation", sm.Generation.ID, "number", sm.Generation.Number, "nodes", sm.Nodes, "fence", sm.Fence,
+		"records", records, "prefix", s.k.prefix)
+	return nil
+}
+
+// loader is one LoadSnapshot: its staging prefix, the marker that proves the
+// staging is its own, and what it has staged.
+type loader struct {
+	s         *Store
+	ctx       context.Context
+	id        string
+	stage     string // staging/<id>/
+	markerRev int64  // the CreateRevision of the staging marker
+	now       int64
+	batch     int
+	pending   []clientv3.Op
+	staged    int // keys written under the staging prefix, the marker excluded
+	meta      meta
+	reqs      map[string]holding // requester key -> its leases
+	keyHeld   map[string]int     // API key ID -> node IDs its leases hold
+}
+
+func (l *loader) marker() string { return l.stage + "~load" }
+
+// ours is the condition of every staging write and of the swap: the staging
+// marker is the one this load created (another load deletes stale staging).
+func (l *loader) ours() clientv3.Cmp {
+	return clientv3.Compare(clientv3.CreateRevision(l.marker()), "=", l.markerRev)
+}
+
+// start deletes the staging of loads that did not finish, then creates this
+// one's marker.
+func (l *loader) start() error {
+	ctx, cancel := l.s.bound(l.ctx)
+	defer cancel()
+	k := l.s.k
+	del, err := l.s.c.Delete(ctx, k.staging, clientv3.WithPrefix())
+	if err != nil {
+		return wrap("load snapshot", err)
+	}
+	if del.Deleted > 0 {
+		l.s.log.Warn("etcd: deleted the staging keys of a snapshot load that did not finish", "keys", del.Deleted,
+			"prefix", k.prefix)
+	}
+	put, err := l.s.c.Put(ctx, l.marker(), strconv.FormatInt(l.now, 10))
+	if err != nil {
+		return wrap("load snapshot", err)
+	}
+	l.markerRev = put.Header.Revision
+	return nil
+}
+
+// drop deletes the load's staging keys after a failure; should that fail too,
+// the next load deletes them.
+func (l *loader) drop() {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(l.ctx), 30*time.Second)
+	defer cancel()
+	_, err := l.s.c.Txn(ctx).If(l.ours()).Then(clientv3.OpDelete(l.stage, clientv3.WithPrefix())).Commit()
+	if err != nil {
+		l.s.log.Warn("etcd: could not delete the staging keys of a failed snapshot load; the next load deletes them",
+			"err", err, "prefix", l.s.k.prefix)
+	}
+}
+
+// put stages val for the live key key (a key under Options.Prefix).
+func (l *loader) put(key, val string) error {
+	l.pending = append(l.pending, clientv3.OpPut(l.stage+strings.TrimPrefix(key, l.s.k.prefix), val))
+	if len(l.pending) >= l.batch {
+		return l.flush()
+	}
+	return nil
+}
+
+// flush writes the pending keys in one transaction conditioned on the marker.
+func (l *loader) flush() error {
+	if len(l.pending) == 0 {
+		return nil
+	}
+	ctx, cancel := l.s.bound(l.ctx)
+	defer cancel()
+	resp, err := l.s.c.Txn(ctx).If(l.ours()).Then(l.pending...).Commit()
+	if err != nil {
+		return wrap("load snapshot", err)
+	}
+	if !resp.Succeeded {
+		return errors.New("etcd: load snapshot: the staging keys of the load were deleted (by another load?)")
+	}
+	l.staged += len(l.pending)
+	clear(l.pending)
+	l.pending = l.pending[:0]
+	return nil
+}
+
+// putNode stages a node's record and its index entry, as txn.putNode writes them.
+func (l *loader) putNode(id uint32, r nodeRec) error {
+	v := r.encode()
+	if err := l.put(l.s.k.nodeKey(id), v); err != nil {
+		return err
+	}
+	return l.put(l.s.k.entry(id, r), v)
+}
+
+// add stages one checked record.
+func (l *loader) add(rec idkeeper.SnapshotRecord) error {
+	k := l.s.k
+	switch {
+	case rec.Node != nil:
+		return l.node(rec.Node)
+	case rec.Key != nil:
+		v, err := encodeAPIKey(*rec.Key)
+		if err != nil {
+			return err
+		}
+		return l.put(k.apiKey+rec.Key.ID, v)
+	case rec.User != nil:
+		v, err := encodeUser(*rec.User)
+		if err != nil {
+			return err
+		}
+		return l.put(k.user+rec.User.Name, v)
+	case rec.Allow != nil:
+		v, err := encodeAllow(*rec.Allow)
+		if err != nil {
+			return err
+		}
+		return l.put(l.s.allowKeyOf(rec.Allow.Prefix), v)
+	case rec.Audit != nil:
+		v, err := encodeAudit(*rec.Audit)
+		if err != nil {
+			return err
+		}
+		return l.put(k.auditKey(rec.Audit.Seq), v)
+	case rec.History != nil:
+		h := rec.History
+		r := histRecOf(*h)
+		v, err := jsonString(r)
+		if err != nil {
+			return err
+		}
+		node := uint32(h.NodeID)
+		if r.End != "" {
+			if err := l.put(k.histEndKey(r.EndedAt, node, h.Token), ""); err != nil {
+				return err
+			}
+		}
+		return l.put(k.histKey(node, h.Token), v)
+	}
+	return nil
+}
+
+// node stages one node: a held one with its lease, its expiry entry, and its
+// share of the requester index and key count (written by finish); a free one
+// filed as its state calls for at the load's now, its free sequence its NodeID + 1.
+func (l *loader) node(n *idkeeper.NodeState) error {
+	id := uint32(n.NodeID)
+	r := nodeRec{watermark: timeMs(n.Watermark), quarUntil: timeMs(n.QuarantinedUntil), floor: timeMs(n.Floor),
+		lastToken: n.LastToken, restorable: n.Restorable}
+	if n.Lease == nil {
+		r.freeSeq = uint64(id) + 1
+		switch {
+		case r.quarUntil > l.now:
+			r.place = placeQuarantine
+			l.meta.Quarantined++
+		case r.fenced() < l.now:
+			r.place = placeReady
+			l.meta.ReadyFrom = min(l.meta.ReadyFrom, r.freeSeq)
+		default:
+			r.place = placeCooling
+			l.meta.Cooling++
+		}
+		return l.putNode(id, r)
+	}
+	ls := n.Lease
+	lr := leaseRec{notBefore: timeMs(ls.NotBefore), expiresAt: timeMs(ls.ExpiresAt), grantedAt: timeMs(ls.GrantedAt),
+		renewedAt: timeMs(ls.RenewedAt), token: ls.FencingToken, requester: ls.Requester.Key(), keyID: ls.KeyID}
+	if len(lr.requester) > math.MaxUint16 {
+		return idkeeper.Invalidf("snapshot", "the lease of node %d has a requester key of %d bytes", id, len(lr.requester))
+	}
+	h, ok := l.reqs[lr.requester]
+	if ok && h.keyID != lr.keyID {
+		return idkeeper.Invalidf("snapshot", "requester %s holds node %d with API key %q and node %d with %q: "+
+			"a requester's leases belong to one key", ls.Requester, h.ids[0], h.keyID, id, lr.keyID)
+	}
+	h.keyID = lr.keyID
+	l.reqs[lr.requester] = h.with(id, lr.token)
+	l.keyHeld[lr.keyID]++
+	l.meta.Held++
+	r.place, r.lease = placeHeld, &lr
+	return l.putNode(id, r)
+}
+
+// finish stages the requester index and the key counts, and flushes.
+func (l *loader) finish() error {
+	k := l.s.k
+	for req, h := range l.reqs {
+		if err := l.put(k.req+req, h.encode()); err != nil {
+			return err
+		}
+	}
+	for key, n := range l.keyHeld {
+		if err := l.put(k.keyHeld+key, strconv.Itoa(n)); err != nil {
+			return err
+		}
+	}
+	return l.flush()
+}
+
+// swap replaces the durable state with the staged one in one transaction: it puts
+// every staged key in its live place, deletes every live durable key the
+// snapshot does not hold (the admin sessions among them), writes the meta record
+// and the audit head, and deletes the staging keys, on the condition that the
+// staging is this load's and that no durable key changed since the swap read
+// them. When a writer came between, it reads again, up to swapTries times.
+func (l *loader) swap(m idkeeper.SnapshotMeta) error {
+	ctx, cancel := l.s.bound(l.ctx)
+	defer cancel()
+	k := l.s.k
+	metaVal, err := jsonString(l.meta)
+	if err != nil {
+		return err
+	}
+	var puts []clientv3.Op
+	newKeys := map[string]bool{k.meta: true}
+	_, err = l.s.readRange(ctx, "load snapshot", l.stage, clientv3.GetPrefixRangeEnd(l.stage), 0, false, func(key string, val []byte) error {
+		if key == l.marker() {
+			return nil
+		}
+		live := k.prefix + strings.TrimPrefix(key, l.stage)
+		newKeys[live] = true
+		puts = append(puts, clientv3.OpPut(live, string(val)))
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if len(puts) != l.staged {
+		return fmt.Errorf("etcd: load snapshot: %d staged keys, %d written (did another load delete them?)", len(puts), l.staged)
+	}
+	puts = append(puts, clientv3.OpPut(k.meta, metaVal))
+	if m.AuditSeq > 0 {
+		head, err := jsonString(headRec{Seq: m.AuditSeq, Hash: m.AuditHash})
+		if err != nil {
+			return err
+		}
+		puts = append(puts, clientv3.OpPut(k.auditHead, head))
+		newKeys[k.auditHead] = true
+	}
+	puts = append(puts, clientv3.OpDelete(l.stage, clientv3.WithPrefix()))
+	for n := 1; ; n++ {
+		// The live durable keys at one revision: those the snapshot does not
+		// hold are deleted.
+		rev, dels := int64(0), []clientv3.Op{}
+		for _, p := range durableRanges {
+			rev, err = l.s.readRange(ctx, "load snapshot", k.prefix+p, clientv3.GetPrefixRangeEnd(k.prefix+p), rev, true,
+				func(key string, _ []byte) error {
+					if !newKeys[key] {
+						dels = append(dels, clientv3.OpDelete(key))
+					}
+					return nil
+				})
+			if err != nil {
+				return err
+			}
+		}
+		cmps := []clientv3.Cmp{l.ours()}
+		for _, p := range durableRanges {
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(k.prefix+p), "<", rev+1).WithPrefix())
+		}
+		for _, key := range durableKeys {
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(k.prefix+key), "<", rev+1))
+			if !newKeys[k.prefix+key] {
+				dels = append(dels, clientv3.OpDelete(k.prefix+key))
+			}
+		}
+		resp, err := l.s.c.Txn(ctx).If(cmps...).Then(append(dels, puts...)...).
+			Else(clientv3.OpGet(l.marker(), clientv3.WithCountOnly())).Commit()
+		if err != nil {
+			return wrap("load snapshot", err)
+		}
+		if resp.Succeeded {
+			return nil
+		}
+		if r := resp.Responses[0].GetResponseRange(); r.Count == 0 {
+			return errors.New("etcd: load snapshot: the staging keys of the load were deleted (by another load?)")
+		}
+		if n >= swapTries {
+			return fmt.Errorf("etcd: load snapshot: %d swaps in a row lost to other writers", n)
+		}
+		if err := backoff(ctx, n); err != nil {
+			return wrap("load snapshot", err)
+		}
+	}
+}
