@@ -16,6 +16,7 @@ import (
 	"github.com/idkeeper/idkeeper/backup"
 	"github.com/idkeeper/idkeeper/bolt"
 	"github.com/idkeeper/idkeeper/discord"
+	"github.com/idkeeper/idkeeper/etcd"
 	"github.com/idkeeper/idkeeper/idempotency"
 	"github.com/idkeeper/idkeeper/password"
 	"github.com/idkeeper/idkeeper/redis"
@@ -119,6 +120,8 @@ func adminIdempotency(store idkeeper.Store, log *slog.Logger) (*idempotency.Serv
 		records = s.Idempotency()
 	case *redis.Store:
 		records = s.Idempotency()
+	case *etcd.Store:
+		records = s
 	default:
 		return nil, nil
 	}
