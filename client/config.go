@@ -39,6 +39,19 @@ type Config struct {
 	APIKey string
 	// Count is the number of node IDs (generators) to lease: 1, at most 4096.
 	Count int
+	// MaxCount turns on node IDs on demand (issue #18) when above Count: while
+	// issuing runs at 80 % or more of the ceiling (node IDs held × the layout's
+	// IDs per second) in 5 of the last 10 one-second samples of Clock, the session
+	// leases as many node IDs again as it holds, up to MaxCount, as an extra
+	// session with a requester instance, lease, windows and renewals of its own;
+	// when issuing stays below 30 % for 60 s it gives the newest extra session back
+	// (drain, then Remove with mintedUpTo). It never holds fewer than Count. An
+	// extra session that loses its lease is dropped, the others go on; OnFatal is
+	// only for the session's own lease. NextID, NextIDs and NextIDsOn spread over
+	// every node ID held (NumNodeIDs); Generator and NumGenerators are the
+	// session's own. Close closes the extra sessions too. 0 (or Count): off; at
+	// most 4096.
+	MaxCount int
 	// HTTPClient sends the requests. Default: a client of its own with dial, TLS
 	// handshake and response-header timeouts, TLSConfig for https://, the
 	// environment's proxy settings, and OpenTelemetry tracing (a client span per
@@ -115,6 +128,10 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Count < 1 || c.Count > idkeeper.MaxCount {
 		return c, fmt.Errorf("idkeeper client: Config.Count %d is outside 1..%d", c.Count, idkeeper.MaxCount)
+	}
+	if c.MaxCount != 0 && (c.MaxCount < c.Count || c.MaxCount > idkeeper.MaxCount) {
+		return c, fmt.Errorf("idkeeper client: Config.MaxCount %d is outside Count..%d (%d..%d); 0 turns node IDs on demand off",
+			c.MaxCount, idkeeper.MaxCount, c.Count, idkeeper.MaxCount)
 	}
 	if c.Requester != (idkeeper.Requester{}) {
 		r := c.Requester

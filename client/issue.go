@@ -65,11 +65,31 @@ func (s *Session) refusal() error {
 // ErrNotOpen, ErrClosed, an error wrapping ErrLeaseLost (the lease is over), or a
 // generator error (see the package's error list); it never returns a duplicate.
 func (s *Session) NextID() (int64, error) {
+	if s.dem != nil {
+		return s.pooledNextID()
+	}
 	g := s.gens[0]
 	if n := uint64(len(s.gens)); n > 1 {
 		g = s.gens[s.rr.Add(1)%n]
 	}
 	return g.NextID()
+}
+
+// pooledNextID is NextID over the session's node IDs and its extra sessions'.
+// Inside the session's gate, so that Close drains it before it closes the extras.
+func (s *Session) pooledNextID() (int64, error) {
+	if err := s.enter(); err != nil {
+		return 0, err
+	}
+	defer s.exit()
+	gens := s.pooled()
+	at := s.rr.Add(1)
+	g := gens[at%uint64(len(gens))]
+	id, err := g.NextID()
+	if err != nil && g.s != s && retryable(err) {
+		id, err = s.gens[at%uint64(len(s.gens))].NextID()
+	}
+	return id, err
 }
 
 // NextIDs fills dst with unique IDs in ascending order. A batch of up to one
@@ -85,7 +105,8 @@ func (s *Session) NextIDs(dst []int64) error {
 		return err
 	}
 	defer s.exit()
-	n := len(s.gens)
+	gens := s.pooled()
+	n := len(gens)
 	at := s.rr.Add(1)
 	parts := 1
 	if n > 1 {
@@ -97,9 +118,9 @@ func (s *Session) NextIDs(dst []int64) error {
 		if !s.valid() {
 			return s.refusal()
 		}
-		g := s.gens[at%uint64(n)]
+		g := gens[at%uint64(n)]
 		k := min(len(dst)-filled, size)
-		if err := g.fill(g.m.Load(), dst[filled:filled+k]); err != nil {
+		if err := s.fillOn(g, s.gens[at%uint64(len(s.gens))], dst[filled:filled+k]); err != nil {
 			return err
 		}
 		filled += k
@@ -117,16 +138,36 @@ func (s *Session) NextIDs(dst []int64) error {
 // nothing, as Generator(i).NextIDs: one claim on that node ID, so that callers
 // waiting for it are served in the order they claimed. The gateway mints the chunks of
 // a large request with it, in parallel, one node ID each.
+//
+// With node IDs on demand (Config.MaxCount), i is taken modulo NumNodeIDs(), over
+// the session's own generators and then its extra sessions'.
 func (s *Session) NextIDsOn(i int, dst []int64) error {
-	return s.gens[uint(i)%uint(len(s.gens))].NextIDs(dst)
+	if s.dem == nil {
+		return s.gens[uint(i)%uint(len(s.gens))].NextIDs(dst)
+	}
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.exit()
+	gens := s.pooled()
+	g := gens[uint(i)%uint(len(gens))]
+	err := g.NextIDs(dst)
+	if err != nil && g.s != s && retryable(err) {
+		err = s.gens[uint(i)%uint(len(s.gens))].NextIDs(dst)
+	}
+	return err
 }
 
 // Generator returns the session's i-th generator, 0 ≤ i < NumGenerators(); it
 // panics outside that range. The generators exist from New on; they issue once
-// Open has succeeded.
+// Open has succeeded. The generators of extra sessions leased on demand are not
+// among them: they come and go, and issue only through NextID, NextIDs and
+// NextIDsOn.
 func (s *Session) Generator(i int) *Generator { return s.gens[i] }
 
-// NumGenerators is Config.Count: the number of node IDs and generators.
+// NumGenerators is Config.Count: the number of node IDs and generators the
+// session leases itself. Extra sessions leased on demand (Config.MaxCount) are not
+// counted: see NumNodeIDs. Pin workers only to these.
 func (s *Session) NumGenerators() int { return len(s.gens) }
 
 // NodeID is the generator's node ID; -1 before Open succeeded.

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -84,6 +85,11 @@ type Session struct {
 
 	cooled sync.Map // coolingKey → struct{}: the leases noteCooling logged
 
+	// Node IDs on demand (Config.MaxCount): nil when off. pool holds the
+	// generators issuing spreads over: gens, then the extra sessions'.
+	dem  *demand
+	pool atomic.Pointer[[]*Generator]
+
 	endOnce sync.Once
 	err     error // why the session ended; read after done is closed
 	done    chan struct{}
@@ -113,6 +119,10 @@ func New(cfg Config) (*Session, error) {
 	s.gens = make([]*Generator, cfg.Count)
 	for i := range s.gens {
 		s.gens[i] = &Generator{s: s}
+	}
+	if s.dem = newDemand(cfg); s.dem != nil {
+		all := slices.Clone(s.gens)
+		s.pool.Store(&all)
 	}
 	return s, nil
 }
@@ -236,6 +246,7 @@ func (s *Session) open(ctx context.Context) error {
 	s.opened = true
 	held := s.leases
 	s.mu.Unlock()
+	s.startDemand()
 	// Logged after the first Renew, so that expiresAt is the lease the session
 	// holds from now on (the full duration), not the short first lease.
 	s.log.Info("idkeeper client: lease held", "requester", r.Key(), "nodes", nodeIDs(held),
@@ -330,6 +341,9 @@ func (s *Session) Close() error {
 	}
 	s.renewMu.Lock() // a renew that was running has returned
 	s.renewMu.Unlock()
+	// No issuing call is in flight: close the extra sessions (each drains, then
+	// sends its own Remove) before the session's own Remove.
+	s.stopDemand()
 
 	s.mu.Lock()
 	valid := s.state == stateOpen && s.halt.Load() == closedReason && s.clk.Mono() < time.Duration(s.deadline.Load())
@@ -398,6 +412,9 @@ func (s *Session) fail(cause error) bool {
 	}
 	s.log.Error("idkeeper client: lease lost; issuing is blocked", "err", cause)
 	s.end(cause)
+	if s.dem != nil {
+		go s.stopDemand() // give the extra sessions back: nothing issues through them any more
+	}
 	return opened // else Open returns cause itself
 }
 

@@ -18,6 +18,9 @@ type Stats struct {
 	TimeLeft time.Duration
 	// Healthy is Healthy(): Check passes, issuing can succeed now.
 	Healthy bool
+	// Demand is the node-ID count and its changes (Config.MaxCount). Generators
+	// include the extra sessions' generators.
+	Demand DemandStats
 }
 
 // GeneratorStats are one generator's counters since the session was created; they
@@ -65,8 +68,9 @@ func (g *Generator) Stats() GeneratorStats {
 // Stats returns a snapshot of the session's counters and lease state. It reads
 // atomic counters and the clock, and runs Check; safe for concurrent use.
 func (s *Session) Stats() Stats {
-	st := Stats{Generators: make([]GeneratorStats, 0, len(s.gens)), TimeLeft: s.TimeLeft(), Healthy: s.Healthy()}
-	for _, g := range s.gens {
+	gens := s.pooled()
+	st := Stats{Generators: make([]GeneratorStats, 0, len(gens)), TimeLeft: s.TimeLeft(), Healthy: s.Healthy(), Demand: s.demandStats()}
+	for _, g := range gens {
 		if gs := g.Stats(); gs.NodeID >= 0 {
 			st.Generators = append(st.Generators, gs)
 		}

@@ -147,6 +147,13 @@ type chunkSource interface {
 	NextIDsOn(i int, dst []int64) error
 }
 
+// nodeIDCounter is the optional NumNodeIDs of an IDSource, as *client.Session
+// has: the node IDs it mints with now, which grows and shrinks when it leases node
+// IDs on demand. NextIDsOn takes its i modulo that count.
+type nodeIDCounter interface {
+	NumNodeIDs() int
+}
+
 // nextChunk spreads the first chunk of successive large requests over the
 // generators.
 var nextChunk atomic.Uint64
@@ -160,6 +167,9 @@ var nextChunk atomic.Uint64
 // dropped.
 func (s *Server) mint(dst []int64) error {
 	n := s.src.NumGenerators()
+	if c, ok := s.src.(nodeIDCounter); ok {
+		n = c.NumNodeIDs() // node IDs on demand: every node ID held now
+	}
 	chunk := 1024
 	if l, ok := s.currentLayout(); ok {
 		chunk = int(l.MaxSequence()) + 1

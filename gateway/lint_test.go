@@ -20,7 +20,9 @@ import (
 // idkeeper binary registers them.
 func TestMetricsLint(t *testing.T) {
 	reg := startRegistry(t, nil)
-	sess := reg.open(t, 2)
+	cfg := reg.config(t, 2, nil)
+	cfg.MaxCount = 4 // node IDs on demand: their gauge and counters too
+	sess := openSession(t, cfg)
 	pr := prometheus.NewRegistry()
 	pr.MustRegister(
 		collectors.NewGoCollector(),
@@ -49,6 +51,7 @@ func TestMetricsLint(t *testing.T) {
 	for _, want := range []string{"idkeeper_gateway_requests_total", "idkeeper_gateway_idempotent_replays_total 1",
 		"idkeeper_client_ids_minted_total", "idkeeper_client_sequence_wait_seconds_bucket",
 		"idkeeper_client_clock_rollback_seconds_bucket", "idkeeper_client_clock_rollback_duration_seconds_bucket",
+		"idkeeper_client_node_ids 2", "idkeeper_client_node_id_grows_total", "idkeeper_client_issuing_utilization_ratio",
 		"go_goroutines"} {
 		if !strings.Contains(string(a.body), want) {
 			t.Fatalf("/metrics lacks %q:\n%s", want, a.body)

@@ -40,6 +40,13 @@ import (
 //
 //	idkeeper_client_lease_remaining_seconds       time until the lease deadline (0: none)
 //	idkeeper_client_healthy                       1 when Check passes, else 0
+//	idkeeper_client_node_ids                      node IDs held now, extra sessions leased
+//	                                              on demand included (Config.MaxCount)
+//	idkeeper_client_node_id_grows_total           times more node IDs were leased on demand
+//	idkeeper_client_node_id_shrinks_total         times node IDs were given back (idle) or
+//	                                              dropped (an extra session's lease lost)
+//	idkeeper_client_issuing_utilization_ratio     the last one-second sample's share of the
+//	                                              ceiling (0 when not leasing on demand)
 //
 // The histograms are the design's clock_rollback_ms and sequence_wait_ms, in
 // Prometheus's base unit: their bucket bounds are whole (or, for waits, fractions
@@ -75,13 +82,21 @@ var (
 		"Seconds until the lease deadline on the monotonic clock; 0 when no valid lease is held.", nil, nil)
 	healthyDesc = prometheus.NewDesc("idkeeper_client_healthy",
 		"1 when the session can issue IDs (the health check), else 0.", nil, nil)
+	nodeIDsDesc = prometheus.NewDesc("idkeeper_client_node_ids",
+		"Node IDs the session mints with now, those of extra sessions leased on demand included.", nil, nil)
+	growsDesc = prometheus.NewDesc("idkeeper_client_node_id_grows_total",
+		"Times the session leased more node IDs on demand, as an extra session.", nil, nil)
+	shrinksDesc = prometheus.NewDesc("idkeeper_client_node_id_shrinks_total",
+		"Times the session gave node IDs back (issuing idle) or dropped an extra session that lost its lease.", nil, nil)
+	utilizationDesc = prometheus.NewDesc("idkeeper_client_issuing_utilization_ratio",
+		"Share of the ceiling (node IDs held times the layout's IDs per second) minted in the last one-second sample; 0 when not leasing on demand.", nil, nil)
 )
 
 type collector struct{ s *client.Session }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{mintedDesc, exhaustedDesc, waitDesc, backwardsDesc, rollbackDesc, rollbackDurDesc,
-		remainingDesc, healthyDesc} {
+		remainingDesc, healthyDesc, nodeIDsDesc, growsDesc, shrinksDesc, utilizationDesc} {
 		ch <- d
 	}
 }
@@ -103,6 +118,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		healthy = 1
 	}
 	ch <- prometheus.MustNewConstMetric(healthyDesc, prometheus.GaugeValue, healthy)
+	ch <- prometheus.MustNewConstMetric(nodeIDsDesc, prometheus.GaugeValue, float64(st.Demand.NodeIDs))
+	ch <- prometheus.MustNewConstMetric(growsDesc, prometheus.CounterValue, float64(st.Demand.Grows))
+	ch <- prometheus.MustNewConstMetric(shrinksDesc, prometheus.CounterValue, float64(st.Demand.Shrinks))
+	ch <- prometheus.MustNewConstMetric(utilizationDesc, prometheus.GaugeValue, st.Demand.Utilization)
 }
 
 // histogram turns a generator's histogram snapshot into a Prometheus histogram in

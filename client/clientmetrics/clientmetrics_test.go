@@ -89,6 +89,10 @@ func TestCollector(t *testing.T) {
 		"idkeeper_client_clock_backwards_total{node=" + n1 + "}":    1,
 		"idkeeper_client_lease_remaining_seconds":                   (lease - time.Hour).Seconds(),
 		"idkeeper_client_healthy":                                   1,
+		"idkeeper_client_node_ids":                                  2,
+		"idkeeper_client_node_id_grows_total":                       0,
+		"idkeeper_client_node_id_shrinks_total":                     0,
+		"idkeeper_client_issuing_utilization_ratio":                 0,
 	}
 	if got := gather(t, reg); !maps.Equal(got, want) {
 		t.Fatalf("metrics\n got %v\nwant %v", got, want)

@@ -37,6 +37,7 @@ func runDev(ctx context.Context, args []string, env lookupEnv, stdout, stderr io
 	listen := fs.String("listen", "127.0.0.1:8080", "address of the registry's REST API, host:port")
 	gwListen := fs.String("gateway-listen", "127.0.0.1:8081", "address of the gateway, host:port")
 	gwNodes := fs.Int("gateway-node-ids", 1, "node IDs the gateway leases, each good for 1,024,000 IDs/s")
+	gwNodesMax := fs.Int("gateway-node-ids-max", 0, "lease more node IDs for the gateway on demand, up to this many (its --node-ids-max); 0: off")
 	data := fs.String("data", "./data", "directory of the embedded store, the gateway's idempotency records and the dev API key")
 	var lf logFlags
 	lf.register(fs)
@@ -45,6 +46,9 @@ func runDev(ctx context.Context, args []string, env lookupEnv, stdout, stderr io
 	}
 	if *gwNodes < 1 || *gwNodes > idkeeper.MaxCount {
 		return usageError{&idkeeper.RangeError{Setting: "gateway-node-ids", Value: strconv.Itoa(*gwNodes), Min: "1", Max: strconv.Itoa(idkeeper.MaxCount)}}
+	}
+	if *gwNodesMax != 0 && (*gwNodesMax < *gwNodes || *gwNodesMax > idkeeper.MaxCount) {
+		return usageError{&idkeeper.RangeError{Setting: "gateway-node-ids-max", Value: strconv.Itoa(*gwNodesMax), Min: strconv.Itoa(*gwNodes) + " (--gateway-node-ids)", Max: strconv.Itoa(idkeeper.MaxCount)}}
 	}
 	if err := os.MkdirAll(*data, 0o700); err != nil {
 		return fmt.Errorf("create the data directory: %w", err)
@@ -87,6 +91,7 @@ func runDev(ctx context.Context, args []string, env lookupEnv, stdout, stderr io
 		ServerURL:          base,
 		APIKey:             key,
 		NodeIDs:            *gwNodes,
+		NodeIDsMax:         *gwNodesMax,
 		MaxCount:           gateway.DefaultMaxCount,
 		IdempotencyStore:   "bolt:" + filepath.Join(*data, "gateway-idem.db"),
 		IdempotencyTTL:     idempotency.DefaultTTL,

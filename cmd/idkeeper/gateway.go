@@ -40,7 +40,10 @@ type gatewayConfig struct {
 	ServerURL string // the registry
 	APIKey    string // the registry API key the session leases with
 	NodeIDs   int
-	MaxCount  int
+	// NodeIDsMax, above NodeIDs, turns on node IDs on demand
+	// (client.Config.MaxCount); 0 or NodeIDs: off.
+	NodeIDsMax int
+	MaxCount   int
 	// AllocBackoffInitial and AllocBackoffMax shape the session's Alloc retries
 	// (client.Config.BackoffInitial, BackoffMax); RenewRetryMin and RenewRetryMax
 	// its Renew retries (MinRetryInterval, RenewLoopDuration). Zero: the library's.
@@ -77,6 +80,7 @@ func (f *gatewayFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.ServerURL, "server", "", "the registry's base URL, e.g. http://idkeeper:8080 (required)")
 	f.apiKey = secretVar(fs, &c.APIKey, "api-key", "", "registry API key to lease node IDs with (required; prefer --api-key-file or IDKEEPER_API_KEY: a flag shows in ps)", always)
 	fs.IntVar(&c.NodeIDs, "node-ids", 1, "node IDs to lease, each good for 1,024,000 IDs/s; 1.."+strconv.Itoa(idkeeper.MaxCount))
+	fs.IntVar(&c.NodeIDsMax, "node-ids-max", 0, "lease more node IDs on demand, up to this many: when issuing runs at 80 % of the ceiling in 5 of 10 s, the gateway leases as many again; idle (under 30 % for 60 s) it gives them back; 0 or --node-ids: off; --node-ids.."+strconv.Itoa(idkeeper.MaxCount))
 	fs.IntVar(&c.MaxCount, "max-count", gateway.DefaultMaxCount, "largest count of one POST /v1/ids; 1.."+strconv.Itoa(gateway.MaxMaxCount))
 	fs.DurationVar(&c.AllocBackoffInitial, "alloc-backoff-initial", idkclient.DefaultBackoffInitial, "first wait before an Alloc is retried (no node ID free, registry unreachable); doubles up to --alloc-backoff-max, ±20 % jitter")
 	fs.DurationVar(&c.AllocBackoffMax, "alloc-backoff-max", idkclient.DefaultBackoffMax, "longest wait between Alloc retries")
@@ -111,6 +115,8 @@ func (f *gatewayFlags) config(env lookupEnv, stderr io.Writer) (gatewayConfig, e
 		return c, usagef("--api-key-file, IDKEEPER_API_KEY(_FILE) or --api-key is required: the registry API key to lease node IDs with")
 	case c.NodeIDs < 1 || c.NodeIDs > idkeeper.MaxCount:
 		return c, usageError{&idkeeper.RangeError{Setting: "node-ids", Value: strconv.Itoa(c.NodeIDs), Min: "1", Max: strconv.Itoa(idkeeper.MaxCount)}}
+	case c.NodeIDsMax != 0 && (c.NodeIDsMax < c.NodeIDs || c.NodeIDsMax > idkeeper.MaxCount):
+		return c, usageError{&idkeeper.RangeError{Setting: "node-ids-max", Value: strconv.Itoa(c.NodeIDsMax), Min: strconv.Itoa(c.NodeIDs) + " (--node-ids)", Max: strconv.Itoa(idkeeper.MaxCount)}}
 	case c.MaxCount < 1 || c.MaxCount > gateway.MaxMaxCount:
 		return c, usageError{&idkeeper.RangeError{Setting: "max-count", Value: strconv.Itoa(c.MaxCount), Min: "1", Max: strconv.Itoa(gateway.MaxMaxCount)}}
 	case c.IdempotencyTTL < time.Millisecond:
@@ -259,6 +265,7 @@ func startGateway(cfg gatewayConfig) (_ *gatewayServer, err error) {
 		ServerURL: cfg.ServerURL,
 		APIKey:    cfg.APIKey,
 		Count:     cfg.NodeIDs,
+		MaxCount:  cfg.NodeIDsMax,
 		Logger:    log,
 		// Zero (a config built in code) keeps the library's defaults.
 		BackoffInitial: cfg.AllocBackoffInitial, BackoffMax: cfg.AllocBackoffMax,
@@ -305,7 +312,7 @@ func startGateway(cfg gatewayConfig) (_ *gatewayServer, err error) {
 		idem = redactURL(cfg.IdempotencyStore)
 	}
 	log.Info("gateway listening; leasing node IDs", "addr", g.api.Addr().String(), "tls", cfg.Net.tls != nil, "server", redactURL(cfg.ServerURL),
-		"nodeIds", cfg.NodeIDs, "maxCount", cfg.MaxCount, "idempotencyStore", idem, "idempotencyRequired", cfg.IdempotencyRequired,
+		"nodeIds", cfg.NodeIDs, "nodeIdsMax", max(cfg.NodeIDsMax, cfg.NodeIDs), "maxCount", cfg.MaxCount, "idempotencyStore", idem, "idempotencyRequired", cfg.IdempotencyRequired,
 		"consumerKeys", cfg.ConsumerKeys.Len(), "version", cfg.Version)
 	return g, nil
 }
