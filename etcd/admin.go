@@ -90,35 +90,12 @@ func (s *Store) CreateUser(ctx context.Context, u idkeeper.User) error {
 
 // User implements idkeeper.AdminStore.
 func (s *Store) User(ctx context.Context, name string) (idkeeper.User, error) {
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	resp, err := s.c.Get(ctx, s.k.user+name)
-	if err != nil {
-		return idkeeper.User{}, wrap("user", err)
-	}
-	if len(resp.Kvs) == 0 {
-		return idkeeper.User{}, idkeeper.ErrNotFound
-	}
-	return decodeUser(name, resp.Kvs[0].Value)
+	return getRecord(ctx, s, "user", s.k.user, name, decodeUser)
 }
 
 // Users implements idkeeper.AdminStore: one range read, in key (name) order.
 func (s *Store) Users(ctx context.Context) ([]idkeeper.User, error) {
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	resp, err := s.c.Get(ctx, s.k.user, clientv3.WithPrefix())
-	if err != nil {
-		return nil, wrap("users", err)
-	}
-	out := make([]idkeeper.User, 0, len(resp.Kvs))
-	for _, e := range resp.Kvs {
-		u, err := decodeUser(strings.TrimPrefix(string(e.Key), s.k.user), e.Value)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, u)
-	}
-	return out, nil
+	return getRecords(ctx, s, "users", s.k.user, decodeUser)
 }
 
 // UpdateUser implements idkeeper.AdminStore: compare and set on the record's key,

@@ -212,33 +212,46 @@ func (s *Store) CreateAPIKey(ctx context.Context, k idkeeper.APIKey) error {
 
 // APIKey implements idkeeper.KeyStore.
 func (s *Store) APIKey(ctx context.Context, id string) (idkeeper.APIKey, error) {
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	resp, err := s.c.Get(ctx, s.k.apiKey+id)
-	if err != nil {
-		return idkeeper.APIKey{}, wrap("api key", err)
-	}
-	if len(resp.Kvs) == 0 {
-		return idkeeper.APIKey{}, idkeeper.ErrNotFound
-	}
-	return decodeAPIKey(id, resp.Kvs[0].Value)
+	return getRecord(ctx, s, "api key", s.k.apiKey, id, decodeAPIKey)
 }
 
 // APIKeys implements idkeeper.KeyStore: one range read, in key (ID) order.
 func (s *Store) APIKeys(ctx context.Context) ([]idkeeper.APIKey, error) {
+	return getRecords(ctx, s, "api keys", s.k.apiKey, decodeAPIKey)
+}
+
+// getRecord reads the record prefix+name and decodes it with its name;
+// ErrNotFound when there is none. op names the read in errors.
+func getRecord[T any](ctx context.Context, s *Store, op, prefix, name string, decode func(name string, v []byte) (T, error)) (T, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	resp, err := s.c.Get(ctx, s.k.apiKey, clientv3.WithPrefix())
+	var zero T
+	resp, err := s.c.Get(ctx, prefix+name)
 	if err != nil {
-		return nil, wrap("api keys", err)
+		return zero, wrap(op, err)
 	}
-	out := make([]idkeeper.APIKey, 0, len(resp.Kvs))
+	if len(resp.Kvs) == 0 {
+		return zero, idkeeper.ErrNotFound
+	}
+	return decode(name, resp.Kvs[0].Value)
+}
+
+// getRecords reads every record under prefix in one range read, in key order,
+// each decoded with its name (the key without prefix).
+func getRecords[T any](ctx context.Context, s *Store, op, prefix string, decode func(name string, v []byte) (T, error)) ([]T, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	resp, err := s.c.Get(ctx, prefix, clientv3.WithPrefix())
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	out := make([]T, 0, len(resp.Kvs))
 	for _, e := range resp.Kvs {
-		k, err := decodeAPIKey(strings.TrimPrefix(string(e.Key), s.k.apiKey), e.Value)
+		r, err := decode(strings.TrimPrefix(string(e.Key), prefix), e.Value)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, k)
+		out = append(out, r)
 	}
 	return out, nil
 }
