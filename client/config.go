@@ -41,7 +41,7 @@ type Config struct {
 	Count int
 	// MaxCount turns on node IDs on demand (issue #18) when above Count: while
 	// issuing runs at 80 % or more of the ceiling (node IDs held × the layout's
-	// IDs per second) in 5 of the last 10 one-second samples of Clock, the session
+	// IDs per second) in 3 of the last 6 one-second samples of Clock, the session
 	// leases as many node IDs again as it holds, up to MaxCount, as an extra
 	// session with a requester instance, lease, windows and renewals of its own;
 	// when issuing stays below 30 % for 60 s it gives the newest extra session back

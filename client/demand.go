@@ -23,8 +23,8 @@ import (
 const (
 	demandSample  = time.Second
 	growAbove     = 0.8
-	growHot       = 5  // samples at or above growAbove …
-	growWindow    = 10 // … of the last growWindow samples
+	growHot       = 3 // samples at or above growAbove …
+	growWindow    = 6 // … of the last growWindow samples: two doublings take about 6 s
 	shrinkBelow   = 0.3
 	shrinkAfter   = 60 * time.Second
 	growOpenLimit = 30 * time.Second // one grow's Alloc retries (NODE_IDS_EXHAUSTED) at most

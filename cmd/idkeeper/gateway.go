@@ -80,7 +80,7 @@ func (f *gatewayFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.ServerURL, "server", "", "the registry's base URL, e.g. http://idkeeper:8080 (required)")
 	f.apiKey = secretVar(fs, &c.APIKey, "api-key", "", "registry API key to lease node IDs with (required; prefer --api-key-file or IDKEEPER_API_KEY: a flag shows in ps)", always)
 	fs.IntVar(&c.NodeIDs, "node-ids", 1, "node IDs to lease, each good for 1,024,000 IDs/s; 1.."+strconv.Itoa(idkeeper.MaxCount))
-	fs.IntVar(&c.NodeIDsMax, "node-ids-max", 0, "lease more node IDs on demand, up to this many: when issuing runs at 80 % of the ceiling in 5 of 10 s, the gateway leases as many again; idle (under 30 % for 60 s) it gives them back; 0 or --node-ids: off; --node-ids.."+strconv.Itoa(idkeeper.MaxCount))
+	fs.IntVar(&c.NodeIDsMax, "node-ids-max", 0, "lease more node IDs on demand, up to this many: when issuing runs at 80 % of the ceiling in 3 of 6 s, the gateway leases as many again; idle (under 30 % for 60 s) it gives them back; 0 or --node-ids: off; --node-ids.."+strconv.Itoa(idkeeper.MaxCount))
 	fs.IntVar(&c.MaxCount, "max-count", gateway.DefaultMaxCount, "largest count of one POST /v1/ids; 1.."+strconv.Itoa(gateway.MaxMaxCount))
 	fs.DurationVar(&c.AllocBackoffInitial, "alloc-backoff-initial", idkclient.DefaultBackoffInitial, "first wait before an Alloc is retried (no node ID free, registry unreachable); doubles up to --alloc-backoff-max, ±20 % jitter")
 	fs.DurationVar(&c.AllocBackoffMax, "alloc-backoff-max", idkclient.DefaultBackoffMax, "longest wait between Alloc retries")
