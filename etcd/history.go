@@ -4,13 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/internal/histrec"
 )
 
 // The lease history (idkeeper.HistoryStore): a JSON record per grant under
@@ -21,52 +21,8 @@ import (
 // pruneBatch is the most records one PruneHistory transaction deletes.
 const pruneBatch = 512
 
-// histRec is a stored history record; times in Unix ms, zero values omitted.
-type histRec struct {
-	Machine     string            `json:"m"`
-	PID         int               `json:"p"`
-	Started     int64             `json:"s"`
-	Instance    string            `json:"i,omitempty"`
-	KeyID       string            `json:"k"`
-	Host        string            `json:"h,omitempty"`
-	Labels      map[string]string `json:"l,omitempty"`
-	GrantedAt   int64             `json:"g"`
-	NotBefore   int64             `json:"nb"`
-	WindowEnd   int64             `json:"we"`
-	End         string            `json:"e,omitempty"`
-	EndedAt     int64             `json:"ea,omitempty"`
-	MintedUpTo  int64             `json:"mu,omitempty"`
-	FromReceipt bool              `json:"r,omitempty"`
-}
-
-func histRecOf(h idkeeper.HistoryRecord) histRec {
-	r := histRec{Machine: h.Requester.MachineID, PID: h.Requester.PID, Started: timeMs(h.Requester.StartedAt),
-		Instance: h.Requester.Instance, KeyID: h.KeyID, Host: h.Client.Host, Labels: maps.Clone(h.Client.Labels),
-		GrantedAt: timeMs(h.GrantedAt), NotBefore: timeMs(h.NotBefore), WindowEnd: timeMs(h.WindowEnd),
-		End: string(h.End), FromReceipt: h.FromReceipt}
-	if !h.EndedAt.IsZero() {
-		r.EndedAt = timeMs(h.EndedAt)
-	}
-	if !h.MintedUpTo.IsZero() {
-		r.MintedUpTo = timeMs(h.MintedUpTo)
-	}
-	return r
-}
-
-func (r histRec) record(node uint32, token uint64) idkeeper.HistoryRecord {
-	h := idkeeper.HistoryRecord{NodeID: idkeeper.NodeID(node), Token: token,
-		Requester: idkeeper.Requester{MachineID: r.Machine, PID: r.PID, StartedAt: msTime(r.Started), Instance: r.Instance},
-		KeyID:     r.KeyID, Client: idkeeper.ClientInfo{Host: r.Host, Labels: r.Labels},
-		GrantedAt: msTime(r.GrantedAt), NotBefore: msTime(r.NotBefore), WindowEnd: msTime(r.WindowEnd),
-		End: idkeeper.LeaseEnd(r.End), FromReceipt: r.FromReceipt}
-	if r.EndedAt != 0 {
-		h.EndedAt = msTime(r.EndedAt)
-	}
-	if r.MintedUpTo != 0 {
-		h.MintedUpTo = msTime(r.MintedUpTo)
-	}
-	return h
-}
+// histRec is a stored history record (package histrec).
+type histRec = histrec.Rec
 
 // decodeHist decodes the record stored under key.
 func (k keys) decodeHist(key string, v []byte) (idkeeper.HistoryRecord, error) {
@@ -78,7 +34,7 @@ func (k keys) decodeHist(key string, v []byte) (idkeeper.HistoryRecord, error) {
 	if err := json.Unmarshal(v, &r); err != nil {
 		return idkeeper.HistoryRecord{}, fmt.Errorf("history record %s: %w", key, err)
 	}
-	return r.record(node, token), nil
+	return r.Record(node, token), nil
 }
 
 // histIDs parses hist/<node>/<token>.
@@ -127,7 +83,7 @@ func (t *txn) histPut(node uint32, token uint64, r histRec, old *histRec) error 
 
 // histGrant records the new grant l with what its client reported.
 func (t *txn) histGrant(l idkeeper.Lease, c idkeeper.ClientInfo) error {
-	r := histRecOf(idkeeper.HistoryRecord{Requester: l.Requester, KeyID: l.KeyID, Client: c, GrantedAt: l.GrantedAt,
+	r := histrec.Of(idkeeper.HistoryRecord{Requester: l.Requester, KeyID: l.KeyID, Client: c, GrantedAt: l.GrantedAt,
 		NotBefore: l.NotBefore, WindowEnd: l.ExpiresAt})
 	return t.histPut(uint32(l.NodeID), l.FencingToken, r, nil)
 }
@@ -161,20 +117,10 @@ func (t *txn) histClaim(c idkeeper.Claim, req idkeeper.Requester, keyID string, 
 	if err != nil {
 		return err
 	}
-	old := r
 	if !ok {
-		r = histRecOf(idkeeper.HistoryRecord{Requester: req, KeyID: keyID, GrantedAt: msTime(t.now),
-			NotBefore: c.NotBefore, WindowEnd: idkeeper.Millis(c.NotBefore).Add(-time.Millisecond), FromReceipt: true})
+		return t.histPut(node, c.Token, histrec.Claim(nil, c, req, keyID, t.now, restoredExp), nil)
 	}
-	if restoredExp != nil {
-		r.WindowEnd, r.End, r.EndedAt, r.MintedUpTo = *restoredExp, "", 0, 0
-	} else {
-		r.WindowEnd, r.End, r.EndedAt, r.MintedUpTo = max(r.WindowEnd, timeMs(c.ExpiresAt)), string(idkeeper.EndContested), t.now, 0
-	}
-	if !ok {
-		return t.histPut(node, c.Token, r, nil)
-	}
-	return t.histPut(node, c.Token, r, &old)
+	return t.histPut(node, c.Token, histrec.Claim(&r, c, req, keyID, t.now, restoredExp), &r)
 }
 
 // LeaseAt implements idkeeper.HistoryStore: one range read of the node's records

@@ -13,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/internal/histrec"
 )
 
 // Snapshots (idkeeper.SnapshotStore); the package doc ("Snapshots") describes
@@ -408,7 +409,7 @@ func (l *loader) add(rec idkeeper.SnapshotRecord) error {
 		return l.put(k.auditKey(rec.Audit.Seq), v)
 	case rec.History != nil:
 		h := rec.History
-		r := histRecOf(*h)
+		r := histrec.Of(*h)
 		v, err := jsonString(r)
 		if err != nil {
 			return err

@@ -1,0 +1,85 @@
+// Package histrec is the lease history record as the stores that keep Go-side
+// records hold it (bolt, etcd): its JSON form, its conversions, and the rule for a
+// grant learned from a claim (idkeeper.HistoryStore). Times are Unix milliseconds.
+package histrec
+
+import (
+	"maps"
+	"time"
+
+	"github.com/idkeeper/idkeeper"
+)
+
+// Rec is a stored history record; times in Unix ms, zero values omitted.
+type Rec struct {
+	Machine     string            `json:"m"`
+	PID         int               `json:"p"`
+	Started     int64             `json:"s"`
+	Instance    string            `json:"i,omitempty"`
+	KeyID       string            `json:"k"`
+	Host        string            `json:"h,omitempty"`
+	Labels      map[string]string `json:"l,omitempty"`
+	GrantedAt   int64             `json:"g"`
+	NotBefore   int64             `json:"nb"`
+	WindowEnd   int64             `json:"we"`
+	End         string            `json:"e,omitempty"`
+	EndedAt     int64             `json:"ea,omitempty"`
+	MintedUpTo  int64             `json:"mu,omitempty"`
+	FromReceipt bool              `json:"r,omitempty"`
+}
+
+// Of is h as stored.
+func Of(h idkeeper.HistoryRecord) Rec {
+	r := Rec{Machine: h.Requester.MachineID, PID: h.Requester.PID, Started: timeMs(h.Requester.StartedAt),
+		Instance: h.Requester.Instance, KeyID: h.KeyID, Host: h.Client.Host, Labels: maps.Clone(h.Client.Labels),
+		GrantedAt: timeMs(h.GrantedAt), NotBefore: timeMs(h.NotBefore), WindowEnd: timeMs(h.WindowEnd),
+		End: string(h.End), FromReceipt: h.FromReceipt}
+	if !h.EndedAt.IsZero() {
+		r.EndedAt = timeMs(h.EndedAt)
+	}
+	if !h.MintedUpTo.IsZero() {
+		r.MintedUpTo = timeMs(h.MintedUpTo)
+	}
+	return r
+}
+
+// Record is r as the record of (node, token).
+func (r Rec) Record(node uint32, token uint64) idkeeper.HistoryRecord {
+	h := idkeeper.HistoryRecord{NodeID: idkeeper.NodeID(node), Token: token,
+		Requester: idkeeper.Requester{MachineID: r.Machine, PID: r.PID, StartedAt: msTime(r.Started), Instance: r.Instance},
+		KeyID:     r.KeyID, Client: idkeeper.ClientInfo{Host: r.Host, Labels: r.Labels},
+		GrantedAt: msTime(r.GrantedAt), NotBefore: msTime(r.NotBefore), WindowEnd: msTime(r.WindowEnd),
+		End: idkeeper.LeaseEnd(r.End), FromReceipt: r.FromReceipt}
+	if r.EndedAt != 0 {
+		h.EndedAt = msTime(r.EndedAt)
+	}
+	if r.MintedUpTo != 0 {
+		h.MintedUpTo = msTime(r.MintedUpTo)
+	}
+	return h
+}
+
+// Claim returns the record of a grant learned from claim c (idkeeper.HistoryStore,
+// Renew): old is the record of (c.NodeID, c.Token) when there is one, nil
+// otherwise (a new one FromReceipt: req and keyID's, granted at now, the claim's
+// NotBefore). A restore (restoredExp, the restored lease's expiry) reopens it; a
+// contest (restoredExp nil) ends it contested at now, its window at least the
+// claim's.
+func Claim(old *Rec, c idkeeper.Claim, req idkeeper.Requester, keyID string, now int64, restoredExp *int64) Rec {
+	var r Rec
+	if old != nil {
+		r = *old
+	} else {
+		r = Of(idkeeper.HistoryRecord{Requester: req, KeyID: keyID, GrantedAt: msTime(now),
+			NotBefore: c.NotBefore, WindowEnd: idkeeper.Millis(c.NotBefore).Add(-time.Millisecond), FromReceipt: true})
+	}
+	if restoredExp != nil {
+		r.WindowEnd, r.End, r.EndedAt, r.MintedUpTo = *restoredExp, "", 0, 0
+	} else {
+		r.WindowEnd, r.End, r.EndedAt, r.MintedUpTo = max(r.WindowEnd, timeMs(c.ExpiresAt)), string(idkeeper.EndContested), now, 0
+	}
+	return r
+}
+
+func msTime(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+func timeMs(t time.Time) int64  { return idkeeper.Millis(t).UnixMilli() }
