@@ -185,10 +185,14 @@ func Open(url string, opts Options) (*Store, error) {
 	return s, nil
 }
 
-// RedactURL hides the password of an etcd URL, for messages and logs.
+// RedactURL hides the password of an etcd URL, for messages and logs. A URL that
+// does not parse is not shown at all: where its password is cannot be told.
 func RedactURL(raw string) string {
 	u, err := neturl.Parse(raw)
-	if err != nil || u.User == nil {
+	if err != nil {
+		return "(a URL that does not parse)"
+	}
+	if u.User == nil {
 		return raw
 	}
 	if _, ok := u.User.Password(); ok {

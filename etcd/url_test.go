@@ -50,6 +50,10 @@ func TestParseURL(t *testing.T) {
 	if got := etcd.RedactURL("etcd://u:topsecret@h:2379/p"); strings.Contains(got, "topsecret") || !strings.Contains(got, "u:xxxxx@") {
 		t.Errorf("RedactURL = %q", got)
 	}
+	// A URL that does not parse cannot be redacted: it is not shown.
+	if got := etcd.RedactURL("etcd://u:topsecret@h:port/p"); strings.Contains(got, "topsecret") {
+		t.Errorf("RedactURL of an unparsable URL = %q", got)
+	}
 }
 
 // Open dials the URL form and owns its client: a store on an embedded member,

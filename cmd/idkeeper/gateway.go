@@ -20,6 +20,7 @@ import (
 	"github.com/idkeeper/idkeeper/bolt"
 	idkclient "github.com/idkeeper/idkeeper/client"
 	"github.com/idkeeper/idkeeper/client/clientmetrics"
+	"github.com/idkeeper/idkeeper/etcd"
 	"github.com/idkeeper/idkeeper/gateway"
 	"github.com/idkeeper/idkeeper/idempotency"
 	"github.com/idkeeper/idkeeper/redis"
@@ -49,7 +50,7 @@ type gatewayConfig struct {
 	// its Renew retries (MinRetryInterval, RenewLoopDuration). Zero: the library's.
 	AllocBackoffInitial, AllocBackoffMax time.Duration
 	RenewRetryMin, RenewRetryMax         time.Duration
-	IdempotencyStore                     string // "none", "bolt:PATH", "redis://…" or "rediss://…"
+	IdempotencyStore                     string // "none", "bolt:PATH", "redis://…", "rediss://…", "etcd://…" or "etcds://…"
 	IdempotencyTTL                       time.Duration
 	IdempotencyRequired                  bool
 	IdempotencyRecords                   int // most records of one caller (idempotency.Config.MaxRecords); 0: no cap
@@ -86,7 +87,7 @@ func (f *gatewayFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.AllocBackoffMax, "alloc-backoff-max", idkclient.DefaultBackoffMax, "longest wait between Alloc retries")
 	fs.DurationVar(&c.RenewRetryMin, "renew-retry-min", idkclient.DefaultMinRetryInterval, "shortest wait between Renew retries after a failed Renew")
 	fs.DurationVar(&c.RenewRetryMax, "renew-retry-max", idkclient.DefaultRenewLoopDuration, "longest wait between Renew retries (the retries speed up as the lease's end nears)")
-	f.idemStore = secretVar(fs, &c.IdempotencyStore, "idempotency-store", DefaultIdempotencyStore, "where Idempotency-Key records live: bolt:PATH (one gateway), a Redis URL (gateways sharing work: redis://[:PASSWORD@]HOST:PORT/DB, redis+sentinel://…, redis+cluster://…, rediss…), or none", urlHasPassword)
+	f.idemStore = secretVar(fs, &c.IdempotencyStore, "idempotency-store", DefaultIdempotencyStore, "where Idempotency-Key records live: bolt:PATH (one gateway), a Redis URL (gateways sharing work: redis://[:PASSWORD@]HOST:PORT/DB, redis+sentinel://…, redis+cluster://…, rediss…), an etcd URL (gateways sharing work: etcd://[USER:PASSWORD@]HOST:PORT[,HOST:PORT…][/PREFIX], etcds… with TLS), or none", urlHasPassword)
 	fs.DurationVar(&c.IdempotencyTTL, "idempotency-ttl", idempotency.DefaultTTL, "how long an answer is replayed for its Idempotency-Key")
 	fs.BoolVar(&c.IdempotencyRequired, "idempotency-required", false, "answer POST /v1/ids without an Idempotency-Key with 400 IDEMPOTENCY_KEY_REQUIRED")
 	fs.IntVar(&c.IdempotencyRecords, "idempotency-max-records", gateway.DefaultIdempotencyMaxRecords, "most Idempotency-Key records one caller (consumer key, or client address without consumer keys) may hold; a new key beyond gets 429 IDEMPOTENCY_RECORDS_EXHAUSTED; 0: no cap")
@@ -175,8 +176,77 @@ func checkIdempotencyStore(spec string) error {
 		return nil
 	case strings.HasPrefix(spec, "bolt:") && spec != "bolt:":
 		return nil
+	case etcd.IsURL(spec):
+		// ParseURL's errors never repeat the URL; it does no I/O but read the
+		// TLS files the URL names.
+		if _, _, err := etcd.ParseURL(spec); err != nil {
+			return usagef("--idempotency-store %s: %v", etcd.RedactURL(spec), err)
+		}
+		return nil
 	}
-	return usagef("--idempotency-store %q: want bolt:PATH, redis://HOST:PORT/DB, redis+sentinel://…, redis+cluster://…, rediss… or none", redactURL(spec))
+	return usagef("--idempotency-store %q: want bolt:PATH, redis://HOST:PORT/DB, redis+sentinel://…, redis+cluster://…, rediss…, "+
+		"etcd://HOST:PORT[,HOST:PORT…]/PREFIX (etcds… with TLS) or none", redactURL(spec))
+}
+
+// idemEtcdPingTimeout bounds the check at start that an etcd idempotency store
+// answers.
+var idemEtcdPingTimeout = 10 * time.Second
+
+// idemPurgeEvery is how often a gateway deletes the lapsed records of an etcd
+// idempotency store, which, unlike Redis, drops nothing by itself (lapsed records
+// are treated as absent meanwhile, but take room). Each gateway sharing the store
+// purges; the deletes are conditional, so they do not get in each other's way.
+var idemPurgeEvery = time.Minute
+
+// openEtcdIdempotency opens the etcd idempotency store of spec (etcd.Open, with the
+// URL's key prefix, as the registry's --store) and checks that it answers.
+func openEtcdIdempotency(spec string, log *slog.Logger) (*etcd.Store, error) {
+	if _, _, err := etcd.ParseURL(spec); err != nil {
+		return nil, fmt.Errorf("open the etcd idempotency store %s: %w", etcd.RedactURL(spec), err)
+	}
+	unreachable := func(err error) error {
+		return fmt.Errorf("the etcd idempotency store %s does not answer (check its endpoints, TLS options and credentials; "+
+			"the gateway does not start without its store): %w", etcd.RedactURL(spec), err)
+	}
+	// With a user name in the URL, Open authenticates, within the URL's
+	// dial_timeout; else the Ping is the first call.
+	s, err := etcd.Open(spec, etcd.Options{Logger: log})
+	if err != nil {
+		return nil, unreachable(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), idemEtcdPingTimeout)
+	defer cancel()
+	if err := s.Ping(ctx); err != nil {
+		_ = s.Close()
+		return nil, unreachable(err)
+	}
+	return s, nil
+}
+
+// purgeIdempotency deletes p's lapsed records every idemPurgeEvery until ctx
+// ends, then closes done.
+func purgeIdempotency(ctx context.Context, p interface {
+	Purge(context.Context) (int, error)
+}, log *slog.Logger, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(idemPurgeEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n, err := p.Purge(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			log.Warn("purge the lapsed idempotency records", "err", err, "deleted", n)
+		case n > 0:
+			log.Debug("purged the lapsed idempotency records", "deleted", n)
+		}
+	}
 }
 
 // runGateway is the gateway command: it serves until ctx ends or the session
@@ -212,6 +282,9 @@ type gatewayServer struct {
 	openDone chan struct{} // closed when Open has returned; then openErr is set
 	openErr  error
 	traces   *traces
+	// stopPurge stops the purge of an etcd idempotency store's lapsed records and
+	// waits for it; nil for the other stores.
+	stopPurge func()
 }
 
 // startGateway opens the idempotency store, starts serving on cfg.Listen, and
@@ -236,12 +309,22 @@ func startGateway(cfg gatewayConfig) (_ *gatewayServer, err error) {
 		}
 		s, err := bolt.OpenIdempotency(path, bolt.Options{Timeout: boltLockTimeout})
 		if errors.Is(err, bolt.ErrLocked) {
-			return nil, fmt.Errorf("%w (one gateway per bolt file: gateways that share work share a redis:// store)", err)
+			return nil, fmt.Errorf("%w (one gateway per bolt file: gateways that share work share a redis:// or etcd:// store)", err)
 		}
 		if err != nil {
 			return nil, err
 		}
 		store, g.idem = s, s
+	case etcd.IsURL(spec):
+		s, err := openEtcdIdempotency(spec, log)
+		if err != nil {
+			return nil, err
+		}
+		store, g.idem = s, s
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go purgeIdempotency(ctx, s, log, done)
+		g.stopPurge = func() { cancel(); <-done }
 	default:
 		s, err := redis.OpenIdempotency(spec, redis.Options{Prefix: cfg.RedisPrefix, Logger: log})
 		if err != nil {
@@ -250,6 +333,9 @@ func startGateway(cfg gatewayConfig) (_ *gatewayServer, err error) {
 		store, g.idem = s, s
 	}
 	defer func() {
+		if err != nil && g.stopPurge != nil {
+			g.stopPurge()
+		}
 		if err != nil && g.idem != nil {
 			_ = g.idem.Close()
 		}
@@ -371,6 +457,9 @@ func nodeIDsOf(ls []idkclient.Lease) []int64 {
 // free at once) and the idempotency store.
 func (g *gatewayServer) shutdown() error {
 	steps := []closeStep{closeMetrics(g.metrics), {"release the node IDs", g.sess.Close}, g.traces.close()}
+	if g.stopPurge != nil {
+		steps = append(steps, closeStep{"stop purging the idempotency records", func() error { g.stopPurge(); return nil }})
+	}
 	if g.idem != nil {
 		steps = append(steps, closeStep{"close the idempotency store", g.idem.Close})
 	}

@@ -17,6 +17,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/idkeeper/idkeeper/clockcheck/clockchecktest"
+	"github.com/idkeeper/idkeeper/internal/etcdtest"
 	"github.com/idkeeper/idkeeper/internal/redistest"
 )
 
@@ -61,6 +62,9 @@ type Options struct {
 	// --redis-wait-replicas (0: the flag is not given).
 	Sentinel     bool
 	WaitReplicas int
+	// Etcd runs the store as a three-member etcd cluster (etcd.go) instead of
+	// Redis; AOF, Sentinel and WaitReplicas are then unused.
+	Etcd bool
 	// ServerControl, when set, runs the replicas as chaosserver on that store
 	// control (internal/chaos/controls); ClientControl is chaosclient's --control.
 	// Both are for negative controls only; the gateway is never affected.
@@ -96,8 +100,10 @@ type Cluster struct {
 	// replicas and every idkeeper command of the run are given.
 	Redis    *redistest.Server
 	Sentinel *redistest.Sentinel
-	store    string
-	rdb      *goredis.Client // on Sentinel, a failover client: it follows the master
+	// Etcd is the etcd cluster of Options.Etcd (then Redis, Sentinel and rdb are nil).
+	Etcd  *etcdtest.Server
+	store string
+	rdb   *goredis.Client // on Sentinel, a failover client: it follows the master
 
 	mu       sync.Mutex
 	servers  []*serverProc
@@ -144,17 +150,22 @@ func StartCluster(t testing.TB, dir string, bins Binaries, opts Options) *Cluste
 	_, _ = rand.Read(secret)
 	c := &Cluster{t: t, dir: dir, bins: bins, opts: opts, apiKey: hex.EncodeToString(key), adminKey: hex.EncodeToString(admin),
 		secret: hex.EncodeToString(secret)}
-	if opts.Sentinel {
+	switch {
+	case opts.Etcd:
+		c.startEtcd()
+	case opts.Sentinel:
 		c.Sentinel = redistest.StartSentinel(t, redistest.WithDataOptions(ropts...))
 		c.store = c.Sentinel.URL() // no password: argv is fine
 		c.rdb = goredis.NewFailoverClient(&goredis.FailoverOptions{
 			MasterName: c.Sentinel.MasterName(), SentinelAddrs: c.Sentinel.SentinelAddrs()})
-	} else {
+	default:
 		c.Redis = redistest.Start(t, ropts...)
 		c.store = c.Redis.URL()
 		c.rdb = goredis.NewClient(&goredis.Options{Addr: c.Redis.Addr()})
 	}
-	t.Cleanup(func() { c.rdb.Close() })
+	if c.rdb != nil {
+		t.Cleanup(func() { c.rdb.Close() })
+	}
 	t.Cleanup(c.shutdown)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -390,6 +401,9 @@ func (c *Cluster) Disturbing(target string, p *Proxy, mode Mode, delay time.Dura
 // KillLockHolder kills with SIGKILL the replica that holds the cleanup job lock,
 // waiting up to 10 s to see the lock held, and restarts it after restartAfter.
 func (c *Cluster) KillLockHolder(ctx context.Context, restartAfter time.Duration) error {
+	if c.rdb == nil {
+		return fmt.Errorf("KillLockHolder reads the lock from Redis: not on etcd")
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		v, err := c.rdb.HGet(ctx, "{idkeeper}:locks", "cleanup").Result()

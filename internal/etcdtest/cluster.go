@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -16,7 +17,8 @@ import (
 // StartCluster starts a cluster of n members (3 for the failover tests) on
 // loopback, every member in this test binary with its data in t.TempDir(), and
 // returns it once every member serves, with a client on all of them. Kill stops
-// one member as a crash would; the others carry on while they keep a quorum.
+// one member as a crash would, and Restart starts it again on its data; Isolate
+// cuts one off from its peers. The others carry on while they keep a quorum.
 func StartCluster(t testing.TB, n int, o Options) *Server {
 	t.Helper()
 	if n < 1 {
@@ -46,9 +48,28 @@ func startCluster(dir string, n int, o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	srv := &Server{isolated: map[string]bool{}}
 	peers := make([]peer, n)
+	gates := make([]*gate, n)
+	closeGates := func() {
+		for _, g := range gates {
+			if g != nil {
+				g.close()
+			}
+		}
+	}
 	for i := range n {
-		peers[i] = peer{name: fmt.Sprintf("m%d", i), client: loopURL(ports[2*i]), peer: loopURL(ports[2*i+1])}
+		// The gate's listener is opened here and kept: its port is what the
+		// cluster knows the member by.
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			closeGates()
+			return nil, fmt.Errorf("a gate's listener: %w", err)
+		}
+		listen := loopURL(ports[2*i+1])
+		gates[i] = newGate(ln, listen.Host, srv.cut)
+		peers[i] = peer{name: fmt.Sprintf("m%d", i), client: loopURL(ports[2*i]),
+			peer: loopURL(ln.Addr().(*net.TCPAddr).Port), listenPeer: listen}
 	}
 	token := fmt.Sprintf("etcdtest-cluster-%d", ports[0])
 	type started struct {
@@ -57,11 +78,12 @@ func startCluster(dir string, n int, o Options) (*Server, error) {
 	}
 	es := make([]started, n)
 	for i, p := range peers {
-		e, level, err := launch(dir, p, peers, token, o)
+		e, level, err := launch(dir, p, peers, token, o, false)
 		if err != nil {
 			for _, s := range es[:i] {
 				s.e.Close()
 			}
+			closeGates()
 			return nil, err
 		}
 		es[i] = started{e, level}
@@ -77,13 +99,46 @@ func startCluster(dir string, n int, o Options) (*Server, error) {
 		for _, s := range es {
 			s.e.Close()
 		}
+		closeGates()
 		return nil, err
 	}
-	srv := &Server{}
 	for i, s := range es {
-		srv.members = append(srv.members, &member{name: peers[i].name, etcd: s.e, clientURL: peers[i].client.String(), logLevel: s.level})
+		p := peers[i]
+		m := &member{name: p.name, id: s.e.Server.MemberID().String(), etcd: s.e, clientURL: p.client.String(),
+			logLevel: s.level, gate: gates[i],
+			launch: func() (*embed.Etcd, zap.AtomicLevel, error) { return launch(dir, p, peers, token, o, true) }}
+		gates[i].setMember(m.id)
+		srv.members = append(srv.members, m)
 	}
 	return srv, nil
+}
+
+// cut tells a gate whether a peer connection from one member to another is
+// refused: when either is isolated. from is "" for a request that names no
+// sender, refused only when the receiver is isolated.
+func (s *Server) cut(from, to string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.isolated[from] || s.isolated[to]
+}
+
+// Isolate cuts member i off from its peers, both ways, at once (its open peer
+// connections are closed): a partition that leaves it alone. Its clients still
+// reach it. A leader isolated so steps down once it misses its quorum's
+// heartbeats; the others elect a new one. heal ends the partition.
+func (s *Server) Isolate(i int) (heal func()) {
+	id := s.members[i].id
+	s.mu.Lock()
+	s.isolated[id] = true
+	s.mu.Unlock()
+	for _, m := range s.members {
+		m.gate.sever()
+	}
+	return func() {
+		s.mu.Lock()
+		delete(s.isolated, id)
+		s.mu.Unlock()
+	}
 }
 
 // Leader returns the index of the member that leads the cluster now, asking the
@@ -118,7 +173,33 @@ func (s *Server) Kill(i int) {
 	m.close()
 }
 
+// Restart starts member i, killed before, again from its data directory, on its
+// old ports, and waits until it has rejoined the cluster. Neither Restart nor Kill
+// runs concurrently with another method of s.
+func (s *Server) Restart(i int) error {
+	m := s.members[i]
+	if m.launch == nil || !m.killed() {
+		return fmt.Errorf("etcdtest: member %s is not a killed member of a cluster", m.name)
+	}
+	e, level, err := m.launch()
+	if err != nil {
+		return err
+	}
+	if err := awaitReady(e, level, m.name); err != nil {
+		return err
+	}
+	m.closeMu.Lock()
+	m.etcd, m.logLevel, m.closed = e, level, false
+	m.closeMu.Unlock()
+	return nil
+}
+
 func (m *member) killed() bool {
+	m.closeMu.Lock()
+	defer m.closeMu.Unlock()
+	if m.closed {
+		return true
+	}
 	select {
 	case <-m.etcd.Server.StopNotify():
 		return true

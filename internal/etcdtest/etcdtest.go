@@ -8,9 +8,9 @@
 // MaxRequestBytes; see the etcd package doc), so the tests run against the
 // settings the documentation asks operators for.
 //
-// Start runs one member. The Server type holds a list of members, so that a
-// cluster of three (with a member killed or isolated) can be added beside it
-// without changing its callers.
+// Start runs one member; StartCluster runs several, whose peers reach each other
+// through gates, so that a test can kill a member (Kill, Restart) or cut it off
+// from its peers (Isolate).
 package etcdtest
 
 import (
@@ -69,24 +69,37 @@ type Server struct {
 	members []*member
 	client  *clientv3.Client
 	stop    sync.Once
+
+	mu       sync.Mutex
+	isolated map[string]bool // IDs (hex) of the members cut off from their peers
 }
 
 // member is one embedded etcd server.
 type member struct {
 	name      string
+	id        string // its member ID in hex, as rafthttp names it
 	etcd      *embed.Etcd
 	clientURL string
 	logLevel  zap.AtomicLevel
-	closeOnce sync.Once
+	closeMu   sync.Mutex
+	closed    bool
+	// In a cluster: the gate in front of its peer listener, and what Restart
+	// launches it again with.
+	gate   *gate
+	launch func() (*embed.Etcd, zap.AtomicLevel, error)
 }
 
 // close stops the member, once: a second embed.Etcd.Close would wait forever.
 // etcd logs its listeners' closing as errors; those are silenced.
 func (m *member) close() {
-	m.closeOnce.Do(func() {
-		m.logLevel.SetLevel(zapcore.FatalLevel)
-		m.etcd.Close()
-	})
+	m.closeMu.Lock()
+	defer m.closeMu.Unlock()
+	if m.closed {
+		return
+	}
+	m.closed = true
+	m.logLevel.SetLevel(zapcore.FatalLevel)
+	m.etcd.Close()
 }
 
 // Start starts a single-member etcd for t and returns it once it serves, with a
@@ -124,7 +137,7 @@ func startMember(dir, name string, o Options) (*member, error) {
 		return nil, err
 	}
 	p := peer{name: name, client: loopURL(ports[0]), peer: loopURL(ports[1])}
-	e, level, err := launch(dir, p, []peer{p}, "etcdtest-"+name, o)
+	e, level, err := launch(dir, p, []peer{p}, "etcdtest-"+name, o, false)
 	if err != nil {
 		return nil, err
 	}
@@ -134,10 +147,11 @@ func startMember(dir, name string, o Options) (*member, error) {
 	return &member{name: name, etcd: e, clientURL: p.client.String(), logLevel: level}, nil
 }
 
-// peer is a member's name and URLs, as the initial cluster lists it.
+// peer is a member's name and URLs, as the initial cluster lists it. listenPeer,
+// when set, is where the member listens for its peers, behind a gate on peer.
 type peer struct {
-	name         string
-	client, peer url.URL
+	name                     string
+	client, peer, listenPeer url.URL
 }
 
 func loopURL(port int) url.URL {
@@ -145,13 +159,20 @@ func loopURL(port int) url.URL {
 }
 
 // launch starts the embedded server of p, one of cluster, without waiting for it.
-func launch(dir string, p peer, cluster []peer, token string, o Options) (*embed.Etcd, zap.AtomicLevel, error) {
+// With existing, the member rejoins the cluster from its data directory.
+func launch(dir string, p peer, cluster []peer, token string, o Options, existing bool) (*embed.Etcd, zap.AtomicLevel, error) {
 	cfg := embed.NewConfig()
 	cfg.Name = p.name
 	cfg.Dir = filepath.Join(dir, p.name+".etcd")
 	cfg.ListenClientUrls = []url.URL{p.client}
 	cfg.AdvertiseClientUrls = []url.URL{p.client}
 	cfg.ListenPeerUrls = []url.URL{p.peer}
+	if p.listenPeer.Host != "" {
+		cfg.ListenPeerUrls = []url.URL{p.listenPeer}
+	}
+	if existing {
+		cfg.ClusterState = embed.ClusterStateFlagExisting
+	}
 	cfg.AdvertisePeerUrls = []url.URL{p.peer}
 	var initial []string
 	for _, c := range cluster {
@@ -272,6 +293,9 @@ func (s *Server) shutdown() {
 		}
 		for _, m := range s.members {
 			m.close()
+			if m.gate != nil {
+				m.gate.close()
+			}
 		}
 	})
 }
