@@ -400,6 +400,9 @@ func (c *Cluster) Disturbing(target string, p *Proxy, mode Mode, delay time.Dura
 
 // KillLockHolder kills with SIGKILL the replica that holds the cleanup job lock,
 // waiting up to 10 s to see the lock held, and restarts it after restartAfter.
+// A lock still held by a replica killed before (killed mid-run, before it
+// released the lock) is held until it lapses: the wait is then extended to 10 s
+// past its lapse, when a live replica takes it.
 func (c *Cluster) KillLockHolder(ctx context.Context, restartAfter time.Duration) error {
 	if c.rdb == nil {
 		return fmt.Errorf("KillLockHolder reads the lock from Redis: not on etcd")
@@ -408,7 +411,11 @@ func (c *Cluster) KillLockHolder(ctx context.Context, restartAfter time.Duration
 	for {
 		v, err := c.rdb.HGet(ctx, "{idkeeper}:locks", "cleanup").Result()
 		if err == nil {
-			if s := c.serverOfLock(v); s != nil {
+			s, lapse := c.serverOfLock(v)
+			if s == nil && !lapse.IsZero() {
+				deadline = maxTime(deadline, lapse.Add(10*time.Second))
+			}
+			if s != nil {
 				at := time.Now()
 				s.p.kill()
 				if !sleepCtx(ctx, restartAfter) {
@@ -431,25 +438,26 @@ func (c *Cluster) KillLockHolder(ctx context.Context, restartAfter time.Duration
 }
 
 // serverOfLock returns the running replica named by a lock record
-// "lockedAt,until,owner" that has not lapsed, or nil.
-func (c *Cluster) serverOfLock(rec string) *serverProc {
+// "lockedAt,until,owner" that has not lapsed, or nil; with nil, lapse is when a
+// lock that has not lapsed but names no running replica does.
+func (c *Cluster) serverOfLock(rec string) (s *serverProc, lapse time.Time) {
 	var at, until int64
 	var owner string
 	if n, _ := fmt.Sscanf(rec, "%d,%d,%s", &at, &until, &owner); n != 3 || until <= time.Now().UnixMilli() {
-		return nil
+		return nil, time.Time{}
 	}
 	pid, ok := lockOwnerPID(owner)
 	if !ok {
-		return nil
+		return nil, time.Time{}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, s := range c.servers {
 		if s.p.PID() == pid && !s.p.exited() {
-			return s
+			return s, time.Time{}
 		}
 	}
-	return nil
+	return nil, time.UnixMilli(until)
 }
 
 // ResetRedis restarts Redis so that it comes back empty: a store reset that the
