@@ -7,20 +7,51 @@ import (
 	"time"
 )
 
-// reportRate reports IDs per second and the fraction of the layout's ceiling that
-// rate is for the given number of generators. The ceiling is time-bound, so run with
-// -benchtime of at least 1s.
+// reportRate reports IDs per second and the fraction of the default layout's
+// ceiling that rate is for the given number of generators. The ceiling is
+// time-bound, so run with -benchtime of at least 1s.
 func reportRate(b *testing.B, ids int, elapsed time.Duration, generators int) {
+	b.Helper()
+	reportLayoutRate(b, DefaultLayout, ids, elapsed, generators)
+}
+
+// reportLayoutRate is reportRate for the ceiling of layout l.
+func reportLayoutRate(b *testing.B, l Layout, ids int, elapsed time.Duration, generators int) {
 	b.Helper()
 	rate := float64(ids) / elapsed.Seconds()
 	b.ReportMetric(rate, "ids/s")
-	b.ReportMetric(rate/float64(generators*int(DefaultLayout.IDsPerSecond())), "ceiling-fraction")
+	b.ReportMetric(rate/float64(int64(generators)*l.IDsPerSecond()), "ceiling-fraction")
 }
 
 // BenchmarkNextID measures one generator on the default layout, called from one
 // goroutine.
-func BenchmarkNextID(b *testing.B) {
-	g, err := New(DefaultLayout, 1, Options{})
+func BenchmarkNextID(b *testing.B) { benchNextID(b, DefaultLayout) }
+
+// benchLayouts are the layouts BenchmarkNextIDLayout measures (issue #22), with the
+// ceiling of one node ID (2^SequenceBits IDs per millisecond).
+var benchLayouts = []struct {
+	name   string
+	layout Layout
+}{
+	{"41-12-10", DefaultLayout}, // 1,024,000 IDs/s
+	{"41-10-12", Layout{Epoch: DefaultEpoch, TimestampBits: 41, NodeBits: 10, SequenceBits: 12}}, // 4,096,000 IDs/s
+	{"42-11-10", Layout{Epoch: DefaultEpoch, TimestampBits: 42, NodeBits: 11, SequenceBits: 10}}, // 1,024,000 IDs/s
+	{"39-16-8", Layout{Epoch: DefaultEpoch, TimestampBits: 39, NodeBits: 16, SequenceBits: 8}},   // 256,000 IDs/s
+}
+
+// BenchmarkNextIDLayout is BenchmarkNextID on each of benchLayouts: one generator,
+// one goroutine calling NextID back to back, the rate against that layout's
+// ceiling. Run it for a few seconds of IDs (-benchtime=3s): the first and the last
+// millisecond are partly used.
+func BenchmarkNextIDLayout(b *testing.B) {
+	for _, c := range benchLayouts {
+		b.Run(c.name, func(b *testing.B) { benchNextID(b, c.layout) })
+	}
+}
+
+// benchNextID measures one generator on layout l, called from one goroutine.
+func benchNextID(b *testing.B, l Layout) {
+	g, err := New(l, 1, Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -31,7 +62,7 @@ func BenchmarkNextID(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	reportRate(b, b.N, time.Since(start), 1)
+	reportLayoutRate(b, l, b.N, time.Since(start), 1)
 }
 
 // BenchmarkNextIDParallel4 measures four generators, each driven by its own

@@ -331,7 +331,7 @@ func TestLayoutLifetimeEnd(t *testing.T) {
 func TestLayoutLifetimeEndedRealClock(t *testing.T) {
 	// An epoch far enough in the past that 41 bits of milliseconds have run out.
 	l := DefaultLayout
-	l.Epoch = time.Now().Add(-time.Duration(l.MaxTimestamp()+1)*time.Millisecond - time.Hour)
+	l.Epoch = time.Now().Add(-time.Duration(l.MaxTimestamp()+1)*time.Millisecond - time.Hour).Truncate(time.Millisecond)
 	g := mustNew(t, l, 1, Options{})
 	if _, err := g.NextID(); !errors.Is(err, ErrTimestampOutOfRange) {
 		t.Fatalf("ended layout: %v, want ErrTimestampOutOfRange", err)

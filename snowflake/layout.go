@@ -24,7 +24,8 @@ var DefaultEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // 0..4095) and 10 sequence bits (1,024 IDs per millisecond per node ID).
 var DefaultLayout = Layout{Epoch: DefaultEpoch, TimestampBits: 41, NodeBits: 12, SequenceBits: 10}
 
-// ErrInvalidLayout is wrapped by every error Layout.Validate returns.
+// ErrInvalidLayout is wrapped by every error Layout.Validate, Layout.ValidateNew,
+// ParseLayout and ParseEpoch return.
 var ErrInvalidLayout = errors.New("snowflake: invalid layout")
 
 // ErrTimestampOutOfRange is returned when a time lies before the layout's epoch or
@@ -43,32 +44,48 @@ type Layout struct {
 
 // Validate reports, wrapping ErrInvalidLayout, a width that is not positive, widths
 // that do not add up to 63, a node or sequence field wider than 32 bits, a zero
-// epoch, or an epoch whose range (Epoch … End) does not fit int64 Unix milliseconds.
+// epoch, an epoch finer than the millisecond, or an epoch whose range (Epoch … End)
+// does not fit int64 Unix milliseconds. It checks nothing that depends on the time
+// of day: ValidateNew adds the rules for a layout chosen now.
 func (l Layout) Validate() error {
+	if reason := l.invalid(); reason != "" {
+		return fmt.Errorf("%w: %s", ErrInvalidLayout, reason)
+	}
+	return nil
+}
+
+// invalid is what makes the layout invalid (see Validate), or "" when it is valid.
+func (l Layout) invalid() string {
 	if l.TimestampBits <= 0 || l.NodeBits <= 0 || l.SequenceBits <= 0 {
-		return fmt.Errorf("%w: every width must be positive (timestamp %d, node %d, sequence %d)",
-			ErrInvalidLayout, l.TimestampBits, l.NodeBits, l.SequenceBits)
+		return fmt.Sprintf("every width must be positive (timestamp %d, node %d, sequence %d)",
+			l.TimestampBits, l.NodeBits, l.SequenceBits)
 	}
 	if sum := l.TimestampBits + l.NodeBits + l.SequenceBits; sum != 63 {
-		return fmt.Errorf("%w: widths add up to %d, want 63", ErrInvalidLayout, sum)
+		return fmt.Sprintf("widths add up to %d, want 63", sum)
 	}
 	if l.NodeBits > 32 || l.SequenceBits > 32 {
-		return fmt.Errorf("%w: node and sequence widths must be at most 32 bits", ErrInvalidLayout)
+		return fmt.Sprintf("node and sequence widths must be at most 32 bits (node %d, sequence %d)",
+			l.NodeBits, l.SequenceBits)
 	}
 	if l.Epoch.IsZero() {
-		return fmt.Errorf("%w: epoch is not set", ErrInvalidLayout)
+		return "epoch is not set (the zero time, 0001-01-01T00:00:00Z)"
 	}
 	// Past these bounds Unix milliseconds overflow int64, and arithmetic on them
 	// could wrap a far-off time into the layout's range.
 	e := l.Epoch.UnixMilli()
 	if d := l.Epoch.Sub(time.UnixMilli(e)); d < 0 || d >= time.Millisecond {
-		return fmt.Errorf("%w: epoch %v is not representable in Unix milliseconds", ErrInvalidLayout, l.Epoch)
+		return fmt.Sprintf("epoch %v is not representable in Unix milliseconds", l.Epoch)
+	}
+	if l.Epoch.Nanosecond()%int(time.Millisecond) != 0 {
+		// EpochMillis would drop the rest, and IDs would not decode to the times
+		// they were minted at by a reader that keeps it.
+		return fmt.Sprintf("epoch %s is not a whole millisecond", l.Epoch.UTC().Format(time.RFC3339Nano))
 	}
 	if e > math.MaxInt64-(int64(1)<<l.TimestampBits) {
-		return fmt.Errorf("%w: the layout's end (epoch + 2^%d ms) is not representable in Unix milliseconds",
-			ErrInvalidLayout, l.TimestampBits)
+		return fmt.Sprintf("the layout's end (epoch + 2^%d ms) is not representable in Unix milliseconds",
+			l.TimestampBits)
 	}
-	return nil
+	return ""
 }
 
 // MaxNode is the largest node ID the layout holds: 2^NodeBits − 1.
