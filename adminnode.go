@@ -37,9 +37,10 @@ func (r *Registry) Node(ctx context.Context, id NodeID) (NodeState, error) {
 		return NodeState{}, err
 	}
 	notFound := func() error {
-		return Errorf(CodeNotFound, "node ID %d is not in the pool of %d node IDs (0 to %d)", id, r.cfg.Nodes, r.cfg.Nodes-1)
+		p := r.cfg.Pool()
+		return Errorf(CodeNotFound, "node ID %d is not in the pool of %d node IDs (%d to %d)", id, p.Nodes, p.First, p.End()-1)
 	}
-	if id < 0 || int(id) >= r.cfg.Nodes {
+	if !r.cfg.Pool().Holds(id) {
 		return NodeState{}, notFound()
 	}
 	st, err := r.store.Node(ctx, id)
@@ -73,10 +74,10 @@ func (r *Registry) Quarantined(ctx context.Context) ([]QuarantineGroup, time.Tim
 		return nil, time.Time{}, err
 	}
 	byEnd := map[time.Time][]NodeID{}
-	for id, s := range m.Nodes {
+	for i, s := range m.Nodes {
 		if s == NodeQuarantined {
-			end := m.until[id]
-			byEnd[end] = append(byEnd[end], NodeID(id))
+			end := m.until[i]
+			byEnd[end] = append(byEnd[end], m.First+NodeID(i))
 		}
 	}
 	out := make([]QuarantineGroup, 0, len(byEnd))

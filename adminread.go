@@ -27,8 +27,9 @@ const (
 type PoolMap struct {
 	Counts Counts
 	Now    time.Time    // the store's clock when the map was read
-	Nodes  []NodeStatus // index = node ID, 0..Counts.Total−1
-	until  []time.Time  // poolMap with quarantine ends: QuarantinedUntil of each quarantined node ID
+	First  NodeID       // the pool's first node ID (Config.First)
+	Nodes  []NodeStatus // index i = node ID First+i, 0..Counts.Total−1
+	until  []time.Time  // poolMap with quarantine ends: QuarantinedUntil of each quarantined node ID, by index
 }
 
 // poolMapWorkers bounds the concurrent node reads of PoolMap.
@@ -60,17 +61,18 @@ func (r *Registry) poolMap(ctx context.Context, until bool) (PoolMap, error) {
 	if err != nil {
 		return PoolMap{}, r.storeErr(err)
 	}
-	m := PoolMap{Counts: c, Now: now, Nodes: make([]NodeStatus, c.Total)}
+	m := PoolMap{Counts: c, Now: now, First: r.cfg.First, Nodes: make([]NodeStatus, c.Total)}
 	for i := range m.Nodes {
 		m.Nodes[i] = NodeFree
 	}
 	for _, l := range leases {
-		if int(l.NodeID) >= c.Total {
+		i := int(l.NodeID - m.First)
+		if i < 0 || i >= c.Total {
 			continue
 		}
-		m.Nodes[l.NodeID] = NodeLeased
+		m.Nodes[i] = NodeLeased
 		if l.Expired(now) {
-			m.Nodes[l.NodeID] = NodeGrace
+			m.Nodes[i] = NodeGrace
 		}
 	}
 	if c.Cooling+c.Quarantined == 0 {
@@ -79,30 +81,30 @@ func (r *Registry) poolMap(ctx context.Context, until bool) (PoolMap, error) {
 	if until {
 		m.until = make([]time.Time, c.Total)
 	}
-	if err := r.classifyFree(ctx, m.Nodes, m.until, now); err != nil {
+	if err := r.classifyFree(ctx, m.First, m.Nodes, m.until, now); err != nil {
 		return PoolMap{}, err
 	}
 	return m, nil
 }
 
-// classifyFree reads the state of every node ID marked NodeFree in nodes and marks
-// it quarantined or cooling at now where it is; until, when not nil, gets the end
-// of each quarantine.
-func (r *Registry) classifyFree(ctx context.Context, nodes []NodeStatus, until []time.Time, now time.Time) error {
+// classifyFree reads the state of every node ID marked NodeFree in nodes (index i:
+// node ID first+i) and marks it quarantined or cooling at now where it is; until,
+// when not nil, gets the end of each quarantine.
+func (r *Registry) classifyFree(ctx context.Context, first NodeID, nodes []NodeStatus, until []time.Time, now time.Time) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	ids := make(chan NodeID)
 	var (
-		wg    sync.WaitGroup
-		once  sync.Once
-		first error
+		wg     sync.WaitGroup
+		once   sync.Once
+		failed error
 	)
 	for range poolMapWorkers {
 		wg.Go(func() {
 			for id := range ids {
-				st, err := r.store.Node(ctx, id)
+				st, err := r.store.Node(ctx, first+id)
 				if err != nil {
-					once.Do(func() { first = r.storeErr(err); cancel() })
+					once.Do(func() { failed = r.storeErr(err); cancel() })
 					continue
 				}
 				switch {
@@ -130,8 +132,8 @@ feed:
 	}
 	close(ids)
 	wg.Wait()
-	if first != nil {
-		return first
+	if failed != nil {
+		return failed
 	}
 	return r.storeErr(ctx.Err())
 }

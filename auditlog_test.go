@@ -244,7 +244,7 @@ func TestAuditQueueFullDropsWithoutBlocking(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lease.Close()
-	if _, err := lease.Init(context.Background(), 16); err != nil {
+	if _, err := lease.Init(context.Background(), idkeeper.PoolSpec{Nodes: 16}); err != nil {
 		t.Fatal(err)
 	}
 	b := &blockingAuditor{to: acc, arrived: make(chan struct{}), release: make(chan struct{})}

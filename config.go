@@ -30,9 +30,23 @@ const NoGrace time.Duration = -1
 
 // Config is the Registry's lease policy. Zero fields mean the default.
 type Config struct {
-	Layout Layout // DefaultLayout
-	// Nodes is the pool size: node IDs 0..Nodes−1. Default and maximum: 2^NodeBits.
+	// Layout is the bit layout clients mint with; the store keeps it with its pool
+	// and a registry whose Layout differs from the stored one does not serve
+	// (POOL_MISMATCH). Default: DefaultLayout.
+	Layout Layout
+	// First is the pool's lowest node ID: the pool is node IDs First..First+Nodes−1.
+	// Default 0; First + Nodes − 1 is at most the layout's MaxNode. A store whose
+	// pool has another First does not serve (POOL_MISMATCH).
+	First NodeID
+	// Nodes is the pool size. Default and maximum: 2^NodeBits − First. A larger
+	// Nodes than the store's grows the store's pool, unless FixedPool.
 	Nodes int
+	// FixedPool keeps the store's pool at the size it was initialised (or last
+	// grown) with: a store with fewer node IDs than Nodes is served as it is. The
+	// command line sets it unless --nodes or --node-range is given: a server
+	// started without them must not grow a region's range into another's
+	// (issue #22).
+	FixedPool bool
 	// FirstLease is the length of a new lease before its first Renew: 10 min, 1–20 min.
 	FirstLease time.Duration
 	// LeaseDuration is the length Renew extends a lease to: 48 h, from FirstLease
@@ -137,6 +151,10 @@ func (c Config) Validate() error {
 	return err
 }
 
+// Pool is the pool c asks for: First, Nodes and Layout (after defaults: see
+// Registry.Config).
+func (c Config) Pool() PoolSpec { return PoolSpec{First: c.First, Nodes: c.Nodes, Layout: c.Layout} }
+
 // withDefaults returns c with defaults filled in, or a *RangeError.
 func (c Config) withDefaults() (Config, error) {
 	if c.Layout == (Layout{}) {
@@ -145,11 +163,14 @@ func (c Config) withDefaults() (Config, error) {
 	if err := c.Layout.Validate(); err != nil {
 		return c, err
 	}
-	if c.Nodes == 0 {
-		c.Nodes = c.Layout.Nodes()
+	if c.First < 0 || int64(c.First) > c.Layout.MaxNode() {
+		return c, &RangeError{"first", fmt.Sprint(c.First), "0", fmt.Sprint(c.Layout.MaxNode())}
 	}
-	if c.Nodes < 1 || c.Nodes > c.Layout.Nodes() {
-		return c, &RangeError{"nodes", fmt.Sprint(c.Nodes), "1", fmt.Sprint(c.Layout.Nodes())}
+	if c.Nodes == 0 {
+		c.Nodes = c.Layout.Nodes() - int(c.First)
+	}
+	if most := c.Layout.Nodes() - int(c.First); c.Nodes < 1 || c.Nodes > most {
+		return c, &RangeError{"nodes", fmt.Sprint(c.Nodes), "1", fmt.Sprint(most)}
 	}
 	if c.FirstLease == 0 {
 		c.FirstLease = DefaultFirstLease

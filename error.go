@@ -34,6 +34,7 @@ const (
 	CodeNotReady               Code = "NOT_READY"                // the service cannot serve yet; retry
 	CodeStoreNotInitialised    Code = "STORE_NOT_INITIALISED"    // the store holds no generation: run `idkeeper init`
 	CodeStoreRecovering        Code = "STORE_RECOVERING"         // the registry recovers from a store reset; retry
+	CodePoolMismatch           Code = "POOL_MISMATCH"            // the store's node range or layout is not the registry's: re-initialise deliberately
 	CodeStoreClockSkew         Code = "STORE_CLOCK_SKEW"         // the store's clock disagrees with the registry's
 	CodeClockUnverified        Code = "CLOCK_UNVERIFIED"         // the clock agent no longer vouches for this replica's clock: restart it
 	CodeLoginFailed            Code = "LOGIN_FAILED"             // unknown user, wrong password, disabled or throttled: one error; Details "retryAfterSeconds" when throttled

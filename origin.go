@@ -40,8 +40,9 @@ func (r *Registry) Origin(ctx context.Context, id int64) (IDOrigin, error) {
 		return IDOrigin{}, Invalidf("id", "%v", err)
 	}
 	o := IDOrigin{ID: id, Parts: parts}
-	if n, ok := r.PoolSize(ctx); ok && parts.Node >= int64(n) {
-		o.Note = fmt.Sprintf("node ID %d lies outside this registry's pool of %d node IDs: none of its leases minted it", parts.Node, n)
+	if p, ok := r.Pool(ctx); ok && (parts.Node < int64(p.First) || parts.Node >= int64(p.End())) {
+		o.Note = fmt.Sprintf("node ID %d lies outside this registry's pool of %d node IDs (%d-%d): none of its leases minted it",
+			parts.Node, p.Nodes, p.First, p.End()-1)
 		return o, nil
 	}
 	hs, err := r.store.LeaseAt(ctx, NodeID(parts.Node), parts.Time)
@@ -66,14 +67,14 @@ func (r *Registry) Origin(ctx context.Context, id int64) (IDOrigin, error) {
 	return o, nil
 }
 
-// PoolSize returns the pool size the store reports; ok is false when the store
-// cannot say (not initialised, unreachable).
-func (r *Registry) PoolSize(ctx context.Context) (int, bool) {
+// Pool returns the pool the store reports (its First, size and layout); ok is
+// false when the store cannot say (not initialised, unreachable).
+func (r *Registry) Pool(ctx context.Context) (PoolSpec, bool) {
 	st, err := r.store.Status(ctx)
-	if err != nil || !st.Initialised {
-		return 0, false
+	if err != nil || !st.Initialised || st.Pool.Nodes == 0 {
+		return PoolSpec{}, false
 	}
-	return st.Nodes, true
+	return st.Pool, true
 }
 
 // pruneHistory deletes the lease history records that ended more than

@@ -22,6 +22,10 @@ const (
 	PhaseRecovering Phase = "recovering"
 	// PhaseReady: serving.
 	PhaseReady Phase = "ready"
+	// PhasePoolMismatch: the store's pool has another First or layout than
+	// Config's (503 POOL_MISMATCH): an ID space never changes under running
+	// clients, so the registry serves nothing until the two agree.
+	PhasePoolMismatch Phase = "pool-mismatch"
 )
 
 // resetProbeInterval is how often the registry checks the store for a reset, a
@@ -44,7 +48,8 @@ func (r *Registry) setPhase(p Phase) {
 // that holds no generation is not initialised here: the registry waits for
 // `idkeeper init`. A reset found on the way is recovered before Open returns.
 // It fails when the state cannot be read or a store that answers refuses the pool
-// size; a store that does not answer is retried by the probe.
+// (a smaller size: INVALID_REQUEST; another First or layout: POOL_MISMATCH); a
+// store that does not answer is retried by the probe.
 func (r *Registry) Open(ctx context.Context) error {
 	st, err := r.cfg.State.Load(ctx)
 	if err != nil {
@@ -53,7 +58,7 @@ func (r *Registry) Open(ctx context.Context) error {
 	r.state.update(func(s *ReplicaState) bool { *s = st; return false })
 	if err := r.CheckStore(ctx); err != nil {
 		var re *RangeError
-		if e := (*Error)(nil); errors.As(err, &re) || (errors.As(err, &e) && e.Code == CodeInvalidRequest) {
+		if e := (*Error)(nil); errors.As(err, &re) || (errors.As(err, &e) && (e.Code == CodeInvalidRequest || e.Code == CodePoolMismatch)) {
 			return err
 		}
 		r.log.Warn("store check at start", "err", err)
@@ -81,13 +86,17 @@ func (r *Registry) Close() error {
 }
 
 // Serving returns nil when requests may be served, else the 503 to answer:
-// STORE_NOT_INITIALISED (saying what to run) or STORE_RECOVERING.
+// STORE_NOT_INITIALISED (saying what to run), POOL_MISMATCH or STORE_RECOVERING.
 func (r *Registry) Serving() error {
 	switch r.Phase() {
 	case PhaseReady:
 		return nil
 	case PhaseUninitialised:
 		return ErrNotInitialised
+	case PhasePoolMismatch:
+		if e := r.mismatch.Load(); e != nil {
+			return e
+		}
 	}
 	return &Error{Code: CodeStoreRecovering,
 		Message: "the registry is checking or recovering its store after a reset; retry shortly"}
@@ -149,8 +158,10 @@ func (r *Registry) checkClock(storeNow time.Time) {
 // recovered when it did; another generation than the adopted one, a fencing
 // counter below a token known to be handed out, or a change of the replication ID
 // that the store cannot vouch for is a reset, recovered at once. It also compares
-// the clocks and grows the pool to Config.Nodes. The probe calls it every few
-// seconds; Open once.
+// the clocks and grows the pool to Config.Nodes (unless Config.FixedPool). A store whose pool has another
+// First or layout than Config's (Config.Pool) is not served, adopted or recovered:
+// the registry enters PhasePoolMismatch and CheckStore returns the POOL_MISMATCH
+// Error (PoolMismatchError). The probe calls it every few seconds; Open once.
 func (r *Registry) CheckStore(ctx context.Context) error {
 	// What the store is compared with is taken before it is read: a grant that
 	// completes between the read and the comparison raises what this replica knows,
@@ -161,6 +172,16 @@ func (r *Registry) CheckStore(ctx context.Context) error {
 		return Unavailable(err)
 	}
 	r.checkClock(st.Now)
+	if want := r.cfg.Pool(); st.Pool.Nodes > 0 && !st.Pool.SameSpace(want) {
+		e := PoolMismatchError(st.Pool, want)
+		r.mismatch.Store(e)
+		if r.Phase() != PhasePoolMismatch {
+			r.log.Error("the store's pool differs from this registry's: not serving", "stored", st.Pool.String(),
+				"configured", want.String())
+		}
+		r.setPhase(PhasePoolMismatch)
+		return e
+	}
 	seen := r.state.seen()
 	switch {
 	case !st.Initialised && seen.IsZero():
@@ -192,19 +213,49 @@ func (r *Registry) CheckStore(ctx context.Context) error {
 			return err
 		}
 	}
-	if st.Nodes > r.cfg.Nodes {
-		return ShrinkRefused(uint64(st.Nodes), r.cfg.Nodes)
+	if st.Pool.Nodes > r.cfg.Nodes {
+		return ShrinkRefused(uint64(st.Pool.Nodes), r.cfg.Nodes)
 	}
-	if st.Nodes < r.cfg.Nodes {
-		if err := r.store.Grow(ctx, r.guard(false), r.cfg.Nodes); err != nil {
+	if st.Pool.Nodes > 0 {
+		r.state.update(func(s *ReplicaState) bool {
+			changed := s.PoolNodes != st.Pool.Nodes
+			s.PoolNodes = st.Pool.Nodes
+			return changed
+		})
+	}
+	if st.Pool.Nodes < r.cfg.Nodes && !r.cfg.FixedPool {
+		if err := r.store.Grow(ctx, r.guard(false), r.cfg.Pool()); err != nil {
 			if errors.Is(err, ErrStoreReset) {
 				return r.recoverReset(ctx, err.Error(), from)
 			}
 			return r.storeErr(err)
 		}
-		r.log.Info("grew the node pool", "from", st.Nodes, "to", r.cfg.Nodes)
+		r.log.Info("grew the node pool", "from", st.Pool.Nodes, "to", r.cfg.Nodes)
 	}
 	return nil
+}
+
+// resetPool is the pool a reset recreates: Config's, but with FixedPool the size
+// last read from the store when known, so that a server started without an
+// explicit range recreates what the store held rather than the whole layout.
+func (r *Registry) resetPool() PoolSpec {
+	p := r.cfg.Pool()
+	if n := r.state.poolNodes(); r.cfg.FixedPool && n > 0 {
+		p.Nodes = min(n, p.Nodes)
+	}
+	return p
+}
+
+// PoolMismatchError is the POOL_MISMATCH Error of a registry configured for the
+// pool configured whose store holds the pool stored: it names both and says that
+// changing a node range or layout takes a deliberate re-initialisation. Details
+// "stored" and "configured" are the two specs (PoolSpec.String).
+func PoolMismatchError(stored, configured PoolSpec) *Error {
+	return &Error{Code: CodePoolMismatch,
+		Message: fmt.Sprintf("the store's pool is %s, but this registry is configured for %s: a node range or layout "+
+			"never changes under running clients, so this registry serves nothing; configure the store's range and "+
+			"layout, or re-initialise the store deliberately to change them", stored, configured),
+		Details: map[string]any{"stored": stored.String(), "configured": configured.String()}}
 }
 
 // adopt makes g the registry's generation, saves it, runs OnAdopt and starts
@@ -269,7 +320,7 @@ func (r *Registry) recoverReset(ctx context.Context, why, from string) error {
 	if seen.IsZero() {
 		seen = r.state.seen()
 	}
-	res, err := r.store.Reset(ctx, ResetParams{Seen: seen, Nodes: r.cfg.Nodes, Until: until, MinFence: r.state.maxToken()})
+	res, err := r.store.Reset(ctx, ResetParams{Seen: seen, Pool: r.resetPool(), Until: until, MinFence: r.state.maxToken()})
 	if err != nil {
 		r.log.Error("store reset detected, recovery failed; retrying", "reason", why, "err", err)
 		return &Error{Code: CodeStoreRecovering,

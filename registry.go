@@ -77,6 +77,7 @@ type Registry struct {
 	recoverMu sync.Mutex // serialises recoveries and adoptions
 
 	phase     atomic.Pointer[Phase]
+	mismatch  atomic.Pointer[Error] // the POOL_MISMATCH of PhasePoolMismatch
 	clockOK   atomic.Bool
 	clockSkew atomic.Int64 // store − own, ns, last measured
 	touched   sync.Map     // API key ID → time.Time of the last TouchAPIKey

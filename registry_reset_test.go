@@ -117,7 +117,7 @@ func TestStoreInitialisedAnewIsAReset(t *testing.T) {
 	ctx := context.Background()
 	held := e.alloc(t, who(1), 1).Leases[0]
 	empty, _ := e.files.open(nil)
-	if _, err := empty.Init(ctx, 4); err != nil {
+	if _, err := empty.Init(ctx, idkeeper.PoolSpec{Nodes: 4}); err != nil {
 		t.Fatal(err)
 	}
 	e.sw.Put(empty)
@@ -458,7 +458,7 @@ func TestServingAnswersWhileNotReady(t *testing.T) {
 	if !errors.As(err, &ie) || ie.Code != idkeeper.CodeStoreNotInitialised || !strings.Contains(ie.Message, "idkeeper init") {
 		t.Fatalf("Serving before init = %v", err)
 	}
-	if _, err := st.Init(context.Background(), 4); err != nil {
+	if _, err := st.Init(context.Background(), idkeeper.PoolSpec{Nodes: 4}); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.reg.CheckStore(context.Background()); err != nil || e.reg.Serving() != nil {

@@ -47,14 +47,14 @@ func newEnv(t *testing.T, cfg idkeeper.Config) *env {
 // opens a registry over it whose own clock is clk, with the test receipt secret.
 func openEnv(t *testing.T, st idkeeper.Store, clk *fakeclock.Clock, cfg idkeeper.Config) *env {
 	t.Helper()
-	nodes := cfg.Nodes
-	if nodes == 0 {
-		nodes = idkeeper.DefaultLayout.Nodes()
+	pool := idkeeper.PoolSpec{First: cfg.First, Nodes: cfg.Nodes, Layout: cfg.Layout}
+	if pool.Nodes == 0 {
+		pool.Nodes = pool.LayoutOrDefault().Nodes() - int(pool.First)
 	}
 	if s, err := st.Status(context.Background()); err != nil {
 		t.Fatal(err)
 	} else if !s.Initialised {
-		if _, err := st.Init(context.Background(), nodes); err != nil {
+		if _, err := st.Init(context.Background(), pool); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -16,11 +16,21 @@ import (
 type SnapshotMeta struct {
 	Generation Generation // never zero: a store that is not initialised has no snapshot
 	Fence      uint64     // the fencing counter
-	Nodes      int        // pool size: node IDs 0..Nodes-1
+	Nodes      int        // pool size: node IDs First..First+Nodes-1
+	// First is the pool's lowest node ID and Layout its layout (zero:
+	// DefaultLayout; a snapshot of a store or a backup from before layouts were
+	// stored has First 0 and the default layout): see Pool.
+	First  NodeID
+	Layout Layout
 	// AuditSeq and AuditHash are the audit log's head (AdminStore.AuditHead), kept
 	// even when every entry was pruned.
 	AuditSeq  uint64
 	AuditHash string
+}
+
+// Pool is the snapshot's pool: First, Nodes and Layout.
+func (m SnapshotMeta) Pool() PoolSpec {
+	return PoolSpec{First: m.First, Nodes: m.Nodes, Layout: m.Layout}
 }
 
 // SnapshotRecord is one record of a snapshot: exactly one field is set. The
@@ -59,13 +69,17 @@ type SnapshotStore interface {
 	// LoadSnapshot replaces the store's whole durable state — pool, generation,
 	// fencing counter, leases, node states, API keys, users, allow-list, audit log
 	// and its head, lease history — with meta and the records of src, all or nothing: when src
-	// fails, a record is invalid (a node outside 0..meta.Nodes-1, repeated or
+	// fails, a record is invalid (a node outside meta.Pool(), repeated or
 	// missing, a lease whose NodeID is not its node's, a token or LastToken above
 	// meta.Fence, an audit entry out of Seq order, …: SnapshotChecker) or the store
 	// fails, the store is left as it was. Sessions of the admin web are
 	// deleted (their users' records changed under them); job locks, skew
 	// observations and idempotency records are left alone. The records are written
 	// as given: making a restored state safe is the caller's job (package backup).
+	// The store takes meta's pool (First, Nodes, Layout) — but when it holds a
+	// pool already, with another First or layout than meta's, the load returns
+	// PoolMismatch(stored, meta.Pool()) and changes nothing: a restore never
+	// changes the ID space under running clients.
 	// A snapshot does not hold the free order: the loaded store frees its free
 	// node IDs in NodeID order, as if one call had freed them all (LeaseStore).
 	// It holds at most a bounded batch of records in memory on top of what the

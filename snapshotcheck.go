@@ -37,7 +37,7 @@ func snapInvalid(format string, args ...any) *Error { return Invalidf("snapshot"
 
 // NewSnapshotChecker checks meta and returns the checker of the records that
 // follow it: a generation with an ID, a Number of at least 1 and a known origin; a
-// pool size CheckPoolSize accepts; a fencing counter of at most MaxFencingToken;
+// valid pool (PoolSpec.Validate of meta.Pool()); a fencing counter of at most MaxFencingToken;
 // an audit head whose Seq and Hash are both set or both not.
 func NewSnapshotChecker(meta SnapshotMeta) (*SnapshotChecker, error) {
 	g := meta.Generation
@@ -53,14 +53,14 @@ func NewSnapshotChecker(meta SnapshotMeta) (*SnapshotChecker, error) {
 	case (meta.AuditSeq == 0) != (meta.AuditHash == ""):
 		return nil, snapInvalid("the snapshot's audit head (Seq %d, Hash %q) is half set", meta.AuditSeq, meta.AuditHash)
 	}
-	if err := CheckPoolSize(meta.Nodes); err != nil {
+	if err := meta.Pool().Validate(); err != nil {
 		return nil, snapInvalid("the snapshot's pool: %s", ErrorMessage(err))
 	}
 	return &SnapshotChecker{meta: meta}, nil
 }
 
 // Check checks the next record: exactly one field set; the kinds in the order
-// SnapshotRecord states; the nodes 0..Nodes-1 each once, in order; a node's lease
+// SnapshotRecord states; the nodes First..First+Nodes-1 each once, in order; a node's lease
 // on that node, with a valid requester and a token in 1..Fence; a LastToken of at
 // most Fence; API keys with an ID, users with a name and a Version, each in
 // ascending order without repeats; allow-list entries with a valid, masked prefix
@@ -138,8 +138,8 @@ func (c *SnapshotChecker) Check(rec SnapshotRecord) error {
 
 func (c *SnapshotChecker) history(h *HistoryRecord, first bool) error {
 	switch {
-	case h.NodeID < 0 || int64(h.NodeID) >= int64(c.meta.Nodes):
-		return snapInvalid("a history record of node %d lies outside the pool 0..%d", h.NodeID, c.meta.Nodes-1)
+	case !c.meta.Pool().Holds(h.NodeID):
+		return snapInvalid("a history record of node %d lies outside the pool %d..%d", h.NodeID, c.meta.First, c.meta.Pool().End()-1)
 	case h.Token == 0 || h.Token > c.meta.Fence:
 		return snapInvalid("a history record of node %d has token %d, outside 1..%d (the fencing counter)", h.NodeID, h.Token, c.meta.Fence)
 	case !first && (h.NodeID < c.hist.NodeID || h.NodeID == c.hist.NodeID && h.Token <= c.hist.Token):
@@ -155,12 +155,12 @@ func (c *SnapshotChecker) history(h *HistoryRecord, first bool) error {
 
 func (c *SnapshotChecker) node(n *NodeState) error {
 	switch {
-	case n.NodeID < 0 || int64(n.NodeID) >= int64(c.meta.Nodes):
-		return snapInvalid("node %d lies outside the pool 0..%d", n.NodeID, c.meta.Nodes-1)
-	case int(n.NodeID) < c.nodes:
-		return snapInvalid("node %d comes after node %d: repeated or out of order", n.NodeID, c.nodes-1)
-	case int(n.NodeID) > c.nodes:
-		return snapInvalid("node %d is missing (the next record is node %d)", c.nodes, n.NodeID)
+	case !c.meta.Pool().Holds(n.NodeID):
+		return snapInvalid("node %d lies outside the pool %d..%d", n.NodeID, c.meta.First, c.meta.Pool().End()-1)
+	case n.NodeID < c.meta.First+NodeID(c.nodes):
+		return snapInvalid("node %d comes after node %d: repeated or out of order", n.NodeID, c.meta.First+NodeID(c.nodes)-1)
+	case n.NodeID > c.meta.First+NodeID(c.nodes):
+		return snapInvalid("node %d is missing (the next record is node %d)", c.meta.First+NodeID(c.nodes), n.NodeID)
 	case n.LastToken > c.meta.Fence:
 		return snapInvalid("node %d has LastToken %d, above the fencing counter %d", n.NodeID, n.LastToken, c.meta.Fence)
 	}

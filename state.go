@@ -18,6 +18,10 @@ type ReplicaState struct {
 	// ReplicationID is the store's replication ID when last judged; "" when the
 	// store has none or it was never read.
 	ReplicationID string
+	// PoolNodes is the size of the store's pool when last read; 0 when never read.
+	// A registry with Config.FixedPool recreates a store that lost its pool with
+	// this size, not Config.Nodes (issue #22).
+	PoolNodes int
 }
 
 // StateKeeper keeps a replica's state outside the store, so that a store that
@@ -111,6 +115,12 @@ func (s *stateSaver) raiseToken(t uint64) bool {
 func (s *stateSaver) maxToken() uint64 {
 	st, _ := s.get()
 	return st.MaxToken
+}
+
+// poolNodes is ReplicaState.PoolNodes.
+func (s *stateSaver) poolNodes() int {
+	st, _ := s.get()
+	return st.PoolNodes
 }
 
 func (s *stateSaver) seen() Generation {

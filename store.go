@@ -52,8 +52,11 @@ type StoreStatus struct {
 	Initialised bool       // false: no generation (an empty or wiped store)
 	Generation  Generation // zero when not initialised
 	Fence       uint64     // the fencing counter: the highest token handed out
-	Nodes       int        // pool size; 0 when not initialised
-	Now         time.Time  // the store's clock (the time authority)
+	// Pool is the stored pool: its First, size and layout (DefaultLayout for a
+	// store initialised before layouts were stored). Pool.Nodes is 0, and Pool
+	// zero, when the store holds no pool (not initialised).
+	Pool PoolSpec
+	Now  time.Time // the store's clock (the time authority)
 }
 
 // InitResult is the answer of LeaseStore.Init.
@@ -67,8 +70,11 @@ type ResetParams struct {
 	// Seen is the generation the caller adopted before; zero when it has adopted
 	// none.
 	Seen Generation
-	// Nodes is the pool size, as for Init; a smaller stored pool grows.
-	Nodes int
+	// Pool is the pool, as for Init: a store without a pool gets it; a smaller
+	// stored pool of the same space grows, a larger one stays as it is; a stored
+	// pool with another First or layout refuses the reset (PoolMismatch) and
+	// nothing changes.
+	Pool PoolSpec
 	// Until is the quarantine end and watermark floor for every node ID:
 	// now + lease duration + grace.
 	Until time.Time
@@ -149,9 +155,14 @@ type RemoveParams struct {
 //
 // Bad arguments return the INVALID_REQUEST Error of the shared checks
 // (AllocParams.Validate, RenewParams.Validate, RemoveParams.Validate,
-// ResetParams.Validate, CheckPoolSize, CheckGrace; before the guard is checked) or
-// of the checks against the stored pool (ShrinkRefused, OutsidePool; after it), and
-// change nothing. A claim that is not Possible is ignored.
+// ResetParams.Validate, PoolSpec.Validate, CheckGrace; before the guard is checked)
+// or of the checks against the stored pool (PoolMismatch, ShrinkRefused,
+// OutsidePool; after it), and change nothing. A claim that is not Possible is
+// ignored.
+//
+// The pool (PoolSpec) is the node IDs First..First+Nodes−1; First and the layout
+// are stored with it when it is created and never change afterwards: a node ID
+// below First or at or past First+Nodes is outside the pool.
 //
 // The watermark of a node ID is never deleted and never falls below an ExpiresAt the
 // store has granted, except through Remove with mintedUpTo (see Remove).
@@ -165,24 +176,29 @@ type LeaseStore interface {
 	// Now is the store's clock (the time authority), truncated to the millisecond.
 	Now(ctx context.Context) (time.Time, error)
 
-	// Status reads the generation, the fencing counter, the pool size and the clock
-	// in one step. It never writes.
+	// Status reads the generation, the fencing counter, the pool (PoolSpec) and the
+	// clock in one step. It never writes.
 	Status(ctx context.Context) (StoreStatus, error)
 
 	// Init initialises an empty store: it creates the pool of node IDs
-	// 0..nodes−1 (every node ready, watermark zero) and generation 1 with origin
-	// fresh, and reports Fresh. On an initialised store it changes nothing but the
-	// pool size, which it grows when nodes is larger; a smaller pool than the stored
-	// one returns an INVALID_REQUEST Error. Only `idkeeper init` (and dev, on its own
-	// embedded store) calls it: a registry never initialises a store by itself.
-	Init(ctx context.Context, nodes int) (InitResult, error)
+	// pool.First..pool.First+pool.Nodes−1 (every node ready, watermark zero, freed
+	// in NodeID order), stores pool.First and pool's layout with it, creates
+	// generation 1 with origin fresh, and reports Fresh. On a store that holds a pool
+	// it checks pool against the stored one (CheckPoolChange): another First or
+	// layout returns PoolMismatch, a smaller size ShrinkRefused, and nothing changes;
+	// else it changes nothing but the pool size, which it grows when pool.Nodes is
+	// larger. Only `idkeeper init` (and dev, on its own embedded store) calls it: a
+	// registry never initialises a store by itself.
+	Init(ctx context.Context, pool PoolSpec) (InitResult, error)
 
-	// Grow adds node IDs up to nodes, as Init does on an initialised store; a
-	// smaller pool than the stored one returns an INVALID_REQUEST Error.
-	Grow(ctx context.Context, g Guard, nodes int) error
+	// Grow adds node IDs up to pool.Nodes (from the stored pool's end on, in NodeID
+	// order), as Init does on an initialised store: another First or layout than
+	// the stored one returns PoolMismatch, a smaller pool ShrinkRefused.
+	Grow(ctx context.Context, g Guard, pool PoolSpec) error
 
 	// Reset makes a store that lost writes safe, in one atomic step: it creates the
-	// pool (or the missing node IDs) as Init does; raises every node's Floor and
+	// pool (or the missing node IDs) as Init does (p.Pool; a stored pool with
+	// another First or layout returns PoolMismatch and changes nothing); raises every node's Floor and
 	// QuarantinedUntil to at least p.Until and sets Restorable, held nodes included
 	// (a held node's quarantine applies when it is freed); and raises the fencing
 	// counter to at least p.MinFence. Leases are kept: their holders may be real.

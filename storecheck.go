@@ -30,7 +30,7 @@ func ShrinkRefused(stored uint64, nodes int) error {
 }
 
 // OutsidePool is the INVALID_REQUEST Error of a node ID that the pool does not
-// hold.
+// hold: below its First, or at or past First + Nodes.
 func OutsidePool(id NodeID) error {
 	return Invalidf("nodes", "node ID %d is outside the pool", id)
 }
@@ -79,10 +79,10 @@ func (p RenewParams) Validate() error {
 // Requester.
 func (p RemoveParams) Validate() error { return p.Requester.Validate() }
 
-// Validate returns an INVALID_REQUEST Error when p cannot be a Reset: a pool size
-// outside 1..MaxPoolNodes or a MinFence above MaxFencingToken.
+// Validate returns an INVALID_REQUEST Error when p cannot be a Reset: a pool that
+// is not valid (PoolSpec.Validate) or a MinFence above MaxFencingToken.
 func (p ResetParams) Validate() error {
-	if err := CheckPoolSize(p.Nodes); err != nil {
+	if err := p.Pool.Validate(); err != nil {
 		return err
 	}
 	if p.MinFence > MaxFencingToken {

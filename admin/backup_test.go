@@ -316,7 +316,7 @@ func TestRestoreRefusals(t *testing.T) {
 	}{
 		{"truncated", post(file[:len(file)-10]), idkeeper.CodeInvalidRequest, "truncated"},
 		{"cut at a line", post(file[:bytes.LastIndexByte(file[:len(file)-1], '\n')+1]), idkeeper.CodeInvalidRequest, "without its trailer"},
-		{"newer", post(bytes.Replace(file, []byte(`"version":2`), []byte(`"version":3`), 1)), idkeeper.CodeInvalidRequest, "upgrade idkeeper"},
+		{"newer", post(bytes.Replace(file, []byte(`"version":3`), []byte(`"version":4`), 1)), idkeeper.CodeInvalidRequest, "upgrade idkeeper"},
 		{"damaged", post(bytes.Replace(file, []byte(`"kind":"node","id":7`), []byte(`"kind":"node","id":8`), 1)), idkeeper.CodeInvalidRequest, "damaged"},
 		{"foreign", post([]byte("SQLite format 3\x00")), idkeeper.CodeInvalidRequest, "not an IdKeeper backup file"},
 		{"empty", post(nil), idkeeper.CodeInvalidRequest, "empty"},

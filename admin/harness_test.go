@@ -119,7 +119,7 @@ func newEnv(t *testing.T, opts ...func(*setup)) *env {
 		st, idem = bs, bs.Idempotency()
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	if _, err := st.Init(ctx, s.nodes); err != nil {
+	if _, err := st.Init(ctx, idkeeper.PoolSpec{Nodes: s.nodes}); err != nil {
 		t.Fatal(err)
 	}
 	acct, err := idkeeper.NewAccounts(st, password.Hasher{Params: cheap}, idkeeper.AccountsConfig{Clock: clk.Now, Logger: quiet,

@@ -41,7 +41,8 @@ func (h *Handler) pool(_ http.ResponseWriter, r *http.Request, _ *principal) (an
 		return nil, err
 	}
 	c := m.Counts
-	out := wire.Pool{RemainingResponse: wire.RemainingResponse{Total: c.Total, Remaining: c.Remaining, Leased: c.Leased,
+	first := int64(m.First)
+	out := wire.Pool{RemainingResponse: wire.RemainingResponse{First: first, Last: first + int64(c.Total) - 1, Total: c.Total, Remaining: c.Remaining, Leased: c.Leased,
 		InGrace: c.InGrace, Quarantined: c.Quarantined, Cooling: c.Cooling}, At: wire.FormatTime(m.Now),
 		Nodes: make([]string, len(m.Nodes))}
 	if !c.NextReadyAt.IsZero() {

@@ -26,7 +26,8 @@ func TestPoolAndLeases(t *testing.T) {
 
 		var pool wire.Pool
 		e.do("GET", "/admin/api/pool", "", "Cookie", tok).ok(t).decode(t, &pool)
-		if pool.Total != 128 || pool.Leased != 3 || pool.Remaining != 125 || len(pool.Nodes) != 128 || pool.At != ts(start) {
+		if pool.Total != 128 || pool.Leased != 3 || pool.Remaining != 125 || len(pool.Nodes) != 128 || pool.At != ts(start) ||
+			pool.First != 0 || pool.Last != 127 {
 			t.Fatalf("pool %+v", pool.RemainingResponse)
 		}
 		var list wire.LeaseList

@@ -135,7 +135,7 @@ func (h *Handler) storeHealth(_ http.ResponseWriter, r *http.Request, _ *princip
 		}
 	}
 	if s.StatusErr == nil {
-		out.FencingCounter, out.Nodes, out.StoreTime = s.Status.Fence, s.Status.Nodes, optTime(s.Status.Now)
+		out.FencingCounter, out.Nodes, out.StoreTime = s.Status.Fence, s.Status.Pool.Nodes, optTime(s.Status.Now)
 	} else {
 		h.log.Warn("the store did not answer the health read", "err", s.StatusErr)
 	}

@@ -60,7 +60,7 @@ func newWebEnv(t *testing.T) *webEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	if _, err := st.Init(ctx, 4096); err != nil {
+	if _, err := st.Init(ctx, idkeeper.PoolSpec{Nodes: 4096}); err != nil {
 		t.Fatal(err)
 	}
 	acct, err := idkeeper.NewAccounts(st, password.Hasher{Params: password.Params{Memory: 64, Time: 1, Threads: 1,

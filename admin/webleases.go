@@ -53,7 +53,7 @@ func parseLeaseFilter(q url.Values) leaseFilter {
 	case string(cellLeased), string(cellGrace):
 		f.Status = s
 	}
-	if n, err := strconv.Atoi(strings.TrimSpace(q.Get("node"))); err == nil && n >= 0 && n <= idkeeper.MaxCount {
+	if n, err := strconv.Atoi(strings.TrimSpace(q.Get("node"))); err == nil && n >= 0 && int64(n) <= int64(idkeeper.MaxPoolNodes) {
 		f.node, f.Node = n, strconv.Itoa(n)
 	}
 	return f
@@ -135,6 +135,7 @@ type leasesPage struct {
 	Filter        leaseFilter
 	KeyOptions    []keyOption
 	Node          *nodeDetail
+	MinNode       int // the pool's node range, MinNode..MaxNode (issue #22)
 	MaxNode       int
 	SelfURL       string
 	LiveURL       string
@@ -179,7 +180,8 @@ func (h *Handler) leasesData(r *http.Request) (leasesPage, error) {
 		return leasesPage{}, err
 	}
 	desc := map[string]string{}
-	out := leasesPage{Counts: pm.Counts, Now: pm.Now, Filter: f, MaxNode: max(pm.Counts.Total-1, 0),
+	out := leasesPage{Counts: pm.Counts, Now: pm.Now, Filter: f, MinNode: int(pm.First),
+		MaxNode:       int(pm.First) + max(pm.Counts.Total-1, 0),
 		RefreshMillis: refreshEvery.Milliseconds()}
 	for _, k := range keys {
 		desc[k.Key.ID] = k.Key.Description
@@ -211,8 +213,8 @@ func (h *Handler) leasesData(r *http.Request) (leasesPage, error) {
 			row.Skew = &skewView{Level: o.Level, Skew: formatSkew(o.Skew), ObservedAt: o.ObservedAt}
 		}
 		byNode[row.Node] = &row
-		if row.Node < len(cells) {
-			cells[row.Node] = mapCell{Status: st, Tip: fmt.Sprintf("Node %d: %s, %s pid %d, key %s, expires %s",
+		if i := row.Node - int(pm.First); i >= 0 && i < len(cells) { // cell i is node ID First+i
+			cells[i] = mapCell{Status: st, Tip: fmt.Sprintf("Node %d: %s, %s pid %d, key %s, expires %s",
 				row.Node, st.Label(), row.Machine, row.PID, row.KeyID, row.ExpiresAt.UTC().Format(timeFormat))}
 		}
 		out.AllLeases++
@@ -227,11 +229,12 @@ func (h *Handler) leasesData(r *http.Request) (leasesPage, error) {
 	for _, s := range cellStatuses {
 		out.Legend = append(out.Legend, legendItem{Label: s.Label(), Cue: s.Cue(), Count: counts[s], Swatch: legendSwatch(s)})
 	}
-	out.Map = renderNodeMap(cells, func(i int) string { return "?node=" + strconv.Itoa(i) }, "map-h")
+	out.Map = renderNodeMap(cells, int(pm.First), func(i int) string { return "?node=" + strconv.Itoa(int(pm.First)+i) }, "map-h")
 	if f.node >= 0 {
-		d := &nodeDetail{ID: f.node, Found: f.node < len(cells)}
+		ci := f.node - int(pm.First)
+		d := &nodeDetail{ID: f.node, Found: ci >= 0 && ci < len(cells)}
 		if d.Found {
-			d.Status = cells[f.node].Status
+			d.Status = cells[ci].Status
 			d.Lease = byNode[f.node]
 			if st, err := h.reg.Node(ctx, idkeeper.NodeID(f.node)); err == nil {
 				d.State, d.Status = &st, cellStatus(st.StatusAt(pm.Now))

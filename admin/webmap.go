@@ -102,11 +102,12 @@ const (
 	mapCellSize = 10
 )
 
-// renderNodeMap draws cells (cells[i] is node ID i) as an SVG map, 64 to a row.
-// link returns the href of node i's cell. labelledBy is the id of the element
+// renderNodeMap draws cells (cells[i] is node ID first+i: the pool's node range,
+// issue #22) as an SVG map, 64 to a row; a cell's title names its real node ID.
+// link returns the href of cell i (node ID first+i). labelledBy is the id of the element
 // that names the map (its heading). Free cells are left out of the tab order (the
 // list and the "go to node" form reach every node); the others are tab stops.
-func renderNodeMap(cells []mapCell, link func(node int) string, labelledBy string) template.HTML {
+func renderNodeMap(cells []mapCell, first int, link func(i int) string, labelledBy string) template.HTML {
 	rows := (len(cells) + mapColumns - 1) / mapColumns
 	if rows == 0 {
 		rows = 1
@@ -139,7 +140,7 @@ func renderNodeMap(cells []mapCell, link func(node int) string, labelledBy strin
 			b.WriteString(template.HTMLEscapeString(c.Tip))
 		} else {
 			b.WriteString("Node ")
-			b.WriteString(strconv.Itoa(i))
+			b.WriteString(strconv.Itoa(first + i))
 			b.WriteString(": ")
 			b.WriteString(c.Status.Label())
 		}

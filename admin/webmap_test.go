@@ -47,7 +47,7 @@ func TestNodeMapFullPool(t *testing.T) {
 		cells[i].Status = cellStatuses[i%len(cellStatuses)]
 	}
 	cells[7].Tip = `Node 7: leased by <host&"a"> pid 1`
-	out := string(renderNodeMap(cells, func(i int) string { return "?node=" + strconv.Itoa(i) }, "map-h"))
+	out := string(renderNodeMap(cells, 0, func(i int) string { return "?node=" + strconv.Itoa(i) }, "map-h"))
 	d := parseMap(t, out)
 	if d.ViewBox != "0 0 639 639" || d.LabelledBy != "map-h" {
 		t.Errorf("viewBox %q labelledby %q", d.ViewBox, d.LabelledBy)
@@ -98,14 +98,19 @@ func TestNodeMapFullPool(t *testing.T) {
 
 func TestNodeMapShapes(t *testing.T) {
 	// A partial last row, and an empty pool.
-	d := parseMap(t, string(renderNodeMap(make([]mapCell, 70), func(i int) string { return "#" }, "")))
+	d := parseMap(t, string(renderNodeMap(make([]mapCell, 70), 0, func(i int) string { return "#" }, "")))
 	if d.ViewBox != "0 0 639 19" || len(d.Links) != 70 {
 		t.Errorf("70 cells: viewBox %q, %d links", d.ViewBox, len(d.Links))
 	}
 	if d.Links[69].Rect.X != 50 || d.Links[69].Rect.Y != 10 || d.Links[0].Title != "Node 0: unknown" {
 		t.Errorf("cell 69 at %d,%d; cell 0 %q", d.Links[69].Rect.X, d.Links[69].Rect.Y, d.Links[0].Title)
 	}
-	d = parseMap(t, string(renderNodeMap(nil, func(i int) string { return "#" }, "x")))
+	// A pool whose range starts at 100 (issue #22): each title names the real node ID.
+	d = parseMap(t, string(renderNodeMap(make([]mapCell, 3), 100, func(i int) string { return "?node=" + strconv.Itoa(100+i) }, "")))
+	if d.Links[0].Title != "Node 100: unknown" || d.Links[2].Title != "Node 102: unknown" {
+		t.Errorf("range from 100: titles %q, %q", d.Links[0].Title, d.Links[2].Title)
+	}
+	d = parseMap(t, string(renderNodeMap(nil, 0, func(i int) string { return "#" }, "x")))
 	if len(d.Links) != 0 || d.ViewBox != "0 0 639 9" {
 		t.Errorf("empty pool: viewBox %q, %d links", d.ViewBox, len(d.Links))
 	}

@@ -176,7 +176,7 @@ func idInputError(err error) string {
 func (h *Handler) originResult(r *http.Request, o idkeeper.IDOrigin) *originResult {
 	ctx := r.Context()
 	res := &originResult{ID: strconv.FormatInt(o.ID, 10), Parts: o.Parts, Layout: h.reg.Layout(), Note: o.Note}
-	if n, ok := h.reg.PoolSize(ctx); ok && o.Parts.Node < int64(n) {
+	if p, ok := h.reg.Pool(ctx); ok && o.Parts.Node >= int64(p.First) && o.Parts.Node < int64(p.End()) {
 		res.NodeLink = true
 	}
 	if len(o.Leases) == 0 {

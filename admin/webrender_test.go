@@ -31,7 +31,7 @@ func TestPageTemplates(t *testing.T) {
 	cells := make([]mapCell, 130)
 	cells[7] = mapCell{Status: cellGrace}
 	lp := leasesPage{Counts: idkeeper.Counts{Total: 130, Remaining: 129, InGrace: 1}, Now: now,
-		Map: renderNodeMap(cells, func(int) string { return "?node=1" }, "map-h"), Rows: []leaseRow{row}, AllLeases: 3,
+		Map: renderNodeMap(cells, 0, func(int) string { return "?node=1" }, "map-h"), Rows: []leaseRow{row}, AllLeases: 3,
 		Filter: leaseFilter{Requester: "host", Node: "7", node: 7}, KeyOptions: []keyOption{{"k1", "k1 · billing"}},
 		Node: &nodeDetail{ID: 7, Found: true, Status: cellGrace, Lease: &row, State: &idkeeper.NodeState{NodeID: 7,
 			Watermark: now.Add(-time.Minute), Floor: now.Add(time.Hour), QuarantinedUntil: now.Add(2 * time.Hour), LastToken: 9,

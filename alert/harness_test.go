@@ -102,7 +102,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 		}
 		t.Cleanup(func() { _ = st.Close() })
 		if i == 0 {
-			if _, err := st.Init(ctx, o.nodes); err != nil {
+			if _, err := st.Init(ctx, idkeeper.PoolSpec{Nodes: o.nodes}); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -555,7 +555,7 @@ func startServers(t *testing.T) *servers {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	if _, err := st.Init(ctx, 64); err != nil {
+	if _, err := st.Init(ctx, idkeeper.PoolSpec{Nodes: 64}); err != nil {
 		t.Fatal(err)
 	}
 	acct, err := idkeeper.NewAccounts(st, password.Hasher{Params: password.Params{Memory: 64, Time: 1, Threads: 1, SaltLen: 16, KeyLen: 32}},

@@ -44,9 +44,18 @@ func decodeHeader(line []byte) (Header, error) {
 	}
 	g := l.Source.Generation
 	m := idkeeper.SnapshotMeta{Generation: idkeeper.Generation{ID: g.ID, Number: g.Number, Origin: idkeeper.Origin(g.Origin)},
-		Fence: l.Meta.Fence, Nodes: l.Meta.Nodes, AuditSeq: l.Meta.AuditSeq, AuditHash: l.Meta.AuditHash}
+		Fence: l.Meta.Fence, Nodes: l.Meta.Nodes, First: idkeeper.NodeID(l.Meta.First), AuditSeq: l.Meta.AuditSeq,
+		AuditHash: l.Meta.AuditHash}
 	if m.Generation.At, err = parseTime("source.generation.at", g.At); err != nil {
 		return Header{}, err
+	}
+	if l.Meta.First < 0 || l.Meta.First > math.MaxUint32 {
+		return Header{}, fmt.Errorf("meta.first %d is not a node ID", l.Meta.First)
+	}
+	if l.Meta.Layout != "" {
+		if m.Layout, err = idkeeper.ParseLayout(l.Meta.Layout); err != nil {
+			return Header{}, fmt.Errorf("meta.layout: %w", err)
+		}
 	}
 	h.Meta = m
 	return h, checkHeader(h)
@@ -57,8 +66,12 @@ func decodeHeader(line []byte) (Header, error) {
 func checkHeader(h Header) error {
 	m := h.Meta
 	switch {
-	case h.Version != Version:
-		return fmt.Errorf("version %d: this idkeeper writes version %d", h.Version, Version)
+	case h.Version < minVersion || h.Version > Version:
+		return fmt.Errorf("version %d: this idkeeper reads versions %d..%d", h.Version, minVersion, Version)
+	case h.Version < 3 && (m.First != 0 || m.Layout != idkeeper.Layout{}):
+		return fmt.Errorf("version %d has no meta.first or meta.layout", h.Version)
+	case h.Version >= 3 && m.Layout == idkeeper.Layout{}:
+		return errors.New("meta.layout is required")
 	case h.TakenAt.IsZero():
 		return errors.New("takenAt is required")
 	case h.Store == "" || len(h.Store) > 32 || !word(h.Store, false):
@@ -73,6 +86,10 @@ func checkHeader(h Header) error {
 		return fmt.Errorf("meta.fence %d is above the last token 2^53-1", m.Fence)
 	case idkeeper.CheckPoolSize(m.Nodes) != nil:
 		return fmt.Errorf("meta.nodes %d is not a pool size 1..%d", m.Nodes, uint64(idkeeper.MaxPoolNodes))
+	}
+	if err := m.Pool().Validate(); err != nil {
+		return fmt.Errorf("meta: the pool (first %d, nodes %d, layout %s): %s", m.First, m.Nodes,
+			idkeeper.FormatLayout(m.Pool().LayoutOrDefault()), message(err))
 	}
 	if err := hexHash("meta.auditHash", m.AuditHash, false); err != nil {
 		return err

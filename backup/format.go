@@ -35,8 +35,14 @@ const (
 	// FormatName is the header's "format": what marks a file as a backup.
 	FormatName = "idkeeper-backup"
 	// Version is the format version this package writes and the newest it reads.
-	// Version 2 added the lease history records; version 1 files (none) are read.
-	Version = 2
+	// Version 2 added the lease history records; version 1 files (none) are not
+	// read. Version 3 (issue #22) added the pool's first node ID and layout
+	// (meta.first, meta.layout); a version 2 file is read as a pool from node ID 0
+	// on the default layout. An older idkeeper refuses a version 3 file
+	// (ErrNewerVersion) rather than import its node range as 0-based.
+	Version = 3
+	// minVersion is the oldest format version this package reads.
+	minVersion = 2
 	// MaxLine is the longest line, in bytes without its line feed. The longest record
 	// (an audit entry of bounded fields, escaped) is far below it.
 	MaxLine = 64 << 10
@@ -112,8 +118,12 @@ type (
 		At     string `json:"at,omitempty"`
 	}
 	metaJSON struct {
-		Fence     uint64 `json:"fence"`
-		Nodes     int    `json:"nodes"`
+		Fence uint64 `json:"fence"`
+		Nodes int    `json:"nodes"`
+		// First and Layout (version 3): the pool's first node ID (absent: 0) and
+		// its layout (idkeeper.FormatLayout; required in version 3).
+		First     int64  `json:"first,omitempty"`
+		Layout    string `json:"layout,omitempty"`
 		AuditSeq  uint64 `json:"auditSeq"`
 		AuditHash string `json:"auditHash,omitempty"`
 	}
@@ -249,7 +259,17 @@ func encodeHeader(h Header) ([]byte, error) {
 	g := h.Meta.Generation
 	return json.Marshal(headerLine{Format: FormatName, Version: h.Version, TakenAt: fmtTime(h.TakenAt),
 		Source: sourceJSON{Store: h.Store, Generation: generationJSON{ID: g.ID, Number: g.Number, Origin: string(g.Origin), At: fmtTime(g.At)}},
-		Meta:   metaJSON{Fence: h.Meta.Fence, Nodes: h.Meta.Nodes, AuditSeq: h.Meta.AuditSeq, AuditHash: h.Meta.AuditHash}})
+		Meta: metaJSON{Fence: h.Meta.Fence, Nodes: h.Meta.Nodes, First: int64(h.Meta.First), Layout: layoutText(h.Meta.Layout),
+			AuditSeq: h.Meta.AuditSeq, AuditHash: h.Meta.AuditHash}})
+}
+
+// layoutText is l as a header holds it: idkeeper.FormatLayout, "" for the zero
+// Layout (a version 2 header).
+func layoutText(l idkeeper.Layout) string {
+	if l == (idkeeper.Layout{}) {
+		return ""
+	}
+	return idkeeper.FormatLayout(l)
 }
 
 // encodeRecord is rec's line, without its line feed. A lease's receipt is never

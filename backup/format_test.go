@@ -29,7 +29,8 @@ func sample() (idkeeper.SnapshotMeta, []idkeeper.SnapshotRecord) {
 	a1 := idkeeper.AuditEntry{At: t0, Actor: "user:ann", Action: "apikey.create", Target: "key:0011", RemoteIP: "10.0.0.1", Detail: "billing <x> & \"y\""}.Seal(0, "")
 	a2 := idkeeper.AuditEntry{At: t0.Add(time.Second), Actor: "system", Action: "lease.grant", Target: "node:1"}.Seal(a1.Seq, a1.Hash)
 	meta := idkeeper.SnapshotMeta{Generation: idkeeper.Generation{ID: "0123456789abcdef0123456789abcdef", Number: 3,
-		Origin: idkeeper.OriginRecovered, At: t0.Add(-time.Hour)}, Fence: 42, Nodes: 4, AuditSeq: a2.Seq, AuditHash: a2.Hash}
+		Origin: idkeeper.OriginRecovered, At: t0.Add(-time.Hour)}, Fence: 42, Nodes: 4, Layout: idkeeper.DefaultLayout,
+		AuditSeq: a2.Seq, AuditHash: a2.Hash}
 	h := sha256.Sum256([]byte("secret"))
 	lease := &idkeeper.Lease{NodeID: 1, Requester: idkeeper.Requester{MachineID: "host-ü", PID: 7, StartedAt: t0.Add(-time.Minute), Instance: "abc_-9"},
 		NotBefore: t0.Add(time.Millisecond), ExpiresAt: t0.Add(48 * time.Hour), FencingToken: 41, GrantedAt: t0, RenewedAt: t0.Add(time.Hour), KeyID: "0011223344556677"}
@@ -112,6 +113,22 @@ func reseal(ls [][]byte) []byte {
 	return fmt.Appendf(body, `{"end":true,"records":%d,"sha256":"%s"}`+"\n", len(ls)-2, hex.EncodeToString(sum[:]))
 }
 
+// TestReadsVersion2: a version 2 file (no meta.first, no meta.layout) reads as a
+// pool from node ID 0 on the default layout (the zero Layout).
+func TestReadsVersion2(t *testing.T) {
+	meta, recs := sample()
+	ls := lines(write(t, meta, recs))
+	ls[0] = bytes.Replace(ls[0], []byte(`"version":3`), []byte(`"version":2`), 1)
+	ls[0] = bytes.Replace(ls[0], []byte(`,"layout":"41/12/10@2026-01-01T00:00:00.000Z"`), nil, 1)
+	h, got, _, err := readAll(reseal(ls))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Version != 2 || h.Meta.First != 0 || h.Meta.Layout != (idkeeper.Layout{}) || h.Meta.Nodes != 4 || len(got) != len(recs) {
+		t.Fatalf("version 2 header %+v, %d records", h, len(got))
+	}
+}
+
 func TestRoundTrip(t *testing.T) {
 	meta, recs := sample()
 	data := write(t, meta, recs)
@@ -119,7 +136,7 @@ func TestRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Header{Version: 2, TakenAt: t0.Add(2 * time.Hour), Store: "bolt", Meta: meta}
+	want := Header{Version: 3, TakenAt: t0.Add(2 * time.Hour), Store: "bolt", Meta: meta}
 	if !reflect.DeepEqual(h, want) {
 		t.Fatalf("header %+v, want %+v", h, want)
 	}
@@ -137,7 +154,7 @@ func TestRoundTrip(t *testing.T) {
 	}
 	// The format as documented: the header first, the records in order, the trailer.
 	ls := lines(data)
-	if !bytes.HasPrefix(ls[0], []byte(`{"format":"idkeeper-backup","version":2,"takenAt":"2026-03-01T14:00:00.000Z","source":{"store":"bolt","generation":{"id":"0123456789abcdef0123456789abcdef","number":3,"origin":"recovered","at":"2026-03-01T11:00:00.000Z"}},"meta":{"fence":42,"nodes":4,"auditSeq":2,"auditHash":"`)) ||
+	if !bytes.HasPrefix(ls[0], []byte(`{"format":"idkeeper-backup","version":3,"takenAt":"2026-03-01T14:00:00.000Z","source":{"store":"bolt","generation":{"id":"0123456789abcdef0123456789abcdef","number":3,"origin":"recovered","at":"2026-03-01T11:00:00.000Z"}},"meta":{"fence":42,"nodes":4,"layout":"41/12/10@2026-01-01T00:00:00.000Z","auditSeq":2,"auditHash":"`)) ||
 		string(ls[1]) != `{"kind":"node","id":0}` ||
 		!bytes.HasPrefix(ls[len(ls)-1], []byte(`{"end":true,"records":14,"sha256":"`)) {
 		t.Fatalf("the file:\n%s", data)
@@ -197,11 +214,16 @@ func refusals(t testing.TB, data []byte) []refusal {
 		{"not a backup", []byte("hello, world\n"), ErrNotBackup, "header"},
 		{"JSON but not a backup", []byte(`{"format":"tar","version":1}` + "\n"), ErrNotBackup, "header"},
 		{"binary", bytes.Repeat([]byte{0, 1, 2, 0xff}, 30000), ErrNotBackup, "header"},
-		{"version 3", edit(0, `"version":2`, `"version":3`), ErrNewerVersion, "format version 3; this idkeeper reads version 2: upgrade idkeeper"},
-		{"version 0", edit(0, `"version":2`, `"version":0`), ErrDamaged, "version"},
-		{"version as a string", edit(0, `"version":2`, `"version":"2"`), ErrDamaged, "version"},
+		{"version 4", edit(0, `"version":3`, `"version":4`), ErrNewerVersion, "format version 4; this idkeeper reads version 3: upgrade idkeeper"},
+		{"version 0", edit(0, `"version":3`, `"version":0`), ErrDamaged, "version"},
+		{"version as a string", edit(0, `"version":3`, `"version":"3"`), ErrDamaged, "version"},
+		{"version 2 with a layout", edit(0, `"version":3`, `"version":2`), ErrDamaged, "version 2 has no meta.first or meta.layout"},
+		{"version 3 without a layout", edit(0, `,"layout":"41/12/10@2026-01-01T00:00:00.000Z"`, ``), ErrDamaged, "meta.layout is required"},
+		{"layout not canonical", edit(0, `"layout":"41/12/10@2026-01-01T00:00:00.000Z"`, `"layout":"41/12/10@2026-01-01T00:00:00Z"`), ErrDamaged, "meta.layout"},
+		{"layout invalid", edit(0, `"layout":"41/12/10@`, `"layout":"41/12/11@`), ErrDamaged, "meta.layout"},
+		{"pool past the layout", edit(0, `"nodes":4,`, `"nodes":4,"first":4093,`), ErrDamaged, "do not fit the layout"},
 		{"header without its meta", edit(0, `,"meta":{`, `,"neta":{`), ErrDamaged, "unknown member"},
-		{"header not JSON", []byte(`{"format":"idkeeper-backup","version":2,` + "\n"), ErrDamaged, "header"},
+		{"header not JSON", []byte(`{"format":"idkeeper-backup","version":3,` + "\n"), ErrDamaged, "header"},
 		{"checksum flipped", flipChecksum(data), ErrDamaged, "checksum mismatch"},
 		{"content changed, checksum kept", bytes.Replace(data, []byte(`"maxNodes":3`), []byte(`"maxNodes":4`), 1), ErrDamaged, "checksum mismatch"},
 		{"record count wrong", bytes.Replace(data, []byte(`"records":14`), []byte(`"records":13`), 1), ErrDamaged, "counts 13 records"},

@@ -85,7 +85,7 @@ func restoreSetup(t *testing.T, clk *fakeclock.Clock) (store, *idkeeper.Registry
 	t.Helper()
 	ctx := context.Background()
 	st := openBolt(t, clk)
-	if _, err := st.Init(ctx, 8); err != nil {
+	if _, err := st.Init(ctx, idkeeper.PoolSpec{Nodes: 8}); err != nil {
 		t.Fatal(err)
 	}
 	reg := newRegistry(t, st, clk)

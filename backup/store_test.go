@@ -169,7 +169,7 @@ func who(i int) idkeeper.Requester {
 func populate(t testing.TB, s store, clk *fakeclock.Clock) {
 	t.Helper()
 	ctx := context.Background()
-	res, err := s.Init(ctx, 16)
+	res, err := s.Init(ctx, idkeeper.PoolSpec{Nodes: 16})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -484,5 +484,67 @@ func TestPlanFor(t *testing.T) {
 	meta, recs := sample()
 	if _, err := Verify(io.LimitReader(bytes.NewReader(write(t, meta, recs)), 100)); !errors.Is(err, ErrTruncated) {
 		t.Fatalf("verify of a cut file: %v", err)
+	}
+}
+
+// TestImportKeepsThePool: a backup carries its pool's First and layout; an import
+// into an empty store of either kind writes that pool; an import into a store of
+// another node range or layout is refused (POOL_MISMATCH as an INVALID_REQUEST)
+// and writes nothing.
+func TestImportKeepsThePool(t *testing.T) {
+	ops := openers(t)
+	ctx := context.Background()
+	layout := idkeeper.Layout{Epoch: idkeeper.DefaultLayout.Epoch, TimestampBits: 41, NodeBits: 10, SequenceBits: 12}
+	pool := idkeeper.PoolSpec{First: 100, Nodes: 4, Layout: layout}
+	for _, from := range ops {
+		for _, to := range ops {
+			t.Run(from.kind+" to "+to.kind, func(t *testing.T) {
+				clk := fakeclock.New(t0)
+				src := from.open(t, clk)
+				res, err := src.Init(ctx, pool)
+				if err != nil {
+					t.Fatal(err)
+				}
+				g := idkeeper.Guard{Generation: res.Generation.ID}
+				if _, err := src.Alloc(ctx, g, idkeeper.AllocParams{Requester: who(1), KeyID: "k", Count: 2, First: time.Hour}); err != nil {
+					t.Fatal(err)
+				}
+				data, _ := export(t, src, from.kind, clk.Now())
+				if !bytes.Contains(data, []byte(`"first":100,"layout":"41/10/12@2026-01-01T00:00:00.000Z"`)) {
+					t.Fatalf("the header lacks the pool: %s", lines(data)[0])
+				}
+
+				dst := to.open(t, clk)
+				plan, err := PlanFor(ctx, dst, clk.Now(), 48*time.Hour, 10*time.Minute)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := Import(ctx, dst, bytes.NewReader(data), plan); err != nil {
+					t.Fatal(err)
+				}
+				st, err := dst.Status(ctx)
+				if err != nil || st.Pool.String() != pool.String() {
+					t.Fatalf("pool after the import: %s, %v; want %s", st.Pool, err, pool)
+				}
+
+				other := to.open(t, clk)
+				if _, err := other.Init(ctx, idkeeper.PoolSpec{Nodes: 4}); err != nil {
+					t.Fatal(err)
+				}
+				before := read(t, other).String()
+				plan, err = PlanFor(ctx, other, clk.Now(), 48*time.Hour, 10*time.Minute)
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, err = Import(ctx, other, bytes.NewReader(data), plan)
+				var e *idkeeper.Error
+				if !errors.As(err, &e) || e.Code != idkeeper.CodeInvalidRequest || !strings.Contains(e.Message, "re-initialise deliberately") {
+					t.Fatalf("import into another pool: %v, want the pool mismatch", err)
+				}
+				if after := read(t, other).String(); after != before {
+					t.Fatalf("a refused import changed the store:\n%s\nwas:\n%s", after, before)
+				}
+			})
+		}
 	}
 }

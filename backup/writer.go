@@ -62,6 +62,7 @@ func (w *Writer) WriteMeta(meta idkeeper.SnapshotMeta) error {
 	if at.IsZero() {
 		at = time.Now()
 	}
+	meta.Layout = meta.Pool().LayoutOrDefault() // version 3 spells the layout out
 	w.hdr = Header{Version: Version, TakenAt: idkeeper.Millis(at).UTC(), Store: w.src.Store, Meta: meta}
 	line, err := encodeHeader(w.hdr)
 	if err == nil {

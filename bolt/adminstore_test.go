@@ -29,7 +29,7 @@ func TestAdminStoreOnOlderFile(t *testing.T) {
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "idkeeper.db")
 	s := open(t, path, nil)
-	if _, err := s.Init(ctx, 4); err != nil {
+	if _, err := s.Init(ctx, idkeeper.PoolSpec{Nodes: 4}); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()

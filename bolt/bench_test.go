@@ -29,7 +29,7 @@ func benchStore(b *testing.B, sync bool) (*bolt.Store, *fakeclock.Clock) {
 	if !sync {
 		s.NoSyncForTest()
 	}
-	res, err := s.Init(b.Context(), benchPool)
+	res, err := s.Init(b.Context(), idkeeper.PoolSpec{Nodes: benchPool})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -19,7 +19,11 @@
 //
 //	meta        "version" (schema, 2), "generation" (number u64 | at i64 | origin
 //	            len u8 | origin | ID; absent: not initialised), "nodes" (pool
-//	            size), "fence" (fencing counter), "seq" (free-order counter),
+//	            size), "first" (the pool's first node ID: the pool is node IDs
+//	            first..first+nodes-1; absent: 0), "layout" (the pool's layout,
+//	            idkeeper.FormatLayout, written with the pool; absent: a file
+//	            written before layouts were, on idkeeper.DefaultLayout), "fence"
+//	            (fencing counter), "seq" (free-order counter),
 //	            "held" (leases), "quarantined" (entries of the quarantine index),
 //	            "cooling" (entries of the cooling index; counted at Open when a
 //	            file written before it lacks it)
@@ -128,6 +132,8 @@ var (
 	keyVersion     = []byte("version")
 	keyGeneration  = []byte("generation")
 	keyNodes       = []byte("nodes")
+	keyFirst       = []byte("first")  // the pool's first node ID (absent: 0)
+	keyLayout      = []byte("layout") // the pool's layout, idkeeper.FormatLayout (absent: the default)
 	keyFence       = []byte("fence")
 	keySeq         = []byte("seq")
 	keyHeld        = []byte("held")
@@ -223,6 +229,7 @@ func (s *Store) Now(context.Context) (time.Time, error) { return idkeeper.Millis
 // back when they changed.
 type counters struct {
 	nodeCount      uint64 // pool size
+	first          uint64 // the pool's first node ID
 	fence          uint64 // fencing counter
 	seq            uint64 // free-order counter
 	held           uint64 // leases
@@ -256,6 +263,7 @@ func newTxn(tx *bbolt.Tx, bucket func(name []byte) *bbolt.Bucket, now int64) *tx
 		hist: bucket(bucketHistory), histEnded: bucket(bucketHistoryEnded),
 	}
 	t.nodeCount = getU64(t.meta.Get(keyNodes))
+	t.first = getU64(t.meta.Get(keyFirst))
 	t.fence = getU64(t.meta.Get(keyFence))
 	t.seq = getU64(t.meta.Get(keySeq))
 	t.held = getU64(t.meta.Get(keyHeld))
@@ -277,7 +285,7 @@ func (t *txn) putCounters() error {
 	for _, kv := range []struct {
 		k []byte
 		v uint64
-	}{{keyNodes, t.nodeCount}, {keyFence, t.fence}, {keySeq, t.seq}, {keyHeld, t.held}, {keyQuarantined, t.quarantineSize},
+	}{{keyNodes, t.nodeCount}, {keyFirst, t.first}, {keyFence, t.fence}, {keySeq, t.seq}, {keyHeld, t.held}, {keyQuarantined, t.quarantineSize},
 		{keyCooling, t.coolingSize}} {
 		if err := t.meta.Put(kv.k, putU64(kv.v)); err != nil {
 			return err

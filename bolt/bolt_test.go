@@ -47,7 +47,7 @@ func TestReopenKeepsState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := s.Init(ctx, 16)
+	res, err := s.Init(ctx, idkeeper.PoolSpec{Nodes: 16})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestReopenKeepsState(t *testing.T) {
 	}
 
 	s = open(t, path, clock.Now)
-	again, err := s.Init(ctx, 16)
+	again, err := s.Init(ctx, idkeeper.PoolSpec{Nodes: 16})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestCoolingCounterCountedAtOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := s.Init(ctx, 5)
+	res, err := s.Init(ctx, idkeeper.PoolSpec{Nodes: 5})
 	if err != nil {
 		t.Fatal(err)
 	}

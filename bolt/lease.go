@@ -13,15 +13,19 @@ func (s *Store) Status(ctx context.Context) (idkeeper.StoreStatus, error) {
 	var st idkeeper.StoreStatus
 	err := s.view(ctx, func(t *txn) error {
 		g, ok, err := t.generation()
-		st = idkeeper.StoreStatus{Initialised: ok, Generation: g, Fence: t.fence, Nodes: int(t.nodeCount), Now: msTime(t.now)}
+		if err != nil {
+			return err
+		}
+		pool, err := t.pool()
+		st = idkeeper.StoreStatus{Initialised: ok, Generation: g, Fence: t.fence, Pool: pool, Now: msTime(t.now)}
 		return err
 	})
 	return st, err
 }
 
 // Init implements idkeeper.LeaseStore.
-func (s *Store) Init(ctx context.Context, nodes int) (idkeeper.InitResult, error) {
-	if err := idkeeper.CheckPoolSize(nodes); err != nil {
+func (s *Store) Init(ctx context.Context, pool idkeeper.PoolSpec) (idkeeper.InitResult, error) {
+	if err := pool.Validate(); err != nil {
 		return idkeeper.InitResult{}, err
 	}
 	var res idkeeper.InitResult
@@ -32,11 +36,11 @@ func (s *Store) Init(ctx context.Context, nodes int) (idkeeper.InitResult, error
 		}
 		if ok {
 			res.Generation = g
-			return t.growTo(nodes)
+			return t.growTo(pool)
 		}
 		res = idkeeper.InitResult{Fresh: true, Generation: idkeeper.Generation{
 			ID: idkeeper.NewGenerationID(), Number: 1, Origin: idkeeper.OriginFresh, At: msTime(t.now)}}
-		if err := t.growTo(nodes); err != nil {
+		if err := t.growTo(pool); err != nil {
 			return err
 		}
 		return t.meta.Put(keyGeneration, encodeGeneration(res.Generation))
@@ -45,29 +49,31 @@ func (s *Store) Init(ctx context.Context, nodes int) (idkeeper.InitResult, error
 		return idkeeper.InitResult{}, err
 	}
 	if res.Fresh {
-		s.log.Info("bolt: initialised a new node pool", "nodes", nodes, "generation", res.Generation.ID)
+		s.log.Info("bolt: initialised a new node pool", "pool", pool.String(), "generation", res.Generation.ID)
 	}
 	return res, nil
 }
 
-// growTo grows the pool to nodes; a smaller pool is an INVALID_REQUEST Error.
-func (t *txn) growTo(nodes int) error {
-	if uint64(nodes) < t.nodeCount {
-		return idkeeper.ShrinkRefused(t.nodeCount, nodes)
+// growTo grows the pool to p (stored with p's First and layout when the store has
+// none); another First or layout, or a smaller pool, is an INVALID_REQUEST Error
+// (idkeeper.CheckPoolChange).
+func (t *txn) growTo(p idkeeper.PoolSpec) error {
+	if err := t.adopt(p, false); err != nil {
+		return err
 	}
-	return t.grow(nodes)
+	return t.grow(p.Nodes)
 }
 
 // Grow implements idkeeper.LeaseStore.
-func (s *Store) Grow(ctx context.Context, g idkeeper.Guard, nodes int) error {
-	if err := idkeeper.CheckPoolSize(nodes); err != nil {
+func (s *Store) Grow(ctx context.Context, g idkeeper.Guard, pool idkeeper.PoolSpec) error {
+	if err := pool.Validate(); err != nil {
 		return err
 	}
-	return s.update(ctx, &g, func(t *txn) error { return t.growTo(nodes) })
+	return s.update(ctx, &g, func(t *txn) error { return t.growTo(pool) })
 }
 
-// Reset implements idkeeper.LeaseStore. It never shrinks the pool: a p.Nodes below
-// the stored size leaves the size as it is.
+// Reset implements idkeeper.LeaseStore. It never shrinks the pool: a p.Pool.Nodes
+// below the stored size leaves the size as it is.
 func (s *Store) Reset(ctx context.Context, p idkeeper.ResetParams) (idkeeper.ResetResult, error) {
 	if err := p.Validate(); err != nil {
 		return idkeeper.ResetResult{}, err
@@ -75,12 +81,15 @@ func (s *Store) Reset(ctx context.Context, p idkeeper.ResetParams) (idkeeper.Res
 	var res idkeeper.ResetResult
 	until := timeMs(p.Until)
 	err := s.update(ctx, nil, func(t *txn) error {
-		t.fence = max(t.fence, p.MinFence)
-		if err := t.grow(p.Nodes); err != nil {
+		if err := t.adopt(p.Pool, true); err != nil {
 			return err
 		}
-		for id := range uint32(t.nodeCount) {
-			err := t.modify(id, func(r *nodeRec) {
+		t.fence = max(t.fence, p.MinFence)
+		if err := t.grow(p.Pool.Nodes); err != nil {
+			return err
+		}
+		for i := t.first; i < t.end(); i++ { // uint64: a pool may end at node 2^32−1
+			err := t.modify(uint32(i), func(r *nodeRec) {
 				r.quarUntil, r.floor, r.restorable = max(r.quarUntil, until), max(r.floor, until), true
 			})
 			if err != nil {
@@ -321,7 +330,7 @@ func (t *txn) claims(key string, p idkeeper.RenewParams) (restored, contested []
 	cs := slices.Clone(p.Claims)
 	slices.SortFunc(cs, func(a, b idkeeper.Claim) int { return int(a.NodeID - b.NodeID) })
 	for _, c := range cs {
-		if !c.Possible() || uint64(c.NodeID) >= t.nodeCount || timeMs(c.ExpiresAt) < t.now {
+		if !c.Possible() || !t.inPool(c.NodeID) || timeMs(c.ExpiresAt) < t.now {
 			continue
 		}
 		id := uint32(c.NodeID)
@@ -513,7 +522,7 @@ func (s *Store) Quarantine(ctx context.Context, g idkeeper.Guard, until time.Tim
 	ms := timeMs(until)
 	return s.update(ctx, &g, func(t *txn) error {
 		for _, id := range nodes {
-			if id < 0 || uint64(id) >= t.nodeCount {
+			if !t.inPool(id) {
 				return idkeeper.OutsidePool(id)
 			}
 		}

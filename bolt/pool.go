@@ -27,13 +27,62 @@ func (t *txn) lease(id uint32) (leaseRec, error) {
 	return decodeLease(v)
 }
 
+// pool reads the stored pool: the zero PoolSpec when the store holds none, else
+// its First, size and layout (DefaultLayout when none is stored: a file written
+// before layouts were).
+func (t *txn) pool() (idkeeper.PoolSpec, error) {
+	if t.nodeCount == 0 {
+		return idkeeper.PoolSpec{}, nil
+	}
+	p := idkeeper.PoolSpec{First: idkeeper.NodeID(t.first), Nodes: int(t.nodeCount), Layout: idkeeper.DefaultLayout}
+	if v := t.meta.Get(keyLayout); v != nil {
+		l, err := idkeeper.ParseLayout(string(v))
+		if err != nil {
+			return idkeeper.PoolSpec{}, fmt.Errorf("bolt: the stored layout: %w", err)
+		}
+		p.Layout = l
+	}
+	return p, nil
+}
+
+// end is the first node ID past the pool.
+func (t *txn) end() uint64 { return t.first + t.nodeCount }
+
+// inPool reports whether id lies in the stored pool.
+func (t *txn) inPool(id idkeeper.NodeID) bool {
+	return id >= 0 && uint64(id) >= t.first && uint64(id) < t.end()
+}
+
+// adopt checks p against the stored pool — idkeeper.CheckPoolChange, or with
+// shrinkOK (Reset: a smaller pool keeps the stored size) only its First and
+// layout — and, on a store without a pool, stores p's First and layout. p is
+// valid.
+func (t *txn) adopt(p idkeeper.PoolSpec, shrinkOK bool) error {
+	stored, err := t.pool()
+	if err != nil {
+		return err
+	}
+	if stored.Nodes > 0 {
+		if shrinkOK && !stored.SameSpace(p) {
+			return idkeeper.PoolMismatch(stored, p)
+		}
+		if !shrinkOK {
+			return idkeeper.CheckPoolChange(stored, p)
+		}
+		return nil
+	}
+	t.first = uint64(p.First)
+	return t.meta.Put(keyLayout, []byte(idkeeper.FormatLayout(p.LayoutOrDefault())))
+}
+
 // grow adds node IDs up to n: free, ready, watermark zero, at the back of the free
-// order.
+// order, in NodeID order.
 func (t *txn) grow(n int) error {
 	if uint64(n) <= t.nodeCount {
 		return nil
 	}
-	for id := uint32(t.nodeCount); id < uint32(n); id++ {
+	for i := t.end(); i < t.first+uint64(n); i++ { // uint64: a pool may end at node 2^32−1
+		id := uint32(i)
 		t.seq++
 		r := nodeRec{watermark: zeroMs, quarUntil: zeroMs, floor: zeroMs, freeSeq: t.seq, place: placeReady}
 		if err := t.ready.Put(seqNodeKey(r.freeSeq, id), nil); err != nil {

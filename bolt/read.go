@@ -85,7 +85,7 @@ func (s *Store) Leases(ctx context.Context) ([]idkeeper.Lease, error) {
 func (s *Store) Node(ctx context.Context, id idkeeper.NodeID) (idkeeper.NodeState, error) {
 	var st idkeeper.NodeState
 	err := s.view(ctx, func(t *txn) error {
-		if id < 0 || uint64(id) >= t.nodeCount {
+		if !t.inPool(id) {
 			return idkeeper.ErrNotFound
 		}
 		r, err := t.node(uint32(id))

@@ -17,7 +17,7 @@ func (s *Store) RevokeLease(ctx context.Context, g idkeeper.Guard, node idkeeper
 	}
 	var out idkeeper.Lease
 	err := s.update(ctx, &g, func(t *txn) error {
-		if node < 0 || uint64(node) >= t.nodeCount {
+		if !t.inPool(node) {
 			return idkeeper.ErrNotFound
 		}
 		id := uint32(node)

@@ -63,11 +63,17 @@ func (s *Store) ReadSnapshot(ctx context.Context, meta func(idkeeper.SnapshotMet
 		if err != nil {
 			return err
 		}
-		m := idkeeper.SnapshotMeta{Generation: g, Fence: t.fence, Nodes: int(t.nodeCount), AuditSeq: seq, AuditHash: hash}
+		pool, err := t.pool()
+		if err != nil {
+			return err
+		}
+		m := idkeeper.SnapshotMeta{Generation: g, Fence: t.fence, Nodes: pool.Nodes, First: pool.First, Layout: pool.Layout,
+			AuditSeq: seq, AuditHash: hash}
 		if err := meta(m); err != nil {
 			return call(err)
 		}
-		for id := range uint32(t.nodeCount) {
+		for i := t.first; i < t.end(); i++ { // uint64: a pool may end at node 2^32−1
+			id := uint32(i)
 			r, err := t.node(id)
 			if err != nil {
 				return err
@@ -149,8 +155,8 @@ func forEach(t *txn, name []byte, fn func(k, v []byte) error) error {
 //	restore-staging  "token" → the load's random ID; "complete" → 1 once every
 //	                 record passed the checks and is written
 //	  meta           the meta keys the load will write: "generation", "audithead"
-//	                 (absent: none) and the counters ("nodes", "fence", "seq",
-//	                 "held", "quarantined", "cooling")
+//	                 (absent: none), "layout" and the counters ("nodes", "first",
+//	                 "fence", "seq", "held", "quarantined", "cooling")
 //	  nodes … apikeys, users, allowlist, audit, history, history-ended
 //	                 the durable buckets (snapshotBuckets but the sessions), laid
 //	                 out as the top-level ones; users, allowlist and audit only when
@@ -165,7 +171,7 @@ var (
 	stagedBuckets = [][]byte{bucketNodes, bucketLeases, bucketRequesters, bucketKeyHeld, bucketExpiry,
 		bucketReady, bucketCooling, bucketQuarantine, bucketAPIKeys, bucketHistory, bucketHistoryEnded}
 	// stagedMeta are the meta keys a load replaces ("version" stays).
-	stagedMeta = [][]byte{keyGeneration, keyAuditHead, keyNodes, keyFence, keySeq, keyHeld, keyQuarantined, keyCooling}
+	stagedMeta = [][]byte{keyGeneration, keyAuditHead, keyLayout, keyNodes, keyFirst, keyFence, keySeq, keyHeld, keyQuarantined, keyCooling}
 )
 
 const (
@@ -206,6 +212,18 @@ func (s *Store) LoadSnapshot(ctx context.Context, meta idkeeper.SnapshotMeta, sr
 	}
 	s.loadMu.Lock()
 	defer s.loadMu.Unlock()
+	// Checked first, to spare staging a snapshot that cannot load; the swap checks
+	// again, in its own transaction.
+	err = s.view(ctx, func(t *txn) error {
+		live, err := t.pool()
+		if err == nil && live.Nodes > 0 && !live.SameSpace(meta.Pool()) {
+			err = idkeeper.PoolMismatch(live, meta.Pool())
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
 	st := &staging{s: s, token: []byte(idkeeper.NewGenerationID()), now: idkeeper.Millis(s.clock()).UnixMilli(),
 		full: snapshotBatch}
 	if s.loadBatch > 0 {
@@ -255,7 +273,7 @@ func (s *Store) LoadSnapshot(ctx context.Context, meta idkeeper.SnapshotMeta, sr
 	}
 	swapped = true
 	s.log.Warn("bolt: loaded a snapshot: the store's whole durable state was replaced",
-		"generation", meta.Generation.ID, "number", meta.Generation.Number, "nodes", meta.Nodes, "fence", meta.Fence,
+		"generation", meta.Generation.ID, "number", meta.Generation.Number, "pool", meta.Pool().String(), "fence", meta.Fence,
 		"records", records)
 	return nil
 }
@@ -302,7 +320,10 @@ func (st *staging) start(m idkeeper.SnapshotMeta) error {
 				return err
 			}
 		}
-		t.counters = counters{nodeCount: uint64(m.Nodes), fence: m.Fence, seq: uint64(m.Nodes)}
+		if err := t.meta.Put(keyLayout, []byte(idkeeper.FormatLayout(m.Pool().LayoutOrDefault()))); err != nil {
+			return err
+		}
+		t.counters = counters{nodeCount: uint64(m.Nodes), first: uint64(m.First), fence: m.Fence, seq: uint64(m.Nodes)}
 		return t.putCounters()
 	})
 	if err != nil {
@@ -392,7 +413,8 @@ func (st *staging) flush(last bool) error {
 }
 
 // swap replaces the durable state with the complete staging, in one write
-// transaction.
+// transaction; when the live store holds a pool with another First or layout than
+// the staged one, it returns idkeeper.PoolMismatch and changes nothing.
 func (st *staging) swap() error {
 	return wrap(st.s.db.Update(func(tx *bbolt.Tx) error {
 		b, err := st.bucket(tx)
@@ -402,10 +424,21 @@ func (st *staging) swap() error {
 		if b.Get(keyStageDone) == nil {
 			return errors.New("load snapshot: the staging is not complete")
 		}
-		staged := b.Bucket(bucketMeta)
+		live, err := st.s.begin(tx).pool()
+		if err != nil {
+			return err
+		}
+		staged, err := newTxn(tx, b.Bucket, st.now).pool()
+		if err != nil {
+			return err
+		}
+		if live.Nodes > 0 && !live.SameSpace(staged) {
+			return idkeeper.PoolMismatch(live, staged)
+		}
+		stagedM := b.Bucket(bucketMeta)
 		meta := tx.Bucket(bucketMeta)
 		for _, k := range stagedMeta {
-			if v := staged.Get(k); v == nil {
+			if v := stagedM.Get(k); v == nil {
 				err = meta.Delete(k)
 			} else {
 				err = meta.Put(k, bytes.Clone(v))
@@ -497,13 +530,14 @@ func (l *loader) load(rec idkeeper.SnapshotRecord) error {
 }
 
 // node writes one node: a held one with its lease and index entries, a free one
-// filed as its state calls for at now, its free sequence its NodeID + 1.
+// filed as its state calls for at now, its free sequence its place in the pool + 1
+// (NodeID − First + 1).
 func (l *loader) node(n *idkeeper.NodeState) error {
 	t, id := l.t, uint32(n.NodeID)
 	r := nodeRec{watermark: timeMs(n.Watermark), quarUntil: timeMs(n.QuarantinedUntil), floor: timeMs(n.Floor),
 		lastToken: n.LastToken, restorable: n.Restorable}
 	if n.Lease == nil {
-		r.freeSeq = uint64(id) + 1
+		r.freeSeq = uint64(id) - t.first + 1
 		return t.place(id, &r)
 	}
 	ls := n.Lease

@@ -135,7 +135,7 @@ func storeWith(t *testing.T, path string, clock *fakeclock.Clock, n, held int, r
 	t.Helper()
 	ctx := t.Context()
 	s := open(t, path, clock.Now)
-	res, err := s.Init(ctx, n)
+	res, err := s.Init(ctx, idkeeper.PoolSpec{Nodes: n})
 	if err != nil {
 		t.Fatal(err)
 	}

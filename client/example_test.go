@@ -154,7 +154,7 @@ func startDemoRegistry(cfg idkeeper.Config) (serverURL, apiKey string, stop func
 		log.Fatal(err)
 	}
 	// A new deployment is initialised once, as `idkeeper init` does.
-	if _, err := st.Init(context.Background(), 64); err != nil { // the registry grows it to its pool
+	if _, err := st.Init(context.Background(), idkeeper.PoolSpec{Nodes: 64, Layout: cfg.Layout}); err != nil { // the registry grows it to its pool
 		log.Fatal(err)
 	}
 	cfg.Logger = quiet

@@ -121,7 +121,7 @@ func TestSessionsSurviveAStoreReset(t *testing.T) {
 	idsBefore := append(mint(t, a, 5), mint(t, b, 5)...)
 
 	empty := newFile()
-	if _, err := empty.Init(context.Background(), 4); err != nil { // someone even ran init on it
+	if _, err := empty.Init(context.Background(), idkeeper.PoolSpec{Nodes: 4}); err != nil { // someone even ran init on it
 		t.Fatal(err)
 	}
 	sw.Put(empty)

@@ -21,7 +21,7 @@ func benchStore(b *testing.B, srv *etcdtest.Server) (*etcd.Store, *fakeclock.Clo
 	b.Helper()
 	clock := fakeclock.New(benchT0)
 	s := open(b, srv.Client(), etcd.Options{Clock: clock.Now})
-	res, err := s.Init(b.Context(), benchPool)
+	res, err := s.Init(b.Context(), idkeeper.PoolSpec{Nodes: benchPool})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -66,7 +66,10 @@
 // reads the records too.
 //
 //	meta                       JSON: version (1), generation {id, number, origin, at} (absent: not
-//	                           initialised), nodes (pool size), fence (fencing counter), seq
+//	                           initialised), nodes (pool size), first (the pool's first node ID;
+//	                           absent: 0), layout (the pool's layout, idkeeper.FormatLayout; absent:
+//	                           a pool from before layouts were stored, on the default layout), fence
+//	                           (fencing counter), seq
 //	                           (free-order counter), held (leases), quarantined and cooling (entries
 //	                           of those indexes), readyFrom (no ready entry has a lower free
 //	                           sequence: where Alloc reads the ready index from)

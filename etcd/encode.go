@@ -136,18 +136,48 @@ func indexTime(index, key string) (int64, error) {
 // meta is the meta record: the generation and the counters every lease
 // transaction reads and rewrites.
 type meta struct {
-	Version     int     `json:"version"`
-	Generation  *genRec `json:"generation,omitempty"` // nil: not initialised
-	Nodes       uint64  `json:"nodes"`                // pool size
-	Fence       uint64  `json:"fence"`                // fencing counter
-	Seq         uint64  `json:"seq"`                  // free-order counter
-	Held        uint64  `json:"held"`                 // leases
-	Quarantined uint64  `json:"quarantined"`          // entries of the quarantine index
-	Cooling     uint64  `json:"cooling"`              // entries of the cooling index
+	Version    int     `json:"version"`
+	Generation *genRec `json:"generation,omitempty"` // nil: not initialised
+	Nodes      uint64  `json:"nodes"`                // pool size
+	// First is the pool's first node ID (the pool is node IDs First..First+Nodes-1)
+	// and Layout its layout (idkeeper.FormatLayout), both written with the pool;
+	// "" is a pool written before layouts were, on idkeeper.DefaultLayout.
+	First       uint64 `json:"first,omitempty"`
+	Layout      string `json:"layout,omitempty"`
+	Fence       uint64 `json:"fence"`       // fencing counter
+	Seq         uint64 `json:"seq"`         // free-order counter
+	Held        uint64 `json:"held"`        // leases
+	Quarantined uint64 `json:"quarantined"` // entries of the quarantine index
+	Cooling     uint64 `json:"cooling"`     // entries of the cooling index
 	// ReadyFrom is at most the free sequence of every entry of the ready index,
 	// so that Alloc reads it from there, past the entries it deleted, which etcd
 	// keeps (and a range read walks) until it compacts.
 	ReadyFrom uint64 `json:"readyFrom"`
+}
+
+// pool is the pool m records: zero when it holds none, else its First, size and
+// layout (DefaultLayout when none is recorded).
+func (m meta) pool() (idkeeper.PoolSpec, error) {
+	if m.Nodes == 0 {
+		return idkeeper.PoolSpec{}, nil
+	}
+	p := idkeeper.PoolSpec{First: idkeeper.NodeID(m.First), Nodes: int(m.Nodes), Layout: idkeeper.DefaultLayout}
+	if m.Layout != "" {
+		l, err := idkeeper.ParseLayout(m.Layout)
+		if err != nil {
+			return idkeeper.PoolSpec{}, fmt.Errorf("etcd: the stored layout: %w", err)
+		}
+		p.Layout = l
+	}
+	return p, nil
+}
+
+// end is the first node ID past m's pool.
+func (m meta) end() uint64 { return m.First + m.Nodes }
+
+// inPool reports whether id lies in m's pool.
+func (m meta) inPool(id idkeeper.NodeID) bool {
+	return id >= 0 && uint64(id) >= m.First && uint64(id) < m.end()
 }
 
 // schemaVersion is the layout of the package doc.

@@ -52,7 +52,7 @@ func (s *Store) CheckForTest(ctx context.Context) error {
 	var held, quar, cooling uint64
 	reqs := map[string]holding{}
 	keyHeld := map[string]int{}
-	for id := range uint32(m.Nodes) {
+	for id := uint32(m.First); uint64(id) < m.end(); id++ {
 		v, ok := all[s.k.nodeKey(id)]
 		if !ok {
 			return fmt.Errorf("node %d of %d has no record", id, m.Nodes)

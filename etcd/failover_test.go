@@ -33,7 +33,7 @@ func TestLeaderKilledLosesNoGrant(t *testing.T) {
 		t.Cleanup(func() { c.Close() })
 		stores = append(stores, open(t, c, etcd.Options{Prefix: prefix, Timeout: 20 * time.Second}))
 	}
-	res, err := stores[0].Init(ctx, 4096)
+	res, err := stores[0].Init(ctx, idkeeper.PoolSpec{Nodes: 4096})
 	if err != nil {
 		t.Fatal(err)
 	}

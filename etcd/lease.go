@@ -18,8 +18,12 @@ func (s *Store) Status(ctx context.Context) (idkeeper.StoreStatus, error) {
 	if err != nil {
 		return idkeeper.StoreStatus{}, wrap("status", err)
 	}
+	pool, err := m.pool()
+	if err != nil {
+		return idkeeper.StoreStatus{}, err
+	}
 	return idkeeper.StoreStatus{Initialised: m.Generation != nil, Generation: m.Generation.generation(), Fence: m.Fence,
-		Nodes: int(m.Nodes), Now: msTime(s.nowMs())}, nil
+		Pool: pool, Now: msTime(s.nowMs())}, nil
 }
 
 // readMeta reads the meta record and its revision (0 when absent).
@@ -36,19 +40,19 @@ func (s *Store) readMeta(ctx context.Context) (meta, int64, error) {
 }
 
 // Init implements idkeeper.LeaseStore.
-func (s *Store) Init(ctx context.Context, nodes int) (idkeeper.InitResult, error) {
-	if err := idkeeper.CheckPoolSize(nodes); err != nil {
+func (s *Store) Init(ctx context.Context, pool idkeeper.PoolSpec) (idkeeper.InitResult, error) {
+	if err := pool.Validate(); err != nil {
 		return idkeeper.InitResult{}, err
 	}
 	var res idkeeper.InitResult
 	err := s.update(ctx, "init", nil, nil, func(t *txn) error {
 		if g := t.meta.Generation; g != nil {
 			res = idkeeper.InitResult{Generation: g.generation()}
-			return t.growTo(nodes)
+			return t.growTo(pool)
 		}
 		res = idkeeper.InitResult{Fresh: true, Generation: idkeeper.Generation{
 			ID: idkeeper.NewGenerationID(), Number: 1, Origin: idkeeper.OriginFresh, At: msTime(t.now)}}
-		if err := t.growTo(nodes); err != nil {
+		if err := t.growTo(pool); err != nil {
 			return err
 		}
 		t.meta.Generation = genRecOf(res.Generation)
@@ -58,22 +62,22 @@ func (s *Store) Init(ctx context.Context, nodes int) (idkeeper.InitResult, error
 		return idkeeper.InitResult{}, err
 	}
 	if res.Fresh {
-		s.log.Info("etcd: initialised a new node pool", "nodes", nodes, "generation", res.Generation.ID, "prefix", s.k.prefix)
+		s.log.Info("etcd: initialised a new node pool", "pool", pool.String(), "generation", res.Generation.ID, "prefix", s.k.prefix)
 	}
 	return res, nil
 }
 
 // Grow implements idkeeper.LeaseStore.
-func (s *Store) Grow(ctx context.Context, g idkeeper.Guard, nodes int) error {
-	if err := idkeeper.CheckPoolSize(nodes); err != nil {
+func (s *Store) Grow(ctx context.Context, g idkeeper.Guard, pool idkeeper.PoolSpec) error {
+	if err := pool.Validate(); err != nil {
 		return err
 	}
-	return s.update(ctx, "grow", &g, nil, func(t *txn) error { return t.growTo(nodes) })
+	return s.update(ctx, "grow", &g, nil, func(t *txn) error { return t.growTo(pool) })
 }
 
 // Reset implements idkeeper.LeaseStore: one transaction that rewrites every node
 // record (read in one range at the meta revision). It never shrinks the pool: a
-// p.Nodes below the stored size leaves the size as it is.
+// p.Pool.Nodes below the stored size leaves the size as it is.
 func (s *Store) Reset(ctx context.Context, p idkeeper.ResetParams) (idkeeper.ResetResult, error) {
 	if err := p.Validate(); err != nil {
 		return idkeeper.ResetResult{}, err
@@ -85,11 +89,14 @@ func (s *Store) Reset(ctx context.Context, p idkeeper.ResetParams) (idkeeper.Res
 	}
 	first := func(t *txn) []clientv3.Op { return []clientv3.Op{clientv3.OpGet(s.k.node, clientv3.WithPrefix())} }
 	err := s.update(ctx, "reset", nil, first, func(t *txn) error {
+		if err := t.adopt(p.Pool, true); err != nil {
+			return err
+		}
 		t.meta.Fence = max(t.meta.Fence, p.MinFence)
-		old := t.meta.Nodes
-		t.grow(p.Nodes, raise)
-		for id := range uint32(old) {
-			if err := t.modify(id, raise); err != nil {
+		from, old := t.meta.First, t.meta.end()
+		t.grow(p.Pool.Nodes, raise)
+		for i := from; i < old; i++ { // uint64: a pool may end at node 2^32−1
+			if err := t.modify(uint32(i), raise); err != nil {
 				return err
 			}
 		}
@@ -265,7 +272,7 @@ func (s *Store) Renew(ctx context.Context, g idkeeper.Guard, p idkeeper.RenewPar
 		}
 		var claimed []string
 		for _, c := range p.Claims {
-			if c.Possible() && uint64(c.NodeID) < t.meta.Nodes {
+			if c.Possible() && t.meta.inPool(c.NodeID) {
 				claimed = append(claimed, s.k.nodeKey(uint32(c.NodeID)), s.k.histKey(uint32(c.NodeID), c.Token))
 			}
 		}
@@ -303,7 +310,7 @@ func (t *txn) claims(key string, p idkeeper.RenewParams) (restored, contested []
 	cs := slices.Clone(p.Claims)
 	slices.SortStableFunc(cs, func(a, b idkeeper.Claim) int { return int(a.NodeID - b.NodeID) })
 	for _, c := range cs {
-		if !c.Possible() || uint64(c.NodeID) >= t.meta.Nodes || timeMs(c.ExpiresAt) < t.now {
+		if !c.Possible() || !t.meta.inPool(c.NodeID) || timeMs(c.ExpiresAt) < t.now {
 			continue
 		}
 		id := uint32(c.NodeID)
@@ -499,7 +506,7 @@ func (s *Store) Quarantine(ctx context.Context, g idkeeper.Guard, until time.Tim
 	return s.update(ctx, "quarantine", &g, nil, func(t *txn) error {
 		ids := make([]uint32, len(nodes))
 		for i, id := range nodes {
-			if id < 0 || uint64(id) >= t.meta.Nodes {
+			if !t.meta.inPool(id) {
 				return idkeeper.OutsidePool(id)
 			}
 			ids[i] = uint32(id)

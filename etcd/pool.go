@@ -1,6 +1,7 @@
 package etcd
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strconv"
@@ -62,12 +63,36 @@ func (t *txn) fetchNodes(ids []uint32) error {
 	return t.fetch(keys...)
 }
 
-// growTo grows the pool to nodes; a smaller pool is an INVALID_REQUEST Error.
-func (t *txn) growTo(nodes int) error {
-	if uint64(nodes) < t.meta.Nodes {
-		return idkeeper.ShrinkRefused(t.meta.Nodes, nodes)
+// adopt checks p against the stored pool — idkeeper.CheckPoolChange, or with
+// shrinkOK (Reset: a smaller pool keeps the stored size) only its First and
+// layout — and, on a store without a pool, records p's First and layout. p is
+// valid.
+func (t *txn) adopt(p idkeeper.PoolSpec, shrinkOK bool) error {
+	stored, err := t.meta.pool()
+	if err != nil {
+		return err
 	}
-	t.grow(nodes, nil)
+	if stored.Nodes > 0 {
+		if shrinkOK && !stored.SameSpace(p) {
+			return idkeeper.PoolMismatch(stored, p)
+		}
+		if !shrinkOK {
+			return idkeeper.CheckPoolChange(stored, p)
+		}
+		return nil
+	}
+	t.meta.First, t.meta.Layout = uint64(p.First), idkeeper.FormatLayout(p.LayoutOrDefault())
+	return nil
+}
+
+// growTo grows the pool to p (recorded with p's First and layout when the store
+// has none); another First or layout, or a smaller pool, is an INVALID_REQUEST
+// Error (idkeeper.CheckPoolChange).
+func (t *txn) growTo(p idkeeper.PoolSpec) error {
+	if err := t.adopt(p, false); err != nil {
+		return err
+	}
+	t.grow(p.Nodes, nil)
 	return nil
 }
 
@@ -75,7 +100,7 @@ func (t *txn) growTo(nodes int) error {
 // order, watermark zero; with reset applied to the new record first (a Reset's
 // raise), else ready.
 func (t *txn) grow(n int, reset func(*nodeRec)) {
-	for id := t.meta.Nodes; id < uint64(n); id++ {
+	for id := t.meta.end(); id < t.meta.First+uint64(n); id++ {
 		t.meta.Seq++
 		r := nodeRec{watermark: zeroMs, quarUntil: zeroMs, floor: zeroMs, freeSeq: t.meta.Seq, place: placeReady}
 		if reset != nil {
@@ -368,4 +393,36 @@ func (t *txn) grant(ids []uint32) (idkeeper.Grant, error) {
 		return idkeeper.Grant{}, err
 	}
 	return idkeeper.Grant{Leases: ls, Now: msTime(t.now), Fence: t.meta.Fence}, nil
+}
+
+// livePool reads the live meta record (at *rev when it is not 0, else the newest,
+// setting *rev) and returns PoolMismatch when it holds a pool with another First or
+// layout than m's.
+func (l *loader) livePool(ctx context.Context, m idkeeper.SnapshotMeta, rev *int64) error {
+	var opts []clientv3.OpOption
+	if *rev > 0 {
+		opts = append(opts, clientv3.WithRev(*rev))
+	}
+	resp, err := l.s.c.Get(ctx, l.s.k.meta, opts...)
+	if err != nil {
+		return wrap("load snapshot", err)
+	}
+	if *rev == 0 {
+		*rev = resp.Header.Revision
+	}
+	if len(resp.Kvs) == 0 {
+		return nil
+	}
+	live, err := decodeMeta(resp.Kvs[0].Value)
+	if err != nil {
+		return err
+	}
+	lp, err := live.pool()
+	if err != nil {
+		return err
+	}
+	if lp.Nodes > 0 && !lp.SameSpace(m.Pool()) {
+		return idkeeper.PoolMismatch(lp, m.Pool())
+	}
+	return nil
 }

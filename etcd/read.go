@@ -117,7 +117,7 @@ func (s *Store) Node(ctx context.Context, id idkeeper.NodeID) (idkeeper.NodeStat
 		}
 	}
 	kvs := resp.Responses[1].GetResponseRange().Kvs
-	if uint64(id) >= m.Nodes {
+	if !m.inPool(id) {
 		return idkeeper.NodeState{}, idkeeper.ErrNotFound
 	}
 	if len(kvs) != 1 {

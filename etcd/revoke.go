@@ -18,7 +18,7 @@ func (s *Store) RevokeLease(ctx context.Context, g idkeeper.Guard, node idkeeper
 	}
 	var out idkeeper.Lease
 	err := s.update(ctx, "revoke lease", &g, nil, func(t *txn) error {
-		if node < 0 || uint64(node) >= t.meta.Nodes {
+		if !t.meta.inPool(node) {
 			return idkeeper.ErrNotFound
 		}
 		id := uint32(node)

@@ -126,13 +126,17 @@ func (s *Store) readSnapshot(ctx context.Context, metaFn func(idkeeper.SnapshotM
 			return err
 		}
 	}
-	sm := idkeeper.SnapshotMeta{Generation: m.Generation.generation(), Fence: m.Fence, Nodes: int(m.Nodes),
-		AuditSeq: head.Seq, AuditHash: head.Hash}
+	pool, err := m.pool()
+	if err != nil {
+		return err
+	}
+	sm := idkeeper.SnapshotMeta{Generation: m.Generation.generation(), Fence: m.Fence, Nodes: pool.Nodes,
+		First: pool.First, Layout: pool.Layout, AuditSeq: head.Seq, AuditHash: head.Hash}
 	if err := metaFn(sm); err != nil {
 		*cbErr = err
 		return err
 	}
-	next := uint32(0)
+	next := m.First // uint64: a pool may end at node 2^32−1
 	step := func(what, prefix string, fn func(key string, val []byte) error) error {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -145,8 +149,8 @@ func (s *Store) readSnapshot(ctx context.Context, metaFn func(idkeeper.SnapshotM
 		if err != nil {
 			return fmt.Errorf("etcd: read snapshot: %w", err)
 		}
-		if id != next || uint64(id) >= m.Nodes {
-			return fmt.Errorf("etcd: read snapshot: node record %d where node %d of %d was due", id, next, m.Nodes)
+		if uint64(id) != next || uint64(id) >= m.end() {
+			return fmt.Errorf("etcd: read snapshot: node record %d where node %d of %d..%d was due", id, next, m.First, m.end()-1)
 		}
 		next++
 		r, err := decodeNode(val)
@@ -162,8 +166,8 @@ func (s *Store) readSnapshot(ctx context.Context, metaFn func(idkeeper.SnapshotM
 	if err != nil {
 		return err
 	}
-	if uint64(next) != m.Nodes {
-		return fmt.Errorf("etcd: read snapshot: %d node records for a pool of %d", next, m.Nodes)
+	if next != m.end() {
+		return fmt.Errorf("etcd: read snapshot: %d node records for a pool of %d", next-m.First, m.Nodes)
 	}
 	if err := step("api keys", k.apiKey, func(key string, val []byte) error {
 		a, err := decodeAPIKey(strings.TrimPrefix(key, k.apiKey), val)
@@ -229,7 +233,14 @@ func (s *Store) LoadSnapshot(ctx context.Context, sm idkeeper.SnapshotMeta, src 
 	}
 	l.stage = s.k.staging + l.id + "/"
 	l.meta = meta{Version: schemaVersion, Generation: genRecOf(sm.Generation), Nodes: uint64(sm.Nodes),
+		First: uint64(sm.First), Layout: idkeeper.FormatLayout(sm.Pool().LayoutOrDefault()),
 		Fence: sm.Fence, Seq: uint64(sm.Nodes), ReadyFrom: math.MaxUint64}
+	// Checked first, to spare staging a snapshot that cannot load; the swap checks
+	// again, in its transaction.
+	var rev int64
+	if err := l.livePool(ctx, sm, &rev); err != nil {
+		return err
+	}
 	if err := l.start(); err != nil {
 		return err
 	}
@@ -275,7 +286,7 @@ func (s *Store) LoadSnapshot(ctx context.Context, sm idkeeper.SnapshotMeta, src 
 	swapped = true
 	s.readyFrom.Store(l.meta.ReadyFrom)
 	s.log.Warn("etcd: loaded a snapshot: the store's whole durable state was replaced",
-		"generation", sm.Generation.ID, "number", sm.Generation.Number, "nodes", sm.Nodes, "fence", sm.Fence,
+		"generation", sm.Generation.ID, "number", sm.Generation.Number, "pool", sm.Pool().String(), "fence", sm.Fence,
 		"records", records, "prefix", s.k.prefix)
 	return nil
 }
@@ -427,13 +438,14 @@ func (l *loader) add(rec idkeeper.SnapshotRecord) error {
 
 // node stages one node: a held one with its lease, its expiry entry, and its
 // share of the requester index and key count (written by finish); a free one
-// filed as its state calls for at the load's now, its free sequence its NodeID + 1.
+// filed as its state calls for at the load's now, its free sequence its place in
+// the pool + 1 (NodeID − First + 1).
 func (l *loader) node(n *idkeeper.NodeState) error {
 	id := uint32(n.NodeID)
 	r := nodeRec{watermark: timeMs(n.Watermark), quarUntil: timeMs(n.QuarantinedUntil), floor: timeMs(n.Floor),
 		lastToken: n.LastToken, restorable: n.Restorable}
 	if n.Lease == nil {
-		r.freeSeq = uint64(id) + 1
+		r.freeSeq = uint64(id) - l.meta.First + 1
 		switch {
 		case r.quarUntil > l.now:
 			r.place = placeQuarantine
@@ -527,6 +539,11 @@ func (l *loader) swap(m idkeeper.SnapshotMeta) error {
 		// The live durable keys at one revision: those the snapshot does not
 		// hold are deleted.
 		rev, dels := int64(0), []clientv3.Op{}
+		// The live pool at rev, which the transaction's comparisons pin: a store
+		// holding another ID space refuses the load.
+		if err := l.livePool(ctx, m, &rev); err != nil {
+			return err
+		}
 		for _, p := range durableRanges {
 			rev, err = l.s.readRange(ctx, "load snapshot", k.prefix+p, clientv3.GetPrefixRangeEnd(k.prefix+p), rev, true,
 				func(key string, _ []byte) error {

@@ -74,7 +74,7 @@ func TestLoadSnapshotStagingAndSideRecords(t *testing.T) {
 	ctx := t.Context()
 	prefix := fmt.Sprintf("test%d/", prefixSeq.Add(1))
 	s := checked(t, open(t, srv.Client(), etcd.Options{Prefix: prefix}))
-	if _, err := s.Init(ctx, 8); err != nil {
+	if _, err := s.Init(ctx, idkeeper.PoolSpec{Nodes: 8}); err != nil {
 		t.Fatal(err)
 	}
 	at := time.Now().UTC()
@@ -174,7 +174,7 @@ func TestLoadSnapshotSwapTooLarge(t *testing.T) {
 	srv := etcdtest.StartWith(t, etcdtest.Options{MaxTxnOps: 128})
 	ctx := t.Context()
 	s := checked(t, open(t, srv.Client(), etcd.Options{}))
-	if _, err := s.Init(ctx, 40); err != nil {
+	if _, err := s.Init(ctx, idkeeper.PoolSpec{Nodes: 40}); err != nil {
 		t.Fatal(err)
 	}
 	at := time.Now().UTC()

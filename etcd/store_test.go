@@ -43,7 +43,7 @@ func TestStoresRaceAcrossClients(t *testing.T) {
 		stores = append(stores, open(t, c, etcd.Options{Clock: clock.Now, Prefix: prefix}))
 	}
 	checked(t, stores[0])
-	res, err := stores[0].Init(t.Context(), 64)
+	res, err := stores[0].Init(t.Context(), idkeeper.PoolSpec{Nodes: 64})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +162,7 @@ func TestOvertakenCommitStartsOver(t *testing.T) {
 	}
 	t.Cleanup(func() { c.Close() })
 	b := open(t, c, etcd.Options{Clock: clock.Now, Prefix: prefix})
-	res, err := a.Init(t.Context(), 4)
+	res, err := a.Init(t.Context(), idkeeper.PoolSpec{Nodes: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +207,7 @@ func TestLargestTransactions(t *testing.T) {
 	clock := fakeclock.New(t0)
 	s := checked(t, open(t, srv.Client(), etcd.Options{Clock: clock.Now}))
 	ctx := t.Context()
-	res, err := s.Init(ctx, 4096)
+	res, err := s.Init(ctx, idkeeper.PoolSpec{Nodes: 4096})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +220,7 @@ func TestLargestTransactions(t *testing.T) {
 	}
 	g.MinFence = 4096
 	until := clock.Now().Add(time.Hour)
-	rr, err := s.Reset(ctx, idkeeper.ResetParams{Seen: res.Generation, Nodes: 4096, Until: until, MinFence: 4096})
+	rr, err := s.Reset(ctx, idkeeper.ResetParams{Seen: res.Generation, Pool: idkeeper.PoolSpec{Nodes: 4096}, Until: until, MinFence: 4096})
 	if err != nil || !rr.NewGeneration {
 		t.Fatalf("Reset = %+v, %v", rr, err)
 	}
@@ -255,7 +255,7 @@ func TestManyEndedQuarantines(t *testing.T) {
 	clock := fakeclock.New(t0)
 	s := checked(t, open(t, srv.Client(), etcd.Options{Clock: clock.Now}))
 	ctx := t.Context()
-	res, err := s.Init(ctx, 600)
+	res, err := s.Init(ctx, idkeeper.PoolSpec{Nodes: 600})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,14 +294,14 @@ func TestManyEndedQuarantines(t *testing.T) {
 func TestServerLimitsNamed(t *testing.T) {
 	srv := etcdtest.StartWith(t, etcdtest.Options{MaxTxnOps: 128})
 	s := open(t, srv.Client(), etcd.Options{})
-	_, err := s.Init(t.Context(), 4096)
+	_, err := s.Init(t.Context(), idkeeper.PoolSpec{Nodes: 4096})
 	if err == nil || !strings.Contains(err.Error(), "--max-txn-ops") {
 		t.Fatalf("Init(4096) on a server of 128 operations: %v; want an error naming --max-txn-ops", err)
 	}
-	if st, err := s.Status(t.Context()); err != nil || st.Initialised || st.Nodes != 0 {
+	if st, err := s.Status(t.Context()); err != nil || st.Initialised || st.Pool.Nodes != 0 {
 		t.Fatalf("Status after the refused Init = %+v, %v", st, err)
 	}
-	if _, err := s.Init(t.Context(), 32); err != nil {
+	if _, err := s.Init(t.Context(), idkeeper.PoolSpec{Nodes: 32}); err != nil {
 		t.Fatalf("Init(32), within 128 operations: %v", err)
 	}
 }
@@ -311,7 +311,7 @@ func TestServerLimitsNamed(t *testing.T) {
 func TestServerDown(t *testing.T) {
 	srv := etcdtest.Start(t)
 	s := open(t, srv.Client(), etcd.Options{Timeout: 2 * time.Second})
-	res, err := s.Init(t.Context(), 4)
+	res, err := s.Init(t.Context(), idkeeper.PoolSpec{Nodes: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,7 +348,7 @@ func TestReadyStartStale(t *testing.T) {
 	clock := fakeclock.New(t0)
 	s := checked(t, open(t, srv.Client(), etcd.Options{Clock: clock.Now}))
 	ctx := t.Context()
-	res, err := s.Init(ctx, 8)
+	res, err := s.Init(ctx, idkeeper.PoolSpec{Nodes: 8})
 	if err != nil {
 		t.Fatal(err)
 	}

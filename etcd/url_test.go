@@ -8,6 +8,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/etcd"
 	"github.com/idkeeper/idkeeper/internal/etcdtest"
 )
@@ -67,7 +68,7 @@ func TestOpenURL(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := s.Init(ctx, 16); err != nil {
+	if _, err := s.Init(ctx, idkeeper.PoolSpec{Nodes: 16}); err != nil {
 		t.Fatal(err)
 	}
 	resp, err := srv.Client().Get(ctx, "url-test/", clientv3.WithPrefix())

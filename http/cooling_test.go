@@ -30,7 +30,7 @@ func remainingShowsCooling(t *testing.T, h *harness) {
 	h.post("/v1/leases/remove", `{"requester":`+who+`}`).ok(t) // no mintedUpTo
 
 	r := h.get("/v1/leases/remaining").ok(t)
-	assertKeys(t, r.raw, "total", "remaining", "leased", "inGrace", "quarantined", "cooling", "nextReadyAt")
+	assertKeys(t, r.raw, "first", "last", "total", "remaining", "leased", "inGrace", "quarantined", "cooling", "nextReadyAt")
 	assertCounts(t, r, pool, pool, 0, 0, 0)
 	if r.num("cooling") != 2 || r.str("nextReadyAt") != ts(expires.Add(time.Millisecond)) {
 		t.Fatalf("remaining: %s; want 2 cooling until %s", r.raw, ts(expires.Add(time.Millisecond)))

@@ -66,7 +66,8 @@ type Metrics struct {
 }
 
 // phases are the values of the phase label.
-var phases = []idkeeper.Phase{idkeeper.PhaseStarting, idkeeper.PhaseUninitialised, idkeeper.PhaseRecovering, idkeeper.PhaseReady}
+var phases = []idkeeper.Phase{idkeeper.PhaseStarting, idkeeper.PhaseUninitialised, idkeeper.PhaseRecovering, idkeeper.PhaseReady,
+	idkeeper.PhasePoolMismatch}
 
 var _ idkeeper.Observer = (*Metrics)(nil)
 

@@ -221,7 +221,8 @@ func (s *Server) remaining(_ http.ResponseWriter, r *http.Request, _ caller) (an
 	if err != nil {
 		return nil, err
 	}
-	out := wire.RemainingResponse{Total: c.Total, Remaining: c.Remaining, Leased: c.Leased, InGrace: c.InGrace,
+	first := int64(s.reg.Config().First)
+	out := wire.RemainingResponse{First: first, Last: first + int64(c.Total) - 1, Total: c.Total, Remaining: c.Remaining, Leased: c.Leased, InGrace: c.InGrace,
 		Quarantined: c.Quarantined, Cooling: c.Cooling}
 	if !c.NextReadyAt.IsZero() {
 		out.NextReadyAt = wire.FormatTime(c.NextReadyAt)
@@ -230,7 +231,9 @@ func (s *Server) remaining(_ http.ResponseWriter, r *http.Request, _ caller) (an
 }
 
 func (s *Server) version(w http.ResponseWriter, _ *http.Request) {
-	s.writeJSON(w, wire.VersionResponse{Version: s.opts.Version, Commit: s.opts.Commit, Layout: layoutOf(s.reg.Layout())})
+	cfg := s.reg.Config()
+	s.writeJSON(w, wire.VersionResponse{Version: s.opts.Version, Commit: s.opts.Commit, Layout: layoutOf(s.reg.Layout()),
+		NodeRange: &wire.NodeRange{First: int64(cfg.First), Last: int64(cfg.First) + int64(cfg.Nodes) - 1}})
 }
 
 // livez answers 200 while the process can serve HTTP at all; it checks nothing else,

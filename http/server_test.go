@@ -82,8 +82,11 @@ func scenario(t *testing.T, h *harness) {
 	}
 
 	r = h.get("/v1/leases/remaining").ok(t)
-	assertKeys(t, r.raw, "total", "remaining", "leased", "inGrace", "quarantined", "cooling")
+	assertKeys(t, r.raw, "first", "last", "total", "remaining", "leased", "inGrace", "quarantined", "cooling")
 	assertCounts(t, r, 4096, 4094, 2, 0, 0)
+	if r.num("first") != 0 || r.num("last") != 4095 {
+		t.Fatalf("remaining: the node range is not 0-4095: %s", r.raw)
+	}
 
 	// As the README: nothing minted, so mintedUpTo is the epoch; ready at once.
 	r = h.post("/v1/leases/remove", `{"requester":`+who+`,"mintedUpTo":"2026-01-01T00:00:00.000Z"}`).ok(t)
@@ -149,8 +152,8 @@ func TestVersionAndHealth(t *testing.T) {
 	}))
 	// No API key and an address outside the allow-list: /v1/version answers anyway.
 	r := h.get("/v1/version", "X-API-Key", "").ok(t)
-	assertKeys(t, r.raw, "version", "commit", "layout")
-	if r.str("version") != "v1.2.3" || r.str("commit") != "abc123" {
+	assertKeys(t, r.raw, "version", "commit", "layout", "nodeRange")
+	if r.str("version") != "v1.2.3" || r.str("commit") != "abc123" || !strings.Contains(string(r.raw), `"nodeRange":{"first":0,"last":4095}`) {
 		t.Fatalf("version: %s", r.raw)
 	}
 	if r := h.call(http.MethodHead, "/v1/version", ""); r.status != 200 || len(r.raw) != 0 {

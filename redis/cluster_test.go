@@ -50,7 +50,7 @@ func TestCluster(t *testing.T) {
 		if _, err := s.Alloc(t.Context(), g, allocP(who(1), 1, time.Minute)); err == nil {
 			t.Fatal("Alloc waiting for a replica the cluster does not have succeeded")
 		}
-		if _, err := s.Reset(t.Context(), idkeeper.ResetParams{Nodes: 2, Until: t0}); err == nil {
+		if _, err := s.Reset(t.Context(), idkeeper.ResetParams{Pool: idkeeper.PoolSpec{Nodes: 2}, Until: t0}); err == nil {
 			t.Fatal("Reset waiting for a replica the cluster does not have succeeded")
 		}
 	})

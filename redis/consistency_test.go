@@ -35,7 +35,7 @@ func TestIndexesStayConsistent(t *testing.T) {
 			}
 			t.Cleanup(func() { s.Close() })
 			const nodes = 6
-			res, err := s.Init(ctx, nodes)
+			res, err := s.Init(ctx, idkeeper.PoolSpec{Nodes: nodes})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -101,7 +101,7 @@ func TestIndexesStayConsistent(t *testing.T) {
 					clk.Advance(minutes(30) + time.Duration(rng.IntN(1000))*time.Millisecond)
 				default:
 					var rr idkeeper.ResetResult
-					rr, err = s.Reset(ctx, idkeeper.ResetParams{Seen: res.Generation, Nodes: nodes,
+					rr, err = s.Reset(ctx, idkeeper.ResetParams{Seen: res.Generation, Pool: idkeeper.PoolSpec{Nodes: nodes},
 						Until: now.Add(minutes(120)), MinFence: fence + uint64(rng.IntN(3))})
 					res.Generation, g.Generation = rr.Generation, rr.Generation.ID
 				}

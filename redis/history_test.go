@@ -109,7 +109,7 @@ func TestHistoryRecordsRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rr, err := s.Reset(ctx, idkeeper.ResetParams{Seen: st.Generation, Nodes: 3, Until: t0.Add(time.Hour), MinFence: 10})
+	rr, err := s.Reset(ctx, idkeeper.ResetParams{Seen: st.Generation, Pool: idkeeper.PoolSpec{Nodes: 3}, Until: t0.Add(time.Hour), MinFence: 10})
 	if err != nil {
 		t.Fatal(err)
 	}

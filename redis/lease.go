@@ -23,7 +23,7 @@ func (s *Store) Status(ctx context.Context) (idkeeper.StoreStatus, error) {
 		return idkeeper.StoreStatus{}, wrap("status", err)
 	}
 	a, ok := v.([]any)
-	if !ok || len(a) != 7 {
+	if !ok || len(a) != 9 {
 		return idkeeper.StoreStatus{}, fmt.Errorf("redis: status: unexpected reply %v", v)
 	}
 	now, ok := a[6].(int64)
@@ -44,19 +44,59 @@ func (s *Store) Status(ctx context.Context) (idkeeper.StoreStatus, error) {
 	if err != nil {
 		return idkeeper.StoreStatus{}, fmt.Errorf("redis: status: %w", err)
 	}
-	st.Initialised, st.Nodes = true, int(nodes)
+	st.Initialised = true
+	if nodes == 0 {
+		return st, nil
+	}
+	first, err := optionalUint(a[7])
+	if err != nil {
+		return idkeeper.StoreStatus{}, fmt.Errorf("redis: status: %w", err)
+	}
+	st.Pool = idkeeper.PoolSpec{First: idkeeper.NodeID(first), Nodes: int(nodes), Layout: idkeeper.DefaultLayout}
+	if l, ok := a[8].(string); ok {
+		if st.Pool.Layout, err = idkeeper.ParseLayout(l); err != nil {
+			return idkeeper.StoreStatus{}, fmt.Errorf("redis: status: the stored layout: %w", err)
+		}
+	}
 	return st, nil
+}
+
+// poolArgs are the script arguments of pool p: its first node ID, its layout's
+// canonical text and the default layout's (that of a store without a stored
+// layout).
+func poolArgs(p idkeeper.PoolSpec) []any {
+	return []any{int(p.First), idkeeper.FormatLayout(p.LayoutOrDefault()), idkeeper.FormatLayout(idkeeper.DefaultLayout)}
+}
+
+// poolMismatch is the PoolMismatch of the error reply IDKPOOL <first> <size>
+// <layout> of a script asked for pool asked.
+func poolMismatch(r *scriptReply, asked idkeeper.PoolSpec) error {
+	f := strings.Fields(r.arg)
+	if len(f) != 3 {
+		return fmt.Errorf("redis: malformed reply %s %s", r.word, r.arg)
+	}
+	first, err1 := strconv.Atoi(f[0])
+	nodes, err2 := strconv.Atoi(f[1])
+	l, err3 := idkeeper.ParseLayout(f[2])
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return fmt.Errorf("redis: reply %s %s: %w", r.word, r.arg, err)
+	}
+	return idkeeper.PoolMismatch(idkeeper.PoolSpec{First: idkeeper.NodeID(first), Nodes: nodes, Layout: l}, asked)
 }
 
 // Init initialises an empty store, or grows the pool of an initialised one, as
 // idkeeper.LeaseStore says. It walks the new node IDs once.
-func (s *Store) Init(ctx context.Context, nodes int) (idkeeper.InitResult, error) {
-	if err := idkeeper.CheckPoolSize(nodes); err != nil {
+func (s *Store) Init(ctx context.Context, pool idkeeper.PoolSpec) (idkeeper.InitResult, error) {
+	if err := pool.Validate(); err != nil {
 		return idkeeper.InitResult{}, err
 	}
-	v, err := s.run(ctx, scriptInit, s.keys.lease, false, s.nowArg(), nodes, idkeeper.NewGenerationID())
+	v, err := s.run(ctx, scriptInit, s.keys.lease, false,
+		append([]any{s.nowArg(), pool.Nodes, idkeeper.NewGenerationID()}, poolArgs(pool)...)...)
 	if r, ok := asReply(err, errShrink); ok {
-		return idkeeper.InitResult{}, idkeeper.ShrinkRefused(uint64(r.n), nodes)
+		return idkeeper.InitResult{}, idkeeper.ShrinkRefused(uint64(r.n), pool.Nodes)
+	}
+	if r, ok := asReply(err, errPool); ok {
+		return idkeeper.InitResult{}, poolMismatch(r, pool)
 	}
 	if _, ok := asReply(err, errOldLayout); ok {
 		return idkeeper.InitResult{}, s.oldLayout()
@@ -69,19 +109,22 @@ func (s *Store) Init(ctx context.Context, nodes int) (idkeeper.InitResult, error
 		return idkeeper.InitResult{}, fmt.Errorf("redis: init: %w", err)
 	}
 	if fresh {
-		s.log.Info("redis store initialised", "prefix", s.prefix, "nodes", nodes, "generation", g.ID)
+		s.log.Info("redis store initialised", "prefix", s.prefix, "pool", pool.String(), "generation", g.ID)
 	}
 	return idkeeper.InitResult{Generation: g, Fresh: fresh}, nil
 }
 
 // Grow adds node IDs up to nodes under the guard, as idkeeper.LeaseStore says.
-func (s *Store) Grow(ctx context.Context, g idkeeper.Guard, nodes int) error {
-	if err := idkeeper.CheckPoolSize(nodes); err != nil {
+func (s *Store) Grow(ctx context.Context, g idkeeper.Guard, pool idkeeper.PoolSpec) error {
+	if err := pool.Validate(); err != nil {
 		return err
 	}
-	_, err := s.runGuarded(ctx, scriptGrow, "grow", false, g, nodes)
+	_, err := s.runGuarded(ctx, scriptGrow, "grow", false, g, append([]any{pool.Nodes}, poolArgs(pool)...)...)
 	if r, ok := asReply(err, errShrink); ok {
-		return idkeeper.ShrinkRefused(uint64(r.n), nodes)
+		return idkeeper.ShrinkRefused(uint64(r.n), pool.Nodes)
+	}
+	if r, ok := asReply(err, errPool); ok {
+		return poolMismatch(r, pool)
 	}
 	return err
 }
@@ -93,8 +136,12 @@ func (s *Store) Reset(ctx context.Context, p idkeeper.ResetParams) (idkeeper.Res
 	if err := p.Validate(); err != nil {
 		return idkeeper.ResetResult{}, err
 	}
-	v, err := s.run(ctx, scriptReset, s.keys.lease, true, s.nowArg(), p.Nodes, ms(p.Until),
-		strconv.FormatUint(p.MinFence, 10), p.Seen.ID, strconv.FormatUint(p.Seen.Number, 10), idkeeper.NewGenerationID())
+	v, err := s.run(ctx, scriptReset, s.keys.lease, true, append([]any{s.nowArg(), p.Pool.Nodes, ms(p.Until),
+		strconv.FormatUint(p.MinFence, 10), p.Seen.ID, strconv.FormatUint(p.Seen.Number, 10), idkeeper.NewGenerationID()},
+		poolArgs(p.Pool)...)...)
+	if r, ok := asReply(err, errPool); ok {
+		return idkeeper.ResetResult{}, poolMismatch(r, p.Pool)
+	}
 	if _, ok := asReply(err, errOldLayout); ok {
 		return idkeeper.ResetResult{}, s.oldLayout()
 	}
@@ -303,10 +350,12 @@ func (s *Store) Node(ctx context.Context, id idkeeper.NodeID) (idkeeper.NodeStat
 		return idkeeper.NodeState{}, wrap("node", err)
 	}
 	a, ok := v.([]any)
-	if !ok || len(a) != 7 {
+	if !ok || len(a) != 8 {
 		return idkeeper.NodeState{}, fmt.Errorf("redis: node: unexpected reply %v", v)
 	}
-	if pool, _ := a[0].(int64); int64(id) >= pool {
+	pool, _ := a[0].(int64)
+	first, _ := a[7].(int64)
+	if int64(id) < first || int64(id) >= first+pool {
 		return idkeeper.NodeState{}, idkeeper.ErrNotFound
 	}
 	st := idkeeper.NodeState{NodeID: id}

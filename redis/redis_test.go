@@ -67,7 +67,7 @@ const testKey = "test-key"
 // generation Init reports, as a registry that adopted it would send.
 func initGuard(t testing.TB, s *redis.Store, nodes int) idkeeper.Guard {
 	t.Helper()
-	res, err := s.Init(t.Context(), nodes)
+	res, err := s.Init(t.Context(), idkeeper.PoolSpec{Nodes: nodes})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,10 +199,10 @@ func TestRedisDown(t *testing.T) {
 		"Ping":   s.Ping,
 		"Now":    func(ctx context.Context) error { _, err := s.Now(ctx); return err },
 		"Status": func(ctx context.Context) error { _, err := s.Status(ctx); return err },
-		"Init":   func(ctx context.Context) error { _, err := s.Init(ctx, 4); return err },
-		"Grow":   func(ctx context.Context) error { return s.Grow(ctx, g, 5) },
+		"Init":   func(ctx context.Context) error { _, err := s.Init(ctx, idkeeper.PoolSpec{Nodes: 4}); return err },
+		"Grow":   func(ctx context.Context) error { return s.Grow(ctx, g, idkeeper.PoolSpec{Nodes: 5}) },
 		"Reset": func(ctx context.Context) error {
-			_, err := s.Reset(ctx, idkeeper.ResetParams{Nodes: 4, Until: t0})
+			_, err := s.Reset(ctx, idkeeper.ResetParams{Pool: idkeeper.PoolSpec{Nodes: 4}, Until: t0})
 			return err
 		},
 		"Alloc": func(ctx context.Context) error { _, err := s.Alloc(ctx, g, allocP(who(1), 1, time.Minute)); return err },
@@ -267,7 +267,7 @@ func TestRestartWithoutPersistenceIsStoreReset(t *testing.T) {
 	srv := redistest.Start(t)
 	clk := fakeclock.New(t0)
 	s := open(t, srv, redis.Options{Clock: clk.Now})
-	res, err := s.Init(ctx, 8)
+	res, err := s.Init(ctx, idkeeper.PoolSpec{Nodes: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,7 +285,7 @@ func TestRestartWithoutPersistenceIsStoreReset(t *testing.T) {
 		"Remove":     func() error { _, err := s.Remove(ctx, g, removeP(who(1), time.Time{})); return err },
 		"Reclaim":    func() error { _, err := s.Reclaim(ctx, g, 0); return err },
 		"Quarantine": func() error { return s.Quarantine(ctx, g, time.Time{}) },
-		"Grow":       func() error { return s.Grow(ctx, g, 9) },
+		"Grow":       func() error { return s.Grow(ctx, g, idkeeper.PoolSpec{Nodes: 9}) },
 	} {
 		if err := call(); !errors.Is(err, idkeeper.ErrStoreReset) || !errors.Is(err, idkeeper.ErrGenerationChanged) {
 			t.Errorf("%s after a restart without persistence = %v, want ErrStoreReset (ErrGenerationChanged)", name, err)
@@ -294,12 +294,12 @@ func TestRestartWithoutPersistenceIsStoreReset(t *testing.T) {
 	if n, err := rawClient(t, srv).DBSize(ctx).Result(); err != nil || n != 0 {
 		t.Fatalf("refused calls wrote %d keys (%v)", n, err)
 	}
-	if st, err := s.Status(ctx); err != nil || st.Initialised || st.Nodes != 0 {
+	if st, err := s.Status(ctx); err != nil || st.Initialised || st.Pool.Nodes != 0 {
 		t.Fatalf("Status after the restart = %+v, %v; want not initialised", st, err)
 	}
 
 	until := t0.Add(time.Hour)
-	rr, err := s.Reset(ctx, idkeeper.ResetParams{Seen: res.Generation, Nodes: 8, Until: until, MinFence: gr.Fence})
+	rr, err := s.Reset(ctx, idkeeper.ResetParams{Seen: res.Generation, Pool: idkeeper.PoolSpec{Nodes: 8}, Until: until, MinFence: gr.Fence})
 	if err != nil || !rr.NewGeneration || rr.Generation.ID == res.Generation.ID || rr.Generation.Number != 2 ||
 		rr.Generation.Origin != idkeeper.OriginRecovered {
 		t.Fatalf("Reset = %+v, %v; want a new generation 2, recovered", rr, err)
@@ -435,7 +435,7 @@ func TestKeysShareOneHashTag(t *testing.T) {
 	if err := s.Quarantine(ctx, g, t0.Add(time.Hour), 3); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Reset(ctx, idkeeper.ResetParams{Nodes: 4, Until: t0.Add(time.Hour), MinFence: 3}); err != nil {
+	if _, err := s.Reset(ctx, idkeeper.ResetParams{Pool: idkeeper.PoolSpec{Nodes: 4}, Until: t0.Add(time.Hour), MinFence: 3}); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := s.TryLock(ctx, "job", "me", time.Minute); err != nil {
@@ -545,10 +545,10 @@ func TestOldLayoutRefused(t *testing.T) {
 	if err := raw.HSet(ctx, "{old}:leases", "0", "1,2,1,3,4,1/2/host").Err(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Init(ctx, 4); err == nil || idkeeper.ErrorCode(err) != idkeeper.CodeInternal || !strings.Contains(err.Error(), "older") {
+	if _, err := s.Init(ctx, idkeeper.PoolSpec{Nodes: 4}); err == nil || idkeeper.ErrorCode(err) != idkeeper.CodeInternal || !strings.Contains(err.Error(), "older") {
 		t.Fatalf("Init on the old layout = %v, want a plain error naming it", err)
 	}
-	if _, err := s.Reset(ctx, idkeeper.ResetParams{Nodes: 4, Until: t0}); err == nil || !strings.Contains(err.Error(), "older") {
+	if _, err := s.Reset(ctx, idkeeper.ResetParams{Pool: idkeeper.PoolSpec{Nodes: 4}, Until: t0}); err == nil || !strings.Contains(err.Error(), "older") {
 		t.Fatalf("Reset on the old layout = %v, want a plain error naming it", err)
 	}
 	if _, err := s.Alloc(ctx, idkeeper.Guard{Generation: "abc"}, allocP(who(1), 1, time.Minute)); !errors.Is(err, idkeeper.ErrStoreReset) {
@@ -607,7 +607,7 @@ func TestLargePool(t *testing.T) {
 	ctx := t.Context()
 	clk := fakeclock.New(t0)
 	s := open(t, redistest.Start(t), redis.Options{Clock: clk.Now})
-	res, err := s.Init(ctx, 4096)
+	res, err := s.Init(ctx, idkeeper.PoolSpec{Nodes: 4096})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -639,7 +639,7 @@ func TestLargePool(t *testing.T) {
 	}
 
 	until := clk.Now().Add(time.Hour)
-	rr, err := s.Reset(ctx, idkeeper.ResetParams{Seen: res.Generation, Nodes: 4096, Until: until, MinFence: 9000})
+	rr, err := s.Reset(ctx, idkeeper.ResetParams{Seen: res.Generation, Pool: idkeeper.PoolSpec{Nodes: 4096}, Until: until, MinFence: 9000})
 	if err != nil || !rr.NewGeneration {
 		t.Fatalf("Reset = %+v, %v", rr, err)
 	}

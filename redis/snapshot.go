@@ -130,8 +130,8 @@ func (s *Store) ReadSnapshot(ctx context.Context, meta func(idkeeper.SnapshotMet
 	if err := meta(m); err != nil {
 		return err
 	}
-	for from := 0; from < m.Nodes; from += snapshotBatch {
-		if err := r.nodes(from, min(from+snapshotBatch, m.Nodes)); err != nil {
+	for from := int(m.First); from < int(m.Pool().End()); from += snapshotBatch {
+		if err := r.nodes(from, min(from+snapshotBatch, int(m.Pool().End()))); err != nil {
 			return err
 		}
 	}
@@ -195,7 +195,7 @@ func (r *snapReader) keep() error {
 func (r *snapReader) meta() (idkeeper.SnapshotMeta, error) {
 	var gen, head *goredis.SliceCmd
 	_, err := r.s.client.Pipelined(r.ctx, func(p goredis.Pipeliner) error {
-		gen = p.HMGet(r.ctx, r.cp[0], "gen", "gen:number", "gen:origin", "gen:at", "fence", "nodes")
+		gen = p.HMGet(r.ctx, r.cp[0], "gen", "gen:number", "gen:origin", "gen:at", "fence", "nodes", "first", "layout")
 		head = p.HMGet(r.ctx, r.cp[durAuditHead], "seq", "hash")
 		return nil
 	})
@@ -218,6 +218,16 @@ func (r *snapReader) meta() (idkeeper.SnapshotMeta, error) {
 		return bad(err)
 	}
 	m.Nodes = int(nodes)
+	first, err := optionalUint(a[6])
+	if err != nil {
+		return bad(err)
+	}
+	m.First, m.Layout = idkeeper.NodeID(first), idkeeper.DefaultLayout
+	if l, ok := a[7].(string); ok {
+		if m.Layout, err = idkeeper.ParseLayout(l); err != nil {
+			return bad(err)
+		}
+	}
 	if m.AuditSeq, err = optionalUint(h[0]); err != nil {
 		return bad(err)
 	}
@@ -342,6 +352,13 @@ func (s *Store) LoadSnapshot(ctx context.Context, meta idkeeper.SnapshotMeta, sr
 	if err != nil {
 		return err
 	}
+	// Checked first, to spare staging a snapshot that cannot load; the swap checks
+	// again, in its own step.
+	if st, err := s.Status(ctx); err != nil {
+		return err
+	} else if st.Pool.Nodes > 0 && !st.Pool.SameSpace(meta.Pool()) {
+		return idkeeper.PoolMismatch(st.Pool, meta.Pool())
+	}
 	token := idkeeper.NewGenerationID()
 	lock := s.adminKey(keyLoadLock)
 	ok, err := s.client.SetNX(ctx, lock, token, snapshotTTL).Result()
@@ -351,7 +368,7 @@ func (s *Store) LoadSnapshot(ctx context.Context, meta idkeeper.SnapshotMeta, sr
 	if !ok {
 		return fmt.Errorf("redis: load snapshot: another load is running (it holds %s): %w", lock, idkeeper.ErrConflict)
 	}
-	l := &snapLoader{s: s, ctx: ctx, token: token, lock: lock, stage: s.tempKeys("restore", token)}
+	l := &snapLoader{s: s, ctx: ctx, token: token, lock: lock, stage: s.tempKeys("restore", token), meta: meta}
 	swapped := false
 	defer func() {
 		if !swapped {
@@ -396,7 +413,7 @@ func (s *Store) LoadSnapshot(ctx context.Context, meta idkeeper.SnapshotMeta, sr
 	}
 	swapped = true
 	s.log.Warn("redis: loaded a snapshot: the store's whole durable state was replaced", "prefix", s.prefix,
-		"generation", meta.Generation.ID, "number", meta.Generation.Number, "nodes", meta.Nodes, "fence", meta.Fence,
+		"generation", meta.Generation.ID, "number", meta.Generation.Number, "pool", meta.Pool().String(), "fence", meta.Fence,
 		"records", records)
 	return nil
 }
@@ -408,6 +425,7 @@ type snapLoader struct {
 	token, lock string
 	stage       []string
 	batch       []idkeeper.SnapshotRecord
+	meta        idkeeper.SnapshotMeta // the snapshot's head
 }
 
 // keep renews the lapse time of the load lock and of every staging key, in one
@@ -438,7 +456,8 @@ func (l *snapLoader) writeMeta(m idkeeper.SnapshotMeta) error {
 	g := m.Generation
 	_, err := l.s.client.Pipelined(l.ctx, func(p goredis.Pipeliner) error {
 		p.HSet(l.ctx, l.stage[0], "gen", g.ID, "gen:number", strconv.FormatUint(g.Number, 10), "gen:origin", string(g.Origin),
-			"gen:at", ms(g.At), "nodes", m.Nodes, "fence", strconv.FormatUint(m.Fence, 10), "freeseq", m.Nodes)
+			"gen:at", ms(g.At), "nodes", m.Nodes, "fence", strconv.FormatUint(m.Fence, 10), "freeseq", m.Nodes,
+			"first", int(m.First), "layout", idkeeper.FormatLayout(m.Pool().LayoutOrDefault()))
 		p.PExpire(l.ctx, l.stage[0], snapshotTTL)
 		if m.AuditSeq > 0 {
 			p.HSet(l.ctx, l.stage[durAuditHead], "seq", strconv.FormatUint(m.AuditSeq, 10), "hash", m.AuditHash)
@@ -575,7 +594,7 @@ func (l *snapLoader) swap() error {
 			return err
 		}
 		keys := append(append(append([]string{l.lock}, live...), l.stage...), sessions...)
-		args := []any{l.token, len(live)}
+		args := []any{l.token, len(live), idkeeper.FormatLayout(idkeeper.DefaultLayout)}
 		for _, u := range users {
 			keys = append(keys, l.s.adminKey(keySessionUser+u))
 			args = append(args, u)
@@ -586,6 +605,9 @@ func (l *snapLoader) swap() error {
 			return nil
 		case isReply(err, "IDKSESSIONUSERS"):
 			continue
+		case isReply(err, errPool):
+			r, _ := asReply(err, errPool)
+			return poolMismatch(r, l.meta.Pool())
 		case isReply(err, "IDKLOADLOCK"):
 			return fmt.Errorf("redis: load snapshot: the load lost its lock %s (it lapsed) before the swap", l.lock)
 		}

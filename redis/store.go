@@ -307,6 +307,7 @@ const (
 	errFenceMax  = "IDKFENCEMAX"  // <fence>: the grant would pass MaxFencingToken
 	errInvalid   = "IDKINVALID"   // <node>: outside the pool
 	errShrink    = "IDKSHRINK"    // <stored pool size>
+	errPool      = "IDKPOOL"      // <stored first> <stored size> <stored layout>: another First or layout
 	errOldLayout = "IDKOLDLAYOUT" // the keys were written by a build before generations
 )
 

@@ -59,7 +59,7 @@ func TestWaitReplicas(t *testing.T) {
 	// Asking for more replicas than there are fails, but the write stands, and
 	// Alloc is idempotent: a retry returns the same leases.
 	s2 := open(t, primary, redis.Options{WaitReplicas: 2, WaitTimeout: 50 * time.Millisecond, Prefix: prefixOf(t, s)})
-	if _, err := s2.Init(ctx, 4); err != nil {
+	if _, err := s2.Init(ctx, idkeeper.PoolSpec{Nodes: 4}); err != nil {
 		t.Fatal(err)
 	}
 	_, err = s2.Alloc(ctx, gd, allocP(who(2), 1, time.Minute))
@@ -95,7 +95,7 @@ func TestWaitReplicasReset(t *testing.T) {
 	replicate(t, primary, replica)
 	clk := fakeclock.New(t0)
 	s := open(t, primary, redis.Options{Clock: clk.Now, WaitReplicas: 1, WaitTimeout: 2 * time.Second})
-	res, err := s.Init(ctx, 4)
+	res, err := s.Init(ctx, idkeeper.PoolSpec{Nodes: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func TestWaitReplicasReset(t *testing.T) {
 		t.Fatal(err)
 	}
 	until := t0.Add(time.Hour)
-	rr, err := s.Reset(ctx, idkeeper.ResetParams{Seen: res.Generation, Nodes: 4, Until: until, MinFence: 10})
+	rr, err := s.Reset(ctx, idkeeper.ResetParams{Seen: res.Generation, Pool: idkeeper.PoolSpec{Nodes: 4}, Until: until, MinFence: 10})
 	if err != nil || !rr.NewGeneration {
 		t.Fatalf("Reset with the replica acknowledging = %+v, %v", rr, err)
 	}
@@ -129,7 +129,7 @@ func TestWaitReplicasReset(t *testing.T) {
 	replica.Stop(t)
 	fast := open(t, primary, redis.Options{Clock: clk.Now, WaitReplicas: 1, WaitTimeout: 100 * time.Millisecond,
 		Prefix: prefixOf(t, s)})
-	_, err = fast.Reset(ctx, idkeeper.ResetParams{Seen: rr.Generation, Nodes: 4, Until: until.Add(time.Hour), MinFence: 10})
+	_, err = fast.Reset(ctx, idkeeper.ResetParams{Seen: rr.Generation, Pool: idkeeper.PoolSpec{Nodes: 4}, Until: until.Add(time.Hour), MinFence: 10})
 	if err == nil || !strings.Contains(err.Error(), "replicas") || idkeeper.ErrorCode(err) != idkeeper.CodeInternal {
 		t.Fatalf("Reset with the replica stopped = %v, want a plain acknowledgement error", err)
 	}

@@ -66,7 +66,7 @@ func startDemoRegistry() (serverURL, apiKey string, stop func()) {
 		log.Fatal(err)
 	}
 	// A new deployment is initialised once, as `idkeeper init` does.
-	if _, err := st.Init(context.Background(), 64); err != nil {
+	if _, err := st.Init(context.Background(), idkeeper.PoolSpec{Nodes: 64}); err != nil {
 		log.Fatal(err)
 	}
 	reg, err := idkeeper.NewRegistry(st, idkeeper.Config{Logger: quiet})

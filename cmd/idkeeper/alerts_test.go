@@ -25,7 +25,7 @@ func TestServerSendsCapacityAlert(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Init(ctx, 4); err != nil {
+	if _, err := st.Init(ctx, idkeeper.PoolSpec{Nodes: 4}); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.CreateUser(ctx, idkeeper.User{Name: "ops", Role: idkeeper.RoleViewer, PasswordHash: "$argon2id$x",

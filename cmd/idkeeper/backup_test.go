@@ -108,7 +108,7 @@ func TestBackupCommands(t *testing.T) {
 	}{
 		{"truncated", data[:len(data)-10], "truncated"},
 		{"cut at a line", data[:bytes.LastIndexByte(data[:len(data)-1], '\n')+1], "without its trailer"},
-		{"newer", bytes.Replace(data, []byte(`"version":2`), []byte(`"version":3`), 1), "format version 3; this idkeeper reads version 2: upgrade idkeeper"},
+		{"newer", bytes.Replace(data, []byte(`"version":3`), []byte(`"version":4`), 1), "format version 4; this idkeeper reads version 3: upgrade idkeeper"},
 		{"not a backup", []byte("SQLite format 3\x00"), "not an IdKeeper backup file"},
 		{"damaged", bytes.Replace(data, []byte(`"kind":"node","id":7`), []byte(`"kind":"node","id":8`), 1), "damaged"},
 	} {

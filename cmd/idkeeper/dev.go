@@ -39,9 +39,17 @@ func runDev(ctx context.Context, args []string, env lookupEnv, stdout, stderr io
 	gwNodes := fs.Int("gateway-node-ids", 1, "node IDs the gateway leases, each good for 1,024,000 IDs/s")
 	gwNodesMax := fs.Int("gateway-node-ids-max", 0, "lease more node IDs for the gateway on demand, up to this many (its --node-ids-max); 0: off")
 	data := fs.String("data", "./data", "directory of the embedded store, the gateway's idempotency records and the dev API key")
+	var pf poolFlags
+	pf.register(fs)
 	var lf logFlags
 	lf.register(fs)
 	if err := parseFlags(fs, args, env); err != nil {
+		return err
+	}
+	// The store of a fresh data directory is initialised with this pool (its layout
+	// checked as a new one then); an existing one must have the same range and layout.
+	pool, err := pf.spec()
+	if err != nil {
 		return err
 	}
 	if *gwNodes < 1 || *gwNodes > idkeeper.MaxCount {
@@ -73,6 +81,8 @@ func runDev(ctx context.Context, args []string, env lookupEnv, stdout, stderr io
 		Listen:          *listen,
 		Store:           "bolt:" + filepath.Join(*data, "idkeeper.db"),
 		InitStore:       true, // dev's own embedded store; a server waits for `idkeeper init`
+		Registry:        idkeeper.Config{Layout: pool.Layout, First: pool.First, Nodes: pool.Nodes},
+		KeepStoredSize:  !pf.given("nodes") && !pf.given("node-range"),
 		BootstrapAPIKey: key,
 		AdminUser:       DefaultAdminUser,
 		AdminPassword:   adminPW,

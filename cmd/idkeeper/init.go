@@ -5,16 +5,23 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strconv"
+	"time"
 
 	"github.com/idkeeper/idkeeper"
 )
 
-const initUsage = `Usage: idkeeper init --store … [--nodes N]
+const initUsage = `Usage: idkeeper init --store … [--nodes N | --node-range FIRST-LAST] [--layout T/N/S] [--epoch DATE]
 
 Initialises an empty store once, for a new deployment (DESIGN §7): it creates the
-pool of node IDs and the store's first generation. On a store that is initialised
-already it changes nothing and says so (the server's --nodes grows a pool).
+pool of node IDs and the store's first generation. The pool is the node IDs
+FIRST..LAST (--node-range; default 0..nodes-1) on the ID layout --layout and
+--epoch (default 41/12/10 from 2026-01-01); the store keeps both for good: a server
+given another range or layout refuses to serve it. A new layout must have its
+epoch not after now and its range end at least 10 years from now.
+
+On a store that is initialised already it changes nothing and says so (the
+server's --nodes or --node-range grows a pool upward); asked for another node
+range or layout than the store's, it says so and fails.
 
 A registry never initialises a store by itself: an empty store may be one that
 lost everything, whose leases running processes still mint with. Run init only for
@@ -27,7 +34,8 @@ func runInit(ctx context.Context, args []string, env lookupEnv, stdout, stderr i
 	fs := newFlagSet("init", stderr)
 	var kf keyStoreFlags
 	kf.register(fs)
-	nodes := fs.Int("nodes", idkeeper.DefaultLayout.Nodes(), "pool size: node IDs 0..nodes-1; 1.."+strconv.Itoa(idkeeper.DefaultLayout.Nodes()))
+	var pf poolFlags
+	pf.register(fs)
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
 		fmt.Fprint(stdout, initUsage)
 		return nil
@@ -35,21 +43,26 @@ func runInit(ctx context.Context, args []string, env lookupEnv, stdout, stderr i
 	if err := parseFlags(fs, args, env); err != nil {
 		return err
 	}
-	if *nodes < 1 || *nodes > idkeeper.DefaultLayout.Nodes() {
-		return usageError{&idkeeper.RangeError{Setting: "nodes", Value: strconv.Itoa(*nodes), Min: "1", Max: strconv.Itoa(idkeeper.DefaultLayout.Nodes())}}
+	spec, err := pf.spec()
+	if err != nil {
+		return err
+	}
+	// init creates an ID space: its layout must serve for years from now.
+	if err := checkNewLayout(spec, time.Now()); err != nil {
+		return err
 	}
 	s, err := kf.open(ctx, stderr)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	res, err := initStore(ctx, s, *nodes, kf.log.logger(stderr))
+	res, err := initStore(ctx, s, spec, kf.log.logger(stderr))
 	if err != nil {
 		return err
 	}
 	g := res.Generation
 	if res.Fresh {
-		fmt.Fprintf(stdout, "initialised %s: generation %d (%s), %d node IDs\n", redactURL(kf.store), g.Number, g.ID, *nodes)
+		fmt.Fprintf(stdout, "initialised %s: generation %d (%s), %s\n", redactURL(kf.store), g.Number, g.ID, spec)
 	} else {
 		fmt.Fprintf(stdout, "%s is initialised already: generation %d (%s, origin %s, since %s); nothing changed\n",
 			redactURL(kf.store), g.Number, g.ID, g.Origin, g.At.Format("2006-01-02T15:04:05Z"))
@@ -57,22 +70,31 @@ func runInit(ctx context.Context, args []string, env lookupEnv, stdout, stderr i
 	return nil
 }
 
-// initStore initialises an empty store, as LeaseStore.Init says, and logs what it
-// did; an initialised store it leaves as it is.
-func initStore(ctx context.Context, s idkeeper.Store, nodes int, log *slog.Logger) (idkeeper.InitResult, error) {
+// initStore initialises an empty store with the pool spec, as LeaseStore.Init
+// says, after checking spec's layout as a new one (checkNewLayout: a usageError),
+// and logs what it did. An initialised store it leaves as it is; one whose pool has
+// another First or layout than spec's is an error (poolMismatch) naming both.
+func initStore(ctx context.Context, s idkeeper.Store, spec idkeeper.PoolSpec, log *slog.Logger) (idkeeper.InitResult, error) {
 	st, err := s.Status(ctx)
 	if err != nil {
 		return idkeeper.InitResult{}, fmt.Errorf("read the store: %w", err)
 	}
 	if st.Initialised {
+		if st.Pool.Nodes > 0 && !st.Pool.SameSpace(spec) {
+			return idkeeper.InitResult{Generation: st.Generation}, poolMismatch(st.Pool, spec)
+		}
 		return idkeeper.InitResult{Generation: st.Generation}, nil
 	}
-	res, err := s.Init(ctx, nodes)
+	if err := checkNewLayout(spec, time.Now()); err != nil {
+		return idkeeper.InitResult{}, err
+	}
+	res, err := s.Init(ctx, spec)
 	if err != nil {
 		return res, fmt.Errorf("initialise the store: %w", err)
 	}
 	if res.Fresh {
-		log.Info("initialised a new store", "generation", res.Generation.Number, "id", res.Generation.ID, "nodes", nodes)
+		log.Info("initialised a new store", "generation", res.Generation.Number, "id", res.Generation.ID,
+			"nodes", spec.Nodes, "nodeRange", fmt.Sprintf("%d-%d", spec.First, spec.End()-1), "layout", spec.LayoutOrDefault().String())
 	}
 	return res, nil
 }

@@ -12,7 +12,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"github.com/idkeeper/idkeeper"
@@ -68,6 +67,11 @@ type serverConfig struct {
 	// InitStore initialises an empty store at start, as `idkeeper init` does: for
 	// dev's own embedded store only.
 	InitStore bool
+	// KeepStoredSize serves an initialised store's pool at the size it has instead
+	// of Registry.Nodes, never growing it: no --nodes or --node-range was given. A
+	// pool grows only when asked to (issue #22): a default must not extend a
+	// region's range into another's.
+	KeepStoredSize bool
 	// Env reads secrets from the environment; os.LookupEnv when nil.
 	Env lookupEnv
 	// Net is the listeners' TLS and the metrics listener.
@@ -90,7 +94,7 @@ type serverFlags struct {
 	firstLease, leaseDuration, grace, cleanupInterval, drain time.Duration
 	auditRetention, sessionIdle, sessionAbsolute             time.Duration
 	historyRetention                                         time.Duration
-	nodes                                                    int
+	pool                                                     poolFlags
 	unsafe                                                   unsafeFlags
 	backup                                                   backupFlags
 	alerts                                                   alertFlags
@@ -107,7 +111,7 @@ func (f *serverFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.firstLease, "first-lease", idkeeper.DefaultFirstLease, "length of a new lease before its first Renew; 1m..20m")
 	fs.DurationVar(&f.grace, "cleanup-grace", idkeeper.DefaultGrace, "how long past expiry a lease keeps its node ID before cleanup reclaims it; 0..1h (0: no grace, clock skew only logged)")
 	fs.DurationVar(&f.cleanupInterval, "cleanup-interval", idkeeper.DefaultCleanupInterval, "period of the cleanup job; 1s..1h")
-	fs.IntVar(&f.nodes, "nodes", idkeeper.DefaultLayout.Nodes(), "pool size: node IDs 0..nodes-1; 1.."+strconv.Itoa(idkeeper.DefaultLayout.Nodes()))
+	f.pool.register(fs)
 	fs.Var(prefixesFlag{&c.AllowedIPs}, "allowed-ips", "comma-separated CIDR prefixes or addresses always allowed to use API keys (/v1, the admin API): the floor of the IP allow-list, to which the admin web adds entries; no floor and no entries: all")
 	fs.Var(prefixesFlag{&c.TrustedProxies}, "trusted-proxies", "comma-separated CIDR prefixes of reverse proxies whose X-Forwarded-For is believed")
 	fs.StringVar(&c.StateFile, "state-file", "", "file where this replica keeps what it must remember across restarts to detect a store that lost writes (default: beside the bolt file, or ./data/"+stateFileName+")")
@@ -134,7 +138,6 @@ func (f *serverFlags) register(fs *flag.FlagSet) {
 // default", which is not what an operator who typed 0 asked for.
 func (f *serverFlags) config(env lookupEnv, stderr io.Writer) (serverConfig, error) {
 	c := f.cfg
-	maxNodes := idkeeper.DefaultLayout.Nodes()
 	for _, chk := range []struct {
 		bad      bool
 		name     string
@@ -145,7 +148,6 @@ func (f *serverFlags) config(env lookupEnv, stderr io.Writer) (serverConfig, err
 		{f.leaseDuration <= 0, "lease-duration", f.leaseDuration.String(), "first-lease (" + f.firstLease.String() + ")", idkeeper.MaxLeaseDuration.String()},
 		{f.grace < 0, "cleanup-grace", f.grace.String(), "0s", idkeeper.MaxGrace.String()},
 		{f.cleanupInterval <= 0, "cleanup-interval", f.cleanupInterval.String(), time.Second.String(), idkeeper.MaxCleanupPeriod.String()},
-		{f.nodes <= 0, "nodes", strconv.Itoa(f.nodes), "1", strconv.Itoa(maxNodes)},
 	} {
 		if chk.bad {
 			return c, usageError{&idkeeper.RangeError{Setting: chk.name, Value: chk.val, Min: chk.min, Max: chk.max}}
@@ -157,8 +159,17 @@ func (f *serverFlags) config(env lookupEnv, stderr io.Writer) (serverConfig, err
 	if f.drain <= 0 {
 		return c, usagef("--shutdown-timeout %s: want a positive duration", f.drain)
 	}
+	// The layout is checked as one in service (Validate): the store's own is
+	// compared with it at start, and a mismatch is refused there.
+	pool, err := f.pool.spec()
+	if err != nil {
+		return c, err
+	}
+	c.KeepStoredSize = !f.pool.given("nodes") && !f.pool.given("node-range")
 	c.Registry = idkeeper.Config{
-		Nodes:           f.nodes,
+		Layout:          pool.Layout,
+		First:           pool.First,
+		Nodes:           pool.Nodes,
 		FirstLease:      f.firstLease,
 		LeaseDuration:   f.leaseDuration,
 		Grace:           f.grace,
@@ -184,7 +195,6 @@ func (f *serverFlags) config(env lookupEnv, stderr io.Writer) (serverConfig, err
 	c.ShutdownTimeout = f.drain
 	c.Env = env
 	c.Logger = f.log.logger(stderr)
-	var err error
 	if c.Backup, err = f.backup.config(time.Now()); err != nil {
 		return c, err
 	}
@@ -334,12 +344,20 @@ func startRegistryServer(ctx context.Context, cfg serverConfig) (_ *registryServ
 		rc.ClockVerifier, rc.ClockDelta = clock.verifier(), cfg.ClockCheck.Delta
 	}
 	if cfg.InitStore {
-		nodes := rc.Nodes
-		if nodes == 0 {
-			nodes = idkeeper.DefaultLayout.Nodes()
+		spec := rc.Pool()
+		if spec.Nodes == 0 {
+			spec.Nodes = spec.LayoutOrDefault().Nodes() - int(spec.First)
 		}
-		if _, err := initStore(ctx, store, nodes, log); err != nil {
+		if _, err := initStore(ctx, store, spec, log); err != nil {
 			return nil, err
+		}
+	}
+	if cfg.KeepStoredSize {
+		// FixedPool keeps the size whenever the store is read, later ones and a
+		// recovery included; Nodes is the size now, for the limits and the log.
+		rc.FixedPool = true
+		if st, err := store.Status(ctx); err == nil && st.Initialised && st.Pool.SameSpace(rc.Pool()) {
+			rc.Nodes = st.Pool.Nodes
 		}
 	}
 	statePath := cfg.StateFile
@@ -392,6 +410,11 @@ func startRegistryServer(ctx context.Context, cfg serverConfig) (_ *registryServ
 		return nil, err
 	}
 	if err := reg.Open(ctx); err != nil {
+		if e := (*idkeeper.Error)(nil); errors.As(err, &e) && e.Code == idkeeper.CodePoolMismatch {
+			if st, serr := store.Status(ctx); serr == nil && st.Pool.Nodes > 0 {
+				return nil, poolMismatch(st.Pool, reg.Config().Pool())
+			}
+		}
 		return nil, err
 	}
 	defer func() {
@@ -456,7 +479,8 @@ func startRegistryServer(ctx context.Context, cfg serverConfig) (_ *registryServ
 	}
 	log.Info("listening", "addr", apiWeb.Addr().String(), "admin", adminAt, "tls", cfg.Net.tls != nil, "store", redactURL(cfg.Store),
 		"version", cfg.Version, "commit", cfg.Commit, "phase", reg.Phase(), "stateFile", statePath,
-		"nodes", rcfg.Nodes, "firstLease", rcfg.FirstLease, "leaseDuration", rcfg.LeaseDuration,
+		"nodes", rcfg.Nodes, "nodeRange", fmt.Sprintf("%d-%d", rcfg.First, int(rcfg.First)+rcfg.Nodes-1),
+		"layout", rcfg.Layout.String(), "firstLease", rcfg.FirstLease, "leaseDuration", rcfg.LeaseDuration,
 		"cleanupGrace", rcfg.Grace, "cleanupInterval", rcfg.CleanupInterval,
 		"allowedIps", prefixesFlag{&cfg.AllowedIPs}.String(), "clock", cfg.ClockCheck.describe())
 	return s, nil

@@ -76,6 +76,7 @@ var (
 		idkeeper.CodeNotReady:               {http.StatusServiceUnavailable, "Not ready"},
 		idkeeper.CodeStoreNotInitialised:    {http.StatusServiceUnavailable, "Store not initialised"},
 		idkeeper.CodeStoreRecovering:        {http.StatusServiceUnavailable, "Store recovering from a reset"},
+		idkeeper.CodePoolMismatch:           {http.StatusServiceUnavailable, "Store pool differs from the registry's"},
 		idkeeper.CodeStoreClockSkew:         {http.StatusServiceUnavailable, "Store clock disagrees"},
 		idkeeper.CodeClockUnverified:        {http.StatusServiceUnavailable, "Clock not verified"},
 		idkeeper.CodeLoginFailed:            {http.StatusUnauthorized, "Login failed"},

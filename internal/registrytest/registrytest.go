@@ -124,11 +124,11 @@ func Start(t TB, o Options) *Server {
 	}
 	ctx := context.Background()
 	if !o.NoInit {
-		nodes := cfg.Nodes
-		if nodes == 0 {
-			nodes = idkeeper.DefaultLayout.Nodes()
+		pool := idkeeper.PoolSpec{First: cfg.First, Nodes: cfg.Nodes, Layout: cfg.Layout}
+		if pool.Nodes == 0 {
+			pool.Nodes = pool.LayoutOrDefault().Nodes() - int(pool.First)
 		}
-		if _, err := st.Init(ctx, nodes); err != nil {
+		if _, err := st.Init(ctx, pool); err != nil {
 			t.Fatal(err)
 		}
 	}

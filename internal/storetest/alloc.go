@@ -11,16 +11,17 @@ import (
 func (e *env) snapshot() []idkeeper.NodeState {
 	e.t.Helper()
 	out := make([]idkeeper.NodeState, e.nodes)
-	for id := range e.nodes {
-		out[id] = e.node(idkeeper.NodeID(id))
+	for i := range e.nodes {
+		out[i] = e.node(e.first + idkeeper.NodeID(i))
 	}
 	return out
 }
 
 func (e *env) wantUnchanged(what string, snap []idkeeper.NodeState) {
 	e.t.Helper()
-	for id, was := range snap {
-		st := e.node(idkeeper.NodeID(id))
+	for i, was := range snap {
+		id := e.first + idkeeper.NodeID(i)
+		st := e.node(id)
 		if !st.Watermark.Equal(was.Watermark) || !st.QuarantinedUntil.Equal(was.QuarantinedUntil) ||
 			!st.Floor.Equal(was.Floor) || st.LastToken != was.LastToken || st.Restorable != was.Restorable ||
 			(st.Lease == nil) != (was.Lease == nil) {

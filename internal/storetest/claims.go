@@ -26,7 +26,7 @@ func (e *env) renewClaims(r idkeeper.Requester, d, grace time.Duration, claims [
 // quarantine of until.
 func (e *env) afterReset(fence uint64, until time.Time) {
 	e.t.Helper()
-	e.reset(idkeeper.ResetParams{Seen: e.gen, Nodes: e.nodes, Until: until, MinFence: fence})
+	e.reset(idkeeper.ResetParams{Seen: e.gen, Pool: poolOf(e.nodes), Until: until, MinFence: fence})
 }
 
 // testClaimRestore: after a reset, a live claim of a grant the store forgot

@@ -104,7 +104,7 @@ func testCountsQuarantineEnds(t *testing.T, open Factory) {
 func testCountsResetFloorCools(t *testing.T, open Factory) {
 	e := setup(t, open, 2)
 	until := e.now().Add(30 * time.Minute)
-	e.reset(idkeeper.ResetParams{Seen: e.gen, Nodes: 2, Until: until})
+	e.reset(idkeeper.ResetParams{Seen: e.gen, Pool: poolOf(2), Until: until})
 	e.wantCounts(idkeeper.Counts{Total: 2, Quarantined: 2})
 	e.clock.Set(until)
 	e.wantCounts(cooling(idkeeper.Counts{Total: 2}, 0, 2, until.Add(ms)))

@@ -31,7 +31,7 @@ func (e *env) guarded(what string, g idkeeper.Guard, want error) {
 	_, err = e.s.Reclaim(e.ctx, g, 0)
 	check("Reclaim", err)
 	check("Quarantine", e.s.Quarantine(e.ctx, g, e.now().Add(time.Hour), 0, 1))
-	check("Grow", e.s.Grow(e.ctx, g, e.nodes+1))
+	check("Grow", e.s.Grow(e.ctx, g, poolOf(e.nodes+1)))
 	e.wantUnchanged(what, snap)
 	wantSameLeases(e.t, what, e.leases(), leases)
 }

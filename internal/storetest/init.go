@@ -31,7 +31,7 @@ func testPing(t *testing.T, open Factory) {
 func testNotInitialised(t *testing.T, open Factory) {
 	e := openEnv(t, open)
 	st := e.status()
-	if st.Initialised || !st.Generation.IsZero() || st.Nodes != 0 || st.Fence != 0 {
+	if st.Initialised || !st.Generation.IsZero() || st.Pool.Nodes != 0 || st.Fence != 0 {
 		t.Fatalf("Status of an empty store = %+v, want not initialised, no pool", st)
 	}
 	e.wantNothingWritten("an empty store")
@@ -65,9 +65,9 @@ func (e *env) wantNothingWritten(what string) {
 		_, err = e.s.Reclaim(e.ctx, g, 0)
 		reset("Reclaim", err)
 		reset("Quarantine", e.s.Quarantine(e.ctx, g, e.now().Add(time.Hour), 0))
-		reset("Grow", e.s.Grow(e.ctx, g, 4))
+		reset("Grow", e.s.Grow(e.ctx, g, poolOf(4)))
 	}
-	if st := e.status(); st.Initialised || st.Nodes != 0 {
+	if st := e.status(); st.Initialised || st.Pool.Nodes != 0 {
 		e.t.Fatalf("%s after refused calls: %+v, want still empty", what, st)
 	}
 	if ls := e.leases(); len(ls) != 0 {
@@ -84,7 +84,7 @@ func testInitFresh(t *testing.T, open Factory) {
 	if e.gen != want {
 		t.Fatalf("Init generation = %+v, want %+v", e.gen, want)
 	}
-	if st := e.status(); !st.Initialised || st.Generation != want || st.Nodes != 8 || st.Fence != 0 {
+	if st := e.status(); !st.Initialised || st.Generation != want || st.Pool.Nodes != 8 || st.Fence != 0 {
 		t.Fatalf("Status after Init = %+v, want initialised, generation %+v, 8 nodes, fence 0", st, want)
 	}
 	e.wantCounts(idkeeper.Counts{Total: 8, Remaining: 8})
@@ -111,7 +111,7 @@ func testInitFresh(t *testing.T, open Factory) {
 			t.Fatalf("fresh node %d: NotBefore %s is in the future", l.NodeID, fmtTime(l.NotBefore))
 		}
 	}
-	if _, err := e.s.Init(e.ctx, 0); idkeeper.ErrorCode(err) != idkeeper.CodeInvalidRequest {
+	if _, err := e.s.Init(e.ctx, poolOf(0)); idkeeper.ErrorCode(err) != idkeeper.CodeInvalidRequest {
 		t.Fatalf("Init(0) = %v, want INVALID_REQUEST", err)
 	}
 }
@@ -131,7 +131,7 @@ func testInitAgain(t *testing.T, open Factory) {
 	e.alloc(req(1), 2, 10*time.Minute)
 	before := e.leases()
 	e.advance(time.Hour)
-	res, err := e.s.Init(e.ctx, 4)
+	res, err := e.s.Init(e.ctx, poolOf(4))
 	e.must(err, "Init again")
 	if res.Fresh || res.Generation != e.gen {
 		t.Fatalf("Init on an initialised store = %+v, want not Fresh and generation %+v", res, e.gen)
@@ -146,7 +146,7 @@ func testInitGrow(t *testing.T, open Factory) {
 	e := setup(t, open, 4)
 	e.alloc(req(1), 4, 10*time.Minute)
 	before := e.leases()
-	res, err := e.s.Init(e.ctx, 7)
+	res, err := e.s.Init(e.ctx, poolOf(7))
 	e.must(err, "Init(7)")
 	if res.Fresh || res.Generation != e.gen {
 		t.Fatalf("Init growing the pool = %+v, want not Fresh and generation %+v", res, e.gen)
@@ -177,12 +177,12 @@ func (e *env) wantGrown(n, m int, before []idkeeper.Lease) {
 func testInitShrinkRefused(t *testing.T, open Factory) {
 	e := setup(t, open, 4)
 	e.alloc(req(1), 1, 10*time.Minute)
-	_, err := e.s.Init(e.ctx, 3)
+	_, err := e.s.Init(e.ctx, poolOf(3))
 	wantCode(t, err, idkeeper.CodeInvalidRequest)
-	wantCode(t, e.s.Grow(e.ctx, e.guard(), 3), idkeeper.CodeInvalidRequest)
+	wantCode(t, e.s.Grow(e.ctx, e.guard(), poolOf(3)), idkeeper.CodeInvalidRequest)
 	e.check()
 	e.node(3)
-	res, err := e.s.Init(e.ctx, 4)
+	res, err := e.s.Init(e.ctx, poolOf(4))
 	e.must(err, "Init(4) after a refused shrink")
 	if res.Fresh || res.Generation != e.gen {
 		t.Fatalf("Init(4) = %+v, want the old generation %+v", res, e.gen)
@@ -197,15 +197,15 @@ func testGrowGuarded(t *testing.T, open Factory) {
 	before := e.leases()
 	g := e.guard()
 	g.Generation = "another"
-	err := e.s.Grow(e.ctx, g, 6)
+	err := e.s.Grow(e.ctx, g, poolOf(6))
 	if !errors.Is(err, idkeeper.ErrStoreReset) {
 		t.Fatalf("Grow with another generation: %v, want ErrStoreReset", err)
 	}
-	if st := e.status(); st.Nodes != 4 {
-		t.Fatalf("a refused Grow changed the pool to %d", st.Nodes)
+	if st := e.status(); st.Pool.Nodes != 4 {
+		t.Fatalf("a refused Grow changed the pool to %d", st.Pool.Nodes)
 	}
-	e.must(e.s.Grow(e.ctx, e.guard(), 4), "Grow to the same size")
-	e.must(e.s.Grow(e.ctx, e.guard(), 6), "Grow(6)")
+	e.must(e.s.Grow(e.ctx, e.guard(), poolOf(4)), "Grow to the same size")
+	e.must(e.s.Grow(e.ctx, e.guard(), poolOf(6)), "Grow(6)")
 	e.nodes = 6
 	e.wantGrown(4, 6, before)
 }

@@ -31,6 +31,8 @@ type memStore struct {
 
 type memData struct {
 	gen   idkeeper.Generation // zero: not initialised
+	first idkeeper.NodeID     // nodes[i] is node ID first+i
+	lay   idkeeper.Layout     // the pool's layout, set with its first node
 	nodes []memNode
 	fence uint64
 	seq   uint64 // free order
@@ -91,37 +93,37 @@ func (d *memData) grow(n int) {
 func (s *memStore) Status(context.Context) (idkeeper.StoreStatus, error) {
 	defer s.lock()()
 	return idkeeper.StoreStatus{Initialised: !s.d.gen.IsZero(), Generation: s.d.gen, Fence: s.d.fence,
-		Nodes: len(s.d.nodes), Now: s.now()}, nil
+		Pool: s.d.pool(), Now: s.now()}, nil
 }
 
-func (s *memStore) Init(_ context.Context, n int) (idkeeper.InitResult, error) {
+func (s *memStore) Init(_ context.Context, p idkeeper.PoolSpec) (idkeeper.InitResult, error) {
 	defer s.lock()()
-	if err := idkeeper.CheckPoolSize(n); err != nil {
+	if err := p.Validate(); err != nil {
 		return idkeeper.InitResult{}, err
 	}
-	if n < len(s.d.nodes) {
-		return idkeeper.InitResult{}, idkeeper.ShrinkRefused(uint64(len(s.d.nodes)), n)
+	if err := s.d.adopt(p, false); err != nil {
+		return idkeeper.InitResult{}, err
 	}
 	fresh := s.d.gen.IsZero()
 	if fresh {
 		s.d.gen = idkeeper.Generation{ID: rand.Text(), Number: 1, Origin: idkeeper.OriginFresh, At: s.now()}
 	}
-	s.d.grow(n)
+	s.d.grow(p.Nodes)
 	return idkeeper.InitResult{Generation: s.d.gen, Fresh: fresh}, nil
 }
 
-func (s *memStore) Grow(_ context.Context, g idkeeper.Guard, n int) error {
+func (s *memStore) Grow(_ context.Context, g idkeeper.Guard, p idkeeper.PoolSpec) error {
 	defer s.lock()()
-	if err := idkeeper.CheckPoolSize(n); err != nil {
+	if err := p.Validate(); err != nil {
 		return err
 	}
 	if err := s.guard(g); err != nil {
 		return err
 	}
-	if n < len(s.d.nodes) {
-		return idkeeper.ShrinkRefused(uint64(len(s.d.nodes)), n)
+	if err := s.d.adopt(p, false); err != nil {
+		return err
 	}
-	s.d.grow(n)
+	s.d.grow(p.Nodes)
 	return nil
 }
 
@@ -130,8 +132,11 @@ func (s *memStore) Reset(_ context.Context, p idkeeper.ResetParams) (idkeeper.Re
 	if err := p.Validate(); err != nil {
 		return idkeeper.ResetResult{}, err
 	}
+	if err := s.d.adopt(p.Pool, true); err != nil {
+		return idkeeper.ResetResult{}, err
+	}
 	s.d.fence = max(s.d.fence, p.MinFence)
-	s.d.grow(p.Nodes)
+	s.d.grow(p.Pool.Nodes)
 	until := idkeeper.Millis(p.Until)
 	for i := range s.d.nodes {
 		n := &s.d.nodes[i]
@@ -246,7 +251,7 @@ func (s *memStore) Alloc(_ context.Context, g idkeeper.Guard, p idkeeper.AllocPa
 	for _, i := range ids {
 		n := &s.d.nodes[i]
 		s.d.fence++
-		n.lease = &idkeeper.Lease{NodeID: idkeeper.NodeID(i), Requester: p.Requester, NotBefore: n.fenced().Add(time.Millisecond),
+		n.lease = &idkeeper.Lease{NodeID: s.d.first + idkeeper.NodeID(i), Requester: p.Requester, NotBefore: n.fenced().Add(time.Millisecond),
 			ExpiresAt: now.Add(p.First), FencingToken: s.d.fence, GrantedAt: now, KeyID: p.KeyID}
 		n.wm, n.lastTok, n.restorable = maxT(n.wm, n.lease.ExpiresAt), s.d.fence, false
 		s.histGrant(*n.lease, p.Client)
@@ -271,10 +276,11 @@ func (s *memStore) Renew(_ context.Context, g idkeeper.Guard, p idkeeper.RenewPa
 	slices.SortFunc(claims, func(a, b idkeeper.Claim) int { return cmp.Compare(a.NodeID, b.NodeID) })
 	var restored, contested []idkeeper.NodeID
 	for _, c := range claims {
-		if !c.Possible() || int(c.NodeID) >= len(s.d.nodes) || idkeeper.Millis(c.ExpiresAt).Before(now) {
+		ci, in := s.d.index(c.NodeID)
+		if !c.Possible() || !in || idkeeper.Millis(c.ExpiresAt).Before(now) {
 			continue
 		}
-		n := &s.d.nodes[c.NodeID]
+		n := &s.d.nodes[ci]
 		if c.Token <= n.lastTok || (n.lease != nil && n.lease.Requester.Key() == p.Requester.Key()) {
 			continue
 		}
@@ -370,12 +376,13 @@ func (s *memStore) Quarantine(_ context.Context, g idkeeper.Guard, until time.Ti
 		return err
 	}
 	for _, id := range nodes {
-		if id < 0 || int(id) >= len(s.d.nodes) {
+		if _, in := s.d.index(id); !in {
 			return idkeeper.OutsidePool(id)
 		}
 	}
 	for _, id := range nodes {
-		s.d.nodes[id].q = maxT(s.d.nodes[id].q, idkeeper.Millis(until))
+		i, _ := s.d.index(id)
+		s.d.nodes[i].q = maxT(s.d.nodes[i].q, idkeeper.Millis(until))
 	}
 	return nil
 }
@@ -388,10 +395,11 @@ func (s *memStore) RevokeLease(_ context.Context, g idkeeper.Guard, node idkeepe
 	if err := s.guard(g); err != nil {
 		return idkeeper.Lease{}, err
 	}
-	if node < 0 || int(node) >= len(s.d.nodes) {
+	i, in := s.d.index(node)
+	if !in {
 		return idkeeper.Lease{}, idkeeper.ErrNotFound
 	}
-	n := &s.d.nodes[node]
+	n := &s.d.nodes[i]
 	if n.lease == nil || n.lease.FencingToken != token {
 		return idkeeper.Lease{}, idkeeper.ErrNotFound
 	}
@@ -442,10 +450,11 @@ func (s *memStore) Leases(context.Context) ([]idkeeper.Lease, error) {
 
 func (s *memStore) Node(_ context.Context, id idkeeper.NodeID) (idkeeper.NodeState, error) {
 	defer s.lock()()
-	if id < 0 || int(id) >= len(s.d.nodes) {
+	i, in := s.d.index(id)
+	if !in {
 		return idkeeper.NodeState{}, idkeeper.ErrNotFound
 	}
-	n := s.d.nodes[id]
+	n := s.d.nodes[i]
 	st := idkeeper.NodeState{NodeID: id, Watermark: n.wm, Floor: n.floor, QuarantinedUntil: n.q,
 		LastToken: n.lastTok, Restorable: n.restorable}
 	if n.lease != nil {

@@ -107,7 +107,7 @@ func testKeyHoldings(t *testing.T, open Factory) {
 // changes nothing; the counter never wraps.
 func testTokenCeiling(t *testing.T, open Factory) {
 	e := setup(t, open, 4)
-	e.reset(idkeeper.ResetParams{Seen: e.gen, Nodes: 4, Until: e.now(), MinFence: idkeeper.MaxFencingToken - 2})
+	e.reset(idkeeper.ResetParams{Seen: e.gen, Pool: poolOf(4), Until: e.now(), MinFence: idkeeper.MaxFencingToken - 2})
 	e.advance(ms)
 	g := e.alloc(req(1), 2, 10*time.Minute)
 	if top := g.Leases[1].FencingToken; top != idkeeper.MaxFencingToken {

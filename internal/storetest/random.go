@@ -151,7 +151,7 @@ func (e *env) randomReset(rng *rand.Rand) {
 	snap := e.snapshot()
 	until := e.now().Add(time.Duration(rng.IntN(120)) * time.Minute)
 	old := e.gen
-	res := e.reset(idkeeper.ResetParams{Seen: old, Nodes: e.nodes, Until: until, MinFence: e.fence + uint64(rng.IntN(3))})
+	res := e.reset(idkeeper.ResetParams{Seen: old, Pool: poolOf(e.nodes), Until: until, MinFence: e.fence + uint64(rng.IntN(3))})
 	if !res.NewGeneration || res.Generation.ID == old.ID {
 		e.t.Fatalf("Reset(adopted generation) = %+v", res)
 	}

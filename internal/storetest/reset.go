@@ -21,7 +21,7 @@ func (e *env) reset(p idkeeper.ResetParams) idkeeper.ResetResult {
 	}
 	e.gen = res.Generation
 	e.fence = max(e.fence, p.MinFence)
-	e.nodes = max(e.nodes, p.Nodes)
+	e.nodes = max(e.nodes, p.Pool.Nodes)
 	return res
 }
 
@@ -29,11 +29,12 @@ func (e *env) reset(p idkeeper.ResetParams) idkeeper.ResetResult {
 // least until, restorable, its own watermark and lease unchanged.
 func (e *env) wantRaised(snap []idkeeper.NodeState, until time.Time) {
 	e.t.Helper()
-	for id := range e.nodes {
-		st := e.node(idkeeper.NodeID(id))
+	for i := range e.nodes {
+		id := e.first + idkeeper.NodeID(i)
+		st := e.node(id)
 		var b idkeeper.NodeState
-		if id < len(snap) {
-			b = snap[id]
+		if i < len(snap) {
+			b = snap[i]
 		}
 		wantTime(e.t, "QuarantinedUntil after Reset", st.QuarantinedUntil, maxTime(b.QuarantinedUntil, until))
 		wantTime(e.t, "Floor after Reset", st.Floor, maxTime(b.Floor, until))
@@ -60,7 +61,7 @@ func testResetRecovers(t *testing.T, open Factory) {
 	stale := e.guard()
 	until := now.Add(time.Hour)
 	minFence := e.fence + 100
-	res := e.reset(idkeeper.ResetParams{Seen: old, Nodes: 4, Until: until, MinFence: minFence})
+	res := e.reset(idkeeper.ResetParams{Seen: old, Pool: poolOf(4), Until: until, MinFence: minFence})
 	if !res.NewGeneration || res.Generation.ID == old.ID || res.Generation.Number != old.Number+1 {
 		t.Fatalf("Reset(seen the stored generation) = %+v, want a new generation numbered %d", res, old.Number+1)
 	}
@@ -70,7 +71,7 @@ func testResetRecovers(t *testing.T, open Factory) {
 	if _, err := e.s.Alloc(e.ctx, stale, idkeeper.AllocParams{Requester: req(3), KeyID: keyA, Count: 1, First: time.Minute}); !errors.Is(err, idkeeper.ErrGenerationChanged) {
 		t.Fatalf("Alloc under the old generation: %v, want ErrGenerationChanged", err)
 	}
-	if r, err := e.s.Init(e.ctx, 4); err != nil || r.Fresh || r.Generation != e.gen {
+	if r, err := e.s.Init(e.ctx, poolOf(4)); err != nil || r.Fresh || r.Generation != e.gen {
 		t.Fatalf("Init after Reset = %+v, %v; want the recovered generation", r, err)
 	}
 
@@ -83,7 +84,7 @@ func testResetRecovers(t *testing.T, open Factory) {
 	for _, l := range g.Leases {
 		wantTime(t, "NotBefore after Reset", l.NotBefore, until.Add(ms))
 	}
-	if _, err := e.s.Reset(e.ctx, idkeeper.ResetParams{Seen: e.gen, Nodes: 4, Until: until, MinFence: idkeeper.MaxFencingToken + 1}); idkeeper.ErrorCode(err) != idkeeper.CodeInvalidRequest {
+	if _, err := e.s.Reset(e.ctx, idkeeper.ResetParams{Seen: e.gen, Pool: poolOf(4), Until: until, MinFence: idkeeper.MaxFencingToken + 1}); idkeeper.ErrorCode(err) != idkeeper.CodeInvalidRequest {
 		t.Fatalf("Reset with MinFence above 2^53-1: %v, want INVALID_REQUEST", err)
 	}
 	if st := e.status(); st.Generation != e.gen || st.Fence != e.fence {
@@ -99,7 +100,7 @@ func testResetOtherReplica(t *testing.T, open Factory) {
 	t0 := e.now()
 	e.alloc(req(1), 1, 10*time.Minute)
 	old := e.gen
-	first := e.reset(idkeeper.ResetParams{Seen: old, Nodes: 2, Until: t0.Add(time.Hour)})
+	first := e.reset(idkeeper.ResetParams{Seen: old, Pool: poolOf(2), Until: t0.Add(time.Hour)})
 	if !first.NewGeneration {
 		t.Fatalf("first Reset kept the generation")
 	}
@@ -107,7 +108,7 @@ func testResetOtherReplica(t *testing.T, open Factory) {
 	for _, minFence := range []uint64{0, e.fence + 500} {
 		snap := e.snapshot()
 		until := e.now().Add(5 * time.Hour)
-		got := e.reset(idkeeper.ResetParams{Seen: old, Nodes: 2, Until: until, MinFence: minFence})
+		got := e.reset(idkeeper.ResetParams{Seen: old, Pool: poolOf(2), Until: until, MinFence: minFence})
 		if got.NewGeneration || got.Generation.ID != first.Generation.ID || got.Generation.Number != first.Generation.Number {
 			t.Fatalf("Reset with a stale generation = %+v, want generation %+v kept", got, first.Generation)
 		}
@@ -121,10 +122,10 @@ func testResetGrows(t *testing.T, open Factory) {
 	e := setup(t, open, 2)
 	until := e.now().Add(time.Hour)
 	snap := e.snapshot()
-	e.reset(idkeeper.ResetParams{Seen: e.gen, Nodes: 4, Until: until})
+	e.reset(idkeeper.ResetParams{Seen: e.gen, Pool: poolOf(4), Until: until})
 	e.wantCounts(idkeeper.Counts{Total: 4, Quarantined: 4})
 	e.wantRaised(snap, until)
-	_, err := e.s.Init(e.ctx, 3)
+	_, err := e.s.Init(e.ctx, poolOf(3))
 	wantCode(t, err, idkeeper.CodeInvalidRequest)
 }
 
@@ -140,7 +141,7 @@ func testResetAfterWipe(t *testing.T, open Factory) {
 
 	old := e.gen
 	until := e.now().Add(time.Hour)
-	res := e.reset(idkeeper.ResetParams{Seen: old, Nodes: 4, Until: until, MinFence: e.fence})
+	res := e.reset(idkeeper.ResetParams{Seen: old, Pool: poolOf(4), Until: until, MinFence: e.fence})
 	if !res.NewGeneration || res.Generation.ID == old.ID || res.Generation.Number != old.Number+1 {
 		t.Fatalf("Reset of a wiped store = %+v, want a new generation numbered %d", res, old.Number+1)
 	}
@@ -164,10 +165,10 @@ func testResetFloor(t *testing.T, open Factory) {
 	own := e.node(a).Watermark
 	until := e.now().Add(30 * time.Minute)
 	snap := e.snapshot()
-	e.reset(idkeeper.ResetParams{Seen: e.gen, Nodes: 2, Until: until})
+	e.reset(idkeeper.ResetParams{Seen: e.gen, Pool: poolOf(2), Until: until})
 	e.wantRaised(snap, until)
 	snap = e.snapshot()
-	e.reset(idkeeper.ResetParams{Seen: e.gen, Nodes: 2, Until: until.Add(-20 * time.Minute)})
+	e.reset(idkeeper.ResetParams{Seen: e.gen, Pool: poolOf(2), Until: until.Add(-20 * time.Minute)})
 	e.wantRaised(snap, until)
 	wantTime(t, "own watermark", e.node(a).Watermark, own)
 	e.clock.Set(until)
@@ -189,13 +190,13 @@ func testResetAfterInitAnew(t *testing.T, open Factory) {
 	e.alloc(req(1), 2, 10*time.Minute)
 	old := e.gen
 	e.must(w.WipeForTest(e.ctx), "WipeForTest")
-	anew, err := e.s.Init(e.ctx, 3)
+	anew, err := e.s.Init(e.ctx, poolOf(3))
 	e.must(err, "Init after the wipe")
 	if !anew.Fresh || anew.Generation.ID == old.ID || anew.Generation.Number != 1 {
 		t.Fatalf("Init of a wiped store = %+v, want a fresh generation 1 with a new ID", anew)
 	}
 	until := e.now().Add(time.Hour)
-	res := e.reset(idkeeper.ResetParams{Seen: old, Nodes: 3, Until: until, MinFence: e.fence})
+	res := e.reset(idkeeper.ResetParams{Seen: old, Pool: poolOf(3), Until: until, MinFence: e.fence})
 	if res.NewGeneration || res.Generation.ID != anew.Generation.ID || res.Generation.Number != 1 {
 		t.Fatalf("Reset of a store initialised anew = %+v, want its generation kept", res)
 	}

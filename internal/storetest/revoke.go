@@ -339,7 +339,7 @@ func testRevokeNotInitialised(t *testing.T, open Factory) {
 			t.Fatalf("RevokeLease on an empty store: err = %v, want ErrStoreReset (ErrGenerationChanged)", err)
 		}
 	}
-	if st := e.status(); st.Initialised || st.Nodes != 0 {
+	if st := e.status(); st.Initialised || st.Pool.Nodes != 0 {
 		t.Fatalf("Status after RevokeLease on an empty store = %+v", st)
 	}
 }

@@ -28,6 +28,7 @@ func RunSnapshot(t *testing.T, open Factory) {
 		{"ConsistentView", testSnapshotConsistent},
 		{"RestorePlan", testSnapshotRestorePlan},
 		{"Large", testSnapshotLarge},
+		{"Pool", testSnapshotPool},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, open) })
 	}
@@ -84,7 +85,8 @@ func (e *env) readSnapshot() snapshot {
 		e.must(chk.Check(r), fmt.Sprintf("record %d ReadSnapshot gave (%s)", i, fmtRecord(r)))
 	}
 	e.must(chk.Done(), "the end of the snapshot ReadSnapshot gave")
-	if st := e.status(); st.Generation != sn.meta.Generation || st.Fence != sn.meta.Fence || st.Nodes != sn.meta.Nodes {
+	if st := e.status(); st.Generation != sn.meta.Generation || st.Fence != sn.meta.Fence || st.Pool.Nodes != sn.meta.Nodes ||
+		st.Pool.First != sn.meta.First || !idkeeper.SameLayout(st.Pool.LayoutOrDefault(), sn.meta.Pool().LayoutOrDefault()) {
 		e.t.Fatalf("snapshot meta %s, but Status says %+v", fmtMeta(sn.meta), st)
 	}
 	return sn
@@ -100,7 +102,7 @@ func (e *env) load(sn snapshot) {
 // adopt makes the env track a store that holds meta, freshly loaded: its free
 // order is NodeID order, which the env knows nothing of.
 func (e *env) adopt(meta idkeeper.SnapshotMeta) {
-	e.gen, e.fence, e.nodes = meta.Generation, meta.Fence, meta.Nodes
+	e.gen, e.fence, e.first, e.nodes = meta.Generation, meta.Fence, meta.First, meta.Nodes
 	e.frees, e.rank = 0, map[idkeeper.NodeID]int{}
 }
 
@@ -129,8 +131,8 @@ func (s *source) Next() (idkeeper.SnapshotRecord, error) {
 }
 
 func fmtMeta(m idkeeper.SnapshotMeta) string {
-	return fmt.Sprintf("{generation %s #%d %s at %s, fence %d, nodes %d, audit head %d %q}", m.Generation.ID,
-		m.Generation.Number, m.Generation.Origin, fmtTime(m.Generation.At), m.Fence, m.Nodes, m.AuditSeq, m.AuditHash)
+	return fmt.Sprintf("{generation %s #%d %s at %s, fence %d, pool %s, audit head %d %q}", m.Generation.ID,
+		m.Generation.Number, m.Generation.Origin, fmtTime(m.Generation.At), m.Fence, m.Pool(), m.AuditSeq, m.AuditHash)
 }
 
 func fmtNode(n idkeeper.NodeState) string {
@@ -349,8 +351,12 @@ func wantSameState(t *testing.T, a, b *env) {
 		t.Fatalf("Counts: %+v and %+v", ca, cb)
 	}
 	wantSameLeases(t, "Leases", b.leases(), a.leases())
-	for id := range max(a.nodes, b.nodes) {
-		if na, nb := fmtNode(a.node(idkeeper.NodeID(id))), fmtNode(b.node(idkeeper.NodeID(id))); na != nb {
+	if a.first != b.first {
+		t.Fatalf("pools from %d and from %d", a.first, b.first)
+	}
+	for i := range max(a.nodes, b.nodes) {
+		id := a.first + idkeeper.NodeID(i)
+		if na, nb := fmtNode(a.node(id)), fmtNode(b.node(id)); na != nb {
 			t.Fatalf("Node(%d):\n%s\n%s", id, na, nb)
 		}
 	}
@@ -406,7 +412,7 @@ func wantSameState(t *testing.T, a, b *env) {
 	})
 	same("Status", func(e *env, s snapStore) (string, error) {
 		st, err := s.Status(e.ctx)
-		return fmt.Sprint(st.Initialised, st.Generation, st.Fence, st.Nodes), err
+		return fmt.Sprint(st.Initialised, st.Generation, st.Fence, st.Pool), err
 	})
 }
 

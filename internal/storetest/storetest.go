@@ -51,7 +51,7 @@ type Wiper interface {
 
 // Run runs the whole contract suite as subtests of t.
 func Run(t *testing.T, open Factory) {
-	for _, c := range append(cases, historyCases...) {
+	for _, c := range append(append(cases, historyCases...), poolCases...) {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, open) })
 	}
 }
@@ -188,7 +188,8 @@ type env struct {
 	ctx   context.Context
 	clock *fakeclock.Clock
 	s     idkeeper.Store
-	nodes int                 // pool size
+	first idkeeper.NodeID     // the pool's first node ID
+	nodes int                 // pool size: node IDs first..first+nodes-1
 	fence uint64              // highest fencing token seen
 	gen   idkeeper.Generation // the generation adopted
 	// frees counts the calls that freed node IDs; rank[id] is the count of the
@@ -204,11 +205,15 @@ func openEnv(t *testing.T, open Factory) *env {
 	return &env{t: t, ctx: t.Context(), clock: c, s: open(t, c.Now), rank: map[idkeeper.NodeID]int{}}
 }
 
+// poolOf is the pool of n node IDs from 0 on, on the default layout: the pool of
+// every case that is not about First or the layout.
+func poolOf(n int) idkeeper.PoolSpec { return idkeeper.PoolSpec{Nodes: n} }
+
 // setup opens a store and initialises a pool of nodes node IDs.
 func setup(t *testing.T, open Factory, nodes int) *env {
 	t.Helper()
 	e := openEnv(t, open)
-	res, err := e.s.Init(e.ctx, nodes)
+	res, err := e.s.Init(e.ctx, poolOf(nodes))
 	if err != nil {
 		t.Fatalf("Init(%d): %v", nodes, err)
 	}
@@ -305,8 +310,9 @@ func (e *env) allocP(p idkeeper.AllocParams) idkeeper.Grant {
 	e.t.Helper()
 	r, count, first := p.Requester, p.Count, p.First
 	before := make(map[idkeeper.NodeID]idkeeper.NodeState, e.nodes)
-	for id := range e.nodes {
-		before[idkeeper.NodeID(id)] = e.node(idkeeper.NodeID(id))
+	for i := range e.nodes {
+		id := e.first + idkeeper.NodeID(i)
+		before[id] = e.node(id)
 	}
 	g, err := e.s.Alloc(e.ctx, e.guard(), p)
 	e.must(err, fmt.Sprintf("Alloc(%s, %d)", r, count))
@@ -326,7 +332,7 @@ func (e *env) allocP(p idkeeper.AllocParams) idkeeper.Grant {
 		b, ok := before[l.NodeID]
 		switch {
 		case !ok:
-			e.t.Fatalf("Alloc granted node %d outside the pool of %d", l.NodeID, e.nodes)
+			e.t.Fatalf("Alloc granted node %d outside the pool %d..%d", l.NodeID, e.first, int(e.first)+e.nodes-1)
 		case b.Lease != nil:
 			e.t.Fatalf("Alloc granted node %d, held by %s", l.NodeID, b.Lease.Requester)
 		case b.QuarantinedUntil.After(now):
@@ -501,8 +507,9 @@ func (e *env) check() {
 	leases := e.leases()
 	want := idkeeper.Counts{Total: e.nodes}
 	held := 0
-	for id := range e.nodes {
-		st := e.node(idkeeper.NodeID(id))
+	for i := range e.nodes {
+		id := e.first + idkeeper.NodeID(i)
+		st := e.node(id)
 		switch {
 		case st.Lease != nil:
 			if held >= len(leases) {
@@ -532,8 +539,14 @@ func (e *env) check() {
 	if !c.Equal(want) {
 		e.t.Fatalf("Counts() = %+v, node states say %+v", c, want)
 	}
-	if _, err := e.s.Node(e.ctx, idkeeper.NodeID(e.nodes)); !errors.Is(err, idkeeper.ErrNotFound) {
-		e.t.Fatalf("Node(%d) of a pool of %d: err = %v, want ErrNotFound", e.nodes, e.nodes, err)
+	outside := []idkeeper.NodeID{e.first + idkeeper.NodeID(e.nodes)}
+	if e.first > 0 {
+		outside = append(outside, e.first-1)
+	}
+	for _, id := range outside {
+		if _, err := e.s.Node(e.ctx, id); !errors.Is(err, idkeeper.ErrNotFound) {
+			e.t.Fatalf("Node(%d) of the pool %d..%d: err = %v, want ErrNotFound", id, e.first, int(e.first)+e.nodes-1, err)
+		}
 	}
 }
 

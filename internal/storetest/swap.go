@@ -39,11 +39,11 @@ func (w *Swap) Now(ctx context.Context) (time.Time, error) { return w.cur().Now(
 func (w *Swap) Status(ctx context.Context) (idkeeper.StoreStatus, error) {
 	return w.cur().Status(ctx)
 }
-func (w *Swap) Init(ctx context.Context, n int) (idkeeper.InitResult, error) {
-	return w.cur().Init(ctx, n)
+func (w *Swap) Init(ctx context.Context, p idkeeper.PoolSpec) (idkeeper.InitResult, error) {
+	return w.cur().Init(ctx, p)
 }
-func (w *Swap) Grow(ctx context.Context, g idkeeper.Guard, n int) error {
-	return w.cur().Grow(ctx, g, n)
+func (w *Swap) Grow(ctx context.Context, g idkeeper.Guard, p idkeeper.PoolSpec) error {
+	return w.cur().Grow(ctx, g, p)
 }
 func (w *Swap) Reset(ctx context.Context, p idkeeper.ResetParams) (idkeeper.ResetResult, error) {
 	return w.cur().Reset(ctx, p)

@@ -37,13 +37,13 @@ func testValidation(t *testing.T, open Factory) {
 		{"Renew with a negative grace", second(e.s.Renew(e.ctx, g, idkeeper.RenewParams{Requester: req(1), KeyID: keyA, Duration: time.Hour, Grace: -time.Second})),
 			idkeeper.Invalidf("grace", "the grace period must not be negative, got -1s")},
 		{"Remove of an invalid requester", second(e.s.Remove(e.ctx, stale, idkeeper.RemoveParams{Requester: bad, KeyID: keyA})), bad.Validate()},
-		{"Init of 0", second(e.s.Init(e.ctx, 0)), idkeeper.CheckPoolSize(0)},
-		{"Init of too many", second(e.s.Init(e.ctx, idkeeper.MaxPoolNodes+1)), idkeeper.CheckPoolSize(idkeeper.MaxPoolNodes + 1)},
-		{"Init of fewer", second(e.s.Init(e.ctx, 3)), idkeeper.ShrinkRefused(4, 3)},
-		{"Grow to -1", e.s.Grow(e.ctx, stale, -1), idkeeper.CheckPoolSize(-1)},
-		{"Grow to fewer", e.s.Grow(e.ctx, g, 2), idkeeper.ShrinkRefused(4, 2)},
+		{"Init of 0", second(e.s.Init(e.ctx, poolOf(0))), idkeeper.CheckPoolSize(0)},
+		{"Init of too many", second(e.s.Init(e.ctx, poolOf(idkeeper.MaxPoolNodes+1))), idkeeper.CheckPoolSize(idkeeper.MaxPoolNodes + 1)},
+		{"Init of fewer", second(e.s.Init(e.ctx, poolOf(3))), idkeeper.ShrinkRefused(4, 3)},
+		{"Grow to -1", e.s.Grow(e.ctx, stale, poolOf(-1)), idkeeper.CheckPoolSize(-1)},
+		{"Grow to fewer", e.s.Grow(e.ctx, g, poolOf(2)), idkeeper.ShrinkRefused(4, 2)},
 		{"Reset to 0", second(e.s.Reset(e.ctx, idkeeper.ResetParams{Seen: e.gen, Until: e.now()})), idkeeper.CheckPoolSize(0)},
-		{"Reset above the last token", second(e.s.Reset(e.ctx, idkeeper.ResetParams{Seen: e.gen, Nodes: 4, Until: e.now(), MinFence: idkeeper.MaxFencingToken + 1})),
+		{"Reset above the last token", second(e.s.Reset(e.ctx, idkeeper.ResetParams{Seen: e.gen, Pool: poolOf(4), Until: e.now(), MinFence: idkeeper.MaxFencingToken + 1})),
 			idkeeper.Invalidf("minFence", "a fencing counter of %d is above the last token 2^53-1", uint64(idkeeper.MaxFencingToken+1))},
 		{"Quarantine outside the pool", e.s.Quarantine(e.ctx, g, e.now().Add(time.Hour), 1, 4), idkeeper.OutsidePool(4)},
 	}
@@ -57,7 +57,7 @@ func testValidation(t *testing.T, open Factory) {
 		}
 	}
 	e.wantUnchanged("refused calls", snap)
-	if st := e.status(); st.Nodes != 4 || st.Generation != e.gen {
+	if st := e.status(); st.Pool.Nodes != 4 || st.Generation != e.gen {
 		t.Fatalf("after refused calls: %+v", st)
 	}
 }

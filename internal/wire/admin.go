@@ -225,10 +225,10 @@ type RemoveAllowEntryRequest struct {
 	AllowAll bool   `json:"allowAll,omitempty"`
 }
 
-// Pool is the 200 body of GET /admin/api/pool: the counts of
-// GET /v1/leases/remaining, the store's time they were read at, and the status of
-// every node ID ("free", "cooling", "leased", "grace", "quarantined"), index =
-// node ID.
+// Pool is the 200 body of GET /admin/api/pool: the counts and the node range
+// (first, last) of GET /v1/leases/remaining, the store's time they were read at,
+// and the status of every node ID ("free", "cooling", "leased", "grace",
+// "quarantined"): Nodes[i] is node ID first + i.
 type Pool struct {
 	RemainingResponse
 	At    string   `json:"at"`

@@ -116,11 +116,14 @@ type RemoveResponse struct {
 	Removed *int `json:"removed"`
 }
 
-// RemainingResponse is the 200 body of GET /v1/leases/remaining. Remaining counts
+// RemainingResponse is the 200 body of GET /v1/leases/remaining. First and Last
+// are the pool's node range, inclusive (Total = Last − First + 1). Remaining counts
 // ready and cooling node IDs; Cooling is the part of it whose grant would open its
 // window only at a later time, NextReadyAt the earliest such time (absent when
 // Cooling is 0).
 type RemainingResponse struct {
+	First       int64  `json:"first"`
+	Last        int64  `json:"last"`
 	Total       int    `json:"total"`
 	Remaining   int    `json:"remaining"`
 	Leased      int    `json:"leased"`
@@ -131,11 +134,21 @@ type RemainingResponse struct {
 }
 
 // VersionResponse is the 200 body of GET /v1/version. The registry always sends
-// a layout; the gateway sends null until it holds a lease.
+// a layout and its node range; the gateway sends a null layout until it holds a
+// lease, and no node range (it has none).
 type VersionResponse struct {
-	Version string  `json:"version"`
-	Commit  string  `json:"commit"`
-	Layout  *Layout `json:"layout"`
+	Version   string     `json:"version"`
+	Commit    string     `json:"commit"`
+	Layout    *Layout    `json:"layout"`
+	NodeRange *NodeRange `json:"nodeRange,omitempty"`
+}
+
+// NodeRange is a registry's pool: the node IDs First..Last, both included, which it
+// alone grants (issue #22). Two registries on separate stores with disjoint ranges
+// never grant the same node ID.
+type NodeRange struct {
+	First int64 `json:"first"`
+	Last  int64 `json:"last"`
 }
 
 // StatusResponse is the 200 body of the health probes: {"status":"ok"} or

@@ -421,13 +421,39 @@ local function promote(now)
   chunked('ZADD', READY, zr)
 end
 
+-- pool_first returns the stored pool's first node ID: 0 when none is stored (a
+-- store written before node ranges).
+local function pool_first()
+  return num(redis.call('HGET', META, 'first'), 0)
+end
+
+-- adopt_pool checks the pool asked for (first, its layout's canonical text, and
+-- dflt: the default layout's, which a store without a stored layout is on)
+-- against the stored one and returns nil when the store holds no pool (it then
+-- stores first and layout) or one with the same first and layout; else the error
+-- reply IDKPOOL <stored first> <stored size> <stored layout>, having written
+-- nothing. Every script that creates or grows the pool calls it before it writes.
+local function adopt_pool(first, layout, dflt)
+  local stored = num(redis.call('HGET', META, 'nodes'), 0)
+  if stored > 0 then
+    local f = pool_first()
+    local l = redis.call('HGET', META, 'layout') or dflt
+    if f ~= first or l ~= layout then
+      return redis.error_reply('IDKPOOL ' .. int(f) .. ' ' .. int(stored) .. ' ' .. l)
+    end
+    return nil
+  end
+  redis.call('HSET', META, 'first', int(first), 'layout', layout)
+  return nil
+end
+
 -- add_nodes makes the node IDs from..to-1 that the store does not know yet free,
--- at the back of the free order.
-local function add_nodes(from, to, now)
+-- at the back of the free order; fresh says the store held no pool before.
+local function add_nodes(from, to, now, fresh)
   if to <= from then return end
   local known = redis.call('HLEN', LEASES) + redis.call('HLEN', WM) + redis.call('HLEN', QUAR) +
     redis.call('HLEN', FLOOR) + redis.call('ZCARD', READY) + redis.call('ZCARD', COOL) + redis.call('ZCARD', QZ)
-  if from == 0 and known > 0 then
+  if fresh and known > 0 then
     -- A store without a generation but with state left (evicted meta): keep what is known.
     for i = from, to - 1 do
       local node = int(i)

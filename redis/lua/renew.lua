@@ -17,10 +17,11 @@ if err then return err end
 local restored, contested = {}, {}
 if #ARGV >= 10 then
   local pool = num(redis.call('HGET', META, 'nodes'), 0)
+  local first = pool_first()
   for i = 10, #ARGV, 4 do
     local node, tok, cnb, cexp = ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
     local id = tonumber(node)
-    if id >= 0 and id < pool and cexp >= now and tok > num(redis.call('HGET', LASTTOK, node), 0) then
+    if id >= first and id < first + pool and cexp >= now and tok > num(redis.call('HGET', LASTTOK, node), 0) then
       local l = get_lease(node)
       if l and l.req ~= req then
         -- Held by another requester: stop both. The lease goes, the node is

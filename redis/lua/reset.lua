@@ -1,10 +1,15 @@
 -- reset: ARGV now, nodes, until, min fence, seen generation ID, seen generation
--- number, new generation ID. Returns {id, number, origin, at, new generation}.
+-- number, new generation ID, first node ID, layout, default layout. Returns {id,
+-- number, origin, at, new generation}, or an error reply IDKPOOL (adopt_pool),
+-- having written nothing.
 local err = old_layout()
 if err then return err end
 local now = clock(ARGV[1])
 local n = tonumber(ARGV[2])
 local untl = tonumber(ARGV[3])
+local first = tonumber(ARGV[8])
+err = adopt_pool(first, ARGV[9], ARGV[10])
+if err then return err end
 if tonumber(ARGV[4]) > fence() then
   redis.call('HSET', META, 'fence', ARGV[4])
 end
@@ -26,7 +31,7 @@ for _, node in ipairs(redis.call('HKEYS', LEASES)) do held[node] = true end
 local wms, fls, qs, seqs = hash(WM), hash(FLOOR), hash(QUAR), hash(FSEQ)
 local nextseq = num(redis.call('HGET', META, 'freeseq'), 0)
 local hf, hq, hs, sr, zq, zr, zc = {}, {}, {}, {}, {}, {}, {}
-for i = 0, n - 1 do
+for i = first, first + n - 1 do
   local node = int(i)
   local f = num(fls[node], ZERO)
   if f < untl then

@@ -4,13 +4,15 @@
 -- held ('1'/'0'), and for a held node its lease's expiresAt, renewedAt, notBefore,
 -- token, grantedAt, requester key and API key ID (else ''). Writes the nodes as the
 -- lease scripts keep them: a held node's lease, expiry, requester entry and key
--- count; a free node's free sequence (its ID + 1: NodeID order) and its free set at
+-- count; a free node's free sequence (its ID − the staging meta's first + 1:
+-- NodeID order) and its free set at
 -- now. Zero times and tokens are not stored: they read back as zero. Every key is
 -- made to lapse ttl from now. Returns 0, or an error reply IDKOWNER <node> when
 -- the node's requester holds leases of another API key.
 local now = clock(ARGV[1])
 local hw, hf, hq, ht, sr, hl, ze, hs, zq, zr, zc = {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}
 local holds = {}
+local first = pool_first()
 for i = 3, #ARGV, 14 do
   local node, wm, fl, q = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   if wm ~= ZEROS then push2(hw, node, wm) end
@@ -31,7 +33,7 @@ for i = 3, #ARGV, 14 do
     redis.call('HSET', REQS, req, table.concat(held, ',') .. ';' .. key)
     holds[key] = (holds[key] or 0) + 1
   else
-    local seq = int(tonumber(node) + 1)
+    local seq = int(tonumber(node) - first + 1)
     push2(hs, node, seq)
     local w = math.max(tonumber(wm), tonumber(fl))
     if tonumber(q) > now then

@@ -26,7 +26,7 @@ func open(t *testing.T, clk *fakeclock.Clock, nodes int) (*bolt.Store, idkeeper.
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	res, err := s.Init(t.Context(), nodes)
+	res, err := s.Init(t.Context(), idkeeper.PoolSpec{Nodes: nodes})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestStaleReclaim(t *testing.T) {
 // watermark floors at now.
 func TestNoResetQuarantine(t *testing.T) {
 	s, _, gen := wrapped(t, fakeclock.New(t0), 2, controls.NoResetQuarantine)
-	if _, err := s.Reset(t.Context(), idkeeper.ResetParams{Seen: gen, Nodes: 2, Until: t0.Add(time.Hour)}); err != nil {
+	if _, err := s.Reset(t.Context(), idkeeper.ResetParams{Seen: gen, Pool: idkeeper.PoolSpec{Nodes: 2}, Until: t0.Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
 	for n := range idkeeper.NodeID(2) {
