@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -63,12 +64,49 @@ func (r *Registry) Open(ctx context.Context) error {
 		}
 		r.log.Warn("store check at start", "err", err)
 	}
+	r.releasePredecessorLocks(ctx, st.Owner)
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	r.audit.start()
 	r.wg.Add(1)
 	go r.loop(ctx)
 	return nil
+}
+
+// releasePredecessorLocks records this process as the state's owner and releases
+// the job locks prev, the owner of the process that ran on this state before it,
+// still holds: that process is dead (the state is held by one process at a time),
+// and a lock it took just before it died would stall the job on every replica
+// until it lapses, a minute for cleanup. Locks held by any other owner, and the
+// event locks (named NAME:KEY), are left alone. Failures are logged: such locks
+// still lapse by themselves.
+func (r *Registry) releasePredecessorLocks(ctx context.Context, prev string) {
+	own := r.cfg.Owner
+	r.state.update(func(s *ReplicaState) bool { changed := s.Owner != own; s.Owner = own; return changed })
+	if err := r.syncState(ctx); err != nil {
+		r.log.Warn("save the replica state", "err", err)
+	}
+	if prev == "" || prev == own {
+		return
+	}
+	locks, err := r.store.Locks(ctx)
+	if err != nil {
+		r.log.Warn("read the job locks to release the previous process's", "err", err)
+		return
+	}
+	for _, l := range locks {
+		// A lock named NAME:KEY (alert:…, api-key-expiry:…) marks an event as
+		// handled until it lapses and is never released: releasing it would
+		// repeat the event.
+		if l.Owner != prev || strings.Contains(l.Name, ":") {
+			continue
+		}
+		if held, err := r.store.Unlock(ctx, l.Name, prev, 0); err != nil {
+			r.log.Warn("release a job lock of the previous process", "job", l.Name, "owner", prev, "err", err)
+		} else if held {
+			r.log.Info("released a job lock the previous process on this state held", "job", l.Name, "owner", prev)
+		}
+	}
 }
 
 // Close stops the background jobs and waits for them, writes the audit entries

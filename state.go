@@ -22,6 +22,11 @@ type ReplicaState struct {
 	// A registry with Config.FixedPool recreates a store that lost its pool with
 	// this size, not Config.Nodes (issue #22).
 	PoolNodes int
+	// Owner is the job-lock owner (Config.Owner) of the process that last ran on
+	// this state. A replica that starts on it releases that owner's job locks: the
+	// state is held by one process at a time, so that owner is dead, and its locks
+	// would otherwise stall the jobs until they lapse (lock-at-most-for).
+	Owner string
 }
 
 // StateKeeper keeps a replica's state outside the store, so that a store that

@@ -215,13 +215,14 @@ type record struct {
 	MaxToken      uint64 `json:"maxToken"`
 	ReplicationID string `json:"replicationId,omitempty"`
 	PoolNodes     int    `json:"poolNodes,omitempty"`
+	Owner         string `json:"owner,omitempty"`
 }
 
 func encode(st idkeeper.ReplicaState, seq uint64) ([]byte, error) {
 	var r record
 	r.Generation.ID, r.Generation.Number = st.Generation.ID, st.Generation.Number
 	r.Generation.Origin, r.Generation.At = string(st.Generation.Origin), st.Generation.At.UTC()
-	r.MaxToken, r.ReplicationID, r.PoolNodes = st.MaxToken, st.ReplicationID, st.PoolNodes
+	r.MaxToken, r.ReplicationID, r.PoolNodes, r.Owner = st.MaxToken, st.ReplicationID, st.PoolNodes, st.Owner
 	p, err := json.Marshal(r)
 	if err != nil {
 		return nil, fmt.Errorf("localstate: %w", err)
@@ -259,7 +260,7 @@ func decode(b []byte) (idkeeper.ReplicaState, uint64, error) {
 	if err := json.Unmarshal(b[headerLen:end], &r); err != nil {
 		return idkeeper.ReplicaState{}, 0, fmt.Errorf("corrupt payload: %w", err)
 	}
-	st := idkeeper.ReplicaState{MaxToken: r.MaxToken, ReplicationID: r.ReplicationID, PoolNodes: r.PoolNodes, Generation: idkeeper.Generation{
+	st := idkeeper.ReplicaState{MaxToken: r.MaxToken, ReplicationID: r.ReplicationID, PoolNodes: r.PoolNodes, Owner: r.Owner, Generation: idkeeper.Generation{
 		ID: r.Generation.ID, Number: r.Generation.Number, Origin: idkeeper.Origin(r.Generation.Origin), At: r.Generation.At.UTC()}}
 	return st, seq, nil
 }
