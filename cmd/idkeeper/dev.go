@@ -77,6 +77,8 @@ func runDev(ctx context.Context, args []string, env lookupEnv, stdout, stderr io
 	}
 	v, c := buildVersion()
 	log := lf.logger(stderr)
+	// dev hosts the gateway: its process collects garbage as a gateway's does.
+	applyGCPercent(env, DefaultGCPercent, log)
 	srv, err := startRegistryServer(ctx, serverConfig{
 		Listen:          *listen,
 		Store:           "bolt:" + filepath.Join(*data, "idkeeper.db"),
