@@ -106,6 +106,15 @@ func CheckPoolChange(stored, asked PoolSpec) error {
 	return nil
 }
 
+// CheckPoolReset is CheckPoolChange for a Reset, where a smaller size keeps the
+// stored one: only another First or layout is refused (PoolMismatch).
+func CheckPoolReset(stored, asked PoolSpec) error {
+	if stored.Nodes > 0 && !stored.SameSpace(asked) {
+		return PoolMismatch(stored, asked)
+	}
+	return nil
+}
+
 // FormatLayout is the canonical text of a layout, as stores and snapshots keep it:
 // "41/12/10@2026-01-01T00:00:00.000Z" (snowflake.Layout.String: timestamp/node/
 // sequence bits, then the epoch in UTC to the millisecond). ParseLayout reads it

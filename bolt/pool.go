@@ -53,23 +53,20 @@ func (t *txn) inPool(id idkeeper.NodeID) bool {
 	return id >= 0 && uint64(id) >= t.first && uint64(id) < t.end()
 }
 
-// adopt checks p against the stored pool — idkeeper.CheckPoolChange, or with
-// shrinkOK (Reset: a smaller pool keeps the stored size) only its First and
-// layout — and, on a store without a pool, stores p's First and layout. p is
-// valid.
+// adopt checks p against the stored pool (idkeeper.CheckPoolChange; with
+// shrinkOK, for a Reset, idkeeper.CheckPoolReset) and, on a store without a pool,
+// stores p's First and layout. p is valid.
 func (t *txn) adopt(p idkeeper.PoolSpec, shrinkOK bool) error {
 	stored, err := t.pool()
 	if err != nil {
 		return err
 	}
-	if stored.Nodes > 0 {
-		if shrinkOK && !stored.SameSpace(p) {
-			return idkeeper.PoolMismatch(stored, p)
-		}
-		if !shrinkOK {
-			return idkeeper.CheckPoolChange(stored, p)
-		}
-		return nil
+	check := idkeeper.CheckPoolChange
+	if shrinkOK {
+		check = idkeeper.CheckPoolReset
+	}
+	if err := check(stored, p); err != nil || stored.Nodes > 0 {
+		return err
 	}
 	t.first = uint64(p.First)
 	return t.meta.Put(keyLayout, []byte(idkeeper.FormatLayout(p.LayoutOrDefault())))

@@ -63,23 +63,20 @@ func (t *txn) fetchNodes(ids []uint32) error {
 	return t.fetch(keys...)
 }
 
-// adopt checks p against the stored pool — idkeeper.CheckPoolChange, or with
-// shrinkOK (Reset: a smaller pool keeps the stored size) only its First and
-// layout — and, on a store without a pool, records p's First and layout. p is
-// valid.
+// adopt checks p against the stored pool (idkeeper.CheckPoolChange; with
+// shrinkOK, for a Reset, idkeeper.CheckPoolReset) and, on a store without a pool,
+// records p's First and layout. p is valid.
 func (t *txn) adopt(p idkeeper.PoolSpec, shrinkOK bool) error {
 	stored, err := t.meta.pool()
 	if err != nil {
 		return err
 	}
-	if stored.Nodes > 0 {
-		if shrinkOK && !stored.SameSpace(p) {
-			return idkeeper.PoolMismatch(stored, p)
-		}
-		if !shrinkOK {
-			return idkeeper.CheckPoolChange(stored, p)
-		}
-		return nil
+	check := idkeeper.CheckPoolChange
+	if shrinkOK {
+		check = idkeeper.CheckPoolReset
+	}
+	if err := check(stored, p); err != nil || stored.Nodes > 0 {
+		return err
 	}
 	t.meta.First, t.meta.Layout = uint64(p.First), idkeeper.FormatLayout(p.LayoutOrDefault())
 	return nil

@@ -28,17 +28,27 @@ func (c *Cluster) startEtcd() {
 	c.store = "etcd://" + strings.Join(hosts, ",") + "/chaos"
 }
 
+// etcdLeader is the index of the member that leads the etcd cluster, for the
+// fault op.
+func (c *Cluster) etcdLeader(op string) (int, error) {
+	if c.Etcd == nil {
+		return 0, fmt.Errorf("%s needs an etcd store (Options.Etcd)", op)
+	}
+	leader := c.Etcd.Leader(etcdElection)
+	if leader < 0 {
+		return 0, fmt.Errorf("%s: the etcd cluster has no leader", op)
+	}
+	return leader, nil
+}
+
 // IsolateEtcdLeader cuts the member that leads the etcd cluster off from its
 // peers for d (the replicas still reach it, and it still takes their calls), and
 // records the partition as a global fault. The others elect a new leader; the
 // isolated one steps down, and once healed follows the new one.
 func (c *Cluster) IsolateEtcdLeader(ctx context.Context, d time.Duration) error {
-	if c.Etcd == nil {
-		return fmt.Errorf("IsolateEtcdLeader needs an etcd store (Options.Etcd)")
-	}
-	leader := c.Etcd.Leader(etcdElection)
-	if leader < 0 {
-		return fmt.Errorf("the etcd cluster has no leader to isolate")
+	leader, err := c.etcdLeader("IsolateEtcdLeader")
+	if err != nil {
+		return err
 	}
 	at := time.Now()
 	heal := c.Etcd.Isolate(leader)
@@ -61,12 +71,9 @@ func (c *Cluster) IsolateEtcdLeader(ctx context.Context, d time.Duration) error 
 // KillEtcdLeader kills the member that leads the etcd cluster, as a crash would,
 // and restarts it on its data after down; recorded as a global fault.
 func (c *Cluster) KillEtcdLeader(ctx context.Context, down time.Duration) error {
-	if c.Etcd == nil {
-		return fmt.Errorf("KillEtcdLeader needs an etcd store (Options.Etcd)")
-	}
-	leader := c.Etcd.Leader(etcdElection)
-	if leader < 0 {
-		return fmt.Errorf("the etcd cluster has no leader to kill")
+	leader, err := c.etcdLeader("KillEtcdLeader")
+	if err != nil {
+		return err
 	}
 	at := time.Now()
 	c.Etcd.Kill(leader)
@@ -99,13 +106,7 @@ func (c *Cluster) KillEtcdLeader(ctx context.Context, down time.Duration) error 
 func EtcdLeaderFaults() Scenario {
 	sc := Scenario{Name: "etcd-leader-faults", Etcd: true}
 	var after afterFailover
-	sc.Clients = func(p Plan) []ClientSpec {
-		specs := uniform(4, ClientSpec{Sessions: 2, Batch: p.Batch})
-		for i := range 2 {
-			specs[i].HoldMin, specs[i].HoldMax, specs[i].BackoffMax = time.Second, 3*time.Second, 300*time.Millisecond
-		}
-		return specs
-	}
+	sc.Clients = storeFaultClients
 	sc.Inject = func(ctx context.Context, c *Cluster, cls []*Client, p Plan) error {
 		start := time.Now()
 		if !sleepCtx(ctx, p.Faulting/4) {
@@ -120,19 +121,12 @@ func EtcdLeaderFaults() Scenario {
 		if err := c.KillEtcdLeader(ctx, 3*time.Second); err != nil {
 			return err
 		}
-		heal := time.Now()
-		due := heal.Add(p.Settings.LivenessBound() + GatewayBackoffSlack)
-		if !sleepCtx(ctx, time.Until(maxTime(due, start.Add(p.Faulting)))) {
-			return ctx.Err()
-		}
-		after = c.grantsSince(heal)
-		c.t.Logf("after the etcd faults: %d sessions opened, %d renewals answered 200; nothing for %v",
-			after.acquired, after.renewed, after.silent)
-		return nil
+		var err error
+		after, err = c.awaitGrants(ctx, time.Now(), start, p, "the etcd faults")
+		return err
 	}
 	sc.Expect = func(r *Report) error {
-		if err := errIf(len(after.silent) > 0 || after.acquired < 2 || after.renewed == 0,
-			"after the etcd faults: %d sessions opened, %d renewals; %v got nothing", after.acquired, after.renewed, after.silent); err != nil {
+		if err := after.check("the etcd faults"); err != nil {
 			return err
 		}
 		if r.ClockFailures > 0 {

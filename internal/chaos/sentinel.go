@@ -75,6 +75,37 @@ func (c *Cluster) grantsSince(t time.Time) afterFailover {
 	return a
 }
 
+// storeFaultClients are the clients of a scenario that fails the store: four, two
+// of them churning (sessions of 1–3 s, so node IDs are granted all through the run).
+func storeFaultClients(p Plan) []ClientSpec {
+	specs := uniform(4, ClientSpec{Sessions: 2, Batch: p.Batch})
+	for i := range 2 {
+		specs[i].HoldMin, specs[i].HoldMax, specs[i].BackoffMax = time.Second, 3*time.Second, 300*time.Millisecond
+	}
+	return specs
+}
+
+// awaitGrants waits the gateway's liveness bound after a store fault healed at
+// heal (and at least until start + p.Faulting; RunScenario stays as long anyway),
+// then reads what the clients and the gateway were granted since; what names the
+// fault in the log.
+func (c *Cluster) awaitGrants(ctx context.Context, heal, start time.Time, p Plan, what string) (afterFailover, error) {
+	due := heal.Add(p.Settings.LivenessBound() + GatewayBackoffSlack)
+	if !sleepCtx(ctx, time.Until(maxTime(due, start.Add(p.Faulting)))) {
+		return afterFailover{}, ctx.Err()
+	}
+	a := c.grantsSince(heal)
+	c.t.Logf("after %s: %d sessions opened, %d renewals answered 200; nothing for %v", what, a.acquired, a.renewed, a.silent)
+	return a, nil
+}
+
+// check fails unless every client and the gateway got something after the fault
+// (what names it), at least two sessions opened and a renewal was answered.
+func (a afterFailover) check(what string) error {
+	return errIf(len(a.silent) > 0 || a.acquired < 2 || a.renewed == 0,
+		"after %s: %d sessions opened, %d renewals; %v got nothing", what, a.acquired, a.renewed, a.silent)
+}
+
 // SentinelFailover kills the Sentinel topology's master with SIGKILL a third into
 // the run, while four clients mint (two of them churning: sessions of 1–3 s, so
 // new node IDs are granted all through the run), and waits for the failover.
@@ -105,13 +136,7 @@ func SentinelFailover(wait bool) Scenario {
 		sc.Name, sc.WaitReplicas = "sentinel-failover-wait", 1
 	}
 	var after afterFailover // filled by Inject, judged by Expect
-	sc.Clients = func(p Plan) []ClientSpec {
-		specs := uniform(4, ClientSpec{Sessions: 2, Batch: p.Batch})
-		for i := range 2 {
-			specs[i].HoldMin, specs[i].HoldMax, specs[i].BackoffMax = time.Second, 3*time.Second, 300*time.Millisecond
-		}
-		return specs
-	}
+	sc.Clients = storeFaultClients
 	sc.Inject = func(ctx context.Context, c *Cluster, cls []*Client, p Plan) error {
 		start := time.Now()
 		if !sleepCtx(ctx, p.Faulting/3) {
@@ -121,20 +146,11 @@ func SentinelFailover(wait bool) Scenario {
 		if err != nil {
 			return err
 		}
-		// The gateway's liveness bound on the new master (RunScenario stays as long
-		// anyway), then see what it granted.
-		due := heal.Add(p.Settings.LivenessBound() + GatewayBackoffSlack)
-		if !sleepCtx(ctx, time.Until(maxTime(due, start.Add(p.Faulting)))) {
-			return ctx.Err()
-		}
-		after = c.grantsSince(heal)
-		c.t.Logf("after the failover: %d sessions opened, %d renewals answered 200; nothing for %v",
-			after.acquired, after.renewed, after.silent)
-		return nil
+		after, err = c.awaitGrants(ctx, heal, start, p, "the failover")
+		return err
 	}
 	sc.Expect = func(r *Report) error {
-		if err := errIf(len(after.silent) > 0 || after.acquired < 2 || after.renewed == 0,
-			"after the failover: %d sessions opened, %d renewals; %v got nothing", after.acquired, after.renewed, after.silent); err != nil {
+		if err := after.check("the failover"); err != nil {
 			return err
 		}
 		if r.ClockFailures > 0 {
