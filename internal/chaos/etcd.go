@@ -14,6 +14,10 @@ import (
 // lose no grant when a member fails: no store reset, no quarantine, nothing
 // restored from a receipt.
 
+// etcdRound is the period of EtcdLeaderFaults' rounds in long mode: a partition,
+// a kill and the liveness bound after them.
+const etcdRound = 20 * time.Second
+
 // etcdElection bounds the wait for the members to agree on a leader after a fault.
 const etcdElection = 20 * time.Second
 
@@ -102,7 +106,8 @@ func (c *Cluster) KillEtcdLeader(ctx context.Context, down time.Duration) error 
 // store reset, restore nothing from a receipt and see no contest, no replica may
 // fail its clock check for good, every live client and the gateway must be granted
 // or renewed a lease after the faults, and the checker must be clean, property 6
-// included (every grant is still in the store's history).
+// included (every grant is still in the store's history). In long mode the round
+// repeats every 20 s for the faulting time.
 func EtcdLeaderFaults() Scenario {
 	sc := Scenario{Name: "etcd-leader-faults", Etcd: true}
 	var after afterFailover
@@ -112,17 +117,27 @@ func EtcdLeaderFaults() Scenario {
 		if !sleepCtx(ctx, p.Faulting/4) {
 			return ctx.Err()
 		}
-		if err := c.IsolateEtcdLeader(ctx, 4*time.Second); err != nil {
-			return err
-		}
-		if !sleepCtx(ctx, 2*time.Second) {
-			return ctx.Err()
-		}
-		if err := c.KillEtcdLeader(ctx, 3*time.Second); err != nil {
-			return err
+		// One round in the short plan; in long mode a round every etcdRound
+		// until the faulting time is over.
+		var heal time.Time
+		for round := 0; round == 0 || time.Until(start.Add(p.Faulting)) > etcdRound; round++ {
+			next := time.Now().Add(etcdRound)
+			if err := c.IsolateEtcdLeader(ctx, 4*time.Second); err != nil {
+				return err
+			}
+			if !sleepCtx(ctx, 2*time.Second) {
+				return ctx.Err()
+			}
+			if err := c.KillEtcdLeader(ctx, 3*time.Second); err != nil {
+				return err
+			}
+			heal = time.Now()
+			if !sleepCtx(ctx, time.Until(next)) {
+				return ctx.Err()
+			}
 		}
 		var err error
-		after, err = c.awaitGrants(ctx, time.Now(), start, p, "the etcd faults")
+		after, err = c.awaitGrants(ctx, heal, start, p, "the etcd faults")
 		return err
 	}
 	sc.Expect = func(r *Report) error {
