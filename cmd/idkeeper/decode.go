@@ -15,7 +15,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 	"unicode"
 
 	"github.com/idkeeper/idkeeper"
@@ -78,7 +77,7 @@ var layoutFlagNames = []string{"epoch", "timestamp-bits", "node-bits", "sequence
 
 func (d *decodeFlags) register(fs *flag.FlagSet) {
 	l := idkeeper.DefaultLayout
-	fs.StringVar(&d.epoch, "epoch", wire.FormatTime(l.Epoch), "the layout's epoch, RFC 3339 (whole milliseconds): millisecond 0 of the timestamp field")
+	fs.StringVar(&d.epoch, "epoch", wire.FormatTime(l.Epoch), "the layout's epoch: a date (midnight UTC) or an RFC 3339 time to the millisecond; millisecond 0 of the timestamp field")
 	fs.IntVar(&d.timestampBits, "timestamp-bits", l.TimestampBits, "the layout's timestamp width in bits; the three widths add up to 63")
 	fs.IntVar(&d.nodeBits, "node-bits", l.NodeBits, "the layout's node ID width in bits, 1..32")
 	fs.IntVar(&d.sequenceBits, "sequence-bits", l.SequenceBits, "the layout's sequence width in bits, 1..32")
@@ -218,12 +217,10 @@ func runDecode(ctx context.Context, args []string, env lookupEnv, stdout, stderr
 // layout is the layout the flags give: the default with the flags given changed.
 // A bad one is a usage error.
 func (d *decodeFlags) layout() (snowflake.Layout, error) {
-	epoch, err := wire.ParseTime(d.epoch)
+	// The epoch as server, init and dev take it: a date or RFC 3339 to the millisecond.
+	epoch, err := snowflake.ParseEpoch(d.epoch)
 	if err != nil {
-		return snowflake.Layout{}, usagef("decode: --epoch %q: want an RFC 3339 time such as %s", d.epoch, wire.TimeExample)
-	}
-	if epoch.Nanosecond()%int(time.Millisecond) != 0 {
-		return snowflake.Layout{}, usagef("decode: --epoch %q: want whole milliseconds", d.epoch)
+		return snowflake.Layout{}, usagef("decode: --epoch: %v", err)
 	}
 	l := snowflake.Layout{Epoch: epoch, TimestampBits: d.timestampBits, NodeBits: d.nodeBits, SequenceBits: d.sequenceBits}
 	if err := l.Validate(); err != nil {

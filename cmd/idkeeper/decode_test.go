@@ -79,6 +79,12 @@ func TestDecodeLayouts(t *testing.T) {
 	if got := lines(out); !slices.Equal(got, want) {
 		t.Fatalf("custom layout:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
+	// The epoch as a date, as init, server and dev take it (issue #22).
+	code, out, stderr = decodeCLI(map[string]string{"IDKEEPER_SEQUENCE_BITS": "16"},
+		"--epoch", "2020-03-01", "--timestamp-bits=39", "--node-bits", "8", strconv.FormatInt(d, 10))
+	if code != exitOK || stderr != "" || !slices.Equal(lines(out), want[1:]) {
+		t.Fatalf("epoch as a date: exit %d: %s %q", code, stderr, out)
+	}
 
 	// --json: one object per line, the ID as a string, timestampMs the field.
 	code, out, _ = decodeCLI(nil, "--json", strconv.FormatInt(a, 10))
@@ -199,8 +205,8 @@ func TestDecodeUsageErrors(t *testing.T) {
 		{[]string{"--node-bits", "33", "--timestamp-bits", "20", "1"}, nil, "at most 32 bits"},
 		{[]string{"1"}, map[string]string{"IDKEEPER_TIMESTAMP_BITS": "40"}, "widths add up to 62, want 63"},
 		{[]string{"1"}, map[string]string{"IDKEEPER_NODE_BITS": "many"}, "invalid value \"many\" for IDKEEPER_NODE_BITS"},
-		{[]string{"--epoch", "yesterday", "1"}, nil, `--epoch "yesterday": want an RFC 3339 time`},
-		{[]string{"--epoch", "2026-01-01T00:00:00.0005Z", "1"}, nil, "want whole milliseconds"},
+		{[]string{"--epoch", "yesterday", "1"}, nil, `epoch "yesterday" is neither a date`},
+		{[]string{"--epoch", "2026-01-01T00:00:00.0005Z", "1"}, nil, "is not a whole millisecond"},
 		{[]string{"--epoch", "2026-01-01T00:00:00Z", "--server", "http://127.0.0.1:1", "1"}, nil, "give the layout flags or --server, not both"},
 		{[]string{"--server", "ftp://x", "1"}, nil, "want the registry's http:// or https:// base URL"},
 		{[]string{"--server", "http://127.0.0.1:1", "--origin", "1"}, nil, "--server needs an admin API key"},
