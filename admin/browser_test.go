@@ -19,7 +19,9 @@ import (
 // create an API key and read its secret off the page, lease node IDs with it
 // through /v1, see the lease appear on the map and in the list by the page's own
 // refresh, revoke it, set a Discord webhook on the profile and send it a test
-// message, find the audit entries, log out. On the way every page is
+// message, find the audit entries, log out; then log in to a second server, on
+// node IDs 100-163 and a layout of its own, whose store page shows its node range
+// and layout (issue #22). On the way every page is
 // checked with axe-core (no serious or critical violation) and photographed at
 // desktop and phone width (browser_helpers_test.go says where the pictures go).
 // It fails, never skips, without Chromium or axe-core: run it with scripts/test.
@@ -341,6 +343,33 @@ func TestBrowser(t *testing.T) {
 	if n := eval[int](b, `document.querySelectorAll('main form[method="post"]').length`); n != 0 {
 		t.Errorf("a viewer's keys page has %d forms", n)
 	}
+
+	// A registry on node IDs 100-163 and a layout of its own (41/10/12 bits from
+	// 2025): the store page says so, with the ceiling per node ID and the end of
+	// the layout's range. The same tab logs in to that second server.
+	layout, err := idkeeper.ParseLayout("41/10/12@2025-01-01T00:00:00.000Z")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e2 := newWebEnvPool(t, idkeeper.PoolSpec{First: 100, Nodes: 64, Layout: layout})
+	b.base = e2.url
+	b.open("/admin/store")
+	if p := b.path(); p != "/admin/login?next=%2Fadmin%2Fstore" {
+		t.Fatalf("not logged in to the second server, /admin/store shows %s", p)
+	}
+	b.fill("#login-name", "admin")
+	b.fill("#login-password", webAdminPW)
+	if st := b.submit(`form[action="/admin/login"] button[type=submit]`); st != http.StatusOK {
+		t.Fatalf("login to the second server answered %d", st)
+	}
+	pool := b.text("dl[aria-labelledby=pool-h]")
+	for _, want := range []string{"100–163 (64 node IDs)", "41/10/12, epoch 2025-01-01T00:00:00.000Z", "4,096,000 IDs/s",
+		"0–1023", "2094-09-07"} {
+		if !strings.Contains(pool, want) {
+			t.Errorf("the store page of node IDs 100-163 lacks %q in its pool: %s", want, pool)
+		}
+	}
+	b.check("store-pool")
 
 	t.Logf("browser test: %d pages checked by axe-core, screenshots in %s, %s", b.axeRuns, b.shot, time.Since(began).Round(time.Millisecond))
 }

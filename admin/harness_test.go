@@ -76,7 +76,9 @@ type setup struct {
 	tls     bool
 	idem    bool
 	nodes   int
-	receipt bool // the registry signs receipts, so that a holder may restore its lease after a reset
+	first   idkeeper.NodeID // the pool's first node ID: the pool is first..first+nodes−1
+	layout  idkeeper.Layout // the pool's layout; zero: DefaultLayout
+	receipt bool            // the registry signs receipts, so that a holder may restore its lease after a reset
 	// maxRestore is Config.MaxRestoreBytes (backup_test.go).
 	maxRestore int64
 	// discord is Config.Discord (webhook_test.go); nil: alerts not configured.
@@ -119,7 +121,7 @@ func newEnv(t *testing.T, opts ...func(*setup)) *env {
 		st, idem = bs, bs.Idempotency()
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	if _, err := st.Init(ctx, idkeeper.PoolSpec{Nodes: s.nodes}); err != nil {
+	if _, err := st.Init(ctx, idkeeper.PoolSpec{First: s.first, Nodes: s.nodes, Layout: s.layout}); err != nil {
 		t.Fatal(err)
 	}
 	acct, err := idkeeper.NewAccounts(st, password.Hasher{Params: cheap}, idkeeper.AccountsConfig{Clock: clk.Now, Logger: quiet,
@@ -127,7 +129,7 @@ func newEnv(t *testing.T, opts ...func(*setup)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rc := idkeeper.Config{Clock: clk.Now, Logger: quiet, Nodes: s.nodes, Audit: acct}
+	rc := idkeeper.Config{Clock: clk.Now, Logger: quiet, First: s.first, Nodes: s.nodes, Layout: s.layout, Audit: acct}
 	if s.receipt {
 		rc.ReceiptSecret = []byte("receipt-secret-of-the-admin-tests-0123456789")
 	}

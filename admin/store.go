@@ -2,7 +2,9 @@ package admin
 
 import (
 	"context"
+	"html/template"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/idkeeper/idkeeper"
@@ -10,8 +12,9 @@ import (
 )
 
 // The store's health (GET /admin/api/store, and the store page's data): phase,
-// generation, the last reset with the node IDs quarantined and the leases
-// restored since, the job locks and this replica's last job runs.
+// generation, the pool (node range and layout), the last reset with the node IDs
+// quarantined and the leases restored since, the job locks and this replica's
+// last job runs.
 
 // MaxRestoredShown bounds the lease.restore entries of the last reset that the
 // store's health lists; the others are counted.
@@ -91,6 +94,79 @@ func (h *Handler) restoredSince(ctx context.Context, since time.Time) (list []id
 	return list, more, false, nil
 }
 
+// storePool is the store's pool as the store page and GET /admin/api/store show
+// it (issue #22): the stored spec, its Layout never zero (LayoutOrDefault: a
+// store initialised before layouts were stored is on DefaultLayout).
+type storePool struct {
+	idkeeper.PoolSpec
+}
+
+// newStorePool is the pool of st, nil when the store holds none (Nodes 0: not
+// initialised).
+func newStorePool(st idkeeper.StoreStatus) *storePool {
+	if st.Pool.Nodes <= 0 {
+		return nil
+	}
+	p := st.Pool
+	p.Layout = p.LayoutOrDefault()
+	return &storePool{p}
+}
+
+// Last is the pool's last node ID, included: First + Nodes − 1.
+func (p *storePool) Last() idkeeper.NodeID { return p.End() - 1 }
+
+// Range is the node range for people: "100–163 (64 node IDs)", "7 (1 node ID)".
+func (p *storePool) Range() string {
+	if p.Nodes == 1 {
+		return strconv.FormatInt(int64(p.First), 10) + " (1 node ID)"
+	}
+	return strconv.FormatInt(int64(p.First), 10) + "–" + strconv.FormatInt(int64(p.Last()), 10) +
+		" (" + grouped(int64(p.Nodes)) + " node IDs)"
+}
+
+// Widths are the layout's widths in bits, timestamp/node/sequence: "41/12/10".
+func (p *storePool) Widths() string { return p.Layout.Widths() }
+
+// Epoch is the layout's epoch as a <time> element, in the canonical text of
+// --epoch: "2026-01-01T00:00:00.000Z".
+func (p *storePool) Epoch() template.HTML { return timeElement(p.Layout.Epoch, wire.TimeFormat) }
+
+// Ceiling is what one node ID can mint at most: "1,024,000 IDs/s".
+func (p *storePool) Ceiling() string { return grouped(p.Layout.IDsPerSecond()) + " IDs/s" }
+
+// PerMs is what one node ID can mint in a millisecond: "1,024" (2^SequenceBits).
+func (p *storePool) PerMs() string { return grouped(p.Layout.MaxSequence() + 1) }
+
+// Holds is the node IDs the layout's node bits allow: "0–4095".
+func (p *storePool) Holds() string { return "0–" + strconv.FormatInt(p.Layout.MaxNode(), 10) }
+
+// RangeEnd is the end of the layout's time range as a <time> element, to the day:
+// the first instant it cannot represent (Layout.End).
+func (p *storePool) RangeEnd() template.HTML { return timeElement(p.Layout.End(), "2006-01-02") }
+
+// wire is the pool as GET /admin/api/store shows it.
+func (p *storePool) wire() *wire.StorePool {
+	l := p.Layout
+	layout := wire.Layout{Epoch: wire.FormatTime(l.Epoch), TimestampBits: l.TimestampBits, NodeBits: l.NodeBits,
+		SequenceBits: l.SequenceBits}
+	return &wire.StorePool{First: int64(p.First), Last: int64(p.Last()), Nodes: p.Nodes,
+		Layout: wire.LayoutLimits{Layout: layout, IDsPerSecond: l.IDsPerSecond(), End: wire.FormatTime(l.End())}}
+}
+
+// grouped writes n ≥ 0 in decimal with a comma between groups of three digits:
+// "1,024,000".
+func grouped(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	out := make([]byte, 0, len(s)+len(s)/3)
+	for i := range len(s) {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			out = append(out, ',')
+		}
+		out = append(out, s[i])
+	}
+	return string(out)
+}
+
 // wire is the report as GET /admin/api/store shows it.
 func (rep *resetReport) wire() *wire.StoreReset {
 	out := &wire.StoreReset{At: wire.FormatTime(rep.At), Generation: rep.Generation,
@@ -120,9 +196,10 @@ func auditJSON(e idkeeper.AuditEntry) wire.AuditEntry {
 
 // storeHealth tells what the registry knows of its store: phase, generation,
 // the last reset it recovered from (resetReport), the fencing counter, the pool
-// size, the store's clock and whether it agrees with the server's, the
-// durability the server was started with, the job locks held (every replica's),
-// the last run of each job on this replica, and the Discord alerts' state.
+// (its size, node range and layout: storePool), the store's clock and whether it
+// agrees with the server's, the durability the server was started with, the job
+// locks held (every replica's), the last run of each job on this replica, and the
+// Discord alerts' state.
 func (h *Handler) storeHealth(_ http.ResponseWriter, r *http.Request, _ *principal) (any, error) {
 	ctx := r.Context()
 	s := h.reg.StoreHealth(ctx)
@@ -136,6 +213,9 @@ func (h *Handler) storeHealth(_ http.ResponseWriter, r *http.Request, _ *princip
 	}
 	if s.StatusErr == nil {
 		out.FencingCounter, out.Nodes, out.StoreTime = s.Status.Fence, s.Status.Pool.Nodes, optTime(s.Status.Now)
+		if p := newStorePool(s.Status); p != nil {
+			out.Pool = p.wire()
+		}
 	} else {
 		h.log.Warn("the store did not answer the health read", "err", s.StatusErr)
 	}

@@ -78,6 +78,62 @@ func TestStoreJobs(t *testing.T) {
 	})
 }
 
+// The store's health shows the store's pool (issue #22): its node range, its
+// size and its layout with the ceiling per node ID and the end of its range, on
+// the API and on the store page; a store on the default layout shows that one.
+func TestStorePool(t *testing.T) {
+	layout, err := idkeeper.ParseLayout("41/10/12@2025-01-01T00:00:00.000Z")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stores(t, func(t *testing.T, e *env) {
+		var s wire.StoreHealth
+		raw := e.do("GET", "/admin/api/store", "", "X-API-Key", adminKey).ok(t)
+		raw.decode(t, &s)
+		want := wire.StorePool{First: 100, Last: 163, Nodes: 64, Layout: wire.LayoutLimits{Layout: wire.Layout{
+			Epoch: "2025-01-01T00:00:00.000Z", TimestampBits: 41, NodeBits: 10, SequenceBits: 12},
+			IDsPerSecond: 4_096_000, End: "2094-09-07T15:47:35.552Z"}}
+		if s.Pool == nil || *s.Pool != want || s.Nodes != 64 {
+			t.Fatalf("pool %+v (nodes %d), want %+v", s.Pool, s.Nodes, want)
+		}
+		for _, member := range []string{`"pool":{"first":100,"last":163,"nodes":64,"layout":{"epoch":"2025-01-01T00:00:00.000Z",` +
+			`"timestampBits":41,"nodeBits":10,"sequenceBits":12,"idsPerSecond":4096000,"end":"2094-09-07T15:47:35.552Z"}}`} {
+			if !strings.Contains(string(raw.raw), member) {
+				t.Errorf("GET /admin/api/store lacks %s:\n%s", member, raw.raw)
+			}
+		}
+		page := string(e.do("GET", "/admin/store", "", "Cookie", e.login("root", rootPW)).status1(t, 200).raw)
+		for _, want := range []string{"<dd>100–163 (64 node IDs)</dd>", `<span class="mono">41/10/12</span>`,
+			`<time datetime="2025-01-01T00:00:00.000Z">2025-01-01T00:00:00.000Z</time>`, "4,096,000 IDs/s", "(4,096 a millisecond)",
+			"<dd>0–1023</dd>", `<time datetime="2094-09-07T15:47:35.552Z">2094-09-07</time>`} {
+			if !strings.Contains(page, want) {
+				t.Errorf("the store page lacks %q", want)
+			}
+		}
+		if strings.Contains(page, "This server does not serve the store") {
+			t.Error("the store page reports a pool mismatch")
+		}
+	}, func(s *setup) { s.first, s.nodes, s.layout = 100, 64, layout })
+
+	// The default pool: node IDs 0..nodes−1 on DefaultLayout.
+	e := newEnv(t)
+	var s wire.StoreHealth
+	e.do("GET", "/admin/api/store", "", "X-API-Key", adminKey).ok(t).decode(t, &s)
+	want := wire.StorePool{First: 0, Last: 127, Nodes: 128, Layout: wire.LayoutLimits{Layout: wire.Layout{
+		Epoch: "2026-01-01T00:00:00.000Z", TimestampBits: 41, NodeBits: 12, SequenceBits: 10},
+		IDsPerSecond: 1_024_000, End: "2095-09-07T15:47:35.552Z"}}
+	if s.Pool == nil || *s.Pool != want {
+		t.Fatalf("the default pool %+v, want %+v", s.Pool, want)
+	}
+	page := string(e.do("GET", "/admin/store", "", "Cookie", e.login("root", rootPW)).status1(t, 200).raw)
+	for _, want := range []string{"<dd>0–127 (128 node IDs)</dd>", `<span class="mono">41/12/10</span>`, "1,024,000 IDs/s",
+		`>2095-09-07</time>`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the store page of the default pool lacks %q", want)
+		}
+	}
+}
+
 // After a store reset, the store's health says when and why, which node IDs are
 // quarantined until when (as ranges), and which holders restored their leases
 // from the audit log: at most 50, then "and N more".

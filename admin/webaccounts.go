@@ -377,6 +377,7 @@ type storeView struct {
 	LocksErr   string // the job locks could not be read
 	Config     idkeeper.Config
 	Counts     *idkeeper.Counts
+	Pool       *storePool // nil: the store did not answer or holds no pool
 	Now        time.Time
 	Alerts     *alertsView // nil: the store keeps no alert state, or AlertsErr
 	AlertsErr  string
@@ -399,6 +400,10 @@ func (storeView) JobAbout(name string) string {
 	}
 	return jobAbout[name]
 }
+
+// PoolMismatch reports a registry that does not serve because the store's pool has
+// another first node ID or layout than its own (PhasePoolMismatch).
+func (v storeView) PoolMismatch() bool { return v.Health.Phase == idkeeper.PhasePoolMismatch }
 
 // ClockUnsafe reports a shared store served without a clock agent.
 func (v storeView) ClockUnsafe() bool { return strings.HasPrefix(v.ClockCheck, "UNSAFE") }
@@ -423,8 +428,11 @@ func (h *Handler) storePage(w http.ResponseWriter, r *http.Request, p *principal
 	}
 	if s.StatusErr != nil {
 		_, sv.StatusErr = errorText(s.StatusErr)
-	} else if c, err := h.reg.Remaining(r.Context()); err == nil {
-		sv.Counts = &c
+	} else {
+		sv.Pool = newStorePool(s.Status)
+		if c, err := h.reg.Remaining(r.Context()); err == nil {
+			sv.Counts = &c
+		}
 	}
 	if av, err := h.alerts(r.Context()); err != nil {
 		_, sv.AlertsErr = errorText(err)

@@ -51,7 +51,15 @@ type webEnv struct {
 	discord *discordtest.Server
 }
 
+// newWebEnv starts a server on a pool of 4096 node IDs, 0-4095, on DefaultLayout.
 func newWebEnv(t *testing.T) *webEnv {
+	t.Helper()
+	return newWebEnvPool(t, idkeeper.PoolSpec{Nodes: 4096})
+}
+
+// newWebEnvPool starts a server whose store is initialised with pool, and whose
+// registry is configured for it (Config.First, Nodes, Layout).
+func newWebEnvPool(t *testing.T, pool idkeeper.PoolSpec) *webEnv {
 	t.Helper()
 	ctx := context.Background()
 	quiet := slog.New(slog.DiscardHandler)
@@ -60,7 +68,7 @@ func newWebEnv(t *testing.T) *webEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	if _, err := st.Init(ctx, idkeeper.PoolSpec{Nodes: 4096}); err != nil {
+	if _, err := st.Init(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
 	acct, err := idkeeper.NewAccounts(st, password.Hasher{Params: password.Params{Memory: 64, Time: 1, Threads: 1,
@@ -68,7 +76,8 @@ func newWebEnv(t *testing.T) *webEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := idkeeper.NewRegistry(st, idkeeper.Config{Logger: quiet, Audit: acct})
+	reg, err := idkeeper.NewRegistry(st, idkeeper.Config{Logger: quiet, Audit: acct, First: pool.First, Nodes: pool.Nodes,
+		Layout: pool.Layout})
 	if err != nil {
 		t.Fatal(err)
 	}

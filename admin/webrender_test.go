@@ -59,6 +59,7 @@ func TestPageTemplates(t *testing.T) {
 			{Name: "cleanup", Owner: "other", LockedAt: now, Until: now.Add(time.Minute)}},
 		Runs: []idkeeper.JobRun{{Job: "cleanup", Started: now, Finished: now, Outcome: idkeeper.JobSkipped, Detail: "lock held by b"},
 			{Job: "audit-retention", Started: now, Finished: now, Outcome: idkeeper.JobFailed, Detail: "store <down>"}}}
+	onePool := newStorePool(idkeeper.StoreStatus{Pool: idkeeper.PoolSpec{First: 100, Nodes: 1}})
 	key := keyView{ID: "k1", Description: "d", Status: idkeeper.KeyRevoked, RevokedAt: now, Held: 2}
 	entries := []wire.AuditEntry{{Seq: 5, At: wire.FormatTime(now), Actor: "user:root", Action: "lease.revoke", Target: "node:7", Detail: "<b>"}}
 	cases := []struct {
@@ -91,6 +92,15 @@ func TestPageTemplates(t *testing.T) {
 			P: storeView{Health: jobs, Config: idkeeper.Config{Owner: "me"}, Now: now}}},
 		{"store", "layout", "lock held by b", view{Title: "Store", User: admin, SignedIn: true,
 			P: storeView{Health: jobs, Config: idkeeper.Config{Owner: "me"}, Now: now}}},
+		{"store", "layout", "This server does not serve the store", view{Title: "Store", User: admin, SignedIn: true,
+			P: storeView{Health: idkeeper.StoreHealth{Phase: idkeeper.PhasePoolMismatch}, Config: idkeeper.Config{First: 7,
+				Layout: idkeeper.DefaultLayout}, Pool: onePool, Now: now}}},
+		{"store", "layout", `node IDs from 7 on layout <span class="mono">41/12/10@2026-01-01T00:00:00.000Z</span>`, view{Title: "Store",
+			User: admin, SignedIn: true, P: storeView{Health: idkeeper.StoreHealth{Phase: idkeeper.PhasePoolMismatch},
+				Config: idkeeper.Config{First: 7, Layout: idkeeper.DefaultLayout}, Pool: onePool, Now: now}}},
+		{"store", "layout", "<dd>100 (1 node ID)</dd>", view{Title: "Store", User: admin, SignedIn: true,
+			P: storeView{Health: idkeeper.StoreHealth{Phase: idkeeper.PhasePoolMismatch}, Pool: onePool, Now: now}}},
+		{"store", "layout", "The store holds no pool", view{Title: "Store", User: admin, SignedIn: true, P: storeView{Now: now}}},
 		{"key", "layout", "This key is revoked", view{Title: "Key", User: admin, SignedIn: true, P: keyPageView{Key: key}}},
 		{"keycreated", "layout", "idk_secret", view{Title: "Created", User: admin, SignedIn: true, P: struct {
 			Key    keyView
@@ -138,6 +148,11 @@ func TestPageHelpers(t *testing.T) {
 	}{{48 * time.Hour, "48h"}, {10 * time.Minute, "10m"}, {90 * time.Second, "1m30s"}, {0, "0s"}, {time.Hour + time.Second, "1h0m1s"}} {
 		if got := shortDuration(c.d); got != c.want {
 			t.Errorf("shortDuration(%s) = %q, want %q", c.d, got, c.want)
+		}
+	}
+	for n, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", 1_024_000: "1,024,000", 123_456_789: "123,456,789"} {
+		if got := grouped(n); got != want {
+			t.Errorf("grouped(%d) = %q, want %q", n, got, want)
 		}
 	}
 	if got := relTime(now.Add(9*time.Minute+30*time.Second), now); got != "in 9m 30s" {

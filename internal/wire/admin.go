@@ -313,10 +313,13 @@ type StoreHealth struct {
 	Reachable      bool        `json:"reachable"`
 	FencingCounter uint64      `json:"fencingCounter"`
 	Nodes          int         `json:"nodes"`
-	StoreTime      *string     `json:"storeTime"`
-	ClockOK        bool        `json:"clockOk"`
-	ClockOffsetMs  int64       `json:"clockOffsetMs"`
-	Durability     string      `json:"durability,omitempty"`
+	// Pool is the store's pool, its node range and layout (issue #22); null when
+	// the store did not answer or holds no pool (not initialised).
+	Pool          *StorePool `json:"pool"`
+	StoreTime     *string    `json:"storeTime"`
+	ClockOK       bool       `json:"clockOk"`
+	ClockOffsetMs int64      `json:"clockOffsetMs"`
+	Durability    string     `json:"durability,omitempty"`
 	// ClockCheck says how the replicas' clocks are checked (DESIGN §8).
 	ClockCheck string `json:"clockCheck,omitempty"`
 	// Reset tells the last reset more fully; null when LastReset is.
@@ -334,6 +337,28 @@ type StoreHealth struct {
 	// Alerts are the Discord alerts' state; null when the store keeps none or
 	// it could not be read.
 	Alerts *Alerts `json:"alerts"`
+}
+
+// StorePool is the store's pool in GET /admin/api/store (issue #22): the node IDs
+// First..Last, both included, Nodes of them (Last − First + 1, the same as
+// StoreHealth.Nodes), which its clients mint IDs with on Layout. The store keeps
+// it from its initialisation on: First and the layout never change, only Last
+// grows.
+type StorePool struct {
+	First  int64        `json:"first"`
+	Last   int64        `json:"last"`
+	Nodes  int          `json:"nodes"`
+	Layout LayoutLimits `json:"layout"`
+}
+
+// LayoutLimits is a Layout (its epoch and widths, flattened into the object) with
+// what it implies: IDsPerSecond, the ceiling of one node ID (2^sequenceBits ×
+// 1000), and End, the first instant the layout cannot represent (the epoch +
+// 2^timestampBits ms), after which no ID can be minted on it.
+type LayoutLimits struct {
+	Layout
+	IDsPerSecond int64  `json:"idsPerSecond"`
+	End          string `json:"end"`
 }
 
 // Alerts is the Discord alerts' part of GET /admin/api/store.

@@ -21,6 +21,10 @@ func TestAdminBytes(t *testing.T) {
 				`"maxNodes":2,"nodesHeld":0}`},
 		{CreateAPIKeyRequest{Description: "ops", ExpiresIn: "720h", Admin: true}, `{"description":"ops","expiresIn":"720h","admin":true}`},
 		{APIKeyList{Keys: []APIKey{}}, `{"keys":[]}`},
+		{StorePool{First: 100, Last: 163, Nodes: 64, Layout: LayoutLimits{Layout: Layout{Epoch: TimeExample, TimestampBits: 41,
+			NodeBits: 10, SequenceBits: 12}, IDsPerSecond: 4096000, End: "2095-09-07T15:47:35.552Z"}},
+			`{"first":100,"last":163,"nodes":64,"layout":{"epoch":"2026-01-01T00:00:00.000Z","timestampBits":41,"nodeBits":10,` +
+				`"sequenceBits":12,"idsPerSecond":4096000,"end":"2095-09-07T15:47:35.552Z"}}`},
 	} {
 		b, err := json.Marshal(c.v)
 		if err != nil || string(b) != c.want {
