@@ -175,7 +175,7 @@ func (s *Store) Alloc(ctx context.Context, g idkeeper.Guard, p idkeeper.AllocPar
 			return err
 		}
 		for _, l := range gr.Leases {
-			if err := t.histGrant(l, p.Client); err != nil {
+			if err := t.histLog().Grant(l, p.Client); err != nil {
 				return err
 			}
 		}
@@ -187,7 +187,7 @@ func (s *Store) Alloc(ctx context.Context, g idkeeper.Guard, p idkeeper.AllocPar
 // histExtendAll sets the window end of each lease's record to its expiry.
 func (t *txn) histExtendAll(ls []idkeeper.Lease) error {
 	for _, l := range ls {
-		if err := t.histExtend(uint32(l.NodeID), l.FencingToken, timeMs(l.ExpiresAt)); err != nil {
+		if err := t.histLog().Extend(uint32(l.NodeID), l.FencingToken, timeMs(l.ExpiresAt)); err != nil {
 			return err
 		}
 	}
@@ -352,10 +352,10 @@ func (t *txn) claims(key string, p idkeeper.RenewParams) (restored, contested []
 			if err := t.contest(id, l, c, p.Grace); err != nil {
 				return nil, nil, err
 			}
-			if err := t.histEnd(id, l.token, idkeeper.EndContested); err != nil {
+			if err := t.histLog().End(id, l.token, idkeeper.EndContested); err != nil {
 				return nil, nil, err
 			}
-			if err := t.histClaim(c, p.Requester, p.KeyID, nil); err != nil {
+			if err := t.histLog().Claim(c, p.Requester, p.KeyID, nil); err != nil {
 				return nil, nil, err
 			}
 			contested = append(contested, c.NodeID)
@@ -370,7 +370,7 @@ func (t *txn) claims(key string, p idkeeper.RenewParams) (restored, contested []
 		if err := t.take(id, l, false); err != nil {
 			return nil, nil, err
 		}
-		if err := t.histClaim(c, p.Requester, p.KeyID, &exp); err != nil {
+		if err := t.histLog().Claim(c, p.Requester, p.KeyID, &exp); err != nil {
 			return nil, nil, err
 		}
 		ids, err := t.heldBy(key)
@@ -427,7 +427,7 @@ func (s *Store) Remove(ctx context.Context, g idkeeper.Guard, p idkeeper.RemoveP
 			if err != nil {
 				return err
 			}
-			if err := t.histEdit(id, l.token, func(r *histRec) {
+			if err := t.histLog().Edit(id, l.token, func(r *histRec) {
 				r.End, r.EndedAt = string(idkeeper.EndRemoved), t.now
 				if !p.MintedUpTo.IsZero() {
 					r.WindowEnd, r.MintedUpTo = max(min(timeMs(p.MintedUpTo), l.expiresAt), l.notBefore-1), timeMs(p.MintedUpTo)
@@ -494,7 +494,7 @@ func (s *Store) Reclaim(ctx context.Context, g idkeeper.Guard, grace time.Durati
 			if err := t.dropHeld(l.requester, id); err != nil {
 				return err
 			}
-			if err := t.histEnd(id, l.token, idkeeper.EndReclaimed); err != nil {
+			if err := t.histLog().End(id, l.token, idkeeper.EndReclaimed); err != nil {
 				return err
 			}
 			n++

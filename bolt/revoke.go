@@ -44,7 +44,7 @@ func (s *Store) RevokeLease(ctx context.Context, g idkeeper.Guard, node idkeeper
 		if err := t.release(id, &rec, l); err != nil {
 			return err
 		}
-		if err := t.histEnd(id, l.token, idkeeper.EndRevoked); err != nil {
+		if err := t.histLog().End(id, l.token, idkeeper.EndRevoked); err != nil {
 			return err
 		}
 		return t.dropHeld(l.requester, id)

@@ -208,38 +208,16 @@ func (s *Store) Session(ctx context.Context, id string) (idkeeper.AdminSession, 
 // the condition that the record is unchanged since; else it starts over, a
 // bounded number of times. change sees ok false for a missing session.
 func (s *Store) changeSession(ctx context.Context, op, id string, change func(a idkeeper.AdminSession, ok bool) ([]clientv3.Op, error)) error {
-	key := s.k.session + id
-	for n := 1; ; n++ {
-		resp, err := s.c.Get(ctx, key)
-		if err != nil {
-			return wrap(op, err)
-		}
+	return s.casOps(ctx, op, s.k.session+id, func(v []byte, ok bool) ([]clientv3.Op, error) {
 		var a idkeeper.AdminSession
-		rev, ok := int64(0), len(resp.Kvs) == 1
 		if ok {
-			if a, err = decodeSession(id, resp.Kvs[0].Value); err != nil {
-				return err
+			var err error
+			if a, err = decodeSession(id, v); err != nil {
+				return nil, err
 			}
-			rev = resp.Kvs[0].ModRevision
 		}
-		ops, err := change(a, ok)
-		if err != nil || len(ops) == 0 {
-			return err
-		}
-		tr, err := s.c.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).Then(ops...).Commit()
-		if err != nil {
-			return wrap(op, err)
-		}
-		if tr.Succeeded {
-			return nil
-		}
-		if n >= maxConflicts {
-			return fmt.Errorf("etcd: %s: %d attempts in a row lost to other writers", op, n)
-		}
-		if err := backoff(ctx, n); err != nil {
-			return wrap(op, err)
-		}
-	}
+		return change(a, ok)
+	})
 }
 
 // TouchSession implements idkeeper.AdminStore.

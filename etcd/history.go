@@ -81,47 +81,18 @@ func (t *txn) histPut(node uint32, token uint64, r histRec, old *histRec) error 
 	return nil
 }
 
-// histGrant records the new grant l with what its client reported.
-func (t *txn) histGrant(l idkeeper.Lease, c idkeeper.ClientInfo) error {
-	r := histrec.Of(idkeeper.HistoryRecord{Requester: l.Requester, KeyID: l.KeyID, Client: c, GrantedAt: l.GrantedAt,
-		NotBefore: l.NotBefore, WindowEnd: l.ExpiresAt})
-	return t.histPut(uint32(l.NodeID), l.FencingToken, r, nil)
+// histTable is the transaction's history as histrec.Log writes it.
+type histTable struct{ t *txn }
+
+func (h histTable) Get(node uint32, token uint64) (histRec, bool, error) {
+	return h.t.histGet(node, token)
+}
+func (h histTable) Put(node uint32, token uint64, r histRec, old *histRec) error {
+	return h.t.histPut(node, token, r, old)
 }
 
-// histEdit applies fn to the record of (node, token), when there is one.
-func (t *txn) histEdit(node uint32, token uint64, fn func(r *histRec)) error {
-	r, ok, err := t.histGet(node, token)
-	if err != nil || !ok {
-		return err
-	}
-	old := r
-	fn(&r)
-	return t.histPut(node, token, r, &old)
-}
-
-// histExtend sets the window end of the lease on node to its expiry exp.
-func (t *txn) histExtend(node uint32, token uint64, exp int64) error {
-	return t.histEdit(node, token, func(r *histRec) { r.WindowEnd = exp })
-}
-
-// histEnd ends the record of (node, token) at now.
-func (t *txn) histEnd(node uint32, token uint64, end idkeeper.LeaseEnd) error {
-	return t.histEdit(node, token, func(r *histRec) { r.End, r.EndedAt = string(end), t.now })
-}
-
-// histClaim records a grant learned from a claim: held again (restoredExp, the
-// restored lease's expiry), or contested (restoredExp nil) and ended at once.
-func (t *txn) histClaim(c idkeeper.Claim, req idkeeper.Requester, keyID string, restoredExp *int64) error {
-	node := uint32(c.NodeID)
-	r, ok, err := t.histGet(node, c.Token)
-	if err != nil {
-		return err
-	}
-	if !ok {
-		return t.histPut(node, c.Token, histrec.Claim(nil, c, req, keyID, t.now, restoredExp), nil)
-	}
-	return t.histPut(node, c.Token, histrec.Claim(&r, c, req, keyID, t.now, restoredExp), &r)
-}
+// histLog writes the lease history of this transaction's events.
+func (t *txn) histLog() histrec.Log { return histrec.Log{T: histTable{t}, Now: t.now} }
 
 // LeaseAt implements idkeeper.HistoryStore: one range read of the node's records
 // (with the default retention and a busy fleet, a handful per node).

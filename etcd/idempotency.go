@@ -61,40 +61,15 @@ func (k keys) idemOwnKey(owner string, exp int64, scope string) string {
 // the ops change returns on the condition that the record key is unchanged since;
 // else it starts over, a bounded number of times. now is read in each attempt.
 func (s *Store) changeIdem(ctx context.Context, op, scope string, change func(r idemRec, ok bool, now int64) ([]clientv3.Op, error)) error {
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	key := s.k.idemKey(scope)
-	for n := 1; ; n++ {
-		resp, err := s.c.Get(ctx, key)
-		if err != nil {
-			return wrap(op, err)
-		}
+	return s.casOps(ctx, op, s.k.idemKey(scope), func(v []byte, ok bool) ([]clientv3.Op, error) {
 		var r idemRec
-		rev, ok := int64(0), len(resp.Kvs) == 1
 		if ok {
-			if err := json.Unmarshal(resp.Kvs[0].Value, &r); err != nil {
-				return fmt.Errorf("etcd: corrupt idempotency record %q: %w", scope, err)
+			if err := json.Unmarshal(v, &r); err != nil {
+				return nil, fmt.Errorf("etcd: corrupt idempotency record %q: %w", scope, err)
 			}
-			rev = resp.Kvs[0].ModRevision
 		}
-		ops, err := change(r, ok, s.nowMs())
-		if err != nil || len(ops) == 0 {
-			return err
-		}
-		tr, err := s.c.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).Then(ops...).Commit()
-		if err != nil {
-			return wrap(op, err)
-		}
-		if tr.Succeeded {
-			return nil
-		}
-		if n >= maxConflicts {
-			return fmt.Errorf("etcd: %s: %d attempts in a row lost to other writers", op, n)
-		}
-		if err := backoff(ctx, n); err != nil {
-			return wrap(op, err)
-		}
-	}
+		return change(r, ok, s.nowMs())
+	})
 }
 
 // idemWrite returns the ops that replace the record of scope (old, when ok) by r,

@@ -182,7 +182,7 @@ func (s *Store) Alloc(ctx context.Context, g idkeeper.Guard, p idkeeper.AllocPar
 				if err != nil {
 					return err
 				}
-				if err := t.histExtend(id, h.tokens[i], l.expiresAt); err != nil {
+				if err := t.histLog().Extend(id, h.tokens[i], l.expiresAt); err != nil {
 					return err
 				}
 			}
@@ -239,7 +239,7 @@ func (s *Store) Alloc(ctx context.Context, g idkeeper.Guard, p idkeeper.AllocPar
 			return err
 		}
 		for _, l := range gr.Leases {
-			if err := t.histGrant(l, p.Client); err != nil {
+			if err := t.histLog().Grant(l, p.Client); err != nil {
 				return err
 			}
 		}
@@ -291,7 +291,7 @@ func (s *Store) Renew(ctx context.Context, g idkeeper.Guard, p idkeeper.RenewPar
 			if err != nil {
 				return err
 			}
-			if err := t.histExtend(id, h.tokens[i], l.expiresAt); err != nil {
+			if err := t.histLog().Extend(id, h.tokens[i], l.expiresAt); err != nil {
 				return err
 			}
 		}
@@ -328,10 +328,10 @@ func (t *txn) claims(key string, p idkeeper.RenewParams) (restored, contested []
 			if err := t.contest(id, r, c, p.Grace); err != nil {
 				return nil, nil, err
 			}
-			if err := t.histEnd(id, l.token, idkeeper.EndContested); err != nil {
+			if err := t.histLog().End(id, l.token, idkeeper.EndContested); err != nil {
 				return nil, nil, err
 			}
-			if err := t.histClaim(c, p.Requester, p.KeyID, nil); err != nil {
+			if err := t.histLog().Claim(c, p.Requester, p.KeyID, nil); err != nil {
 				return nil, nil, err
 			}
 			contested = append(contested, c.NodeID)
@@ -346,7 +346,7 @@ func (t *txn) claims(key string, p idkeeper.RenewParams) (restored, contested []
 		if err := t.take(id, l, false); err != nil {
 			return nil, nil, err
 		}
-		if err := t.histClaim(c, p.Requester, p.KeyID, &exp); err != nil {
+		if err := t.histLog().Claim(c, p.Requester, p.KeyID, &exp); err != nil {
 			return nil, nil, err
 		}
 		h, _, err := t.holding(key)
@@ -400,7 +400,7 @@ func (s *Store) Remove(ctx context.Context, g idkeeper.Guard, p idkeeper.RemoveP
 			if l == nil {
 				return errNoLease(id)
 			}
-			if err := t.histEdit(id, l.token, func(hr *histRec) {
+			if err := t.histLog().Edit(id, l.token, func(hr *histRec) {
 				hr.End, hr.EndedAt = string(idkeeper.EndRemoved), t.now
 				if !p.MintedUpTo.IsZero() {
 					hr.WindowEnd, hr.MintedUpTo = max(min(timeMs(p.MintedUpTo), l.expiresAt), l.notBefore-1), timeMs(p.MintedUpTo)
@@ -483,7 +483,7 @@ func (s *Store) Reclaim(ctx context.Context, g idkeeper.Guard, grace time.Durati
 				if err := t.dropHeld(l.requester, id); err != nil {
 					return err
 				}
-				if err := t.histEnd(id, l.token, idkeeper.EndReclaimed); err != nil {
+				if err := t.histLog().End(id, l.token, idkeeper.EndReclaimed); err != nil {
 					return err
 				}
 			}

@@ -32,6 +32,23 @@ const (
 // it all starts over, a bounded number of times. An error of change is returned
 // as it is, with nothing written.
 func (s *Store) cas(ctx context.Context, op, key string, change func(v []byte, ok bool) (casOp, string, error)) error {
+	return s.casOps(ctx, op, key, func(v []byte, ok bool) ([]clientv3.Op, error) {
+		what, nv, err := change(v, ok)
+		switch {
+		case err != nil || what == casKeep:
+			return nil, err
+		case what == casPut:
+			return []clientv3.Op{clientv3.OpPut(key, nv)}, nil
+		}
+		return []clientv3.Op{clientv3.OpDelete(key)}, nil
+	})
+}
+
+// casOps reads key and commits the ops change returns for its value (ok false:
+// absent; no ops: nothing to write) on the condition that key is unchanged since
+// the read; else it starts over, at most maxConflicts times, backing off. An
+// error of change is returned as it is, with nothing written.
+func (s *Store) casOps(ctx context.Context, op, key string, change func(v []byte, ok bool) ([]clientv3.Op, error)) error {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	for n := 1; ; n++ {
@@ -44,15 +61,11 @@ func (s *Store) cas(ctx context.Context, op, key string, change func(v []byte, o
 		if ok {
 			v, rev = resp.Kvs[0].Value, resp.Kvs[0].ModRevision
 		}
-		what, nv, err := change(v, ok)
-		if err != nil || what == casKeep {
+		ops, err := change(v, ok)
+		if err != nil || len(ops) == 0 {
 			return err
 		}
-		w := clientv3.OpDelete(key)
-		if what == casPut {
-			w = clientv3.OpPut(key, nv)
-		}
-		tr, err := s.c.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).Then(w).Commit()
+		tr, err := s.c.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).Then(ops...).Commit()
 		if err != nil {
 			return wrap(op, err)
 		}

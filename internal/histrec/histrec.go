@@ -83,3 +83,60 @@ func Claim(old *Rec, c idkeeper.Claim, req idkeeper.Requester, keyID string, now
 
 func msTime(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
 func timeMs(t time.Time) int64  { return idkeeper.Millis(t).UnixMilli() }
+
+// Table is one store transaction's lease history: the record of (node, token)
+// read, and written with the record as it was (old, nil: none), so that the
+// store can keep its indexes in step.
+type Table interface {
+	Get(node uint32, token uint64) (Rec, bool, error)
+	Put(node uint32, token uint64, r Rec, old *Rec) error
+}
+
+// Log writes the history of the lease events of one transaction, at Now (Unix
+// ms), to T: the one implementation bolt and etcd share.
+type Log struct {
+	T   Table
+	Now int64
+}
+
+// Grant records the new grant l with what its client reported.
+func (g Log) Grant(l idkeeper.Lease, c idkeeper.ClientInfo) error {
+	r := Of(idkeeper.HistoryRecord{Requester: l.Requester, KeyID: l.KeyID, Client: c, GrantedAt: l.GrantedAt,
+		NotBefore: l.NotBefore, WindowEnd: l.ExpiresAt})
+	return g.T.Put(uint32(l.NodeID), l.FencingToken, r, nil)
+}
+
+// Edit applies fn to the record of (node, token), when there is one.
+func (g Log) Edit(node uint32, token uint64, fn func(r *Rec)) error {
+	r, ok, err := g.T.Get(node, token)
+	if err != nil || !ok {
+		return err
+	}
+	old := r
+	fn(&r)
+	return g.T.Put(node, token, r, &old)
+}
+
+// Extend sets the window end of the lease of (node, token) to its expiry exp.
+func (g Log) Extend(node uint32, token uint64, exp int64) error {
+	return g.Edit(node, token, func(r *Rec) { r.WindowEnd = exp })
+}
+
+// End ends the record of (node, token) at Now.
+func (g Log) End(node uint32, token uint64, end idkeeper.LeaseEnd) error {
+	return g.Edit(node, token, func(r *Rec) { r.End, r.EndedAt = string(end), g.Now })
+}
+
+// Claim records a grant learned from a claim: held again (restoredExp, the
+// restored lease's expiry), or contested (restoredExp nil) and ended at once.
+func (g Log) Claim(c idkeeper.Claim, req idkeeper.Requester, keyID string, restoredExp *int64) error {
+	node := uint32(c.NodeID)
+	r, ok, err := g.T.Get(node, c.Token)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return g.T.Put(node, c.Token, Claim(nil, c, req, keyID, g.Now, restoredExp), nil)
+	}
+	return g.T.Put(node, c.Token, Claim(&r, c, req, keyID, g.Now, restoredExp), &r)
+}
