@@ -20,7 +20,7 @@ const (
 func Scenarios() []Scenario {
 	return []Scenario{KillClients(), SigstopClients(), Partition(), KillLockHolder(), RedisReset(), ClockSkew(), Contention(),
 		Twins(), RegistryRestartDuringWipe(), ForgedCalls(), RestoreOldBackup(), ClockAgentOffset(),
-		SentinelFailover(true), SentinelFailover(false), EtcdLeaderFaults()}
+		SentinelFailover(true), SentinelFailover(false), EtcdLeaderFaults(), AgentFlood()}
 }
 
 // Controls are the negative controls: each must make the checker fail.
