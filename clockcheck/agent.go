@@ -34,9 +34,9 @@ const (
 // LoopbackOnly is the allow-list of an Agent given none: 127.0.0.0/8 and ::1.
 var LoopbackOnly = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
 
-// deniedLogEvery is the most often the agent logs connections from sources off
-// its allow-list: a flood of them must not flood the log too.
-const deniedLogEvery = 10 * time.Second
+// sparseLogEvery is the most often the agent logs connections closed at accept
+// (from sources off its allow-list, or over a limit).
+const sparseLogEvery = 10 * time.Second
 
 // Agent serves TCKCLK 2 from its Source. Zero-value fields take their defaults;
 // Secret and Source are required. Set the fields before Serve.
@@ -64,9 +64,9 @@ type Agent struct {
 	// Timeout bounds a whole connection, from accept to the answer written.
 	// Default 2 s.
 	Timeout time.Duration
-	// Logger receives accept errors (warn), refused or malformed requests
-	// (debug), and connections from sources off Allow (debug, at most one line
-	// per 10 s with the count since). Default slog.Default().
+	// Logger receives accept errors (warn), malformed requests (debug), and
+	// connections from sources off Allow or over a limit (debug, at most one
+	// line per 10 s of each, with the count since). Default slog.Default().
 	Logger *slog.Logger
 
 	mu        sync.Mutex
@@ -78,10 +78,30 @@ type Agent struct {
 	wg        sync.WaitGroup
 
 	answered, malformed, refused, denied atomic.Uint64
+	deniedLog, refusedLog                sparseLog
+}
 
-	deniedMu     sync.Mutex
-	deniedLogged time.Time // when the last line about denied sources was logged
-	deniedSince  uint64    // denied connections not yet logged
+// sparseLog lets one log line through per sparseLogEvery, with the count of the
+// events since the last line: a flood must not flood the log too.
+type sparseLog struct {
+	mu     sync.Mutex
+	logged time.Time
+	since  uint64
+}
+
+// note counts an event and reports whether to log it now, with the count of
+// events since the last line, this one included.
+func (l *sparseLog) note() (uint64, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.since++
+	now := time.Now()
+	if now.Sub(l.logged) < sparseLogEvery {
+		return 0, false
+	}
+	n := l.since
+	l.logged, l.since = now, 0
+	return n, true
 }
 
 // AgentStats counts an Agent's connections by outcome.
@@ -177,9 +197,12 @@ func (a *Agent) Serve(ln net.Listener) error {
 		case admitted:
 			go a.handle(conn, src)
 		case overLimit:
-			a.refused.Add(1)
-			a.logger().Debug("clock agent: too many connections; closing one", "remote", conn.RemoteAddr().String())
 			conn.Close()
+			a.refused.Add(1)
+			if n, ok := a.refusedLog.note(); ok {
+				a.logger().Debug("clock agent: too many connections; closed one", "remote", conn.RemoteAddr().String(),
+					"refusedSinceLastLine", n)
+			}
 		case agentClosed:
 			conn.Close()
 			return ErrAgentClosed
@@ -213,19 +236,13 @@ func (a *Agent) allowed(src netip.Addr) bool {
 }
 
 // deny counts a connection from a source off Allow and logs it at debug level,
-// at most once per deniedLogEvery with the count since.
+// at most once per sparseLogEvery with the count since.
 func (a *Agent) deny(c net.Conn) {
 	a.denied.Add(1)
-	a.deniedMu.Lock()
-	a.deniedSince++
-	now := time.Now()
-	if now.Sub(a.deniedLogged) < deniedLogEvery {
-		a.deniedMu.Unlock()
+	n, ok := a.deniedLog.note()
+	if !ok {
 		return
 	}
-	n := a.deniedSince
-	a.deniedLogged, a.deniedSince = now, 0
-	a.deniedMu.Unlock()
 	a.logger().Debug("clock agent: connection from a source off the allow-list; closed", "remote", c.RemoteAddr().String(),
 		"deniedSinceLastLine", n)
 }
