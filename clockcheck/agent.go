@@ -4,6 +4,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,8 +19,24 @@ type TimeSource interface {
 	Now() (ref time.Time, uncertainty time.Duration, synced bool, age time.Duration)
 }
 
-// DefaultMaxConns is the Agent's default limit of connections served at once.
-const DefaultMaxConns = 64
+// Defaults of the Agent.
+const (
+	// DefaultMaxConns is the limit of connections served at once.
+	DefaultMaxConns = 64
+	// DefaultMaxConnsPerSource is the limit of connections served at once from
+	// one source address.
+	DefaultMaxConnsPerSource = 8
+	// DefaultReadTimeout is how long a connection may take to send its request
+	// line.
+	DefaultReadTimeout = 500 * time.Millisecond
+)
+
+// LoopbackOnly is the allow-list of an Agent given none: 127.0.0.0/8 and ::1.
+var LoopbackOnly = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+
+// sparseLogEvery is the most often the agent logs connections closed at accept
+// (from sources off its allow-list, or over a limit).
+const sparseLogEvery = 10 * time.Second
 
 // Agent serves TCKCLK 2 from its Source. Zero-value fields take their defaults;
 // Secret and Source are required. Set the fields before Serve.
@@ -28,14 +45,28 @@ type Agent struct {
 	Secret []byte
 	// Source is the time answered.
 	Source TimeSource
+	// Allow lists the source addresses served (an IPv4-mapped IPv6 source is
+	// judged as its IPv4 address). A connection from any other source is closed
+	// at accept, unanswered, before it takes a slot of MaxConns or
+	// MaxConnsPerSource. Empty: LoopbackOnly.
+	Allow []netip.Prefix
 	// MaxConns bounds the connections served at once; one over it is closed at
 	// once without an answer. Default 64.
 	MaxConns int
+	// MaxConnsPerSource bounds the connections served at once from one source
+	// address, so that one allowed host cannot take every slot of MaxConns; one
+	// over it is closed at once without an answer. Default 8.
+	MaxConnsPerSource int
+	// ReadTimeout bounds the time from accept to the request line's LF: a
+	// connection that has not sent its line by then is closed unanswered.
+	// Default 500 ms; capped at Timeout.
+	ReadTimeout time.Duration
 	// Timeout bounds a whole connection, from accept to the answer written.
 	// Default 2 s.
 	Timeout time.Duration
-	// Logger receives accept errors (warn) and refused or malformed requests
-	// (debug). Default slog.Default().
+	// Logger receives accept errors (warn), malformed requests (debug), and
+	// connections from sources off Allow or over a limit (debug, at most one
+	// line per 10 s of each, with the count since). Default slog.Default().
 	Logger *slog.Logger
 
 	mu        sync.Mutex
@@ -43,16 +74,42 @@ type Agent struct {
 	conns     map[net.Conn]struct{}
 	closed    bool
 	sem       chan struct{}
+	perSource map[netip.Addr]int // connections held by source
 	wg        sync.WaitGroup
 
-	answered, malformed, refused atomic.Uint64
+	answered, malformed, refused, denied atomic.Uint64
+	deniedLog, refusedLog                sparseLog
+}
+
+// sparseLog lets one log line through per sparseLogEvery, with the count of the
+// events since the last line: a flood must not flood the log too.
+type sparseLog struct {
+	mu     sync.Mutex
+	logged time.Time
+	since  uint64
+}
+
+// note counts an event and reports whether to log it now, with the count of
+// events since the last line, this one included.
+func (l *sparseLog) note() (uint64, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.since++
+	now := time.Now()
+	if now.Sub(l.logged) < sparseLogEvery {
+		return 0, false
+	}
+	n := l.since
+	l.logged, l.since = now, 0
+	return n, true
 }
 
 // AgentStats counts an Agent's connections by outcome.
 type AgentStats struct {
 	Answered  uint64 // requests answered
 	Malformed uint64 // connections closed without an answer: bad request, too long, too slow, I/O error
-	Refused   uint64 // connections closed at once: over MaxConns
+	Refused   uint64 // connections closed at once: over MaxConns or MaxConnsPerSource
+	Denied    uint64 // connections closed at once: from a source off Allow
 }
 
 // ErrAgentClosed is returned by Serve after Close.
@@ -60,7 +117,7 @@ var ErrAgentClosed = errors.New("clockcheck: agent closed")
 
 // Stats returns the counts so far.
 func (a *Agent) Stats() AgentStats {
-	return AgentStats{Answered: a.answered.Load(), Malformed: a.malformed.Load(), Refused: a.refused.Load()}
+	return AgentStats{Answered: a.answered.Load(), Malformed: a.malformed.Load(), Refused: a.refused.Load(), Denied: a.denied.Load()}
 }
 
 func (a *Agent) logger() *slog.Logger {
@@ -71,9 +128,11 @@ func (a *Agent) logger() *slog.Logger {
 }
 
 // Serve accepts connections on ln and answers each with one exchange: it reads
-// one request line within Timeout, answers it from Source with a MAC, and closes
-// the connection. A malformed or oversized request, or one not complete within
-// Timeout, gets the connection closed without an answer. Serve returns
+// one request line within ReadTimeout, answers it from Source with a MAC, and
+// closes the connection. A connection from a source off Allow, or over
+// MaxConnsPerSource or MaxConns, is closed at accept; a malformed or oversized
+// request, or one not complete within ReadTimeout, gets the connection closed
+// without an answer. Serve returns
 // ErrAgentClosed after Close, an error for a missing Source or a secret under
 // MinSecretLen (ln is then closed), or ln's fatal Accept error. Serve may be
 // called for several listeners; they share MaxConns.
@@ -93,7 +152,7 @@ func (a *Agent) Serve(ln net.Listener) error {
 		return ErrAgentClosed
 	}
 	if a.listeners == nil {
-		a.listeners, a.conns = map[net.Listener]struct{}{}, map[net.Conn]struct{}{}
+		a.listeners, a.conns, a.perSource = map[net.Listener]struct{}{}, map[net.Conn]struct{}{}, map[netip.Addr]int{}
 		n := a.MaxConns
 		if n <= 0 {
 			n = DefaultMaxConns
@@ -128,21 +187,98 @@ func (a *Agent) Serve(ln net.Listener) error {
 			return err
 		}
 		backoff = 0
-		select {
-		case a.sem <- struct{}{}:
-		default:
-			a.refused.Add(1)
-			a.logger().Debug("clock agent: too many connections; closing one", "remote", conn.RemoteAddr().String())
+		src, ok := sourceOf(conn)
+		if !ok || !a.allowed(src) {
 			conn.Close()
+			a.deny(conn)
 			continue
 		}
-		if !a.track(conn) {
-			<-a.sem
+		switch a.admit(conn, src) {
+		case admitted:
+			go a.handle(conn, src)
+		case overLimit:
+			conn.Close()
+			a.refused.Add(1)
+			if n, ok := a.refusedLog.note(); ok {
+				a.logger().Debug("clock agent: too many connections; closed one", "remote", conn.RemoteAddr().String(),
+					"refusedSinceLastLine", n)
+			}
+		case agentClosed:
 			conn.Close()
 			return ErrAgentClosed
 		}
-		go a.handle(conn)
 	}
+}
+
+// sourceOf is the connection's remote address, IPv4-mapped addresses unmapped.
+func sourceOf(c net.Conn) (netip.Addr, bool) {
+	if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		return ta.AddrPort().Addr().Unmap().WithZone(""), true
+	}
+	ap, err := netip.ParseAddrPort(c.RemoteAddr().String())
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	return ap.Addr().Unmap().WithZone(""), true
+}
+
+func (a *Agent) allowed(src netip.Addr) bool {
+	allow := a.Allow
+	if len(allow) == 0 {
+		allow = LoopbackOnly
+	}
+	for _, p := range allow {
+		if p.Contains(src) {
+			return true
+		}
+	}
+	return false
+}
+
+// deny counts a connection from a source off Allow and logs it at debug level,
+// at most once per sparseLogEvery with the count since.
+func (a *Agent) deny(c net.Conn) {
+	a.denied.Add(1)
+	n, ok := a.deniedLog.note()
+	if !ok {
+		return
+	}
+	a.logger().Debug("clock agent: connection from a source off the allow-list; closed", "remote", c.RemoteAddr().String(),
+		"deniedSinceLastLine", n)
+}
+
+type admission int
+
+const (
+	admitted admission = iota
+	overLimit
+	agentClosed
+)
+
+// admit takes a slot of MaxConns and of src's MaxConnsPerSource for c, and
+// tracks it for Close.
+func (a *Agent) admit(c net.Conn, src netip.Addr) admission {
+	perSource := a.MaxConnsPerSource
+	if perSource <= 0 {
+		perSource = DefaultMaxConnsPerSource
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return agentClosed
+	}
+	if a.perSource[src] >= perSource {
+		return overLimit
+	}
+	select {
+	case a.sem <- struct{}{}:
+	default:
+		return overLimit
+	}
+	a.perSource[src]++
+	a.conns[c] = struct{}{}
+	a.wg.Add(1)
+	return admitted
 }
 
 // isTemporary reports errors a server should wait out, as net/http does.
@@ -157,31 +293,34 @@ func (a *Agent) isClosed() bool {
 	return a.closed
 }
 
-func (a *Agent) track(c net.Conn) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.closed {
-		return false
-	}
-	a.conns[c] = struct{}{}
-	a.wg.Add(1)
-	return true
-}
-
-func (a *Agent) handle(c net.Conn) {
+func (a *Agent) handle(c net.Conn, src netip.Addr) {
 	defer func() {
 		c.Close()
 		a.mu.Lock()
 		delete(a.conns, c)
+		if a.perSource[src]--; a.perSource[src] <= 0 {
+			delete(a.perSource, src)
+		}
 		a.mu.Unlock()
 		<-a.sem
 		a.wg.Done()
 	}()
+	a.answer(c)
+}
+
+// answer serves one exchange on c: the work of a connection once admitted.
+func (a *Agent) answer(c net.Conn) {
 	timeout := a.Timeout
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	_ = c.SetDeadline(time.Now().Add(timeout))
+	readTimeout := a.ReadTimeout
+	if readTimeout <= 0 {
+		readTimeout = DefaultReadTimeout
+	}
+	now := time.Now()
+	_ = c.SetDeadline(now.Add(timeout))
+	_ = c.SetReadDeadline(now.Add(min(readTimeout, timeout)))
 	line, err := readLine(c)
 	var req Request
 	if err == nil {

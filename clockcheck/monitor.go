@@ -349,6 +349,9 @@ func (m *Monitor) sample(ctx context.Context) (Sample, *Failure) {
 	if m.cfg.Store == nil {
 		m.good++
 	}
+	if s.Attempts > 1 {
+		m.log.Info("clock sample taken after I/O failures of the exchange", "attempts", s.Attempts, "agent", m.v.Addr)
+	}
 	m.log.Debug("clock sample", "offset", s.Offset, "rtt", s.RTT, "uncertainty", s.Uncertainty, "bound", s.Bound, "sourceAge", s.SourceAge)
 	return s, nil
 }

@@ -14,6 +14,7 @@ import (
 const (
 	DefaultTimeout      = 2 * time.Second
 	DefaultMaxSourceAge = 5 * time.Minute
+	DefaultRetryPause   = 50 * time.Millisecond
 )
 
 // Verifier samples one clock agent. Its zero-value fields take their defaults;
@@ -24,8 +25,12 @@ type Verifier struct {
 	Addr string
 	// Secret is the shared TCKCLK secret, at least MinSecretLen bytes.
 	Secret []byte
-	// Timeout bounds one whole exchange (dial, write, read). Default 2 s.
+	// Timeout bounds one whole sample (dial, write, read, and the retries of
+	// an I/O failure). Default 2 s.
 	Timeout time.Duration
+	// RetryPause is the pause before another attempt after an I/O failure of
+	// the exchange. Default 50 ms.
+	RetryPause time.Duration
 	// MaxSourceAge is the oldest agent source sample accepted; older is
 	// ReasonStale. Default 5 min.
 	MaxSourceAge time.Duration
@@ -56,6 +61,9 @@ type Sample struct {
 	// Bound is the conservative error bound of the local clock,
 	// RTT + Uncertainty + |Offset| (DESIGN §8).
 	Bound time.Duration
+	// Attempts is the number of exchanges the sample took: 1, or more after
+	// I/O failures.
+	Attempts int
 
 	// mono is the monotonic reading at the midpoint, for the Monitor's step
 	// check; slack bounds how far apart At and mono were read (readClocks).
@@ -85,15 +93,20 @@ func (v *Verifier) check() error {
 	return checkSecret(v.Secret)
 }
 
-// Sample makes one exchange with the agent over a new TCP connection, within
-// Timeout and ctx, and returns the sample. Its error is always a *Failure: a
-// dial, write or read error is ReasonIO (ReasonTimeout for a deadline), a bad
-// answer has the reason ParseResponse gives, an answer with synced = 0 is
-// ReasonUnsynced, one whose SourceAge exceeds MaxSourceAge is ReasonStale, one
-// whose reference time is past the year 2262 (out of time.Duration's range) is
-// ReasonBound. An
-// answer without a LF within MaxLine+1 bytes is ReasonSize; one cut short by
-// the connection's end, ReasonIO. A misconfigured Verifier (no Addr, a short
+// Sample takes one sample of the agent within Timeout and ctx, over a new TCP
+// connection per attempt. An attempt that fails with ReasonIO — a refused dial,
+// a reset, a connection closed before the answer's LF — is retried after
+// RetryPause while the deadline leaves time for it: an I/O failure says nothing
+// about the clock. Every other failure is the verdict on the sample and is
+// returned at once, never retried.
+//
+// Its error is always a *Failure: a dial, write or read error is ReasonIO (the
+// last attempt's; ReasonTimeout for a deadline), a bad answer has the reason
+// ParseResponse gives, an answer with synced = 0 is ReasonUnsynced, one whose
+// SourceAge exceeds MaxSourceAge is ReasonStale, one whose reference time is
+// past the year 2262 (out of time.Duration's range) is ReasonBound. An answer
+// without a LF within MaxLine+1 bytes is ReasonSize; one cut short by the
+// connection's end, ReasonIO. A misconfigured Verifier (no Addr, a short
 // secret) fails with ReasonIO without dialling. Sample does not judge Bound:
 // that is the Monitor's.
 func (v *Verifier) Sample(ctx context.Context) (Sample, error) {
@@ -102,6 +115,37 @@ func (v *Verifier) Sample(ctx context.Context) (Sample, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, v.timeout())
 	defer cancel()
+	pause := v.RetryPause
+	if pause <= 0 {
+		pause = DefaultRetryPause
+	}
+	deadline, _ := ctx.Deadline()
+	for attempt := 1; ; attempt++ {
+		s, f := v.exchange(ctx)
+		if f == nil {
+			s.Attempts = attempt
+			return s, nil
+		}
+		if f.Reason != ReasonIO || ctx.Err() != nil || time.Until(deadline) < 2*pause {
+			if attempt > 1 {
+				f.Err = fmt.Errorf("%w (attempt %d)", f.Err, attempt)
+			}
+			return Sample{}, f
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			f.Err = fmt.Errorf("%w (attempt %d)", f.Err, attempt)
+			return Sample{}, f
+		case <-t.C:
+		}
+	}
+}
+
+// exchange makes one exchange with the agent over a new TCP connection, within
+// ctx.
+func (v *Verifier) exchange(ctx context.Context) (Sample, *Failure) {
 	dial := v.Dial
 	if dial == nil {
 		dial = (&net.Dialer{}).DialContext
@@ -127,11 +171,11 @@ func (v *Verifier) Sample(ctx context.Context) (Sample, error) {
 	resp, err := readLine(conn)
 	rtt := time.Since(start)
 	if err != nil {
-		return Sample{}, err
+		return Sample{}, asFailure(err)
 	}
 	r, err := ParseResponse(resp, v.Secret, req.Nonce)
 	if err != nil {
-		return Sample{}, err
+		return Sample{}, asFailure(err)
 	}
 	if !r.Synced {
 		return Sample{}, fail(ReasonUnsynced, "the agent at %s is not synchronised to its time source (synced=0)", v.Addr)
@@ -155,6 +199,15 @@ func (v *Verifier) Sample(ctx context.Context) (Sample, error) {
 	s.Offset = s.Reference.Sub(s.At)
 	s.Bound = satAdd(satAdd(s.RTT, s.Uncertainty), s.Offset.Abs())
 	return s, nil
+}
+
+// asFailure returns err's *Failure, or err as a ReasonIO one.
+func asFailure(err error) *Failure {
+	var f *Failure
+	if errors.As(err, &f) && f != nil {
+		return f
+	}
+	return &Failure{Reason: ReasonIO, Err: err}
 }
 
 // readClocks reads the wall clock (now, or time.Now when nil) and the monotonic

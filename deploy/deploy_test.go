@@ -85,11 +85,39 @@ type service struct {
 	Profiles    []string       `json:"profiles"`
 	Restart     string         `json:"restart"`
 	User        string         `json:"user"`
+	Networks    any            `json:"networks"` // a list of names, or a map by name
+}
+
+// networks are the names of the networks the service is on; none given: default.
+func (s service) networks() []string {
+	var out []string
+	switch n := s.Networks.(type) {
+	case []any:
+		for _, v := range n {
+			out = append(out, fmt.Sprint(v))
+		}
+	case map[string]any:
+		for k := range n {
+			out = append(out, k)
+		}
+	}
+	if len(out) == 0 {
+		out = []string{"default"}
+	}
+	slices.Sort(out)
+	return out
 }
 
 type composeConfig struct {
 	Services map[string]service `json:"services"`
 	Volumes  map[string]any     `json:"volumes"`
+	Networks map[string]struct {
+		IPAM struct {
+			Config []struct {
+				Subnet string `json:"subnet"`
+			} `json:"config"`
+		} `json:"ipam"`
+	} `json:"networks"`
 }
 
 // config runs `compose config` on a copy of docker-compose.yaml with a copy of
@@ -336,6 +364,26 @@ func TestCompose(t *testing.T) {
 		}
 		if h := agent.healthTest(); !strings.Contains(h, "probe") {
 			t.Errorf("clock-agent's health check is %q: want `idkeeper probe tcp://…`", h)
+		}
+		// The agent serves its own network's subnet only, and only the registries
+		// share that network with it (issue #29).
+		allow, ok := agent.flag("allow")
+		if !ok {
+			t.Fatal("clock-agent has no --allow: it listens beyond loopback, so it would not start")
+		}
+		nets := agent.networks()
+		if len(nets) != 1 || nets[0] == "default" {
+			t.Fatalf("clock-agent is on the networks %q: want one of its own, shared with the registries only", nets)
+		}
+		n := c.Networks[nets[0]]
+		if len(n.IPAM.Config) != 1 || n.IPAM.Config[0].Subnet != allow {
+			t.Errorf("clock-agent allows %q, its network %s has the subnets %+v", allow, nets[0], n.IPAM.Config)
+		}
+		for name, s := range c.Services {
+			on := slices.Contains(s.networks(), nets[0])
+			if want := name == "clock-agent" || name == "registry-1" || name == "registry-2"; on != want {
+				t.Errorf("%s is on the network %s: %v, want %v", name, nets[0], on, want)
+			}
 		}
 	})
 

@@ -40,7 +40,7 @@ func writeClockSecret(dir string) ([]byte, string, error) {
 
 // clockArgs are the server flags that point replica s at its agent.
 func (c *Cluster) clockArgs(s *serverProc) []string {
-	return []string{"--clock-agent", s.clock.Addr, "--clock-secret-file", c.clockSecretFile,
+	return []string{"--clock-agent", s.agentAddr, "--clock-secret-file", c.clockSecretFile,
 		"--clock-delta", ClockDelta.String(), "--clock-check-interval", clockInterval.String()}
 }
 

@@ -69,6 +69,9 @@ type Options struct {
 	// control (internal/chaos/controls); ClientControl is chaosclient's --control.
 	// Both are for negative controls only; the gateway is never affected.
 	ServerControl, ClientControl string
+	// AgentProcess runs one real clock-agent process for both replicas
+	// (agentflood.go) instead of an agent per replica in the harness's process.
+	AgentProcess bool
 }
 
 // Fault is one injected fault. Global faults (the store, the servers) concern every
@@ -122,7 +125,9 @@ type serverProc struct {
 	name  string
 	port  int
 	p     *process
-	clock *clockchecktest.Agent // its clock agent, kept over its restarts
+	clock *clockchecktest.Agent // its clock agent, kept over its restarts; nil with Options.AgentProcess
+	// agentAddr is the address of its clock agent.
+	agentAddr string
 }
 
 // Client is one client process of a Cluster, and its proxy.
@@ -178,12 +183,21 @@ func StartCluster(t testing.TB, dir string, bins Binaries, opts Options) *Cluste
 	if c.clockSecret, c.clockSecretFile, err = writeClockSecret(dir); err != nil {
 		t.Fatal(err)
 	}
-	for i := range 2 {
-		s := &serverProc{name: fmt.Sprintf("server%d", i+1)}
-		if s.clock, err = clockchecktest.Start(c.clockSecret); err != nil {
+	var sharedAgent string
+	if opts.AgentProcess {
+		if sharedAgent, err = c.startAgentProcess(); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(s.clock.Close)
+	}
+	for i := range 2 {
+		s := &serverProc{name: fmt.Sprintf("server%d", i+1), agentAddr: sharedAgent}
+		if sharedAgent == "" {
+			if s.clock, err = clockchecktest.Start(c.clockSecret); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(s.clock.Close)
+			s.agentAddr = s.clock.Addr
+		}
 		c.servers = append(c.servers, s)
 		// Another test process may take the port between freePort and the server's
 		// listen: then try another port, a few times.

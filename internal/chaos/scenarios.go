@@ -16,11 +16,11 @@ const (
 	ClientNoInstance = "no-instance"
 )
 
-// Scenarios is the fault catalogue of issues #5, #8, #12, #13 and #15, one fault kind per scenario.
+// Scenarios is the fault catalogue of issues #5, #8, #12, #13, #15, #17 and #29, one fault kind per scenario.
 func Scenarios() []Scenario {
 	return []Scenario{KillClients(), SigstopClients(), Partition(), KillLockHolder(), RedisReset(), ClockSkew(), Contention(),
 		Twins(), RegistryRestartDuringWipe(), ForgedCalls(), RestoreOldBackup(), ClockAgentOffset(),
-		SentinelFailover(true), SentinelFailover(false), EtcdLeaderFaults()}
+		SentinelFailover(true), SentinelFailover(false), EtcdLeaderFaults(), AgentFlood()}
 }
 
 // Controls are the negative controls: each must make the checker fail.
