@@ -35,10 +35,10 @@ func CommonCount() int { return len(commonSet()) }
 const padding = "0123456789 !\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"
 
 // IsCommon reports whether pw is one of the common passwords shipped in the
-// binary (ASVS 5.0 V6.2.12), compared without regard to case, or one of them
-// followed only by digits, punctuation and spaces ("Password2024!",
-// "123456789012"). Such a
-// password is among the first an attacker tries.
+// binary (ASVS 5.0 V6.2.12), compared without regard to case, or one of those
+// with letters in it followed only by digits, punctuation and spaces
+// ("Password2024!", "qwerty123456"): what people append to meet a length rule.
+// Such a password is among the first an attacker tries.
 func IsCommon(pw string) bool {
 	if len(pw) > MaxLen {
 		return false
@@ -48,14 +48,19 @@ func IsCommon(pw string) bool {
 	if _, ok := set[lower]; ok {
 		return true
 	}
-	// Every split of pw into a common password and a tail of padding: for
-	// "123456789012", "123456789" + "012".
+	// Every split into a stem and a tail of padding. The stem needs a letter:
+	// else every string of digits and dots (an address, a date) would be "1"
+	// or "12" padded.
 	for i := len(lower) - 1; i > 0 && strings.IndexByte(padding, lower[i]) >= 0; i-- {
-		if _, ok := set[lower[:i]]; ok {
+		if _, ok := set[lower[:i]]; ok && hasLetter(lower[:i]) {
 			return true
 		}
 	}
 	return false
+}
+
+func hasLetter(s string) bool {
+	return strings.IndexFunc(s, func(r rune) bool { return r >= 'a' && r <= 'z' }) >= 0
 }
 
 // IsCommon is the package's IsCommon: it lets idkeeper.Accounts refuse common

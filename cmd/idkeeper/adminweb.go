@@ -65,6 +65,11 @@ func checkAdminSettings(cfg serverConfig) error {
 		if err := idkeeper.CheckPassword("password", cfg.AdminPassword); err != nil {
 			return usagef("%s: a password has %d to %d bytes", AdminPasswordEnv, idkeeper.MinPasswordLen, idkeeper.MaxPasswordLen)
 		}
+		if password.IsCommon(cfg.AdminPassword) {
+			return usagef("%s: the password is one of the most common ones (perhaps with digits or symbols added); "+
+				"choose another, or unset it once the first admin exists", AdminPasswordEnv)
+		}
+
 	}
 	// NewAccounts checks its settings without touching the store: a nil store of
 	// the right type suffices for that.
