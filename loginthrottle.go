@@ -48,10 +48,14 @@ const (
 	LoginQueueFailed    = 8
 	LoginQueueMax       = 32
 	LoginWaitersMax     = 1024
-	// LoginThrottleEntries bounds the table: an entry takes at most about 300
-	// bytes (a 64-byte name, a /64, the map's share), so the table stays under
-	// 32 MiB.
-	LoginThrottleEntries = 100_000
+	// LoginThrottleEntries bounds the table. An entry takes about 210 bytes with
+	// the longest name (64 bytes) and an IPv6 /64, the map's share included, so a
+	// full table holds about 50 MiB. Each new entry costs its sender a password
+	// check (Argon2id; password.MaxConcurrent at once, 50–150 ms of a core per
+	// lane each with the default parameters): filling the table within one
+	// LoginThrottleWindow takes over 90 checks a second, more than a replica
+	// makes.
+	LoginThrottleEntries = 250_000
 )
 
 // throttleKey names an entry: a pair (kind 'p'), a source ('s') or an account
