@@ -20,6 +20,7 @@ import (
 	"github.com/idkeeper/idkeeper/idempotency"
 	"github.com/idkeeper/idkeeper/password"
 	"github.com/idkeeper/idkeeper/redis"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // AdminPasswordEnv names the environment variable holding the first admin's
@@ -103,6 +104,17 @@ func newAdminWeb(store idkeeper.Store, cfg serverConfig, log *slog.Logger) (*adm
 		a.snaps, a.snapKind = ss, storeKind(cfg.Store)
 	}
 	return a, nil
+}
+
+// loginMetrics is idkeeper_admin_logins_refused_full_total: the logins the login
+// throttle refused because its table was full of live entries
+// (LOGIN_THROTTLE_FULL). Above zero, someone floods the admin login from many
+// addresses; logins from new addresses fail until the flood's entries end.
+func (a *adminWeb) loginMetrics() prometheus.Collector {
+	return prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "idkeeper_admin_logins_refused_full_total",
+		Help: "Admin logins refused with LOGIN_THROTTLE_FULL: the login throttle's table was full of live entries.",
+	}, func() float64 { return float64(a.acc.LoginThrottleFullRefusals()) })
 }
 
 // AdminIdempotencyMaxRecords is the most live Idempotency-Key records one caller
