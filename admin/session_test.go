@@ -261,3 +261,23 @@ func TestChangePasswordThrottled(t *testing.T) {
 	}
 	e.do("POST", "/admin/api/me/password", `{"oldPassword":"x"}`, "X-API-Key", adminKey).problem(t, idkeeper.CodeForbidden)
 }
+
+// Issue #29: a common password is refused wherever one is set over the API:
+// 400 PASSWORD_TOO_COMMON naming the member, and nothing changes.
+func TestCommonPasswordRefusedOverTheAPI(t *testing.T) {
+	e := newEnv(t)
+	e.user("alice", idkeeper.RoleViewer)
+	root := e.login("root", rootPW)
+	for _, c := range []struct{ path, body, cookie, field string }{
+		{"/admin/api/users", `{"name":"carol","role":"viewer","password":"Password1234"}`, root, "password"},
+		{"/admin/api/users/alice/password", `{"password":"qwerty123456!"}`, root, "password"},
+		{"/admin/api/me/password", `{"oldPassword":"` + userPW + `","newPassword":"WinnieThePooh"}`, e.login("alice", userPW), "newPassword"},
+	} {
+		r := e.do("POST", c.path, c.body, "Cookie", c.cookie).problem(t, idkeeper.CodePasswordTooCommon)
+		if r.status != 400 || r.str("field") != c.field {
+			t.Fatalf("%s: %d %s", c.path, r.status, r.raw)
+		}
+	}
+	e.login("alice", userPW) // unchanged
+	e.do("POST", "/admin/api/users", `{"name":"carol","role":"viewer","password":"carols-password-1"}`, "Cookie", root).status1(t, 201)
+}
