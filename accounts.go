@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"strings"
 	"sync"
 	"time"
@@ -65,6 +64,9 @@ type AccountsConfig struct {
 	// the URL's secret (discord.ValidWebhookURL). Nil: no URL is accepted, and
 	// a user can only clear theirs.
 	ValidWebhook func(url string) error
+	// Sleep waits d or until ctx ends (then ctx's error): the login throttle's
+	// slow-down waits with it. Nil: a timer.
+	Sleep func(ctx context.Context, d time.Duration) error
 }
 
 // Accounts is the policy of the admin web's accounts over an AdminStore: logins
@@ -98,6 +100,9 @@ func NewAccounts(store AdminStore, hasher PasswordHasher, cfg AccountsConfig) (*
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Sleep == nil {
+		cfg.Sleep = sleepCtx
+	}
 	if cfg.IdleTimeout == 0 {
 		cfg.IdleTimeout = DefaultIdleTimeout
 	}
@@ -114,14 +119,38 @@ func NewAccounts(store AdminStore, hasher PasswordHasher, cfg AccountsConfig) (*
 	return &Accounts{store: store, hasher: hasher, cfg: cfg, log: cfg.Logger}, nil
 }
 
+// LoginThrottleFullRefusals is how many logins this process refused with
+// LOGIN_THROTTLE_FULL: the login throttle's table was full of live entries.
+func (a *Accounts) LoginThrottleFullRefusals() uint64 { return a.throttle.full.Load() }
+
 // Config returns the configuration with its defaults filled in.
 func (a *Accounts) Config() AccountsConfig { return a.cfg }
 
 // CheckPassword returns nil when pw may become a password (MinPasswordLen..
-// MaxPasswordLen bytes), or an INVALID_REQUEST Error naming field.
+// MaxPasswordLen bytes), or an INVALID_REQUEST Error naming field. Accounts also
+// refuse the common passwords its hasher knows (checkNewPassword).
 func CheckPassword(field, pw string) error {
 	if len(pw) < MinPasswordLen || len(pw) > MaxPasswordLen {
 		return Invalidf(field, "a password has %d to %d bytes", MinPasswordLen, MaxPasswordLen)
+	}
+	return nil
+}
+
+// PasswordTooCommon is the refusal of a new password that is on the list of
+// common passwords: PASSWORD_TOO_COMMON naming field.
+func PasswordTooCommon(field string) *Error {
+	return &Error{Code: CodePasswordTooCommon, Field: field,
+		Message: "this password is one of the most common ones (perhaps with digits or symbols added), among the first an attacker tries; choose another"}
+}
+
+// checkNewPassword is CheckPassword and, when the hasher has IsCommon(pw string)
+// bool (password.Hasher does), the list of common passwords: PasswordTooCommon.
+func (a *Accounts) checkNewPassword(field, pw string) error {
+	if err := CheckPassword(field, pw); err != nil {
+		return err
+	}
+	if c, ok := a.hasher.(interface{ IsCommon(string) bool }); ok && c.IsCommon(pw) {
+		return PasswordTooCommon(field)
 	}
 	return nil
 }
@@ -150,7 +179,8 @@ var (
 // EnsureFirstAdmin creates the admin name with password when the store holds no
 // account yet (CreatedBy ""), and reports whether it did; with any account there
 // it does nothing, whatever name and password are. Errors: INVALID_REQUEST for a
-// name or password (CheckPassword) that is not valid, when it would create.
+// name or password (CheckPassword) that is not valid, PASSWORD_TOO_COMMON, when
+// it would create.
 func (a *Accounts) EnsureFirstAdmin(ctx context.Context, name, password string) (created bool, err error) {
 	n, err := a.store.CountUsers(ctx)
 	if err != nil || n > 0 {
@@ -159,7 +189,7 @@ func (a *Accounts) EnsureFirstAdmin(ctx context.Context, name, password string) 
 	if !ValidUserName(name) {
 		return false, Invalidf("name", "a user name is 1 to %d of a-z 0-9 . _ @ -", MaxUserNameLen)
 	}
-	if err := CheckPassword("password", password); err != nil {
+	if err := a.checkNewPassword("password", password); err != nil {
 		return false, err
 	}
 	u, err := a.newUser(name, RoleAdmin, password, "")
@@ -179,26 +209,29 @@ func (a *Accounts) EnsureFirstAdmin(ctx context.Context, name, password string) 
 // Login checks name and password and opens a session. It returns the session's
 // token, for the cookie (32 random bytes, base64url; only its SHA-256 is stored),
 // and the session: Epoch the user's, ending AbsoluteTimeout from now. An unknown
-// name, a wrong password, a disabled account and a throttled name or address
-// (see LoginAccountFailures) all get one LOGIN_FAILED Error, the same message;
-// a throttled one adds Details "retryAfterSeconds" and checks no password. An
-// unknown name costs one password check too, so timing does not tell which names
-// exist.
+// name, a wrong password, a disabled account and a throttled login (see
+// LoginPairFailures) all get one LOGIN_FAILED Error, the same message; a
+// throttled one adds Details "retryAfterSeconds" and checks no password. While
+// the throttle's table is full, a login from a new source gets
+// LOGIN_THROTTLE_FULL. A login of a slowed account waits its turn and delay
+// first, within ctx. An unknown name costs one password check too, so timing
+// does not tell which names exist.
 func (a *Accounts) Login(ctx context.Context, name, password, remoteIP, userAgent string) (token string, s AdminSession, err error) {
-	now := Millis(a.cfg.Clock())
 	typed := cleanName(name)
-	acct, addr := "u:"+typed, "a:"+addressKey(remoteIP)
-	if wait := a.throttle.begin(now, acct, addr); wait > 0 {
-		a.log.Debug("login throttled", "user", typed, "remote", remoteIP)
-		e := *errLoginFailed
-		e.Details = map[string]any{"retryAfterSeconds": int(math.Ceil(wait.Seconds()))}
-		return "", AdminSession{}, &e
+	at, err := a.throttle.begin(ctx, a.cfg.Clock, a.cfg.Sleep, typed, addressKey(remoteIP))
+	if err != nil {
+		if ErrorCode(err) == CodeLoginThrottleFull {
+			a.log.Warn("login refused: the login throttle's table is full", "user", typed, "remote", remoteIP)
+		} else {
+			a.log.Debug("login throttled", "user", typed, "remote", remoteIP, "err", err)
+		}
+		return "", AdminSession{}, err
 	}
 	u, known := User{}, false
 	if ValidUserName(name) {
 		u, err = a.store.User(ctx, name)
 		if err != nil && !errors.Is(err, ErrNotFound) {
-			a.throttle.undo(acct, addr)
+			at.end(a.cfg.Clock(), attemptVoid)
 			return "", AdminSession{}, storeErr(err)
 		}
 		known = err == nil
@@ -221,7 +254,7 @@ func (a *Accounts) Login(ctx context.Context, name, password, remoteIP, userAgen
 		reason = "account disabled"
 	}
 	if reason != "" {
-		if a.throttle.reached(acct, addr) {
+		if at.end(a.cfg.Clock(), attemptFailed) {
 			reason += "; further logins throttled for " + LoginThrottleWindow.String()
 			a.log.Warn("login throttled", "user", typed, "remote", remoteIP)
 		}
@@ -229,7 +262,8 @@ func (a *Accounts) Login(ctx context.Context, name, password, remoteIP, userAgen
 			RemoteIP: remoteIP, Detail: reason})
 		return "", AdminSession{}, errLoginFailed
 	}
-	a.throttle.succeed(acct, addr)
+	at.end(a.cfg.Clock(), attemptSucceeded)
+	now := Millis(a.cfg.Clock())
 
 	var b [32]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on Linux

@@ -4,14 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 )
 
 // The account management of Accounts: who may change which account, and how.
 
 // CreateUser adds the account name with role and password, created by actor, and
 // returns it. Errors: FORBIDDEN unless actor is an enabled admin; INVALID_REQUEST
-// naming "name", "role" or "password"; CONFLICT when the name exists.
+// naming "name", "role" or "password"; PASSWORD_TOO_COMMON; CONFLICT when the
+// name exists.
 func (a *Accounts) CreateUser(ctx context.Context, actor User, name string, role Role, password string) (User, error) {
 	if _, err := a.authorize(ctx, actor); err != nil {
 		return User{}, err
@@ -22,7 +22,7 @@ func (a *Accounts) CreateUser(ctx context.Context, actor User, name string, role
 	case !role.Valid():
 		return User{}, Invalidf("role", "the role is one of %s, %s, %s", RoleViewer, RoleOperator, RoleAdmin)
 	}
-	if err := CheckPassword("password", password); err != nil {
+	if err := a.checkNewPassword("password", password); err != nil {
 		return User{}, err
 	}
 	u, err := a.newUser(name, role, password, actor.addedBy())
@@ -130,7 +130,7 @@ func (a *Accounts) otherAdmins(ctx context.Context, name string) error {
 // ResetPassword gives the account name a new password, ending its sessions.
 // Errors: FORBIDDEN unless actor is an enabled admin, or for the actor's own
 // account (ChangePassword, with the old one, is for that); INVALID_REQUEST
-// ("password"); NOT_FOUND.
+// ("password"); PASSWORD_TOO_COMMON; NOT_FOUND.
 func (a *Accounts) ResetPassword(ctx context.Context, actor User, name, newPassword string) (User, error) {
 	if _, err := a.authorize(ctx, actor); err != nil {
 		return User{}, err
@@ -138,50 +138,68 @@ func (a *Accounts) ResetPassword(ctx context.Context, actor User, name, newPassw
 	if name == actor.Name {
 		return User{}, Errorf(CodeForbidden, "change your own password with the current one")
 	}
-	if err := CheckPassword("password", newPassword); err != nil {
+	if err := a.checkNewPassword("password", newPassword); err != nil {
 		return User{}, err
 	}
 	return a.setPassword(ctx, actor.AuditActor(), name, newPassword, "reset by an admin")
 }
 
 // ChangePassword changes the password of user, who gives the current one (old),
-// and ends all of user's sessions, this one too. A wrong old password counts as a
-// failed login of the account (LoginAccountFailures). Errors: INVALID_REQUEST
-// naming "oldPassword" (wrong, or throttled, with Details "retryAfterSeconds") or
-// "newPassword" (CheckPassword, or equal to the old one); SESSION_EXPIRED when the
-// account is gone or disabled.
+// and ends all of user's sessions, this one too. The current password is checked
+// as ConfirmPassword checks it. Errors: ConfirmPassword's; INVALID_REQUEST naming
+// "newPassword" (CheckPassword, or equal to the old one); PASSWORD_TOO_COMMON
+// naming "newPassword".
 func (a *Accounts) ChangePassword(ctx context.Context, user User, old, newPassword string) (User, error) {
-	now := a.cfg.Clock()
-	acct := "u:" + user.Name
-	if wait := a.throttle.begin(now, acct); wait > 0 {
-		e := Invalidf("oldPassword", "too many wrong passwords; retry later")
-		e.Details = map[string]any{"retryAfterSeconds": int(math.Ceil(wait.Seconds()))}
-		return User{}, e
+	if err := a.ConfirmPassword(ctx, user, "oldPassword", old); err != nil {
+		return User{}, err
 	}
-	cur, err := a.store.User(ctx, user.Name)
-	if errors.Is(err, ErrNotFound) || err == nil && cur.Disabled {
-		a.throttle.undo(acct)
-		return User{}, errSessionExpired
-	} else if err != nil {
-		a.throttle.undo(acct)
-		return User{}, storeErr(err)
-	}
-	ok, verr := a.hasher.Verify(cur.PasswordHash, cutBytes(old, MaxPasswordLen))
-	if verr != nil {
-		a.log.Error("a stored password hash does not parse", "user", user.Name, "err", verr)
-	}
-	if !ok || len(old) > MaxPasswordLen {
-		a.throttle.reached(acct)
-		return User{}, Invalidf("oldPassword", "the current password is wrong")
-	}
-	a.throttle.succeed(acct)
-	if err := CheckPassword("newPassword", newPassword); err != nil {
+	if err := a.checkNewPassword("newPassword", newPassword); err != nil {
 		return User{}, err
 	}
 	if newPassword == old {
 		return User{}, Invalidf("newPassword", "the new password is the current one")
 	}
 	return a.setPassword(ctx, user.AuditActor(), user.Name, newPassword, "changed by the user")
+}
+
+// ConfirmPassword checks that pw is the current password of user, who is logged
+// in and confirms a change with it (field names the request member). It is
+// throttled as a login of user from the address in ctx (WithRemoteIP): a wrong
+// password counts as a failed login (LoginPairFailures), and a slowed account
+// waits its turn first. Errors: INVALID_REQUEST naming field (wrong, or
+// throttled with Details "retryAfterSeconds"); LOGIN_THROTTLE_FULL;
+// SESSION_EXPIRED when the account is gone or disabled; STORE_UNAVAILABLE; ctx's.
+func (a *Accounts) ConfirmPassword(ctx context.Context, user User, field, pw string) error {
+	at, err := a.throttle.begin(ctx, a.cfg.Clock, a.cfg.Sleep, user.Name, addressKey(RemoteIPFrom(ctx)))
+	if err != nil {
+		var te *Error
+		if errors.As(err, &te) && te.Code == CodeLoginFailed {
+			e := Invalidf(field, "too many wrong passwords; retry later")
+			e.Details = te.Details
+			return e
+		}
+		return err
+	}
+	cur, err := a.store.User(ctx, user.Name)
+	if errors.Is(err, ErrNotFound) || err == nil && cur.Disabled {
+		at.end(a.cfg.Clock(), attemptVoid)
+		return errSessionExpired
+	} else if err != nil {
+		at.end(a.cfg.Clock(), attemptVoid)
+		return storeErr(err)
+	}
+	ok, verr := a.hasher.Verify(cur.PasswordHash, cutBytes(pw, MaxPasswordLen))
+	if verr != nil {
+		a.log.Error("a stored password hash does not parse", "user", user.Name, "err", verr)
+	}
+	if !ok || len(pw) > MaxPasswordLen {
+		if at.end(a.cfg.Clock(), attemptFailed) {
+			a.log.Warn("password confirmation throttled", "user", user.Name, "remote", RemoteIPFrom(ctx))
+		}
+		return Invalidf(field, "the current password is wrong")
+	}
+	at.end(a.cfg.Clock(), attemptSucceeded)
+	return nil
 }
 
 // setPassword stores a hash of pw as name's password, Epoch + 1, and ends its

@@ -38,6 +38,8 @@ const (
 	CodeStoreClockSkew         Code = "STORE_CLOCK_SKEW"         // the store's clock disagrees with the registry's
 	CodeClockUnverified        Code = "CLOCK_UNVERIFIED"         // the clock agent no longer vouches for this replica's clock: restart it
 	CodeLoginFailed            Code = "LOGIN_FAILED"             // unknown user, wrong password, disabled or throttled: one error; Details "retryAfterSeconds" when throttled
+	CodeLoginThrottleFull      Code = "LOGIN_THROTTLE_FULL"      // the login throttle's table is full of live entries: a login from a new address is refused for now; Details "retryAfterSeconds"
+	CodePasswordTooCommon      Code = "PASSWORD_TOO_COMMON"      // a new password is on the list of common passwords; Error.Field names it
 	CodeSessionExpired         Code = "SESSION_EXPIRED"          // the admin session is unknown, timed out or voided: log in again
 	CodeForbidden              Code = "FORBIDDEN"                // the account's role may not do that
 	CodeInternal               Code = "INTERNAL"                 // anything else; shows nothing of its cause

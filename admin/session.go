@@ -29,7 +29,9 @@ func (h *Handler) body(w http.ResponseWriter, r *http.Request, known []string) (
 func userName(s string) string { return strings.ToLower(strings.TrimSpace(s)) }
 
 // login checks the name and password (Accounts.Login, throttled per account and
-// per address, one LOGIN_FAILED for every cause, Retry-After while throttled) and
+// address and per address, slowed per account; one LOGIN_FAILED for every cause,
+// Retry-After while throttled; LOGIN_THROTTLE_FULL, 429, while the throttle has
+// no room for a new address) and
 // opens a new session, whose token goes in the cookie. A session the request's
 // cookie held before is ended: each login gets a session of its own.
 func (h *Handler) login(w http.ResponseWriter, r *http.Request, p *principal) (any, error) {

@@ -183,7 +183,7 @@ func TestSessionsDropped(t *testing.T) {
 func TestBruteForceThrottled(t *testing.T) {
 	e := newEnv(t)
 	e.user("alice", idkeeper.RoleViewer)
-	for i := range idkeeper.LoginAccountFailures {
+	for i := range idkeeper.LoginPairFailures {
 		r := e.do("POST", "/admin/api/login", fmt.Sprintf(`{"name":"alice","password":"guess-number-%d"}`, i)).
 			problem(t, idkeeper.CodeLoginFailed)
 		if r.header.Get("Retry-After") != "" {
@@ -207,7 +207,7 @@ func TestBruteForceThrottled(t *testing.T) {
 // made-up addresses. From a trusted proxy the forwarded address counts.
 func TestSpoofedForwardedForIgnored(t *testing.T) {
 	e := newEnv(t)
-	for i := range idkeeper.LoginAddressFailures {
+	for i := range idkeeper.LoginSourceFailures {
 		e.do("POST", "/admin/api/login", fmt.Sprintf(`{"name":"nobody-%d","password":"guess-password"}`, i),
 			"X-Forwarded-For", fmt.Sprintf("203.0.113.%d", i+1)).problem(t, idkeeper.CodeLoginFailed)
 	}
@@ -225,7 +225,7 @@ func TestSpoofedForwardedForIgnored(t *testing.T) {
 	}
 
 	p := newEnv(t, func(s *setup) { s.trusted = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")} })
-	for i := range idkeeper.LoginAddressFailures {
+	for i := range idkeeper.LoginSourceFailures {
 		p.do("POST", "/admin/api/login", fmt.Sprintf(`{"name":"nobody-%d","password":"guess-password"}`, i),
 			"X-Forwarded-For", "203.0.113.1").problem(t, idkeeper.CodeLoginFailed)
 	}
@@ -247,7 +247,7 @@ func TestChangePasswordThrottled(t *testing.T) {
 	e := newEnv(t)
 	e.user("alice", idkeeper.RoleViewer)
 	tok := e.login("alice", userPW)
-	for range idkeeper.LoginAccountFailures {
+	for range idkeeper.LoginPairFailures {
 		r := e.do("POST", "/admin/api/me/password", `{"oldPassword":"wrong-password-0","newPassword":"new-password-0123"}`,
 			"Cookie", tok).problem(t, idkeeper.CodeInvalidRequest)
 		if r.str("field") != "oldPassword" {
@@ -260,4 +260,24 @@ func TestChangePasswordThrottled(t *testing.T) {
 		t.Fatalf("not throttled: %s", r.raw)
 	}
 	e.do("POST", "/admin/api/me/password", `{"oldPassword":"x"}`, "X-API-Key", adminKey).problem(t, idkeeper.CodeForbidden)
+}
+
+// Issue #29: a common password is refused wherever one is set over the API:
+// 400 PASSWORD_TOO_COMMON naming the member, and nothing changes.
+func TestCommonPasswordRefusedOverTheAPI(t *testing.T) {
+	e := newEnv(t)
+	e.user("alice", idkeeper.RoleViewer)
+	root := e.login("root", rootPW)
+	for _, c := range []struct{ path, body, cookie, field string }{
+		{"/admin/api/users", `{"name":"carol","role":"viewer","password":"Password1234"}`, root, "password"},
+		{"/admin/api/users/alice/password", `{"password":"qwerty123456!"}`, root, "password"},
+		{"/admin/api/me/password", `{"oldPassword":"` + userPW + `","newPassword":"WinnieThePooh"}`, e.login("alice", userPW), "newPassword"},
+	} {
+		r := e.do("POST", c.path, c.body, "Cookie", c.cookie).problem(t, idkeeper.CodePasswordTooCommon)
+		if r.status != 400 || r.str("field") != c.field {
+			t.Fatalf("%s: %d %s", c.path, r.status, r.raw)
+		}
+	}
+	e.login("alice", userPW) // unchanged
+	e.do("POST", "/admin/api/users", `{"name":"carol","role":"viewer","password":"carols-password-1"}`, "Cookie", root).status1(t, 201)
 }

@@ -1,5 +1,6 @@
 // Package password hashes the passwords of the admin web with Argon2id (RFC 9106)
-// and checks them. Hashes are PHC strings:
+// and checks them, and knows the common passwords a new one must not be
+// (IsCommon, a list built into the binary). Hashes are PHC strings:
 //
 //	$argon2id$v=19$m=65536,t=3,p=4$<salt>$<key>
 //

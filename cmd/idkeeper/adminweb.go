@@ -20,6 +20,7 @@ import (
 	"github.com/idkeeper/idkeeper/idempotency"
 	"github.com/idkeeper/idkeeper/password"
 	"github.com/idkeeper/idkeeper/redis"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // AdminPasswordEnv names the environment variable holding the first admin's
@@ -65,6 +66,11 @@ func checkAdminSettings(cfg serverConfig) error {
 		if err := idkeeper.CheckPassword("password", cfg.AdminPassword); err != nil {
 			return usagef("%s: a password has %d to %d bytes", AdminPasswordEnv, idkeeper.MinPasswordLen, idkeeper.MaxPasswordLen)
 		}
+		if password.IsCommon(cfg.AdminPassword) {
+			return usagef("%s: the password is one of the most common ones (perhaps with digits or symbols added); "+
+				"choose another, or unset it once the first admin exists", AdminPasswordEnv)
+		}
+
 	}
 	// NewAccounts checks its settings without touching the store: a nil store of
 	// the right type suffices for that.
@@ -98,6 +104,17 @@ func newAdminWeb(store idkeeper.Store, cfg serverConfig, log *slog.Logger) (*adm
 		a.snaps, a.snapKind = ss, storeKind(cfg.Store)
 	}
 	return a, nil
+}
+
+// loginMetrics is idkeeper_admin_logins_refused_full_total: the logins the login
+// throttle refused because its table was full of live entries
+// (LOGIN_THROTTLE_FULL). Above zero, someone floods the admin login from many
+// addresses; logins from new addresses fail until the flood's entries end.
+func (a *adminWeb) loginMetrics() prometheus.Collector {
+	return prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "idkeeper_admin_logins_refused_full_total",
+		Help: "Admin logins refused with LOGIN_THROTTLE_FULL: the login throttle's table was full of live entries.",
+	}, func() float64 { return float64(a.acc.LoginThrottleFullRefusals()) })
 }
 
 // AdminIdempotencyMaxRecords is the most live Idempotency-Key records one caller

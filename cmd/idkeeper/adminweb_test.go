@@ -167,8 +167,8 @@ func TestServerFirstAdminLoginAndAudit(t *testing.T) {
 	s.stop()
 }
 
-// Issue #10: a password the first admin could not have is refused before the
-// store is touched, and so are session timeouts and a retention out of range.
+// Issue #10: a password the first admin could not have (too short; issue #29: a
+// common one) is refused before the store is touched, and so are session timeouts and a retention out of range.
 func TestAdminSettingsAreCheckedAtStart(t *testing.T) {
 	for _, c := range []struct {
 		args []string
@@ -176,6 +176,7 @@ func TestAdminSettingsAreCheckedAtStart(t *testing.T) {
 		want string
 	}{
 		{nil, map[string]string{AdminPasswordEnv: "short"}, "IDKEEPER_ADMIN_PASSWORD: a password has 12 to 1024 bytes"},
+		{nil, map[string]string{AdminPasswordEnv: "Password1234"}, "IDKEEPER_ADMIN_PASSWORD: the password is one of the most common"}, // issue #29
 		{[]string{"--admin-user", "Root!"}, map[string]string{AdminPasswordEnv: firstAdminPW}, `--admin-user "Root!"`},
 		{[]string{"--session-idle-timeout", "10s"}, nil, "session-idle-timeout = 10s is outside its range"},
 		{[]string{"--session-absolute-timeout", "1000h"}, nil, "session-absolute-timeout = 1000h0m0s is outside its range"},

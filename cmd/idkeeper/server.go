@@ -385,6 +385,7 @@ func startRegistryServer(ctx context.Context, cfg serverConfig) (_ *registryServ
 		return nil, err
 	}
 	web.wire(&rc)
+	promReg.MustRegister(web.loginMetrics())
 	if web.idem != nil {
 		promReg.MustRegister(web.idem.Collector())
 	}

@@ -156,6 +156,9 @@ func readPassword(file string) (string, error) {
 	if err := idkeeper.CheckPassword("password", pw); err != nil {
 		return "", usageError{err}
 	}
+	if password.IsCommon(pw) {
+		return "", usageError{idkeeper.PasswordTooCommon("password")}
+	}
 	return pw, nil
 }
 

@@ -88,6 +88,8 @@ func TestUsersOnTheStore(t *testing.T) {
 		{[]string{"users", "set-role", "root", "viewer"}, "", exitFail, "the last enabled admin"},
 		{[]string{"users", "add", "carol", "--role", "viewer"}, "short\n", exitUsage, "12 to 1024 bytes"},
 		{[]string{"users", "add", "carol", "--role", "viewer"}, "", exitUsage, "no password"},
+		{[]string{"users", "add", "carol", "--role", "viewer"}, "Password1234\n", exitUsage, "most common"},
+		{[]string{"users", "reset-password", "bob"}, "qwerty123456\n", exitUsage, "most common"},
 		{[]string{"users", "add", "carol"}, "carol's password 1", exitUsage, "--role is required"},
 		{[]string{"users", "add", "carol", "--role", "boss"}, "carol's password 1", exitUsage, "the role is one of"},
 		{[]string{"users", "add", "--role", "viewer"}, "carol's password 1", exitUsage, "want the user's NAME"},

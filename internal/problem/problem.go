@@ -80,6 +80,8 @@ var (
 		idkeeper.CodeStoreClockSkew:         {http.StatusServiceUnavailable, "Store clock disagrees"},
 		idkeeper.CodeClockUnverified:        {http.StatusServiceUnavailable, "Clock not verified"},
 		idkeeper.CodeLoginFailed:            {http.StatusUnauthorized, "Login failed"},
+		idkeeper.CodeLoginThrottleFull:      {http.StatusTooManyRequests, "Login throttle full"},
+		idkeeper.CodePasswordTooCommon:      {http.StatusBadRequest, "Password too common"},
 		idkeeper.CodeSessionExpired:         {http.StatusUnauthorized, "Session expired"},
 		idkeeper.CodeForbidden:              {http.StatusForbidden, "Forbidden"},
 		idkeeper.CodeInternal:               {http.StatusInternalServerError, "Internal server error"},

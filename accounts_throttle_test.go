@@ -1,0 +1,286 @@
+package idkeeper_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idkeeper/idkeeper"
+)
+
+// retryAfter is the "retryAfterSeconds" of a throttled refusal, 0 for none.
+func retryAfter(err error) int {
+	var e *idkeeper.Error
+	if !errors.As(err, &e) {
+		return 0
+	}
+	s, _ := e.Details["retryAfterSeconds"].(int)
+	return s
+}
+
+// Issue #29, finding 4: five wrong passwords locked the account for 15 minutes,
+// the right password included, from anywhere. Now they lock that (account,
+// source) pair only: the right password from another source still logs in,
+// after the account's slow-down.
+func TestLoginWrongPasswordsDoNotLockTheAccount(t *testing.T) {
+	e := newAcctEnv(t)
+	e.addUser(t, "bob", idkeeper.RoleViewer)
+	for i := range idkeeper.LoginPairFailures {
+		_, _, err := e.acc.Login(actx, "bob", "letmein-wrong", "203.0.113.1", "")
+		wantCode(t, err, idkeeper.CodeLoginFailed)
+		if retryAfter(err) != 0 {
+			t.Fatalf("attempt %d throttled already", i+1)
+		}
+	}
+	before := e.hasher.verifies.Load()
+	_, _, err := e.acc.Login(actx, "bob", bobPW, "203.0.113.1", "")
+	wantCode(t, err, idkeeper.CodeLoginFailed)
+	if retryAfter(err) != 15*60 {
+		t.Fatalf("the locked pair: retry after %d s, want 900: %v", retryAfter(err), err)
+	}
+	if e.hasher.verifies.Load() != before {
+		t.Fatal("a throttled login checked the password")
+	}
+	// The account is not locked: the right password from another source works,
+	// slowed down once the account has LoginSlowAfter failures.
+	e.login(t, "bob", bobPW, "203.0.113.2")
+	if sum, _ := e.slept.total(); sum != idkeeper.LoginSlowStep {
+		t.Fatalf("slowed down %v, want %v", sum, idkeeper.LoginSlowStep)
+	}
+	e.login(t, "root", rootPW, "203.0.113.1") // another account from the locked source
+
+	// Five more wrong passwords, each from its own source (the issue's lock-out):
+	// the right one from a sixth source still works.
+	for i := range 5 {
+		_, _, err := e.acc.Login(actx, "bob", "letmein-wrong", fmt.Sprintf("198.51.100.%d", i+1), "")
+		wantCode(t, err, idkeeper.CodeLoginFailed)
+	}
+	e.login(t, "bob", bobPW, "198.51.100.99")
+
+	// The pair's lock ends with its window.
+	e.clk.Set(t0.Add(idkeeper.LoginThrottleWindow))
+	e.login(t, "bob", bobPW, "203.0.113.1")
+
+	// A success clears the pair's count.
+	for range 2 {
+		for range idkeeper.LoginPairFailures - 1 {
+			_, _, err := e.acc.Login(actx, "bob", "letmein-wrong", "203.0.113.5", "")
+			wantCode(t, err, idkeeper.CodeLoginFailed)
+		}
+		e.login(t, "bob", bobPW, "203.0.113.5")
+	}
+	var throttled int
+	for _, a := range e.auditLog(t) {
+		if strings.Contains(a.Detail, "throttled") {
+			throttled++
+		}
+	}
+	if throttled != 1 {
+		t.Fatalf("%d audit entries say throttled, want 1", throttled)
+	}
+}
+
+func TestLoginThrottlePerSource(t *testing.T) {
+	e := newAcctEnv(t)
+	e.addUser(t, "bob", idkeeper.RoleViewer)
+	// Spread over names, each below its pair's limit; IPv6 addresses count by /64.
+	for i := range idkeeper.LoginSourceFailures {
+		ip := "2001:db8:1:2::" + string(rune('a'+i%6))
+		_, _, err := e.acc.Login(actx, "user"+string(rune('a'+i)), "letmein-wrong", ip, "")
+		wantCode(t, err, idkeeper.CodeLoginFailed)
+	}
+	before := e.hasher.verifies.Load()
+	_, _, err := e.acc.Login(actx, "bob", bobPW, "2001:db8:1:2::ffff", "")
+	wantCode(t, err, idkeeper.CodeLoginFailed)
+	if e.hasher.verifies.Load() != before || retryAfter(err) == 0 {
+		t.Fatalf("a throttled source: %v, password checked %t", err, e.hasher.verifies.Load() != before)
+	}
+	e.login(t, "bob", bobPW, "2001:db8:1:3::1") // another /64
+	e.login(t, "bob", bobPW, "192.0.2.7")
+	e.clk.Advance(idkeeper.LoginThrottleWindow)
+	e.login(t, "bob", bobPW, "2001:db8:1:2::1")
+}
+
+// Concurrent wrong passwords from one source cannot get past the pair's limit.
+func TestLoginThrottleConcurrent(t *testing.T) {
+	e := newAcctEnv(t)
+	e.addUser(t, "bob", idkeeper.RoleViewer)
+	before := e.hasher.verifies.Load()
+	var wg sync.WaitGroup
+	for range 30 {
+		wg.Go(func() {
+			_, _, err := e.acc.Login(actx, "bob", "letmein-wrong", "192.0.2.1", "")
+			if idkeeper.ErrorCode(err) != idkeeper.CodeLoginFailed {
+				t.Errorf("err %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := e.hasher.verifies.Load() - before; n != idkeeper.LoginPairFailures {
+		t.Fatalf("%d passwords checked, want %d", n, idkeeper.LoginPairFailures)
+	}
+}
+
+// The slow-down: each failure past LoginSlowAfter doubles the wait of the
+// account's next login, up to LoginSlowMax; it ends LoginThrottleWindow after the
+// last failure. It bounds the guessing rate of one account however many sources
+// guess.
+func TestLoginSlowDown(t *testing.T) {
+	for n, want := range map[int]time.Duration{0: 0, 4: 0, 5: 250 * time.Millisecond, 6: 500 * time.Millisecond,
+		7: time.Second, 8: 2 * time.Second, 9: 3 * time.Second, 1000: 3 * time.Second, 1 << 30: 3 * time.Second} {
+		if got := idkeeper.LoginSlowDelay(n); got != want {
+			t.Errorf("slowDelay(%d) = %v, want %v", n, got, want)
+		}
+	}
+	e := newAcctEnv(t)
+	e.addUser(t, "bob", idkeeper.RoleViewer)
+	const guesses = 200
+	start := e.clk.Now()
+	for i := range guesses {
+		ip := fmt.Sprintf("2001:db8:%x:%x::1", i/65536, i%65536) // a /64 each: no pair or source limit
+		_, _, err := e.acc.Login(actx, "bob", "letmein-wrong", ip, "")
+		wantCode(t, err, idkeeper.CodeLoginFailed)
+		if retryAfter(err) != 0 {
+			t.Fatalf("guess %d refused: %v", i, err)
+		}
+	}
+	// Every guess past the first LoginSlowAfter waited its delay: against one
+	// account, at most 3600 s / LoginSlowMax guesses an hour after the first few.
+	var want time.Duration
+	for n := range guesses {
+		want += idkeeper.LoginSlowDelay(n)
+	}
+	sum, slowed := e.slept.total()
+	if sum != want || slowed != guesses-idkeeper.LoginSlowAfter {
+		t.Fatalf("slowed %d guesses by %v, want %d by %v", slowed, sum, guesses-idkeeper.LoginSlowAfter, want)
+	}
+	if took := e.clk.Now().Sub(start); took < time.Duration(guesses-idkeeper.LoginSlowAfter-4)*idkeeper.LoginSlowMax {
+		t.Fatalf("%d guesses in %v", guesses, took)
+	}
+	// Another account is not slowed; this one still is, for the right password
+	// from a clean source too, which logs in.
+	e.login(t, "root", rootPW, "192.0.2.1")
+	if s, _ := e.slept.total(); s != sum {
+		t.Fatalf("root was slowed by %v", s-sum)
+	}
+	e.login(t, "bob", bobPW, "192.0.2.1")
+	if s, _ := e.slept.total(); s-sum != idkeeper.LoginSlowMax {
+		t.Fatalf("bob's right password slowed by %v, want %v", s-sum, idkeeper.LoginSlowMax)
+	}
+	// A window without failures ends the slow-down.
+	e.clk.Advance(idkeeper.LoginThrottleWindow)
+	sum, _ = e.slept.total()
+	e.login(t, "bob", bobPW, "192.0.2.1")
+	if s, _ := e.slept.total(); s != sum {
+		t.Fatalf("slowed by %v after a quiet window", s-sum)
+	}
+}
+
+// blockingSleeper holds every slowed login in Sleep until released, so that
+// the test controls the account's wait queue.
+type blockingSleeper struct {
+	release chan struct{}
+	entered atomic.Int64
+}
+
+func (b *blockingSleeper) Sleep(ctx context.Context, d time.Duration) error {
+	b.entered.Add(1)
+	select {
+	case <-b.release:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Slowed logins take turns: only one of them checks a password at a time, so
+// concurrency does not multiply the guessing rate; the wait queue is bounded,
+// refusing sources that failed first and never a clean source before it is full.
+func TestLoginSlowDownQueue(t *testing.T) {
+	e := newAcctEnv(t)
+	bs := &blockingSleeper{release: make(chan struct{})}
+	acc, err := idkeeper.NewAccounts(e.store, e.hasher, idkeeper.AccountsConfig{Clock: e.clk.Now, Logger: quiet, Sleep: bs.Sleep})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := acc.CreateUser(actx, e.root, "bob", idkeeper.RoleViewer, bobPW); err != nil {
+		t.Fatal(err)
+	}
+	for i := range idkeeper.LoginSlowAfter {
+		_, _, err := acc.Login(actx, "bob", "letmein-wrong", fmt.Sprintf("192.0.2.%d", i+1), "")
+		wantCode(t, err, idkeeper.CodeLoginFailed)
+	}
+	// The account is slowed: the next login holds the turn, blocked in Sleep.
+	type result struct {
+		ip  string
+		err error
+	}
+	results := make(chan result, 100)
+	login := func(ip, pw string) {
+		go func() {
+			_, _, err := acc.Login(actx, "bob", pw, ip, "")
+			results <- result{ip, err}
+		}()
+	}
+	login("198.51.100.1", bobPW)
+	waitFor(t, func() bool { return bs.entered.Load() == 1 })
+	before := e.hasher.verifies.Load()
+	for i := range idkeeper.LoginQueueFailed {
+		login(fmt.Sprintf("198.51.100.%d", 10+i), bobPW)
+	}
+	waitFor(t, func() bool { return idkeeper.LoginQueueLen(acc, "bob") == idkeeper.LoginQueueFailed })
+	// A waiting login whose request ends leaves the queue, refused as throttled.
+	ctx, cancel := context.WithCancel(actx)
+	cancel()
+	_, _, err = acc.Login(ctx, "bob", bobPW, "203.0.113.7", "")
+	if idkeeper.ErrorCode(err) != idkeeper.CodeLoginFailed || retryAfter(err) == 0 {
+		t.Fatalf("an ended request: %v", err)
+	}
+	if n := idkeeper.LoginQueueLen(acc, "bob"); n != idkeeper.LoginQueueFailed {
+		t.Fatalf("%d waiting after a request ended, want %d", n, idkeeper.LoginQueueFailed)
+	}
+	// Past LoginQueueFailed waiting, a source that has failed is refused at once ...
+	_, _, err = acc.Login(actx, "bob", bobPW, "192.0.2.1", "")
+	if idkeeper.ErrorCode(err) != idkeeper.CodeLoginFailed || retryAfter(err) == 0 {
+		t.Fatalf("a failed source past the queue: %v", err)
+	}
+	// ... a clean one waits, up to LoginQueueMax; past it, it is refused too.
+	for i := idkeeper.LoginQueueFailed; i < idkeeper.LoginQueueMax; i++ {
+		login(fmt.Sprintf("198.51.100.%d", 10+i), bobPW)
+	}
+	waitFor(t, func() bool { return idkeeper.LoginQueueLen(acc, "bob") == idkeeper.LoginQueueMax })
+	_, _, err = acc.Login(actx, "bob", bobPW, "198.51.100.200", "")
+	if idkeeper.ErrorCode(err) != idkeeper.CodeLoginFailed || retryAfter(err) == 0 {
+		t.Fatalf("a clean source past the full queue: %v", err)
+	}
+	if n := e.hasher.verifies.Load() - before; n != 0 {
+		t.Fatalf("%d passwords checked while one login held the turn", n)
+	}
+	// Released, every waiting login of a clean source with the right password
+	// logs in, one at a time.
+	close(bs.release)
+	for range 1 + idkeeper.LoginQueueMax {
+		if r := <-results; r.err != nil {
+			t.Fatalf("%s: %v", r.ip, r.err)
+		}
+	}
+	if idkeeper.LoginQueueLen(acc, "bob") != 0 {
+		t.Fatal("the queue did not empty")
+	}
+}
+
+// waitFor polls cond for up to 10 s: liveness only, never correctness.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
