@@ -66,8 +66,14 @@ func (rs *restoreState) sweep(now time.Time) {
 	}
 }
 
-// stage keeps s as id, in place of any earlier preview of the same user.
-func (rs *restoreState) stage(id string, s *stagedRestore, now time.Time) {
+// stage keeps s as id, in place of any earlier preview of the same user. Its file
+// is removed once it expires by clock, even if nothing else comes to sweep.
+func (rs *restoreState) stage(id string, s *stagedRestore, now time.Time, clock func() time.Time) {
+	time.AfterFunc(RestorePreviewTTL+time.Second, func() {
+		rs.mu.Lock()
+		defer rs.mu.Unlock()
+		rs.sweep(clock())
+	})
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	rs.sweep(now)
@@ -101,6 +107,19 @@ func (rs *restoreState) take(id, user, sum string, now time.Time) (*stagedRestor
 	}
 	delete(rs.staged, id)
 	return s, nil
+}
+
+// lowerHex reports whether s is n lower-case hex digits.
+func lowerHex(s string, n int) bool {
+	if len(s) != n {
+		return false
+	}
+	for _, r := range s {
+		if !('0' <= r && r <= '9' || 'a' <= r && r <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // spoolBackup checks the backup in r's body whole while it spools it to a
@@ -200,7 +219,7 @@ func (h *Handler) previewRestore(w http.ResponseWriter, r *http.Request, p *prin
 		GraceMs: cfg.Grace.Milliseconds(), QuarantineEnd: wire.FormatTime(until),
 		Quarantined: nodesWire(with.Free), Kept: nodesWire(with.Leased)}
 	h.restores.stage(id, &stagedRestore{user: p.user.Name, path: f.Name(), expires: now.Add(RestorePreviewTTL), sum: sum,
-		replaces: live, preview: pv}, now)
+		replaces: live, preview: pv}, now, h.reg.Now)
 	keep = true
 	h.log.Info("restore previewed through the admin API", "actor", p.actor, "preview", id, "sha256", sum.SHA256,
 		"quarantined", with.Free.Count())
@@ -261,9 +280,14 @@ func (h *Handler) restoreBackup(w http.ResponseWriter, r *http.Request, p *princ
 			return nil, err
 		}
 	}
-	if req.Preview == "" || req.SHA256 == "" {
+	switch {
+	case req.Preview == "" || req.SHA256 == "":
 		return nil, idkeeper.Invalidf("preview", "a restore applies a preview: POST %srestore/preview with the backup file "+
 			"first, then send its preview and sha256 with your password", APIPrefix)
+	case !lowerHex(req.Preview, 32):
+		return nil, idkeeper.Invalidf("preview", "preview is the ID a restore preview answered: 32 lower-case hex digits")
+	case !lowerHex(req.SHA256, 64):
+		return nil, idkeeper.Invalidf("sha256", "sha256 is the previewed file's checksum: 64 lower-case hex digits")
 	}
 	if err := h.acct.ConfirmPassword(r.Context(), *p.user, "password", req.Password, idkeeper.RoleAdmin); err != nil {
 		if idkeeper.ErrorCode(err) == idkeeper.CodeInvalidRequest && req.Password != "" {

@@ -1110,7 +1110,7 @@ func TestOpenAPIAnswered(t *testing.T) {
 		return string(b)
 	}
 	reg(http.MethodPost, "/admin/api/restore", "", confirm(""), http.StatusBadRequest, sess...)
-	reg(http.MethodPost, "/admin/api/restore", "", `{"preview":"x","sha256":"y","password":"root-password-4567"}`,
+	reg(http.MethodPost, "/admin/api/restore", "", `{"preview":"`+strings.Repeat("a", 32)+`","sha256":"`+strings.Repeat("0", 64)+`","password":"root-password-4567"}`,
 		http.StatusNotFound, sess...)
 	reg(http.MethodPost, "/admin/api/restore", "", confirm("root-password-4567"), http.StatusOK, sess...)
 
