@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"net/http"
+	"net/url"
 	"regexp"
 	"strings"
 	"testing"
@@ -257,4 +259,44 @@ func TestOperatorCannotTouchFullBackups(t *testing.T) {
 func hexOf(secret string) string {
 	_, h := idkeeper.HashAPIKey(secret)
 	return hex.EncodeToString(h)
+}
+
+// The key pages follow the same rules: the Admin key box shows to an admin
+// only, and an operator's form asking for one is refused (403, no key); an
+// operator sees an admin key's page without its forms, and its POSTs are
+// refused.
+func TestAdminKeyPages(t *testing.T) {
+	e := newWebEnv(t)
+	e.addUser("otto", idkeeper.RoleOperator)
+	ada, otto := e.client(), e.client()
+	ada.login("admin")
+	otto.login("otto")
+	if p := otto.get("/admin/keys"); strings.Contains(p.body, `name="admin"`) {
+		t.Error("an operator's key form offers an admin key")
+	}
+	if p := ada.get("/admin/keys"); !strings.Contains(p.body, `name="admin"`) {
+		t.Error("an admin's key form offers no admin key")
+	}
+	checkPage(t, "operator asks for an admin key", otto.post("/admin/keys", url.Values{"description": {"x"}, "admin": {"true"}}),
+		http.StatusForbidden)
+	if ks, _ := e.reg.Keys(context.Background()); len(ks) != 0 {
+		t.Fatalf("a refused form made a key: %+v", ks)
+	}
+	p := ada.post("/admin/keys", url.Values{"description": {"ops automation"}, "admin": {"true"}})
+	checkPage(t, "admin makes an admin key", p, http.StatusOK)
+	ks, _ := e.reg.Keys(context.Background())
+	if len(ks) != 1 || !ks[0].Key.Admin {
+		t.Fatalf("keys after the admin's form: %+v", ks)
+	}
+	id := ks[0].Key.ID
+	kp := otto.get("/admin/keys/" + id)
+	checkPage(t, "operator's view of an admin key", kp, http.StatusOK)
+	if forms := postForms(kp.body); len(forms) != 1 || !strings.Contains(kp.body, "only an admin may change or revoke it") {
+		t.Errorf("the operator's admin key page: forms %q", forms)
+	}
+	checkPage(t, "operator revokes an admin key", otto.post("/admin/keys/"+id+"/revoke", url.Values{}), http.StatusForbidden)
+	checkPage(t, "operator changes an admin key", otto.post("/admin/keys/"+id, url.Values{"maxNodes": {"1"}}), http.StatusForbidden)
+	if k, _ := e.reg.Key(context.Background(), id); k.Key.Revoked() || k.Key.MaxNodes != 0 {
+		t.Fatalf("the operator changed the admin key: %+v", k.Key)
+	}
 }
