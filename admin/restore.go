@@ -181,8 +181,8 @@ func (h *Handler) spoolBackup(w http.ResponseWriter, r *http.Request) (*os.File,
 // plain or gzip-compressed; no JSON), keeps it on this server for
 // RestorePreviewTTL in place of the caller's earlier preview, and answers what a
 // restore of it would replace and quarantine (wire.RestorePreview); it writes
-// nothing to the store. Errors: spoolBackup's; STORE_NOT_INITIALISED or the
-// store's when the live store cannot be read.
+// nothing to the store; a store never initialised has nothing to replace.
+// Errors: spoolBackup's; the store's when the live store cannot be read.
 func (h *Handler) previewRestore(w http.ResponseWriter, r *http.Request, p *principal) (any, error) {
 	ss, _, err := h.snapshots()
 	if err != nil {
@@ -202,6 +202,9 @@ func (h *Handler) previewRestore(w http.ResponseWriter, r *http.Request, p *prin
 		}
 	}()
 	live, err := backup.Tally(ctx, ss)
+	if idkeeper.ErrorCode(err) == idkeeper.CodeStoreNotInitialised {
+		live, err = backup.Contents{}, nil // nothing to replace: a restore initialises it
+	}
 	if err != nil {
 		return nil, storeErr(err)
 	}
