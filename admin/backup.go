@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"bufio"
 	"compress/gzip"
 	"context"
 	"errors"
@@ -9,7 +8,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -17,15 +15,16 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/backup"
-	"github.com/idkeeper/idkeeper/internal/shortlease"
 	"github.com/idkeeper/idkeeper/internal/wire"
 )
 
 // Backups through the admin API (issue #12, docs/backup.md): GET
-// /admin/api/backup streams a backup of the live store (operator and above);
-// POST /admin/api/restore replaces the live store's whole state with a backup
-// file (admin), made safe with the registry's own lease duration and grace,
-// never a client's.
+// /admin/api/backup streams a backup of the live store (a full one for an admin,
+// a redacted one, ?redacted=1, for an operator too: issue #29); POST
+// /admin/api/restore/preview and POST /admin/api/restore (restore.go) replace
+// the live store's whole state with a backup file (an admin's session and
+// password), made safe with the registry's own lease duration and grace, never a
+// client's.
 //
 // Why a restore needs no pause of the registry: LoadSnapshot is one atomic step
 // of the store (bolt: the state is staged in its own bucket and swapped in by one
@@ -65,6 +64,9 @@ type streamed struct{}
 type restoreState struct {
 	run  sync.Mutex
 	last atomic.Pointer[lastRestore]
+
+	mu     sync.Mutex
+	staged map[string]*stagedRestore // the previews awaiting confirmation, by ID
 }
 
 // lastRestore is what the store's health shows of the last restore.
@@ -113,7 +115,10 @@ func (h *Handler) backupContext(w http.ResponseWriter, r *http.Request) (context
 }
 
 // exportBackup streams a backup of the live store (backup.Export): one
-// consistent view, every record checked as an import will check it. The file is
+// consistent view, every record checked as an import will check it. A full
+// backup is an admin's (403 FORBIDDEN for anyone else); ?redacted=1 makes it
+// redacted (backup.Source.Redacted: no key hash, password hash or webhook URL;
+// it never restores), named …-redacted.idkbackup, for an operator too. The file is
 // named idkeeper-GENERATION-TIME.idkbackup in Content-Disposition. ?gzip=1 makes
 // the file itself gzip-compressed (application/gzip, name ….idkbackup.gz);
 // without it the file is plain (application/x-ndjson) and travels gzip-encoded
@@ -125,14 +130,25 @@ func (h *Handler) exportBackup(w http.ResponseWriter, r *http.Request, p *princi
 	if err != nil {
 		return nil, err
 	}
-	fileGzip := false
+	fileGzip, redacted := false, false
 	for name, vs := range r.URL.Query() {
-		if name != "gzip" || len(vs) != 1 {
-			return nil, idkeeper.Invalidf(name, "GET %sbackup takes one query parameter, gzip=1", APIPrefix)
+		if name != "gzip" && name != "redacted" || len(vs) != 1 {
+			return nil, idkeeper.Invalidf(name, "GET %sbackup takes the query parameters gzip=1 and redacted=1", APIPrefix)
 		}
-		if fileGzip, err = strconv.ParseBool(vs[0]); err != nil {
-			return nil, idkeeper.Invalidf(name, "gzip=%q: want 1 or 0", vs[0])
+		v, err := strconv.ParseBool(vs[0])
+		if err != nil {
+			return nil, idkeeper.Invalidf(name, "%s=%q: want 1 or 0", name, vs[0])
 		}
+		if name == "gzip" {
+			fileGzip = v
+		} else {
+			redacted = v
+		}
+	}
+	if !redacted && !p.role.AtLeast(idkeeper.RoleAdmin) {
+		return nil, idkeeper.Errorf(idkeeper.CodeForbidden, "a full backup holds every password hash, API key hash and "+
+			"webhook URL: only an admin downloads one; %s has the role %s: ask for a redacted one (GET %sbackup?redacted=1)",
+			p.actor, p.role, APIPrefix)
 	}
 	ctx, cancel := h.backupContext(w, r)
 	defer cancel()
@@ -144,7 +160,11 @@ func (h *Handler) exportBackup(w http.ResponseWriter, r *http.Request, p *princi
 		return nil, idkeeper.ErrNotInitialised
 	}
 	now := h.reg.Now()
-	name := fmt.Sprintf("idkeeper-%d-%s%s", st.Generation.Number, now.UTC().Format("20060102T150405Z"), BackupFileExtension)
+	kind := ""
+	if redacted {
+		kind = "-redacted"
+	}
+	name := fmt.Sprintf("idkeeper-%d-%s%s%s", st.Generation.Number, now.UTC().Format("20060102T150405Z"), kind, BackupFileExtension)
 	ctype, encode := BackupContentType, !fileGzip && acceptsGzip(r)
 	if fileGzip {
 		ctype, name = BackupGzipType, name+".gz"
@@ -167,7 +187,7 @@ func (h *Handler) exportBackup(w http.ResponseWriter, r *http.Request, p *princi
 		zw = gzip.NewWriter(out)
 		dst = zw
 	}
-	sum, err := backup.Export(ctx, ss, dst, backup.Source{Store: h.snapshotKind(), TakenAt: now})
+	sum, err := backup.Export(ctx, ss, dst, backup.Source{Store: h.snapshotKind(), TakenAt: now, Redacted: redacted})
 	if err == nil && zw != nil {
 		err = zw.Close()
 	}
@@ -182,7 +202,7 @@ func (h *Handler) exportBackup(w http.ResponseWriter, r *http.Request, p *princi
 		h.log.Error("backup export failed after its first bytes: the connection is cut", "actor", p.actor, "err", err)
 		panic(http.ErrAbortHandler)
 	}
-	h.log.Info("backup exported through the admin API", "actor", p.actor, "file", name, "records", sum.Counts.Records(),
+	h.log.Info("backup exported through the admin API", "actor", p.actor, "file", name, "redacted", redacted, "records", sum.Counts.Records(),
 		"bytes", sum.Bytes, "sha256", sum.SHA256)
 	return streamed{}, nil
 }
@@ -208,112 +228,6 @@ func (l *lazyWriter) Write(p []byte) (int, error) {
 		l.start()
 	}
 	return l.w.Write(p)
-}
-
-// restoreBackup replaces the live store's whole state with the backup in the
-// request body (the file as it is, plain or gzip-compressed; no JSON), made
-// safe by backup.PlanFor with the registry's lease duration and grace: every
-// node ID free in the backup quarantined until now + lease duration + grace,
-// every watermark floor raised to it, leases kept for their holders' receipts,
-// the fencing counter above every token known, a new generation. The body is
-// spooled to a temporary file while it is checked whole (backup.Verify); a
-// damaged, truncated, newer-format or foreign file (400 INVALID_REQUEST) or one
-// over Config.MaxRestoreBytes (413 BODY_TOO_LARGE) writes nothing. The load
-// itself is all or nothing. One restore runs at a time on this server (409
-// CONFLICT). It answers the summary (wire.Restore), remembers it for the store's
-// health, and audits it as backup.restore. The sessions of the admin web end
-// with the load (log in again); the registry meets the new generation at its
-// next guarded call, or its probe, and recovers as from a reset (see the
-// comment at the top of this file).
-func (h *Handler) restoreBackup(w http.ResponseWriter, r *http.Request, p *principal) (any, error) {
-	ss, sr, err := h.snapshots()
-	if err != nil {
-		return nil, err
-	}
-	if err := checkBackupType(r.Header.Get("Content-Type")); err != nil {
-		return nil, err
-	}
-	limit := h.cfg.MaxRestoreBytes
-	if limit <= 0 {
-		limit = DefaultMaxRestoreBytes
-	}
-	if r.ContentLength > limit {
-		return nil, restoreTooLarge(limit)
-	}
-	if !h.restores.run.TryLock() {
-		return nil, idkeeper.Errorf(idkeeper.CodeConflict, "another restore runs on this server; wait for its answer")
-	}
-	defer h.restores.run.Unlock()
-	ctx, cancel := h.backupContext(w, r)
-	defer cancel()
-
-	f, err := os.CreateTemp(h.cfg.RestoreDir, "idkeeper-restore-*"+BackupFileExtension)
-	if err != nil {
-		return nil, idkeeper.Unavailable(fmt.Errorf("spool the backup: %w", err))
-	}
-	defer func() {
-		f.Close()
-		os.Remove(f.Name())
-	}()
-	spool := bufio.NewWriterSize(f, 256<<10)
-	body := &limitedBody{r: http.MaxBytesReader(w, r.Body, limit)}
-	checked, err := backup.Verify(io.TeeReader(body, spoolWriter{spool}))
-	if err == nil {
-		// Anything after the end would have failed the check; drain what a
-		// compressed stream may leave unread, so the spool is the whole body.
-		_, err = io.Copy(spoolWriter{spool}, body)
-	}
-	if err == nil {
-		err = spool.Flush()
-		if err != nil {
-			err = spoolError{err}
-		}
-	}
-	if err != nil && body.over {
-		// Whatever the check made of the cut-off body.
-		return nil, restoreTooLarge(limit)
-	}
-	if err != nil {
-		return nil, restoreRefused(err, limit)
-	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return nil, idkeeper.Unavailable(fmt.Errorf("spool the backup: %w", err))
-	}
-
-	// The plan is taken after the upload, just before the load: its quarantine
-	// starts as late as it can.
-	cfg := h.reg.Config()
-	var opts []backup.Option
-	if cfg.LeaseDuration < idkeeper.MinFirstLease {
-		// A registry allowed leases of seconds (internal/shortlease: the
-		// fault-injection suite): its own values are still the plan's.
-		opts = append(opts, shortlease.ImportOption().(backup.Option))
-	}
-	plan, err := backup.PlanFor(ctx, sr, h.reg.Now(), cfg.LeaseDuration, cfg.Grace, opts...)
-	if err != nil {
-		return nil, idkeeper.Unavailable(err)
-	}
-	sum, err := backup.Import(ctx, ss, bufio.NewReaderSize(f, 256<<10), plan, opts...)
-	if err != nil {
-		h.log.Error("restore through the admin API failed; the store was left as it was", "actor", p.actor, "err", err)
-		return nil, restoreRefused(err, limit)
-	}
-	lr := &lastRestore{At: plan.Now, TakenAt: sum.Header.TakenAt, Actor: p.actor, SHA256: sum.SHA256, Bytes: sum.Bytes,
-		Store: sum.Header.Store, From: sum.Header.Meta.Generation.Number, Counts: sum.Counts, Generation: sum.Generation.Number,
-		Fence: sum.Fence, LeaseDuration: plan.LeaseDuration, Grace: plan.Grace, Until: sum.Until,
-		Quarantined: sum.Quarantined, Kept: sum.Kept, Live: sum.Live}
-	if checked.SHA256 != sum.SHA256 {
-		h.log.Error("the restored backup's checksum differs from the checked upload's", "checked", checked.SHA256, "loaded", sum.SHA256)
-	}
-	h.restores.last.Store(lr)
-	h.log.Warn("store restored from a backup through the admin API: node IDs free in the backup are quarantined until "+
-		sum.Until.UTC().Format(time.RFC3339), "actor", p.actor, "sha256", sum.SHA256, "generation", sum.Generation.Number,
-		"quarantined", sum.Quarantined.Count(), "kept", sum.Kept.Count())
-	h.audit(ctx, idkeeper.AuditEntry{Actor: p.actor, Action: idkeeper.AuditBackupRestore, Target: "store", Detail: lr.detail()})
-	if err := h.allow.Refresh(ctx); err != nil {
-		h.log.Warn("read the restored IP allow-list", "err", err)
-	}
-	return lr.wire(), nil
 }
 
 // checkBackupType accepts a restore's body as a file: no Content-Type, or

@@ -95,8 +95,7 @@ func TestBackupExportAPI(t *testing.T) {
 		if _, err := e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: who, Count: 1, Key: idkeeper.APIKey{ID: plainID}}); err != nil {
 			t.Fatal(err)
 		}
-		e.user("operator", idkeeper.RoleOperator)
-		tok := e.login("operator", userPW)
+		tok := e.login("root", rootPW) // a full backup is an admin's (redacted_test.go: an operator's)
 		e.settle("node:0")
 		kind := map[bool]string{false: "bolt", true: "redis"}[e.redis != ""]
 
@@ -197,7 +196,6 @@ func (e *env) renewV1(name string, held []wire.Lease) []wire.Lease {
 func TestRestoreAPI(t *testing.T) {
 	stores(t, func(t *testing.T, e *env) {
 		ctx := context.Background()
-		adminID, _ := idkeeper.HashAPIKey(adminKey)
 		a := e.allocV1("holder-a", 2)
 		e.settle("nodes:0-1")
 		resp, file := e.raw("GET", "/admin/api/backup", nil, "X-API-Key", adminKey)
@@ -218,9 +216,9 @@ func TestRestoreAPI(t *testing.T) {
 		cfg := e.reg.Config()
 		until := restoredAt.Add(cfg.LeaseDuration + cfg.Grace)
 		var sum wire.Restore
-		e.do("POST", "/admin/api/restore", string(file), "X-API-Key", adminKey, "Content-Type", "application/octet-stream").
-			ok(t).decode(t, &sum)
-		want := wire.Restore{At: ts(restoredAt), Actor: "key:" + adminID, SHA256: regexp.MustCompile(`"sha256":"([0-9a-f]{64})"`).FindStringSubmatch(trailer)[1],
+		pv := e.preview(tok, file).ok(t)
+		e.confirm(tok, pv, rootPW).ok(t).decode(t, &sum)
+		want := wire.Restore{At: ts(restoredAt), Actor: "user:root", SHA256: regexp.MustCompile(`"sha256":"([0-9a-f]{64})"`).FindStringSubmatch(trailer)[1],
 			Bytes: int64(len(file)), Backup: wire.RestoreBackup{TakenAt: ts(start), Store: map[bool]string{false: "bolt", true: "redis"}[e.redis != ""], Generation: 1},
 			Records:    wire.RestoreRecords{Nodes: 128, Leases: 2, Keys: 2, Users: 1, Audit: sum.Records.Audit},
 			Generation: 2, FencingCounter: *b[0].FencingToken, LeaseDurationMs: cfg.LeaseDuration.Milliseconds(),
@@ -230,7 +228,7 @@ func TestRestoreAPI(t *testing.T) {
 			t.Fatalf("restore answered\n%+v\nwant\n%+v", sum, want)
 		}
 		entry := e.waitAudit(idkeeper.AuditBackupRestore, "store")
-		if entry.Actor != "key:"+adminID || !strings.Contains(entry.Detail, "node IDs 2-127 quarantined until "+ts(until)) ||
+		if entry.Actor != "user:root" || !strings.Contains(entry.Detail, "node IDs 2-127 quarantined until "+ts(until)) ||
 			!strings.Contains(entry.Detail, "2 leases kept (node IDs 0-1)") || !strings.Contains(entry.Detail, want.SHA256) {
 			t.Fatalf("audit entry %+v", entry)
 		}
@@ -266,7 +264,7 @@ func TestRestoreAPI(t *testing.T) {
 		}
 		tok = e.login("root", rootPW)
 		page := string(e.do("GET", "/admin/store", "", "Cookie", tok).status1(t, 200).raw)
-		for _, w := range []string{"restored from a backup", "key:" + adminID, sum.SHA256, ">2-127<", ">0-1<",
+		for _, w := range []string{"restored from a backup", "user:root", sum.SHA256, ">2-127<", ">0-1<",
 			"This server recovered it", "backup.restore"} {
 			if !strings.Contains(page, w) {
 				t.Errorf("the store page lacks %q", w)
@@ -306,7 +304,7 @@ func TestRestoreRefusals(t *testing.T) {
 	before := e.snapshot()
 	big := bytes.Repeat([]byte("x"), 100<<10)
 	post := func(body []byte, hdr ...string) response {
-		return e.do("POST", "/admin/api/restore", string(body), append([]string{"Cookie", tok, "Content-Type", "application/octet-stream"}, hdr...)...)
+		return e.do("POST", "/admin/api/restore/preview", string(body), append([]string{"Cookie", tok, "Content-Type", "application/octet-stream"}, hdr...)...)
 	}
 	for _, c := range []struct {
 		name string
@@ -322,10 +320,11 @@ func TestRestoreRefusals(t *testing.T) {
 		{"empty", post(nil), idkeeper.CodeInvalidRequest, "empty"},
 		{"gzip cut", post(gz.Bytes()[:gz.Len()-20]), idkeeper.CodeInvalidRequest, "truncated"},
 		{"too large", post(big), idkeeper.CodeBodyTooLarge, "16384 bytes"},
-		{"too large, no length", e.chunked("/admin/api/restore", big, "Cookie", tok), idkeeper.CodeBodyTooLarge, "16384 bytes"},
-		{"json", e.do("POST", "/admin/api/restore", string(file), "Cookie", tok), idkeeper.CodeUnsupportedMediaType, "application/octet-stream"},
+		{"too large, no length", e.chunked("/admin/api/restore/preview", big, "Cookie", tok), idkeeper.CodeBodyTooLarge, "16384 bytes"},
+		{"json", e.do("POST", "/admin/api/restore/preview", string(file), "Cookie", tok), idkeeper.CodeUnsupportedMediaType, "application/octet-stream"},
 		{"cross-site", post(file, "Sec-Fetch-Site", "cross-site", "Origin", "https://evil.example"), idkeeper.CodeForbidden, "cross-origin"},
-		{"operator", e.do("POST", "/admin/api/restore", string(file), "Cookie", opTok, "Content-Type", "application/octet-stream"), idkeeper.CodeForbidden, "role admin"},
+		{"operator", e.do("POST", "/admin/api/restore/preview", string(file), "Cookie", opTok, "Content-Type", "application/octet-stream"), idkeeper.CodeForbidden, "role admin"},
+		{"the file as the confirmation", e.do("POST", "/admin/api/restore", string(file), "Cookie", tok, "Content-Type", "application/octet-stream"), idkeeper.CodeUnsupportedMediaType, "application/json"},
 	} {
 		c.r.problem(t, c.code)
 		if !strings.Contains(c.r.str("detail"), c.msg) {
@@ -345,10 +344,23 @@ func TestRestoreRefusals(t *testing.T) {
 	}
 	// The gzip file itself restores.
 	var sum wire.Restore
-	post(gz.Bytes()).ok(t).decode(t, &sum)
+	e.confirm(tok, post(gz.Bytes()).ok(t), rootPW).ok(t).decode(t, &sum)
 	if sum.Generation != 2 || sum.Quarantined.Count != 16 || sum.Bytes != int64(len(file)) {
 		t.Fatalf("restore of the gzip file: %+v", sum)
 	}
+}
+
+// preview uploads file for a restore preview with the session tok.
+func (e *env) preview(tok string, file []byte) response {
+	e.t.Helper()
+	return e.do("POST", "/admin/api/restore/preview", string(file), "Cookie", tok, "Content-Type", "application/octet-stream")
+}
+
+// confirm applies the preview pv (an answer of preview) with the password pw.
+func (e *env) confirm(tok string, pv response, pw string) response {
+	e.t.Helper()
+	body, _ := json.Marshal(wire.RestoreConfirm{Preview: pv.str("preview"), SHA256: pv.str("sha256"), Password: pw})
+	return e.do("POST", "/admin/api/restore", string(body), "Cookie", tok)
 }
 
 // chunked POSTs body as application/octet-stream without a Content-Length.

@@ -56,8 +56,7 @@ func testBackups(t *testing.T, st idkeeper.Store, audit idkeeper.Auditor, clock 
 // attachment), delete (204, audited); names that are not a backup's are 404.
 func TestBackupsAPI(t *testing.T) {
 	e := newEnv(t)
-	e.user("operator", idkeeper.RoleOperator)
-	op := []string{"Cookie", e.login("operator", userPW), "Sec-Fetch-Site", "same-origin"}
+	op := []string{"Cookie", e.login("root", rootPW), "Sec-Fetch-Site", "same-origin"} // the folder is an admin's (leastpriv_test.go)
 	key := []string{"X-API-Key", adminKey}
 
 	var list wire.Backups
@@ -136,7 +135,7 @@ func TestBackupsAPI(t *testing.T) {
 	e.do("POST", "/admin/api/backups/"+made[0].Name+"/delete", "", op...).status1(t, http.StatusNoContent)
 	e.do("POST", "/admin/api/backups/"+made[0].Name+"/delete", "", op...).problem(t, idkeeper.CodeNotFound)
 	e.do("GET", "/admin/api/backups/"+made[0].Name, "", op...).problem(t, idkeeper.CodeNotFound)
-	if a := e.waitAudit(backup.AuditDelete, "backup:"+made[0].Name); a.Actor != "user:operator" {
+	if a := e.waitAudit(backup.AuditDelete, "backup:"+made[0].Name); a.Actor != "user:root" {
 		t.Fatalf("delete audit %+v", a)
 	}
 	e.do("GET", "/admin/api/backups", "", op...).ok(t).decode(t, &list)
@@ -240,15 +239,28 @@ func TestBackupsPage(t *testing.T) {
 		t.Errorf("a viewer lists the backups: %d", p.status)
 	}
 
+	// An operator sees the folder and downloads a redacted backup; the rest is
+	// an admin's.
 	p := otto.get("/admin/backups")
+	checkPage(t, "operator's backups", p, http.StatusOK)
+	if forms := postForms(p.body); len(forms) != 1 || strings.Contains(p.body, "Back up now") ||
+		!strings.Contains(p.body, `href="/admin/api/backup?redacted=1"`) {
+		t.Errorf("the operator's page: forms %q", forms)
+	}
+	checkPage(t, "operator's back up now", otto.post("/admin/backups", url.Values{}), http.StatusForbidden)
+	checkPage(t, "operator's restore", otto.post("/admin/restore", url.Values{}), http.StatusForbidden)
+	e.addUser("ada", idkeeper.RoleAdmin)
+	otto = e.client()
+	otto.login("ada")
+	p = otto.get("/admin/backups")
 	checkPage(t, "backups", p, http.StatusOK)
 	for _, want := range []string{`href="/admin/backups" aria-current="page"`, "No backup yet", "<code>@daily</code> (UTC)",
-		"the newest 14", "none older than 720h", "Back up now"} {
+		"the newest 14", "none older than 720h", "Back up now", "Preview the restore"} {
 		if !strings.Contains(p.body, want) {
 			t.Errorf("the empty page lacks %q", want)
 		}
 	}
-	if forms := postForms(p.body); len(forms) != 2 || forms[1] != "/admin/backups" {
+	if forms := postForms(p.body); len(forms) != 3 || forms[1] != "/admin/backups" || forms[2] != "/admin/restore" {
 		t.Errorf("forms %q", forms)
 	}
 	p = otto.post("/admin/backups", url.Values{})

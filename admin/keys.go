@@ -190,7 +190,8 @@ var keyCreateCodec = &idempotency.Codec{
 	},
 }
 
-// createKey makes a key, created by the caller. Its answer holds the secret
+// createKey makes a key, created by the caller; an admin key ("admin": true)
+// only for an admin (403 FORBIDDEN, nothing made). Its answer holds the secret
 // ("secretShown": true), the only time any answer does. A create retried with its
 // Idempotency-Key (Config.Idempotency) is not run again: it gets the key as it
 // was created, without the secret (keyCreateCodec).
@@ -201,6 +202,9 @@ func (h *Handler) createKey(w http.ResponseWriter, r *http.Request, p *principal
 	}
 	spec, err := decodeCreateKey(body, h.reg.Now())
 	if err != nil {
+		return nil, err
+	}
+	if err := p.mayCreateKey(spec.Admin); err != nil {
 		return nil, err
 	}
 	spec.CreatedBy = p.actor
@@ -218,7 +222,8 @@ func (h *Handler) createKey(w http.ResponseWriter, r *http.Request, p *principal
 	}, nil
 }
 
-// updateKey sets a key's expiry and quota (Registry.UpdateKey).
+// updateKey sets a key's expiry and quota (Registry.UpdateKey); an admin key's
+// only for an admin (mayManageKey: 403 FORBIDDEN).
 func (h *Handler) updateKey(w http.ResponseWriter, r *http.Request, p *principal) (any, error) {
 	body, err := jsonbody.Read(w, r, h.cfg.MaxBodyBytes)
 	if err != nil {
@@ -226,6 +231,9 @@ func (h *Handler) updateKey(w http.ResponseWriter, r *http.Request, p *principal
 	}
 	u, err := decodeUpdateKey(body, h.reg.Now())
 	if err != nil {
+		return nil, err
+	}
+	if err := h.mayManageKey(r.Context(), p, r.PathValue("id"), "change"); err != nil {
 		return nil, err
 	}
 	k, err := h.reg.UpdateKey(r.Context(), r.PathValue("id"), u)
@@ -244,8 +252,12 @@ func (h *Handler) updateKey(w http.ResponseWriter, r *http.Request, p *principal
 	return keyJSON(k, h.reg.Now()), nil
 }
 
-// revokeKey revokes a key, and says what becomes of its leases.
+// revokeKey revokes a key, and says what becomes of its leases; an admin key
+// only for an admin (mayManageKey: 403 FORBIDDEN).
 func (h *Handler) revokeKey(_ http.ResponseWriter, r *http.Request, p *principal) (any, error) {
+	if err := h.mayManageKey(r.Context(), p, r.PathValue("id"), "revoke"); err != nil {
+		return nil, err
+	}
 	k, already, err := h.reg.RevokeKey(r.Context(), r.PathValue("id"))
 	if err != nil {
 		return nil, err

@@ -18,21 +18,27 @@ var loopback = func(s *setup) {
 	s.floor = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
 }
 
-// matrixCase is one route of the matrix: the request a caller sends (i tells the
-// callers apart, for creates) and the status when the caller may call it.
+// matrixCase is one request of the matrix: what a caller sends (i tells the
+// callers apart, for creates) and the status each caller gets, as literals in
+// the order of the callers (none, /v1 key, admin key, viewer, operator, admin
+// session). extra marks a second request to a route the matrix covers already
+// (another body or query).
 type matrixCase struct {
 	method, path string
 	body         func(i int) string
-	ok           int
+	want         [6]int
+	extra        bool
 }
 
 func fixed(s string) func(int) string { return func(int) string { return s } }
 
-// The role × route matrix over every route of the table: no credentials, a /v1
-// key, an admin key, and viewer, operator and admin sessions. A caller the route
-// refuses gets exactly 401 SESSION_EXPIRED (none), 403 ADMIN_KEY_REQUIRED (a /v1
-// key) or 403 FORBIDDEN (a role below the route's, or a key on a route for
-// users); a caller it admits gets the route's own answer.
+// The role × route matrix over every route of the table (issue #29 rechecked it):
+// no credentials, a /v1 key (keys have no role but admin: a key that is not an
+// admin key is the only other kind), an admin key, and viewer, operator and
+// admin sessions, each with the status written out. A refused caller gets
+// exactly 401 SESSION_EXPIRED (none), 403 ADMIN_KEY_REQUIRED (a /v1 key) or 403
+// FORBIDDEN (a role below the route's, a key on a route for users, an operator
+// on an admin key or a full backup); an admitted one the route's own answer.
 func TestRoleRouteMatrix(t *testing.T) {
 	e := newEnv(t, loopback)
 	e.user("viewer", idkeeper.RoleViewer)
@@ -41,120 +47,148 @@ func TestRoleRouteMatrix(t *testing.T) {
 	e.user("target", idkeeper.RoleViewer)
 	e.user("matrix", idkeeper.RoleViewer)
 	plainID, _ := idkeeper.HashAPIKey(plainKey)
-
+	_, spare, err := e.reg.CreateKey(context.Background(), idkeeper.KeySpec{Description: "spare admin key", Admin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const (
+		none = 401 // SESSION_EXPIRED
+		no   = 403 // ADMIN_KEY_REQUIRED for the /v1 key, FORBIDDEN for the others
+	)
 	cases := []matrixCase{
-		{"GET", "/admin/api/me", nil, 200},
-		{"POST", "/admin/api/me/password", fixed(`{"oldPassword":"wrong-password-000","newPassword":"another-password-1"}`), 400},
-		{"POST", "/admin/api/me/webhook", fixed(`{"url":"https://discord.com/api/webhooks/1/matrix-token-0123456789"}`), 200},
-		{"POST", "/admin/api/me/webhook/remove", nil, 204},
-		{"POST", "/admin/api/me/webhook/test", nil, 409}, // removed just before: WEBHOOK_NOT_SET
-		{"GET", "/admin/api/users", nil, 200},
+		{"GET", "/admin/api/me", nil, [6]int{none, no, 200, 200, 200, 200}, false},
+		{"POST", "/admin/api/me/password", fixed(`{"oldPassword":"wrong-password-000","newPassword":"another-password-1"}`),
+			[6]int{none, no, no, 400, 400, 400}, false},
+		{"POST", "/admin/api/me/webhook", fixed(`{"url":"https://discord.com/api/webhooks/1/matrix-token-0123456789"}`),
+			[6]int{none, no, no, 200, 200, 200}, false},
+		{"POST", "/admin/api/me/webhook/remove", nil, [6]int{none, no, no, 204, 204, 204}, false},
+		{"POST", "/admin/api/me/webhook/test", nil, [6]int{none, no, no, 409, 409, 409}, false}, // removed just before: WEBHOOK_NOT_SET
+		{"GET", "/admin/api/users", nil, [6]int{none, no, 200, 200, 200, 200}, false},
 		{"POST", "/admin/api/users", func(i int) string {
 			return fmt.Sprintf(`{"name":"made-%d","role":"viewer","password":"%s"}`, i, userPW)
-		}, 201},
-		{"POST", "/admin/api/users/target", fixed(`{"disabled":false}`), 200},
-		{"POST", "/admin/api/users/target/password", fixed(`{"password":"target-password-99"}`), 204},
-		{"GET", "/admin/api/keys", nil, 200},
-		{"POST", "/admin/api/keys", func(i int) string { return fmt.Sprintf(`{"description":"matrix %d"}`, i) }, 201},
-		{"GET", "/admin/api/keys/" + plainID, nil, 200},
-		{"POST", "/admin/api/keys/" + plainID, fixed(`{"maxNodes":5}`), 200},
-		{"POST", "/admin/api/keys/0000000000000000/revoke", nil, 404},
-		{"GET", "/admin/api/allowlist", nil, 200},
+		}, [6]int{none, no, no, no, no, 201}, false},
+		{"POST", "/admin/api/users/target", fixed(`{"disabled":false}`), [6]int{none, no, no, no, no, 200}, false},
+		{"POST", "/admin/api/users/target/password", fixed(`{"password":"target-password-99"}`), [6]int{none, no, no, no, no, 204}, false},
+		{"GET", "/admin/api/keys", nil, [6]int{none, no, 200, 200, 200, 200}, false},
+		{"POST", "/admin/api/keys", func(i int) string { return fmt.Sprintf(`{"description":"matrix %d"}`, i) },
+			[6]int{none, no, 201, no, 201, 201}, false},
+		// Only an admin makes an admin key.
+		{"POST", "/admin/api/keys", func(i int) string { return fmt.Sprintf(`{"description":"admin %d","admin":true}`, i) },
+			[6]int{none, no, 201, no, no, 201}, true},
+		{"GET", "/admin/api/keys/" + plainID, nil, [6]int{none, no, 200, 200, 200, 200}, false},
+		{"POST", "/admin/api/keys/" + plainID, fixed(`{"maxNodes":5}`), [6]int{none, no, 200, no, 200, 200}, false},
+		// Nobody raises a key to admin; only an admin changes or revokes an admin
+		// key (the admin key revokes the spare one before the admin session's
+		// turn, whose change then finds it revoked: 409).
+		{"POST", "/admin/api/keys/" + plainID, fixed(`{"admin":true}`), [6]int{none, no, 400, no, 400, 400}, true},
+		{"POST", "/admin/api/keys/" + spare.ID, fixed(`{"maxNodes":3}`), [6]int{none, no, 200, no, no, 409}, true},
+		{"POST", "/admin/api/keys/0000000000000000/revoke", nil, [6]int{none, no, 404, no, 404, 404}, false},
+		{"POST", "/admin/api/keys/" + spare.ID + "/revoke", nil, [6]int{none, no, 200, no, no, 200}, true},
+		{"GET", "/admin/api/allowlist", nil, [6]int{none, no, 200, 200, 200, 200}, false},
 		{"POST", "/admin/api/allowlist", func(i int) string {
 			return fmt.Sprintf(`{"prefix":"198.51.100.%d","note":"matrix"}`, i)
-		}, 201},
-		{"POST", "/admin/api/allowlist/remove", fixed(`{"prefix":"203.0.113.0/24"}`), 404},
-		{"GET", "/admin/api/pool", nil, 200},
-		{"GET", "/admin/api/leases", nil, 200},
-		{"POST", "/admin/api/leases/5/revoke", fixed(`{"fencingToken":1}`), 404},
-		{"GET", "/admin/api/nodes/5", nil, 200},
-		{"GET", "/admin/api/ids/0000000000000000/origin", nil, 200},
-		{"GET", "/admin/api/audit", nil, 200},
-		{"GET", "/admin/api/store", nil, 200},
-		{"GET", "/admin/api/backup", nil, 200},
-		{"POST", "/admin/api/restore", nil, 400}, // an empty file: refused, nothing written
-		{"GET", "/admin/api/backups", nil, 200},
-		{"POST", "/admin/api/backups", nil, 201},
+		}, [6]int{none, no, 201, no, 201, 201}, false},
+		{"POST", "/admin/api/allowlist/remove", fixed(`{"prefix":"203.0.113.0/24"}`), [6]int{none, no, 404, no, 404, 404}, false},
+		{"GET", "/admin/api/pool", nil, [6]int{none, no, 200, 200, 200, 200}, false},
+		{"GET", "/admin/api/leases", nil, [6]int{none, no, 200, 200, 200, 200}, false},
+		{"POST", "/admin/api/leases/5/revoke", fixed(`{"fencingToken":1}`), [6]int{none, no, 404, no, 404, 404}, false},
+		{"GET", "/admin/api/nodes/5", nil, [6]int{none, no, 200, 200, 200, 200}, false},
+		{"GET", "/admin/api/ids/0000000000000000/origin", nil, [6]int{none, no, 200, 200, 200, 200}, false},
+		{"GET", "/admin/api/audit", nil, [6]int{none, no, 200, 200, 200, 200}, false},
+		{"GET", "/admin/api/store", nil, [6]int{none, no, 200, 200, 200, 200}, false},
+		// A full backup is an admin's; a redacted one an operator's too.
+		{"GET", "/admin/api/backup", nil, [6]int{none, no, 200, no, no, 200}, false},
+		{"GET", "/admin/api/backup?redacted=1", nil, [6]int{none, no, 200, no, 200, 200}, true},
+		// A restore: an admin's session only (an empty file: refused; no
+		// password: refused), nothing written.
+		{"POST", "/admin/api/restore/preview", nil, [6]int{none, no, no, no, no, 400}, false},
+		{"POST", "/admin/api/restore", fixed(`{"preview":"00000000000000000000000000000000","sha256":"00"}`),
+			[6]int{none, no, no, no, no, 400}, false},
+		{"GET", "/admin/api/backups", nil, [6]int{none, no, 200, no, 200, 200}, false},
+		{"POST", "/admin/api/backups", nil, [6]int{none, no, 201, no, no, 201}, false},
 		// "{name}" is sent as it stands (%7Bname%7D): no backup is named so.
-		{"GET", "/admin/api/backups/{name}", nil, 404},
-		{"POST", "/admin/api/backups/{name}/delete", nil, 404},
+		{"GET", "/admin/api/backups/{name}", nil, [6]int{none, no, 404, no, no, 404}, false},
+		{"POST", "/admin/api/backups/{name}/delete", nil, [6]int{none, no, 404, no, no, 404}, false},
 		// Last: they end or replace the caller's session.
-		{"POST", "/admin/api/login", fixed(`{"name":"matrix","password":"` + userPW + `"}`), 200},
-		{"POST", "/admin/api/logout", nil, 204},
+		{"POST", "/admin/api/login", fixed(`{"name":"matrix","password":"` + userPW + `"}`), [6]int{200, 200, 200, 200, 200, 200}, false},
+		{"POST", "/admin/api/logout", nil, [6]int{204, 204, 204, 204, 204, 204}, false},
 	}
-	routes := admin.Routes(e.h)
+	pattern := strings.NewReplacer(plainID, "{id}", spare.ID, "{id}", "0000000000000000", "{id}", "/5/", "/{node}/",
+		"nodes/5", "nodes/{node}", "users/target", "users/{name}", "?redacted=1", "")
 	var want, got []string
-	for _, rt := range routes {
+	for _, rt := range admin.Routes(e.h) {
 		want = append(want, rt.Method+" "+rt.Path)
 	}
 	for _, c := range cases {
-		got = append(got, c.method+" "+strings.NewReplacer(plainID, "{id}", "0000000000000000", "{id}", "/5/", "/{node}/", "nodes/5", "nodes/{node}",
-			"users/target", "users/{name}").Replace(c.path))
+		if !c.extra {
+			got = append(got, c.method+" "+pattern.Replace(c.path))
+		}
 	}
 	slices.Sort(want)
 	slices.Sort(got)
 	if !slices.Equal(want, got) {
 		t.Fatalf("the matrix covers\n%v\nthe table has\n%v", got, want)
 	}
-	info := func(c matrixCase) admin.RouteInfo {
-		for _, rt := range routes {
-			if rt.Method+" "+rt.Path == c.method+" "+strings.NewReplacer(plainID, "{id}", "0000000000000000", "{id}",
-				"/5/", "/{node}/", "nodes/5", "nodes/{node}", "users/target", "users/{name}").Replace(c.path) {
-				return rt
-			}
-		}
-		t.Fatalf("no route for %s %s", c.method, c.path)
-		return admin.RouteInfo{}
-	}
 
 	type caller struct {
 		name string
 		hdr  []string
-		role idkeeper.Role // "" for none and the /v1 key
-		key  bool
 	}
 	callers := []caller{
-		{"none", nil, "", false},
-		{"v1 key", []string{"X-API-Key", plainKey}, "", true},
-		{"admin key", []string{"X-API-Key", adminKey}, idkeeper.RoleAdmin, true},
-		{"viewer", []string{"Cookie", e.login("viewer", userPW)}, idkeeper.RoleViewer, false},
-		{"operator", []string{"Cookie", e.login("operator", userPW)}, idkeeper.RoleOperator, false},
-		{"admin", []string{"Cookie", e.login("boss", userPW)}, idkeeper.RoleAdmin, false},
+		{"none", nil},
+		{"v1 key", []string{"X-API-Key", plainKey}},
+		{"admin key", []string{"X-API-Key", adminKey}},
+		{"viewer", []string{"Cookie", e.login("viewer", userPW)}},
+		{"operator", []string{"Cookie", e.login("operator", userPW)}},
+		{"admin", []string{"Cookie", e.login("boss", userPW)}},
 	}
 	for i, cl := range callers {
 		for _, c := range cases {
-			rt := info(c)
 			body := ""
 			if c.body != nil {
 				body = c.body(i)
 			}
 			r := e.do(c.method, c.path, body, cl.hdr...)
 			name := fmt.Sprintf("%s: %s %s", cl.name, c.method, c.path)
-			switch {
-			case rt.Role == "":
-				if r.status != c.ok {
-					t.Errorf("%s (public): %d, want %d: %s", name, r.status, c.ok, r.raw)
-				}
-			case cl.name == "none":
+			switch w := c.want[i]; {
+			case r.status != w:
+				t.Errorf("%s: %d, want %d: %s", name, r.status, w, r.raw)
+			case w == none:
 				expect(t, name, r, idkeeper.CodeSessionExpired)
-			case cl.name == "v1 key":
+			case w == no && cl.name == "v1 key":
 				expect(t, name, r, idkeeper.CodeAdminKeyRequired)
-			case rt.UserOnly && cl.key, !cl.role.AtLeast(rt.Role):
+			case w == no:
 				expect(t, name, r, idkeeper.CodeForbidden)
-			case r.status != c.ok:
-				t.Errorf("%s: %d, want %d: %s", name, r.status, c.ok, r.raw)
 			}
 		}
 	}
-	// The refused callers changed nothing: one user made by the admin session,
-	// one key per caller admitted (admin key, operator, admin).
-	users, _ := e.acct.Users(context.Background())
+	// The refused callers changed nothing: one user made by the admin session;
+	// keys: the two of the env, the spare admin key, one plain key per caller
+	// admitted (admin key, operator, admin), one admin key each by the admin key
+	// and the admin session; the spare admin key revoked, never by the operator.
+	ctx := context.Background()
+	users, _ := e.acct.Users(ctx)
 	if n := countPrefix(users, "made-"); n != 1 {
 		t.Errorf("%d users made, want 1", n)
 	}
-	keys, _ := e.reg.Keys(context.Background())
-	if len(keys) != 2+3 {
-		t.Errorf("%d keys, want 5", len(keys))
+	keys, _ := e.reg.Keys(ctx)
+	admins := 0
+	for _, k := range keys {
+		if k.Key.Admin {
+			admins++
+		}
+	}
+	if len(keys) != 3+3+2 || admins != 2+2 {
+		t.Errorf("%d keys (%d admin keys), want 8 (4)", len(keys), admins)
+	}
+	if k, _ := e.reg.Key(ctx, plainID); k.Key.Admin {
+		t.Error("the /v1 key was raised to admin")
+	}
+	es, _ := e.store.AuditEntriesBefore(ctx, 0, 1000)
+	for _, x := range es {
+		if x.Target == "key:"+spare.ID && x.Actor == "user:operator" {
+			t.Errorf("the operator changed the admin key: %+v", x)
+		}
 	}
 }
 

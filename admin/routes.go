@@ -69,13 +69,17 @@ func (h *Handler) apiRoutes() []route {
 		{get, "audit", viewer, false, "", h.auditLog},
 		{get, "store", viewer, false, "", h.storeHealth},
 
+		// A full backup is an admin's; ?redacted=1 an operator's too (exportBackup).
 		{get, "backup", operator, false, "", h.exportBackup},
-		{post, "restore", admin, false, "", h.restoreBackup},
+		// A restore: an admin's session and password, never a key (restore.go).
+		{post, "restore/preview", admin, true, "", h.previewRestore},
+		{post, "restore", admin, true, "", h.restoreBackup},
 
+		// The folder holds full backups: only listing them is an operator's.
 		{get, "backups", operator, false, "", h.listBackups},
-		{post, "backups", operator, false, "", h.createBackup},
-		{get, "backups/{name}", operator, false, "", h.downloadBackup},
-		{post, "backups/{name}/delete", operator, false, "", h.deleteBackup},
+		{post, "backups", admin, false, "", h.createBackup},
+		{get, "backups/{name}", admin, false, "", h.downloadBackup},
+		{post, "backups/{name}/delete", admin, false, "", h.deleteBackup},
 	}
 }
 

@@ -285,7 +285,8 @@ var auditActions = func() []auditOption {
 		idkeeper.AuditLeaseRestore, idkeeper.AuditSkewReject} {
 		out = append(out, auditOption{a, a})
 	}
-	for _, a := range []string{backup.AuditCreate, backup.AuditCreateFailed, backup.AuditDelete, idkeeper.AuditBackupRestore} {
+	for _, a := range []string{backup.AuditCreate, backup.AuditCreateFailed, backup.AuditDelete, AuditRestorePreview,
+		idkeeper.AuditBackupRestore, AuditRestoreRefused} {
 		out = append(out, auditOption{a, a})
 	}
 	return out

@@ -96,7 +96,7 @@ func newWebEnvPool(t *testing.T, pool idkeeper.PoolSpec) *webEnv {
 	fd := discordtest.New(t)
 	h, err := admin.New(admin.Config{Registry: reg, Accounts: acct, Store: st, AllowList: allow, Logger: quiet,
 		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.9.0.0/16")}, Durability: "bolt: fsync on every commit",
-		Backups: backups, Discord: &discord.Client{HTTP: fd.HTTPClient()}})
+		Backups: backups, Discord: &discord.Client{HTTP: fd.HTTPClient()}, Snapshots: st, SnapshotKind: "bolt"})
 	if err != nil {
 		t.Fatal(err)
 	}

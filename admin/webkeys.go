@@ -114,6 +114,7 @@ func (h *Handler) keyCreatePost(w http.ResponseWriter, r *http.Request, p *princ
 		return
 	}
 	req.MaxNodes = n
+	req.Admin = f.Get("admin") != "" // offered to admins only; the API refuses it to anyone else
 	out, err := h.callAPI(w, r, p, h.createKey, req)
 	if err != nil {
 		fail(err)

@@ -59,9 +59,13 @@ func (h *Handler) webRoutes() {
 	m.Handle("GET /admin/store", h.page(get, viewer, h.storePage))
 
 	m.Handle("GET /admin/backups", h.page(get, operator, h.backupsPage))
-	m.Handle("POST /admin/backups", h.page(post, operator, h.backupCreatePost))
-	m.Handle("GET /admin/backups/delete", h.page(get, operator, h.backupDeleteConfirm))
-	m.Handle("POST /admin/backups/delete", h.page(post, operator, h.backupDeletePost))
+	// The folder's backups are full: making, downloading and deleting one is an
+	// admin's; so is a restore (webrestore.go).
+	m.Handle("POST /admin/backups", h.page(post, admin, h.backupCreatePost))
+	m.Handle("GET /admin/backups/delete", h.page(get, admin, h.backupDeleteConfirm))
+	m.Handle("POST /admin/backups/delete", h.page(post, admin, h.backupDeletePost))
+	m.Handle("POST /admin/restore", h.page(post, admin, h.restoreUploadPost))
+	m.Handle("POST /admin/restore/confirm", h.page(post, admin, h.restoreConfirmPost))
 }
 
 // ---- login and logout

@@ -1090,11 +1090,29 @@ func TestOpenAPIAnswered(t *testing.T) {
 	reg(http.MethodPost, "/admin/api/logout", "", "", http.StatusNoContent, sess...)
 	reg(http.MethodPost, "/v1/leases/remove", "", `{"requester":`+requester+`,"mintedUpTo":"2026-01-01T00:00:00.000Z"}`,
 		http.StatusOK, key...)
-	reg(http.MethodPost, "/admin/api/restore", "", "not a backup", http.StatusBadRequest,
+	// A restore: an admin's session, a preview, then the password again.
+	a = reg(http.MethodPost, "/admin/api/login", "", `{"name":"root","password":"root-password-4567"}`, http.StatusOK)
+	for _, c := range (&http.Response{Header: a.header}).Cookies() {
+		if c.Name == admin.CookieName(false) {
+			sess = []string{"Cookie", c.Name + "=" + c.Value}
+		}
+	}
+	reg(http.MethodPost, "/admin/api/restore/preview", "", string(file), http.StatusForbidden,
 		append(ak, "Content-Type", "application/octet-stream")...)
-	reg(http.MethodPost, "/admin/api/restore", "", strings.Repeat("x", 2<<20), http.StatusRequestEntityTooLarge,
-		append(ak, "Content-Type", "application/octet-stream")...)
-	reg(http.MethodPost, "/admin/api/restore", "", string(file), http.StatusOK, append(ak, "Content-Type", "application/octet-stream")...)
+	reg(http.MethodPost, "/admin/api/restore/preview", "", "not a backup", http.StatusBadRequest,
+		append(sess, "Content-Type", "application/octet-stream")...)
+	reg(http.MethodPost, "/admin/api/restore/preview", "", strings.Repeat("x", 2<<20), http.StatusRequestEntityTooLarge,
+		append(sess, "Content-Type", "application/octet-stream")...)
+	pv := reg(http.MethodPost, "/admin/api/restore/preview", "", string(file), http.StatusOK,
+		append(sess, "Content-Type", "application/octet-stream")...).json(t)
+	confirm := func(pw string) string {
+		b, _ := json.Marshal(map[string]string{"preview": fmt.Sprint(pv["preview"]), "sha256": fmt.Sprint(pv["sha256"]), "password": pw})
+		return string(b)
+	}
+	reg(http.MethodPost, "/admin/api/restore", "", confirm(""), http.StatusBadRequest, sess...)
+	reg(http.MethodPost, "/admin/api/restore", "", `{"preview":"`+strings.Repeat("a", 32)+`","sha256":"`+strings.Repeat("0", 64)+`","password":"root-password-4567"}`,
+		http.StatusNotFound, sess...)
+	reg(http.MethodPost, "/admin/api/restore", "", confirm("root-password-4567"), http.StatusOK, sess...)
 
 	// Every documented operation was answered by each server it names.
 	for _, key := range slices.Sorted(maps.Keys(s.ops)) {

@@ -203,7 +203,8 @@ func checkDurations(lease, grace time.Duration, short bool) error {
 // nobody else gets the node ID before any window it may have had ends; leases in
 // the backup keep their expiry. Records stream from r through the Reader into
 // s.LoadSnapshot, all or nothing: a file that is damaged, truncated, of a newer
-// format or not a backup at all fails the load and s is left as it was.
+// format or not a backup at all fails the load and s is left as it was; a
+// redacted one (ErrRedacted) is refused before the load.
 func Import(ctx context.Context, s idkeeper.SnapshotStore, r io.Reader, plan idkeeper.RestorePlan, opts ...Option) (Summary, error) {
 	o := collect(opts)
 	if plan.Now.IsZero() {
@@ -214,6 +215,9 @@ func Import(ctx context.Context, s idkeeper.SnapshotStore, r io.Reader, plan idk
 	}
 	rd, err := NewReader(r)
 	if err != nil {
+		return Summary{}, err
+	}
+	if err := CheckRestorable(rd.Header()); err != nil {
 		return Summary{}, err
 	}
 	meta := plan.SafeMeta(rd.Header().Meta)

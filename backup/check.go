@@ -37,7 +37,7 @@ func decodeHeader(line []byte) (Header, error) {
 	if err := strict(line, &l); err != nil {
 		return Header{}, err
 	}
-	h := Header{Version: l.Version, Store: l.Source.Store}
+	h := Header{Version: l.Version, Store: l.Source.Store, Redacted: l.Redacted}
 	var err error
 	if h.TakenAt, err = parseTime("takenAt", l.TakenAt); err != nil {
 		return Header{}, err
@@ -109,8 +109,9 @@ func word(s string, upper bool) bool {
 }
 
 // decodeRecord reads a record line of the given kind, checking each member's
-// type and bounds (not yet its place in the snapshot: checker.add).
-func decodeRecord(kind string, line []byte) (idkeeper.SnapshotRecord, error) {
+// type and bounds (not yet its place in the snapshot: checker.add). In a
+// redacted backup a secret is refused and a key's hash is "".
+func decodeRecord(kind string, line []byte, redacted bool) (idkeeper.SnapshotRecord, error) {
 	var rec idkeeper.SnapshotRecord
 	var err error
 	switch kind {
@@ -120,11 +121,14 @@ func decodeRecord(kind string, line []byte) (idkeeper.SnapshotRecord, error) {
 		rec.Node = n
 	case kindKey:
 		var k *idkeeper.APIKey
-		k, err = decodeKey(line)
+		k, err = decodeKey(line, redacted)
 		rec.Key = k
 	case kindUser:
 		var u *idkeeper.User
 		u, err = decodeUser(line)
+		if err == nil && redacted && (u.PasswordHash != "" || u.Webhook != "") {
+			err = fmt.Errorf("user %s: a redacted backup holds no password hash and no webhook", u.Name)
+		}
 		rec.User = u
 	case kindAllow:
 		var a *idkeeper.AllowEntry
@@ -204,7 +208,7 @@ func decodeNode(line []byte) (*idkeeper.NodeState, error) {
 	return n, nil
 }
 
-func decodeKey(line []byte) (*idkeeper.APIKey, error) {
+func decodeKey(line []byte, redacted bool) (*idkeeper.APIKey, error) {
 	var l keyLine
 	if err := strict(line, &l); err != nil {
 		return nil, err
@@ -213,7 +217,12 @@ func decodeKey(line []byte) (*idkeeper.APIKey, error) {
 		return nil, err
 	}
 	hash, err := hex.DecodeString(l.Hash)
-	if err != nil || len(hash) != 32 || hex.EncodeToString(hash) != l.Hash {
+	switch {
+	case redacted && l.Hash != "":
+		return nil, fmt.Errorf("key %s: a redacted backup holds no key hash", l.ID)
+	case redacted:
+		hash = nil
+	case err != nil || len(hash) != 32 || hex.EncodeToString(hash) != l.Hash:
 		return nil, fmt.Errorf("key %s: hash is not a SHA-256 as 64 lower-case hex digits", l.ID)
 	}
 	k := &idkeeper.APIKey{ID: l.ID, Hash: hash, Description: l.Description, CreatedBy: l.CreatedBy, MaxNodes: l.MaxNodes,

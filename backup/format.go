@@ -67,6 +67,9 @@ var (
 	// ErrDamaged: a line is malformed, out of bounds or out of order, the count or
 	// checksum of the trailer does not match, or data follows the trailer.
 	ErrDamaged = errors.New("the backup is damaged")
+	// ErrRedacted: the file is a redacted backup (Header.Redacted), which reads
+	// and checks as any backup but never restores (CheckRestorable).
+	ErrRedacted = errors.New("the backup is redacted")
 )
 
 // FormatError is what a Reader refuses: the line (1 is the header; 0 when the
@@ -94,6 +97,23 @@ type Header struct {
 	Store   string // the store it was taken from: "bolt", "redis"
 	// Meta is the snapshot's head; Meta.Generation is the source store's generation.
 	Meta idkeeper.SnapshotMeta
+	// Redacted (issue #29): the file holds no secret — every API key's hash, user's
+	// password hash and webhook URL left out (Source.Redacted) — and so can never
+	// be restored: Import refuses it (ErrRedacted), for it would leave no account
+	// able to log in and no key valid. The header's member "redacted": true; a
+	// full backup has none, as before.
+	Redacted bool
+}
+
+// CheckRestorable returns nil when a backup with header h may be restored, and
+// a *FormatError wrapping ErrRedacted, saying why, for a redacted one.
+func CheckRestorable(h Header) error {
+	if !h.Redacted {
+		return nil
+	}
+	return &FormatError{Line: 1, Kind: ErrRedacted, Msg: "it was written without the API keys' hashes, the users' " +
+		"password hashes and the webhook URLs (an operator's backup), so restoring it would lock every account and " +
+		"key out: it can be read and checked, never restored; restore a full backup, which only an admin downloads"}
 }
 
 // The lines, as JSON. Members appear in this order; members marked omitempty are
@@ -106,6 +126,8 @@ type (
 		TakenAt string     `json:"takenAt"`
 		Source  sourceJSON `json:"source"`
 		Meta    metaJSON   `json:"meta"`
+		// Redacted (issue #29): absent in a full backup.
+		Redacted bool `json:"redacted,omitempty"`
 	}
 	sourceJSON struct {
 		Store      string         `json:"store"`
@@ -155,7 +177,7 @@ type (
 	keyLine struct {
 		Kind        string `json:"kind"`
 		ID          string `json:"id"`
-		Hash        string `json:"hash"` // hex SHA-256 of the secret: never the secret
+		Hash        string `json:"hash"` // hex SHA-256 of the secret: never the secret; "" in a redacted backup
 		Description string `json:"description,omitempty"`
 		CreatedAt   string `json:"createdAt,omitempty"`
 		CreatedBy   string `json:"createdBy,omitempty"`
@@ -260,7 +282,24 @@ func encodeHeader(h Header) ([]byte, error) {
 	return json.Marshal(headerLine{Format: FormatName, Version: h.Version, TakenAt: fmtTime(h.TakenAt),
 		Source: sourceJSON{Store: h.Store, Generation: generationJSON{ID: g.ID, Number: g.Number, Origin: string(g.Origin), At: fmtTime(g.At)}},
 		Meta: metaJSON{Fence: h.Meta.Fence, Nodes: h.Meta.Nodes, First: int64(h.Meta.First), Layout: layoutText(h.Meta.Layout),
-			AuditSeq: h.Meta.AuditSeq, AuditHash: h.Meta.AuditHash}})
+			AuditSeq: h.Meta.AuditSeq, AuditHash: h.Meta.AuditHash}, Redacted: h.Redacted})
+}
+
+// redact is rec without its secrets, as a redacted backup holds it: a key
+// without its hash, a user without its password hash and webhook URL. The
+// records of rec are copied, never changed.
+func redact(rec idkeeper.SnapshotRecord) idkeeper.SnapshotRecord {
+	if k := rec.Key; k != nil {
+		c := *k
+		c.Hash = nil
+		rec.Key = &c
+	}
+	if u := rec.User; u != nil {
+		c := *u
+		c.PasswordHash, c.Webhook = "", ""
+		rec.User = &c
+	}
+	return rec
 }
 
 // layoutText is l as a header holds it: idkeeper.FormatLayout, "" for the zero

@@ -140,7 +140,7 @@ func (r *Reader) next() (idkeeper.SnapshotRecord, error) {
 	if err := json.Unmarshal(probe.Kind, &kind); err != nil {
 		return none, r.damaged("a record needs a member \"kind\" naming its kind")
 	}
-	rec, err := decodeRecord(kind, line)
+	rec, err := decodeRecord(kind, line, r.hdr.Redacted)
 	if err == nil {
 		err = r.chk.add(rec)
 	}

@@ -18,6 +18,9 @@ import (
 type Source struct {
 	Store   string    // the store's kind: "bolt", "redis" (a-z, 0-9, '-', '_')
 	TakenAt time.Time // when the snapshot was read; zero: time.Now at WriteMeta
+	// Redacted writes a redacted backup (Header.Redacted): the header says so, and
+	// every record is written without its secrets. Such a file never restores.
+	Redacted bool
 }
 
 // Writer writes one backup: WriteMeta, then WriteRecord for every record in
@@ -63,7 +66,7 @@ func (w *Writer) WriteMeta(meta idkeeper.SnapshotMeta) error {
 		at = time.Now()
 	}
 	meta.Layout = meta.Pool().LayoutOrDefault() // version 3 spells the layout out
-	w.hdr = Header{Version: Version, TakenAt: idkeeper.Millis(at).UTC(), Store: w.src.Store, Meta: meta}
+	w.hdr = Header{Version: Version, TakenAt: idkeeper.Millis(at).UTC(), Store: w.src.Store, Meta: meta, Redacted: w.src.Redacted}
 	line, err := encodeHeader(w.hdr)
 	if err == nil {
 		_, err = decodeHeader(line)
@@ -78,7 +81,8 @@ func (w *Writer) WriteMeta(meta idkeeper.SnapshotMeta) error {
 	return w.line(line, true)
 }
 
-// WriteRecord writes one record; a lease's receipt is left out.
+// WriteRecord writes one record; a lease's receipt is left out, and so are the
+// secrets in a redacted backup (Source.Redacted).
 func (w *Writer) WriteRecord(rec idkeeper.SnapshotRecord) error {
 	if w.err != nil {
 		return w.err
@@ -90,10 +94,13 @@ func (w *Writer) WriteRecord(rec idkeeper.SnapshotRecord) error {
 	if err != nil {
 		return w.fail(fmt.Errorf("backup: %w", err))
 	}
+	if w.src.Redacted {
+		rec = redact(rec)
+	}
 	line, err := encodeRecord(rec)
 	if err == nil {
 		var dec idkeeper.SnapshotRecord
-		if dec, err = decodeRecord(kind, line); err == nil {
+		if dec, err = decodeRecord(kind, line, w.src.Redacted); err == nil {
 			err = w.chk.add(dec)
 		}
 	}

@@ -43,15 +43,15 @@ same flags, or IDKEEPER_LEASE_DURATION and IDKEEPER_CLEANUP_GRACE): they bound h
 long a process that got a node ID after the backup was taken may still mint.
 
 Where: --store works offline on a store (bolt:PATH, redis://…): stop the
-servers first (a bolt file held by a running server is locked). --server URL
-works through a running registry server's admin API (GET /admin/api/backup, POST
-/admin/api/restore) with an admin API key from IDKEEPER_ADMIN_API_KEY,
+servers first (a bolt file held by a running server is locked). export --server
+URL works through a running registry server's admin API (GET /admin/api/backup:
+a full backup) with an admin API key from IDKEEPER_ADMIN_API_KEY,
 IDKEEPER_ADMIN_API_KEY_FILE or --admin-api-key-file; --server-ca-file trusts the
-CA of an https:// server. Through a server, export checks the downloaded file
-whole before it renames it, and import checks FILE before it uploads it; the
-server restores it with its own lease duration and grace (--lease-duration and
---cleanup-grace are not used) and prints what it quarantined until when. Give
---store or --server.
+CA of an https:// server; it checks the downloaded file whole before it renames
+it. import --server is refused: a restore through a server takes an admin's
+login and password (the admin web's Backups page). A redacted backup (an
+operator's) is refused by import: it holds no password or key hash. Give --store
+or --server.
 `
 
 // runBackup is the backup command: export, import.
@@ -208,8 +208,11 @@ func runBackupImport(ctx context.Context, args []string, env lookupEnv, stdout, 
 	// The whole file is checked before the store is opened: a damaged one never
 	// gets near it (and the load is all or nothing anyway).
 	p := newProgress(stderr, "check")
-	_, err = backup.Verify(bufio.NewReaderSize(f, 256<<10), backup.WithProgress(p.update))
+	checked, err := backup.Verify(bufio.NewReaderSize(f, 256<<10), backup.WithProgress(p.update))
 	p.done()
+	if err == nil {
+		err = backup.CheckRestorable(checked.Header) // a redacted backup never opens the store
+	}
 	if err != nil {
 		return fmt.Errorf("backup import: %s refused: %w; nothing was written", in, err)
 	}
@@ -217,7 +220,10 @@ func runBackupImport(ctx context.Context, args []string, env lookupEnv, stdout, 
 		return fmt.Errorf("backup import: %w", err)
 	}
 	if kf.server != "" {
-		return importViaServer(ctx, &kf, in, f, stdout, stderr)
+		if kf.storeFlag.argv || kf.storeFlag.file != "" {
+			return usagef("give --store or --server, not both")
+		}
+		return errImportViaServer
 	}
 	s, ss, err := openSnapshotStore(ctx, sf, "import", stderr)
 	if err != nil {

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"mime"
@@ -11,17 +10,23 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/idkeeper/idkeeper/backup"
 	idkhttp "github.com/idkeeper/idkeeper/http"
-	"github.com/idkeeper/idkeeper/internal/wire"
 )
 
-// backup export|import --server URL: through a running server's admin API (GET
-// /admin/api/backup, POST /admin/api/restore) with an admin API key, as apikey
-// --server works: what works while the server holds a bolt file, and on Redis
-// without stopping the replicas.
+// backup export --server URL: through a running server's admin API (GET
+// /admin/api/backup) with an admin API key, as apikey --server works: what works
+// while the server holds a bolt file, and on Redis without stopping the
+// replicas. An import through a server is refused (errImportViaServer).
+
+// errImportViaServer is the answer of backup import --server (issue #29): a
+// restore through a server takes an admin's login and their password again,
+// which no API key carries.
+var errImportViaServer = usagef("backup import --server: a restore through a running server takes an admin's " +
+	"login and their password again, which no API key carries: restore through the admin web (Backups → Restore " +
+	"from a backup: it previews what the restore replaces and quarantines) or POST /admin/api/restore/preview " +
+	"then /admin/api/restore with an admin's session; or stop the servers and use backup import --store; nothing was written")
 
 // adminServer is the admin API client of --server, with the admin key
 // (AdminKeyEnv, --admin-api-key-file); --store given too is a usage error.
@@ -125,69 +130,4 @@ func exportViaServer(ctx context.Context, kf *keyFlags, out string, stdout, stde
 	fmt.Fprintf(stdout, "exported %s\n  from %s, generation #%d (%s), fencing counter %d\n  to %s: %d bytes (content %d bytes, sha256 %s)\n",
 		sum.Counts, from, m.Generation.Number, m.Generation.Origin, m.Fence, out, size, sum.Bytes, sum.SHA256)
 	return nil
-}
-
-// importViaServer uploads f (the file in, checked already) to the server, which
-// restores it with its own lease duration and grace, and prints the server's
-// summary as an offline import prints its own.
-func importViaServer(ctx context.Context, kf *keyFlags, in string, f *os.File, stdout, stderr io.Writer) error {
-	b, err := kf.adminServer(stderr)
-	if err != nil {
-		return err
-	}
-	defer b.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return fmt.Errorf("backup import: %w", err)
-	}
-	resp, err := b.stream(ctx, http.MethodPost, "restore", bufio.NewReaderSize(f, 256<<10), st.Size(), http.StatusOK)
-	if err != nil {
-		return fmt.Errorf("backup import: %s refused by the server: %w; nothing was written", in, err)
-	}
-	defer resp.Body.Close()
-	var r wire.Restore
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&r); err != nil {
-		return fmt.Errorf("backup import: the server restored %s, but its answer is not the expected JSON: %w", in, err)
-	}
-	c := backup.Counts{Nodes: r.Records.Nodes, Leases: r.Records.Leases, Keys: r.Records.Keys, Users: r.Records.Users,
-		Allow: r.Records.Allow, Audit: r.Records.Audit}
-	fmt.Fprintf(stdout, "imported %s\n  from %s (taken %s on %s, generation #%d, sha256 %s)\n  through %s by %s at %s\n"+
-		"  the store's generation is now #%d (recovered), its fencing counter %d\n",
-		c, in, rfc3339(r.Backup.TakenAt), r.Backup.Store, r.Backup.Generation, r.SHA256, redactURL(kf.server), r.Actor,
-		rfc3339(r.At), r.Generation, r.FencingCounter)
-	until := rfc3339(r.QuarantineEnd)
-	if r.Quarantined.Count > 0 {
-		fmt.Fprintf(stdout, "node IDs %s quarantined until %s", shortRangeList(r.Quarantined.Nodes), until)
-	} else {
-		fmt.Fprintf(stdout, "no free node IDs to quarantine")
-	}
-	fmt.Fprintf(stdout, "; %d leases kept for their holders", r.Kept.Count)
-	if r.Kept.Count > 0 {
-		fmt.Fprintf(stdout, " (node IDs %s, %d not yet expired; each quarantined until %s when freed)",
-			shortRangeList(r.Kept.Nodes), r.Live, until)
-	}
-	fmt.Fprintf(stdout, "\nthe server planned it with its own --lease-duration %v --cleanup-grace %v; every replica meets the "+
-		"new generation as a store reset, and the admin web's sessions ended (log in again)\n",
-		time.Duration(r.LeaseDurationMs)*time.Millisecond, time.Duration(r.GraceMs)*time.Millisecond)
-	return nil
-}
-
-// rfc3339 is a wire time as the offline commands print times.
-func rfc3339(s string) string {
-	t, err := wire.ParseTime(s)
-	if err != nil {
-		return s
-	}
-	return t.UTC().Format(time.RFC3339)
-}
-
-// shortRangeList is a list of ranges ("0-3,7,9-12"), at most 12 of them and how
-// many more, as shortRanges prints backup.NodeRanges.
-func shortRangeList(s string) string {
-	const most = 12
-	parts := strings.Split(s, ",")
-	if len(parts) <= most {
-		return s
-	}
-	return fmt.Sprintf("%s,… (%d more ranges)", strings.Join(parts[:most], ","), len(parts)-most)
 }

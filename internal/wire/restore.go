@@ -54,3 +54,45 @@ type RestoreNodes struct {
 	Nodes string `json:"nodes"`
 	Count int    `json:"count"`
 }
+
+// RestorePreview is the answer of POST /admin/api/restore/preview (issue #29):
+// what a restore of the uploaded backup would replace and quarantine, kept on
+// this server until ExpiresAt for the confirmation (RestoreConfirm) by the same
+// admin. Nothing was written.
+type RestorePreview struct {
+	Preview   string        `json:"preview"`   // the preview's ID, for the confirmation
+	SHA256    string        `json:"sha256"`    // the checksum of the file's content, as its trailer states it
+	Bytes     int64         `json:"bytes"`     // the content's size, uncompressed
+	ExpiresAt string        `json:"expiresAt"` // until when it may be confirmed
+	Actor     string        `json:"actor"`     // who previewed it: "user:NAME"
+	Backup    RestoreBackup `json:"backup"`
+	// Replaces is what the live store holds now, all replaced; With is what the
+	// backup puts in its place.
+	Replaces RestoreContents `json:"replaces"`
+	With     RestoreContents `json:"with"`
+	// Quarantined are the node IDs free in the backup, which the restore
+	// quarantines until about QuarantineEnd (the confirmation's time + lease
+	// duration + grace; this is the preview's time + both); Kept those it keeps
+	// for their holders.
+	LeaseDurationMs int64        `json:"leaseDurationMs"`
+	GraceMs         int64        `json:"graceMs"`
+	QuarantineEnd   string       `json:"quarantineEnd"`
+	Quarantined     RestoreNodes `json:"quarantined"`
+	Kept            RestoreNodes `json:"kept"`
+}
+
+// RestoreContents counts a store's or a backup's records by kind, with the users
+// whose alert webhook is set.
+type RestoreContents struct {
+	RestoreRecords
+	History  int `json:"history"`
+	Webhooks int `json:"webhooks"`
+}
+
+// RestoreConfirm is the body of POST /admin/api/restore: the preview to apply,
+// its checksum (the restore refuses any other file), and the admin's password.
+type RestoreConfirm struct {
+	Preview  string `json:"preview"`
+	SHA256   string `json:"sha256"`
+	Password string `json:"password"`
+}

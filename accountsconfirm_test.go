@@ -1,0 +1,56 @@
+package idkeeper_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/idkeeper/idkeeper"
+)
+
+// ConfirmPassword (issue #29: the restore's second factor) checks the user's own
+// password as a login does, under the account's login throttle, and the role
+// the account holds now: an empty, wrong or throttled password is
+// INVALID_REQUEST naming the field; a disabled account SESSION_EXPIRED; a
+// demoted one FORBIDDEN.
+func TestConfirmPassword(t *testing.T) {
+	e := newAcctEnv(t)
+	bob := e.addUser(t, "bob", idkeeper.RoleAdmin)
+	if err := e.acc.ConfirmPassword(actx, bob, "password", bobPW, idkeeper.RoleAdmin); err != nil {
+		t.Fatalf("the right password: %v", err)
+	}
+	for _, pw := range []string{"", "not the password"} {
+		err := e.acc.ConfirmPassword(actx, bob, "password", pw, idkeeper.RoleAdmin)
+		var ie *idkeeper.Error
+		if idkeeper.ErrorCode(err) != idkeeper.CodeInvalidRequest || !errors.As(err, &ie) || ie.Field != "password" {
+			t.Fatalf("password %q: %v", pw, err)
+		}
+	}
+	// Wrong passwords count as failed logins of the account: after the limit the
+	// right one is throttled, and so is a login.
+	for range idkeeper.LoginAccountFailures - 1 {
+		_ = e.acc.ConfirmPassword(actx, bob, "password", "not the password", idkeeper.RoleAdmin)
+	}
+	err := e.acc.ConfirmPassword(actx, bob, "password", bobPW, idkeeper.RoleAdmin)
+	var ie *idkeeper.Error
+	if !errors.As(err, &ie) || ie.Details["retryAfterSeconds"] == nil {
+		t.Fatalf("after %d wrong passwords: %v", idkeeper.LoginAccountFailures, err)
+	}
+	if _, _, err := e.acc.Login(actx, "bob", bobPW, "192.0.2.1", "ua"); idkeeper.ErrorCode(err) != idkeeper.CodeLoginFailed {
+		t.Fatalf("a login after the throttled confirmations: %v", err)
+	}
+	e.clk.Advance(idkeeper.LoginThrottleWindow)
+
+	// The account as it is now: demoted, disabled.
+	if _, err := e.acc.SetRole(actx, e.root, "bob", idkeeper.RoleOperator); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.acc.ConfirmPassword(actx, bob, "password", bobPW, idkeeper.RoleAdmin); idkeeper.ErrorCode(err) != idkeeper.CodeForbidden {
+		t.Fatalf("a demoted admin: %v", err)
+	}
+	if _, err := e.acc.SetDisabled(actx, e.root, "bob", true); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.acc.ConfirmPassword(actx, bob, "password", bobPW, idkeeper.RoleAdmin); idkeeper.ErrorCode(err) != idkeeper.CodeSessionExpired {
+		t.Fatalf("a disabled account: %v", err)
+	}
+}
