@@ -150,7 +150,7 @@ func (a *Accounts) ResetPassword(ctx context.Context, actor User, name, newPassw
 // "newPassword" (CheckPassword, or equal to the old one); PASSWORD_TOO_COMMON
 // naming "newPassword".
 func (a *Accounts) ChangePassword(ctx context.Context, user User, old, newPassword string) (User, error) {
-	if err := a.ConfirmPassword(ctx, user, "oldPassword", old); err != nil {
+	if err := a.ConfirmPassword(ctx, user, "oldPassword", old, RoleViewer); err != nil {
 		return User{}, err
 	}
 	if err := a.checkNewPassword("newPassword", newPassword); err != nil {
@@ -163,13 +163,18 @@ func (a *Accounts) ChangePassword(ctx context.Context, user User, old, newPasswo
 }
 
 // ConfirmPassword checks that pw is the current password of user, who is logged
-// in and confirms a change with it (field names the request member). It is
-// throttled as a login of user from the address in ctx (WithRemoteIP): a wrong
-// password counts as a failed login (LoginPairFailures), and a slowed account
-// waits its turn first. Errors: INVALID_REQUEST naming field (wrong, or
-// throttled with Details "retryAfterSeconds"); LOGIN_THROTTLE_FULL;
-// SESSION_EXPIRED when the account is gone or disabled; STORE_UNAVAILABLE; ctx's.
-func (a *Accounts) ConfirmPassword(ctx context.Context, user User, field, pw string) error {
+// in and confirms a change with it (field names the request member; a restore
+// asks for it again, issue #29), and that the account holds at least role now.
+// It is throttled as a login of user from the address in ctx (WithRemoteIP): a
+// wrong password counts as a failed login (LoginPairFailures), and a slowed
+// account waits its turn first. Errors: INVALID_REQUEST naming field (empty,
+// wrong, or throttled with Details "retryAfterSeconds"); LOGIN_THROTTLE_FULL;
+// SESSION_EXPIRED when the account is gone or disabled; FORBIDDEN when its role
+// is below role; STORE_UNAVAILABLE; ctx's.
+func (a *Accounts) ConfirmPassword(ctx context.Context, user User, field, pw string, role Role) error {
+	if pw == "" {
+		return Invalidf(field, "give your password again to confirm")
+	}
 	at, err := a.throttle.begin(ctx, a.cfg.Clock, a.cfg.Sleep, user.Name, addressKey(RemoteIPFrom(ctx)))
 	if err != nil {
 		var te *Error
@@ -199,6 +204,9 @@ func (a *Accounts) ConfirmPassword(ctx context.Context, user User, field, pw str
 		return Invalidf(field, "the current password is wrong")
 	}
 	at.end(a.cfg.Clock(), attemptSucceeded)
+	if !cur.Role.AtLeast(role) {
+		return Errorf(CodeForbidden, "this needs the role %s; %s has the role %s", role, user.Name, cur.Role)
+	}
 	return nil
 }
 

@@ -181,18 +181,18 @@ func TestRestoreNeedsAdminSessionAndPassword(t *testing.T) {
 }
 
 // Wrong passwords given to confirm a restore count as failed logins of the
-// account: after LoginAccountFailures of them even the right one is throttled.
+// account: after LoginPairFailures of them even the right one is throttled.
 func TestRestorePasswordIsThrottled(t *testing.T) {
 	e := newEnv(t, func(s *setup) { s.nodes = 16 })
 	root := e.login("root", rootPW)
 	_, file := e.raw("GET", "/admin/api/backup", nil, "Cookie", root)
 	pv := e.preview(root, file).ok(t)
-	for range idkeeper.LoginAccountFailures {
+	for range idkeeper.LoginPairFailures {
 		e.confirm(root, pv, "wrong-password-0000").problem(t, idkeeper.CodeInvalidRequest)
 	}
 	r := e.confirm(root, pv, rootPW).problem(t, idkeeper.CodeInvalidRequest)
 	if !strings.Contains(r.str("detail"), "too many wrong passwords") {
-		t.Fatalf("after %d wrong passwords: %s", idkeeper.LoginAccountFailures, r.raw)
+		t.Fatalf("after %d wrong passwords: %s", idkeeper.LoginPairFailures, r.raw)
 	}
 }
 
