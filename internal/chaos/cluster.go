@@ -123,6 +123,7 @@ type serverProc struct {
 	port  int
 	p     *process
 	clock *clockchecktest.Agent // its clock agent, kept over its restarts
+	runs  []*process            // every process started as this replica, p last
 }
 
 // Client is one client process of a Cluster, and its proxy.
@@ -239,6 +240,7 @@ func (c *Cluster) startServer(s *serverProc) error {
 	}
 	c.mu.Lock()
 	s.p = p
+	s.runs = append(s.runs, p)
 	c.mu.Unlock()
 	return waitHTTP(context.Background(), p, "http://127.0.0.1:"+strconv.Itoa(s.port)+"/readyz", 15*time.Second)
 }
