@@ -3,6 +3,7 @@ package idkeeper
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -47,7 +48,7 @@ func (r *Registry) clockVerified() error {
 	}
 	return &Error{Code: CodeClockUnverified, Err: err,
 		Message: "this registry's clock is not verified by its clock agent: it grants, renews and reclaims nothing " +
-			"until it is restarted with a verified clock; other replicas serve"}
+			"and exits, to be restarted by its supervisor as a fresh process that verifies its clock first; other replicas serve"}
 }
 
 // transient is implemented by a ClockVerifier error that may clear by itself
@@ -57,24 +58,40 @@ type transient interface{ Transient() bool }
 // ClockFailed is told once that the ClockVerifier failed, with its error. It
 // logs and audits the failure and releases the job locks this replica holds, so
 // that another replica runs the jobs; from then on Alloc, Renew, cleanup and
-// Ready answer CLOCK_UNVERIFIED (they ask the verifier, which stays failed).
+// Ready answer CLOCK_UNVERIFIED (they ask the verifier, which stays failed). The
+// server then exits for its supervisor to start a fresh process (DESIGN §8,
+// amended in wave 3); it calls ReleaseJobLocks again once its jobs have stopped.
 func (r *Registry) ClockFailed(ctx context.Context, err error) {
-	r.log.Error("the clock check failed: this registry grants, renews and reclaims nothing until it is restarted "+
-		"with a verified clock", "err", err, "owner", r.cfg.Owner, "delta", r.cfg.ClockDelta)
+	r.log.Error("the clock check failed: this registry grants, renews and reclaims nothing, hands back its job locks "+
+		"and stops; a fresh process must verify its clock before it serves", "err", err, "owner", r.cfg.Owner, "delta", r.cfg.ClockDelta)
 	r.audit.add(ctx, AuditEntry{Actor: "system", Action: AuditClockUnverified, Target: "replica:" + r.cfg.Owner, Detail: err.Error()})
-	locks, lerr := r.store.Locks(ctx)
-	if lerr != nil {
-		r.log.Warn("read the job locks to release them after the clock check failed", "err", lerr)
-		return
+	if _, lerr := r.ReleaseJobLocks(ctx); lerr != nil {
+		r.log.Warn("hand back the job locks after the clock check failed", "err", lerr)
 	}
+}
+
+// ReleaseJobLocks deletes every job lock this replica (Config.Owner) holds, at
+// once and whatever lock-at-least-for its job asked for, so that another replica
+// may take each at its next try; it returns the names released. A lock another
+// owner holds is left alone. The error is the first store error; the locks it
+// could release before are released.
+func (r *Registry) ReleaseJobLocks(ctx context.Context) ([]string, error) {
+	locks, err := r.store.Locks(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read the job locks: %w", err)
+	}
+	var released []string
+	var errs []error
 	for _, l := range locks {
 		if l.Owner != r.cfg.Owner {
 			continue
 		}
 		if _, uerr := r.store.Unlock(ctx, l.Name, r.cfg.Owner, 0); uerr != nil {
-			r.log.Warn("release a job lock after the clock check failed", "lock", l.Name, "err", uerr)
-		} else {
-			r.log.Info("released a job lock: the clock check failed", "lock", l.Name)
+			errs = append(errs, fmt.Errorf("release the job lock %s: %w", l.Name, uerr))
+			continue
 		}
+		released = append(released, l.Name)
+		r.log.Info("released a job lock: the clock check failed", "lock", l.Name)
 	}
+	return released, errors.Join(errs...)
 }

@@ -153,3 +153,31 @@ func TestClockUnverifiedTransient(t *testing.T) {
 		t.Fatalf("Alloc once verified again: %v", err)
 	}
 }
+
+// ReleaseJobLocks hands back every lock of this replica at once, one kept past
+// its job by lock-at-least-for included, and leaves another replica's alone: a
+// replica whose clock check failed calls it on its way out (issue #29).
+func TestReleaseJobLocks(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, idkeeper.Config{ClockVerifier: &checkedClock{}, ClockDelta: time.Second, Nodes: 8, Owner: "replica-a"})
+	for _, l := range []struct{ name, owner string }{{"job-b", "replica-a"}, {"job-a", "replica-a"}, {"other", "replica-b"}} {
+		if _, ok, err := e.store.TryLock(ctx, l.name, l.owner, time.Hour); !ok || err != nil {
+			t.Fatalf("TryLock %s: %v %v", l.name, ok, err)
+		}
+	}
+	// job-a ran and is kept for an hour, as the audit retention job keeps its lock.
+	if held, err := e.store.Unlock(ctx, "job-a", "replica-a", time.Hour); !held || err != nil {
+		t.Fatalf("Unlock: %v %v", held, err)
+	}
+	released, err := e.reg.ReleaseJobLocks(ctx)
+	if err != nil || strings.Join(released, ",") != "job-a,job-b" {
+		t.Fatalf("released %v, %v; want job-a and job-b", released, err)
+	}
+	locks, err := e.store.Locks(ctx)
+	if err != nil || len(locks) != 1 || locks[0].Name != "other" || locks[0].Owner != "replica-b" {
+		t.Fatalf("locks left: %+v %v; want only replica-b's", locks, err)
+	}
+	if released, err := e.reg.ReleaseJobLocks(ctx); len(released) != 0 || err != nil {
+		t.Errorf("a second call released %v, %v", released, err)
+	}
+}

@@ -165,12 +165,14 @@ func (o *observer) JobLockOverrun(job string, overrun time.Duration) {
 }
 
 // ClockUnverified is the event of a registry whose clock check failed (DESIGN
-// §8): it grants, renews and reclaims nothing until it is restarted.
+// §8): it grants, renews and reclaims nothing, hands back its job locks and
+// exits, for its supervisor to start a fresh process.
 func ClockUnverified(owner, reason string, err error) Event {
 	return Event{Name: ClockCheck, Key: owner, Critical: true, Title: "a registry's clock is no longer verified",
 		Text: fmt.Sprintf("The clock agent no longer vouches for the clock of registry %s (%s): %s\nIt grants, renews and "+
-			"reclaims nothing, and reports not ready, until it is restarted with a verified clock; the other replicas "+
-			"serve. Check the agent, its NTP servers and this machine's time sync.", code(owner, 200), code(reason, 40),
+			"reclaims nothing, reports not ready, hands back its job locks and exits (status 75) for its supervisor to start a "+
+			"fresh process, which serves once the agent vouches for its clock again; the other replicas serve. Check the "+
+			"agent, its NTP servers and this machine's time sync.", code(owner, 200), code(reason, 40),
 			code(err.Error(), 600))}
 }
 

@@ -475,7 +475,7 @@ func (m *Monitor) latch(f *Failure) {
 		m.cancel()
 	}
 	m.mu.Unlock()
-	m.log.Error("clock check failed: this process stops granting until it is restarted", "reason", string(f.Reason), "err", f.Err)
+	m.log.Error("clock check failed: this process stops granting for good (its server exits, for a fresh process to verify its clock)", "reason", string(f.Reason), "err", f.Err)
 }
 
 // notify calls OnFail when the monitor latches before Close. It runs on its own

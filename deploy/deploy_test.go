@@ -399,6 +399,11 @@ func TestCompose(t *testing.T) {
 			if h := s.healthTest(); !strings.Contains(h, "probe") || !strings.Contains(h, "/readyz") {
 				t.Errorf("%s's health check is %q: want `idkeeper probe …/readyz`", name, h)
 			}
+			// A registry whose clock check failed exits (status 75) for a fresh
+			// process: Compose must start one, and never stop trying.
+			if !slices.Contains([]string{"unless-stopped", "always", "on-failure"}, s.Restart) {
+				t.Errorf("%s restarts %q: want unless-stopped (or always, or on-failure without a retry limit)", name, s.Restart)
+			}
 			// The store on Redis, its password from the environment, not argv.
 			store := env["IDKEEPER_STORE"]
 			u, err := url.Parse(store)
@@ -639,6 +644,24 @@ func TestSystemdUnit(t *testing.T) {
 	}
 	if start := u.last("Service.ExecStart"); !strings.HasPrefix(start, "/usr/local/bin/idkeeper server") {
 		t.Errorf("idkeeper.service runs %q: want the server", start)
+	}
+	// A server whose clock check failed exits with status 75 for a fresh process
+	// (docs/clock.md): systemd restarts it, after a pause, and never gives up.
+	if r := u.last("Service.Restart"); r != "on-failure" && r != "always" {
+		t.Errorf("idkeeper.service: Restart=%q, want on-failure", r)
+	}
+	if d, err := time.ParseDuration(u.last("Service.RestartSec")); err != nil || d < time.Second {
+		t.Errorf("idkeeper.service: RestartSec=%q, want a pause of a second or more", u.last("Service.RestartSec"))
+	}
+	if l := u.last("Unit.StartLimitIntervalSec"); l != "0" {
+		t.Errorf("idkeeper.service: StartLimitIntervalSec=%q, want 0: systemd must never stop restarting a replica", l)
+	}
+	for _, k := range []string{"Service.RestartPreventExitStatus", "Service.SuccessExitStatus"} {
+		for _, v := range u[k] {
+			if slices.Contains(strings.Fields(v), "75") || slices.Contains(strings.Fields(v), "TEMPFAIL") {
+				t.Errorf("idkeeper.service: %s=%s: status 75 (a failed clock check) must be restarted", k, v)
+			}
+		}
 	}
 	env := strings.Join(u["Service.Environment"], "\n")
 	for _, want := range []string{"IDKEEPER_STORE=bolt:%S/idkeeper/", "IDKEEPER_BOOTSTRAP_API_KEY_FILE=%d/", "IDKEEPER_ADMIN_PASSWORD_FILE=%d/"} {

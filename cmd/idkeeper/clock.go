@@ -20,8 +20,10 @@ import (
 // The server's cluster clock check (issue #13, DESIGN §8, docs/clock.md): with
 // --clock-agent the server proves its clock and the store's against a TCKCLK 2
 // clock agent before it listens and every --clock-check-interval after; the
-// first failure fails it closed for good. On a shared store (Redis, etcd) the agent is
-// required unless --unsafe-no-clock-agent says otherwise.
+// first failure fails it closed for good: it grants nothing, hands back its job
+// locks and exits with exitClockUnverified, for its supervisor to start a fresh
+// process (issue #29). On a shared store (Redis, etcd) the agent is required
+// unless --unsafe-no-clock-agent says otherwise.
 
 // ClockSecretEnv names the environment variable that may hold the clock agent's
 // secret instead of --clock-secret-file (ClockSecretEnv_FILE: a file holding it).
@@ -144,7 +146,11 @@ type clockCheck struct {
 	mu      sync.Mutex
 	reg     *idkeeper.Registry
 	alerts  *alerts
-	failure *clockcheck.Failure // latched before attach
+	failure *clockcheck.Failure // the latched failure; nil while verified
+	// told is closed once a latched failure has been told to the registry (its
+	// job locks handed back) and the alerts: the server then exits.
+	told     chan struct{}
+	tellOnce sync.Once
 }
 
 // clockMetrics are the clock check's metrics.
@@ -159,7 +165,7 @@ type clockMetrics struct {
 func newClockMetrics(reg prometheus.Registerer) *clockMetrics {
 	m := &clockMetrics{
 		verified: prometheus.NewGauge(prometheus.GaugeOpts{Name: "idkeeper_clock_verified",
-			Help: "1 while the clock agent vouches for this server's clock and the store's, 0 once the check failed (for good: restart the server)."}),
+			Help: "1 while the clock agent vouches for this server's clock and the store's, 0 once the check failed (for good: the process exits with status 75 for its supervisor to restart it)."}),
 		bound: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "idkeeper_clock_error_bound_seconds",
 			Help: "The last good error bound of a clock (own: this server's; store: the store's), which must stay within Δ/2."}, []string{"clock"}),
 		offset: prometheus.NewGauge(prometheus.GaugeOpts{Name: "idkeeper_clock_agent_offset_seconds",
@@ -208,7 +214,7 @@ func startClockCheck(cfg clockConfig, store idkeeper.Store, owner string, promRe
 		log.Warn(cfg.Warning)
 	}
 	m := newClockMetrics(promReg)
-	c := &clockCheck{owner: owner, log: log}
+	c := &clockCheck{owner: owner, log: log, told: make(chan struct{})}
 	v := &clockcheck.Verifier{Addr: cfg.Agent, Secret: cfg.Secret}
 	// A store read that fails is not a clock failure until reads keep failing this
 	// long: longer than a Redis failover takes.
@@ -268,12 +274,36 @@ func (c *clockCheck) failed(f *clockcheck.Failure) {
 }
 
 func (c *clockCheck) tell(reg *idkeeper.Registry, al *alerts, f *clockcheck.Failure) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	reg.ClockFailed(ctx, f)
-	if al != nil {
-		al.al.Notify(alert.ClockUnverified(c.owner, string(f.Reason), f))
+	c.tellOnce.Do(func() {
+		defer close(c.told)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		reg.ClockFailed(ctx, f)
+		if al != nil {
+			al.al.Notify(alert.ClockUnverified(c.owner, string(f.Reason), f))
+		}
+	})
+}
+
+// latched returns a channel closed once the check has failed and the registry
+// has been told (it stopped granting and handed back its job locks): the server
+// then exits (registryServer.wait). Nil, which never fires, without a check.
+func (c *clockCheck) latched() <-chan struct{} {
+	if c == nil {
+		return nil
 	}
+	return c.told
+}
+
+// latchedFailure is the failure the check latched on; nil while it is verified
+// or without a check.
+func (c *clockCheck) latchedFailure() *clockcheck.Failure {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.failure
 }
 
 // close stops the sampling.

@@ -22,7 +22,9 @@
 // Every flag can also be set in the environment as IDKEEPER_<FLAG>, upper case with
 // "-" as "_" (--lease-duration: IDKEEPER_LEASE_DURATION); a flag on the command line
 // wins over the environment. Exit status: 0 on success, 1 when the command failed,
-// 2 for a usage or configuration error (an unknown flag, a setting out of range).
+// 2 for a usage or configuration error (an unknown flag, a setting out of range),
+// 75 (EX_TEMPFAIL) for a server whose clock check failed while it served: its
+// supervisor must start a fresh process (docs/clock.md).
 package main
 
 import (
@@ -55,6 +57,7 @@ const (
 	exitOK    = 0
 	exitFail  = 1
 	exitUsage = 2
+	// exitClockUnverified (latch.go) is the server's after a failed clock check.
 )
 
 // lookupEnv reads one environment variable; os.LookupEnv in production, a map in
@@ -161,6 +164,9 @@ func run(ctx context.Context, args []string, env lookupEnv, stdout, stderr io.Wr
 		return exitOK
 	case errors.Is(err, errHelp):
 		return exitOK
+	case errors.As(err, new(*errClockLatched)):
+		// The server logged why, in one line, before it shut down.
+		return exitClockUnverified
 	case errors.As(err, new(usageError)):
 		fmt.Fprintf(stderr, "idkeeper: %v\n", err)
 		return exitUsage

@@ -490,7 +490,9 @@ func startRegistryServer(ctx context.Context, cfg serverConfig) (_ *registryServ
 // Addr is the address the server listens on.
 func (s *registryServer) Addr() net.Addr { return s.api.Addr() }
 
-// wait serves until ctx ends or serving fails, then shuts down.
+// wait serves until ctx ends, serving fails or the clock check fails, then
+// shuts down. After a failed clock check it returns an *errClockLatched
+// (latch.go), whichever came first: the process exits with exitClockUnverified.
 func (s *registryServer) wait(ctx context.Context) error {
 	var serveErr error
 	select {
@@ -500,8 +502,17 @@ func (s *registryServer) wait(ctx context.Context) error {
 		s.log.Error("HTTP server failed", "err", serveErr)
 	case serveErr = <-s.web.served():
 		s.log.Error("admin web server failed", "err", serveErr)
+	case <-s.clock.latched():
+		return s.exitLatched()
 	}
 	err := s.shutdown()
+	if f := s.clock.latchedFailure(); f != nil {
+		// Latched while stopping: the status still says so, for the supervisor.
+		if err != nil {
+			s.log.Error("shut down after the clock check failed", "err", err)
+		}
+		return &errClockLatched{f}
+	}
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
 		return errors.Join(serveErr, err)
 	}
@@ -510,18 +521,28 @@ func (s *registryServer) wait(ctx context.Context) error {
 
 // shutdown stops accepting connections, waits for requests in flight (at most
 // ShutdownTimeout), then stops the registry's jobs and closes the store.
-func (s *registryServer) shutdown() error {
-	if err := s.api.shutdown(s.cfg.ShutdownTimeout,
+func (s *registryServer) shutdown() error { return s.stop(s.cfg.ShutdownTimeout, nil) }
+
+// stop is shutdown with a drain of its own (requests still in flight after it
+// are cut) and, when more is not nil, one more step once the jobs have stopped,
+// before the replica state (flushed, its lock released) and the store close.
+func (s *registryServer) stop(drain time.Duration, more *closeStep) error {
+	steps := []closeStep{
 		closeMetrics(s.metrics),
-		s.web.close(s.cfg.ShutdownTimeout),
+		s.web.close(drain),
 		s.backups.close(),
 		s.alerts.close(),
-		closeStep{"stop the registry", s.reg.Close},
+		{"stop the registry", s.reg.Close},
 		s.clock.close(),
 		s.traces.close(),
+	}
+	if more != nil {
+		steps = append(steps, *more)
+	}
+	steps = append(steps,
 		closeStep{"close the replica state", s.state.Close},
-		closeStep{"close the store", s.store.Close},
-	); err != nil {
+		closeStep{"close the store", s.store.Close})
+	if err := s.api.shutdown(drain, steps...); err != nil {
 		return err
 	}
 	s.log.Info("stopped")

@@ -26,7 +26,7 @@ const (
 
 // AllProps lists the properties in report order.
 var AllProps = []string{PropRecord, PropMintedRanges, PropWindows, PropRealTime, PropUnique, PropInWindow, PropFencing, PropLiveness,
-	PropOrigin}
+	PropOrigin, PropClockExit}
 
 // maxExamples bounds the examples a report keeps per property.
 const maxExamples = 5
@@ -77,8 +77,9 @@ type Report struct {
 	// backup did not know whose holders found them valid after its import; and the
 	// grants of their node IDs to other sessions after the import.
 	Imports, Unknown, Regranted int
-	// ClockFailures are the replicas' clock checks that failed (clock.go).
-	ClockFailures int
+	// ClockFailures are the replicas' clock checks that failed (clock.go), and
+	// ClockExits the replica processes that exited with ExitClockUnverified.
+	ClockFailures, ClockExits int
 }
 
 // Failed reports whether any property was violated.
@@ -109,6 +110,10 @@ func (r *Report) String() string {
 	if r.Imports > 0 {
 		fmt.Fprintf(&b, "restores: %d old backups imported; %d grants they did not know minting past the import, "+
 			"%d grants of those node IDs to others after it\n", r.Imports, r.Unknown, r.Regranted)
+	}
+	if r.ClockFailures+r.ClockExits > 0 {
+		fmt.Fprintf(&b, "clock: %d replica clock checks failed, %d replica processes exited with status %d\n",
+			r.ClockFailures, r.ClockExits, ExitClockUnverified)
 	}
 	if r.Forged > 0 {
 		fmt.Fprintf(&b, "forgeries: %d calls with another key, %d refused (403), %d accepted with an effect\n",

@@ -28,6 +28,114 @@ const (
 	logClockFailed = "the clock check failed: this registry grants"
 )
 
+// ExitClockUnverified is the exit status of a replica whose clock check failed
+// while it served (docs/clock.md): it hands back its job locks and exits, and its
+// supervisor starts a fresh process (issue #29).
+const ExitClockUnverified = 75
+
+// latchExitBound is how long a replica may take from its failed clock check to
+// its exit: a drain of at most 5 s (2 s here, --shutdown-timeout), then its
+// jobs, the locks and the store, on a loaded machine.
+const latchExitBound = 20 * time.Second
+
+// PropClockExit is the replicas' property of issue #29: a replica process whose
+// clock check failed exits with ExitClockUnverified (and with no other status),
+// unless the harness killed it first; no process exits with it otherwise.
+const PropClockExit = "7 a replica whose clock check failed exits with status 75, and only such a replica"
+
+// judgeClockExits checks PropClockExit on every replica process of the run,
+// each judged on its own lines of its replica's log, and counts rep.ClockExits.
+// It runs once every process has ended.
+func (c *Cluster) judgeClockExits(rep *Report) {
+	c.mu.Lock()
+	servers := append([]*serverProc(nil), c.servers...)
+	c.mu.Unlock()
+	for _, s := range servers {
+		log, err := os.ReadFile(filepath.Join(c.dir, s.name+".log"))
+		if err != nil {
+			rep.violate(PropClockExit, "%s: read its log: %v", s.name, err)
+			continue
+		}
+		for i, p := range s.runs {
+			end := int64(len(log))
+			if i+1 < len(s.runs) {
+				end = min(end, s.runs[i+1].logStart)
+			}
+			latched := p.logStart <= end && bytes.Contains(log[p.logStart:end], []byte(logClockFailed))
+			code, killed, exited := p.exitStatus()
+			switch {
+			case !exited:
+				rep.violate(PropClockExit, "%s (pid %d) still runs after the run", s.name, p.PID())
+			case code == ExitClockUnverified:
+				rep.ClockExits++
+				if !latched {
+					rep.violate(PropClockExit, "%s (pid %d) exited with status %d without a failed clock check", s.name, p.PID(), code)
+				}
+			case latched && !killed:
+				rep.violate(PropClockExit, "%s (pid %d) failed its clock check and exited with status %d, want %d",
+					s.name, p.PID(), code, ExitClockUnverified)
+			}
+		}
+	}
+}
+
+// AwaitLatchExit waits, after its clock check failed, for server i's process to
+// exit by itself within latchExitBound, polling /readyz meanwhile: it returns an
+// error when the replica answers 200 once it has answered CLOCK_UNVERIFIED, when
+// it does not exit in time, or when it exits with a status other than
+// ExitClockUnverified.
+func (c *Cluster) AwaitLatchExit(ctx context.Context, i int) error {
+	c.mu.Lock()
+	s := c.servers[i]
+	p := s.p
+	c.mu.Unlock()
+	url := "http://127.0.0.1:" + fmt.Sprint(s.port) + "/readyz"
+	deadline := time.Now().Add(latchExitBound)
+	unverified := false
+	for !p.exited() {
+		ok, body := readyz(ctx, url)
+		switch {
+		case ok && unverified:
+			return fmt.Errorf("%s turned ready again after its clock check failed: %s", s.name, body)
+		case strings.Contains(body, "CLOCK_UNVERIFIED"):
+			unverified = true
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("%s still runs %v after its clock check began to fail: a latched replica must exit", s.name, latchExitBound)
+		}
+		sleepCtx(ctx, 20*time.Millisecond)
+	}
+	if code, _, _ := p.exitStatus(); code != ExitClockUnverified {
+		return fmt.Errorf("%s exited with status %d after its clock check failed, want %d (see %s)", s.name, code, ExitClockUnverified,
+			p.log.Name())
+	}
+	return nil
+}
+
+// RestartServer starts server i again, as its supervisor would after it exited:
+// a start that fails because the clock agent does not vouch for its clock yet
+// (status 1) is retried every second, within timeout, until the fresh process is
+// ready.
+func (c *Cluster) RestartServer(ctx context.Context, i int, timeout time.Duration) error {
+	c.mu.Lock()
+	s := c.servers[i]
+	c.mu.Unlock()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := c.startServer(s)
+		if err == nil {
+			return nil
+		}
+		code, _, exited := s.p.exitStatus()
+		if !exited || code != 1 || time.Now().After(deadline) {
+			return fmt.Errorf("restart %s: %w", s.name, err)
+		}
+		if !sleepCtx(ctx, time.Second) {
+			return ctx.Err()
+		}
+	}
+}
+
 // writeClockSecret writes a new random secret of the replicas' agents into dir
 // and returns it and its file.
 func writeClockSecret(dir string) ([]byte, string, error) {
@@ -98,9 +206,10 @@ func (c *Cluster) clockFailures() int {
 }
 
 // ClockAgentOffset moves server1's clock reference 3 s away (Δ is 1 s) a while
-// into the run: that replica must stop granting, renewing and reclaiming and
-// report not ready for the rest of the run, while server2 carries the clients;
-// the checker stays clean.
+// into the run: that replica must stop granting, renewing and reclaiming, never
+// report ready again, and exit by itself with ExitClockUnverified, while server2
+// carries the clients. Its supervisor (the harness) then starts a fresh process,
+// which serves once the reference has come right; the checker stays clean.
 func ClockAgentOffset() Scenario {
 	return Scenario{
 		Name:    "clock-agent-offset",
@@ -108,35 +217,32 @@ func ClockAgentOffset() Scenario {
 		Inject: func(ctx context.Context, c *Cluster, cls []*Client, p Plan) error {
 			sleepCtx(ctx, p.Faulting/3)
 			c.ShiftClockReference(0, 3*time.Second)
-			deadline := time.Now().Add(10 * time.Second)
-			for {
-				ok, body := c.ServerReady(ctx, 0)
-				if !ok && strings.Contains(body, "CLOCK_UNVERIFIED") {
-					break
-				}
-				if time.Now().After(deadline) || ctx.Err() != nil {
-					return fmt.Errorf("server1 still ready 10 s after its clock reference moved 3 s: %s", body)
-				}
-				sleepCtx(ctx, 50*time.Millisecond)
+			if err := c.AwaitLatchExit(ctx, 0); err != nil {
+				return err
 			}
-			// The load balancers see /readyz fail and take server1 out: the fault's
-			// heal, from which every client must hold a lease again in time.
+			// The load balancers see server1 gone and take it out: the fault's heal,
+			// from which every client must hold a lease again in time.
 			c.Unbalance(0)
-			c.record(Fault{Kind: "clock-agent-offset-unbalanced", Target: "server1", Global: true, At: time.Now(), Heal: time.Now()})
-			// The reference comes right again: the replica must stay failed.
+			c.record(Fault{Kind: "clock-agent-offset-exited", Target: "server1", Global: true, At: time.Now(), Heal: time.Now()})
+			// The reference comes right again, and the supervisor starts a fresh
+			// process: it must verify its clock before it turns ready.
 			c.ShiftClockReference(0, 0)
-			sleepCtx(ctx, p.Faulting*2/3)
-			if ok, body := c.ServerReady(ctx, 0); ok {
-				return fmt.Errorf("server1 turned ready again by itself after its clock check failed: %s", body)
+			if err := c.RestartServer(ctx, 0, 30*time.Second); err != nil {
+				return err
 			}
-			if ok, body := c.ServerReady(ctx, 1); !ok {
-				return fmt.Errorf("server2 is not ready: %s", body)
+			c.record(Fault{Kind: "clock-agent-offset-restarted", Target: "server1", Global: true, At: time.Now(), Heal: time.Now()})
+			sleepCtx(ctx, p.Faulting/3)
+			for i := range 2 {
+				if ok, body := c.ServerReady(ctx, i); !ok {
+					return fmt.Errorf("server%d is not ready: %s", i+1, body)
+				}
 			}
 			return nil
 		},
 		Expect: func(r *Report) error {
-			return errIf(r.ClockFailures != 1 || r.Grants < 10, "%d clock check failures (want 1), %d grants",
-				r.ClockFailures, r.Grants)
+			return errIf(r.ClockFailures != 1 || r.ClockExits != 1 || r.Grants < 10,
+				"%d clock check failures (want 1), %d exits with status %d (want 1), %d grants",
+				r.ClockFailures, r.ClockExits, ExitClockUnverified, r.Grants)
 		},
 	}
 }

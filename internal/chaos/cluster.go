@@ -128,6 +128,7 @@ type serverProc struct {
 	clock *clockchecktest.Agent // its clock agent, kept over its restarts; nil with Options.AgentProcess
 	// agentAddr is the address of its clock agent.
 	agentAddr string
+	runs      []*process // every process started as this replica, p last
 }
 
 // Client is one client process of a Cluster, and its proxy.
@@ -253,6 +254,7 @@ func (c *Cluster) startServer(s *serverProc) error {
 	}
 	c.mu.Lock()
 	s.p = p
+	s.runs = append(s.runs, p)
 	c.mu.Unlock()
 	return waitHTTP(context.Background(), p, "http://127.0.0.1:"+strconv.Itoa(s.port)+"/readyz", 15*time.Second)
 }

@@ -12,8 +12,11 @@
 // (2) no ID was minted twice; (3) every ID's timestamp lies in its holder's window;
 // (4) fencing tokens grow with every new grant of a node ID; (5) after every fault
 // heals, every live client holds a lease again within lease + grace + cleanup
-// interval + slack. Every ID is checked, none sampled: IDs of different node IDs
-// never collide, so the IDs are bucketed by node ID and each bucket sorted.
+// interval + slack; (6) every minted ID maps back to the session that minted it
+// (origin.go); (7) a replica whose clock check failed exits with status 75, and
+// no other replica process does (clock.go). Every ID is checked, none sampled:
+// IDs of different node IDs never collide, so the IDs are bucketed by node ID and
+// each bucket sorted.
 //
 // Negative controls (Controls) run a scenario with one safety mechanism switched
 // off from outside the production code: the replicas run as cmd/chaosserver, the

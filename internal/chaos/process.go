@@ -53,14 +53,23 @@ type process struct {
 	done chan struct{}
 	log  *os.File
 
+	// logStart is the size of the log file when the process started: its own
+	// lines follow (a restarted server appends to its predecessor's log).
+	logStart int64
+
 	mu      sync.Mutex
 	stopped bool // SIGSTOP sent, no SIGCONT yet
+	killed  bool // the harness sent SIGKILL
 }
 
 func startProcess(name, logPath string, env []string, bin string, args ...string) (*process, error) {
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
+	}
+	var logStart int64
+	if info, err := f.Stat(); err == nil {
+		logStart = info.Size()
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
@@ -70,7 +79,7 @@ func startProcess(name, logPath string, env []string, bin string, args ...string
 		f.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &process{name: name, cmd: cmd, done: make(chan struct{}), log: f}
+	p := &process{name: name, cmd: cmd, done: make(chan struct{}), log: f, logStart: logStart}
 	go func() {
 		_ = cmd.Wait()
 		f.Close()
@@ -94,8 +103,22 @@ func (p *process) exited() bool {
 
 // kill sends SIGKILL and waits for the exit.
 func (p *process) kill() {
+	p.mu.Lock()
+	p.killed = !p.exited()
+	p.mu.Unlock()
 	_ = p.cmd.Process.Signal(syscall.SIGKILL)
 	<-p.done
+}
+
+// exitStatus is the process's exit status once it has exited (-1 when a signal
+// ended it), and whether the harness killed it (SIGKILL) before it exited.
+func (p *process) exitStatus() (code int, killed bool, exited bool) {
+	if !p.exited() {
+		return 0, false, false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cmd.ProcessState.ExitCode(), p.killed, true
 }
 
 // stop sends SIGSTOP; cont sends SIGCONT.

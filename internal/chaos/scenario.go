@@ -159,6 +159,7 @@ func RunScenario(t testing.TB, bins Binaries, dir string, sc Scenario, p Plan, s
 	}
 	rep.Resets, rep.Restored, rep.Contested = resets, restored, contested
 	rep.ClockFailures = c.clockFailures()
+	c.judgeClockExits(rep)
 	rep.Forged, rep.ForgedRefused, rep.ForgedAccepted = c.forgeries()
 	rep.Imports, rep.Unknown, rep.Regranted = imports, unknown, regranted
 	faults := c.Faults()
