@@ -70,7 +70,7 @@ func testQuota(t *testing.T, open Factory) {
 		t.Fatalf("repeated Alloc of a holder over a lowered quota: %v", err)
 	}
 	e.allocP(p(2, 1)) // exactly the quota; checks the token is the next one
-	e.remove(req(1), time.Time{})
+	e.remove(req(1), e.now().Add(-ms)) // ready at once: charged to nobody
 	e.allocP(p(3, 2))
 }
 
