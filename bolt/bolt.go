@@ -268,7 +268,7 @@ func newTxn(tx *bbolt.Tx, bucket func(name []byte) *bbolt.Bucket, now int64) *tx
 		reqs: bucket(bucketRequesters), expiry: bucket(bucketExpiry), ready: bucket(bucketReady),
 		cooling: bucket(bucketCooling), quar: bucket(bucketQuarantine), keyHeld: bucket(bucketKeyHeld),
 		keyCool: bucket(bucketKeyCool),
-		hist: bucket(bucketHistory), histEnded: bucket(bucketHistoryEnded),
+		hist:    bucket(bucketHistory), histEnded: bucket(bucketHistoryEnded),
 	}
 	t.nodeCount = getU64(t.meta.Get(keyNodes))
 	t.first = getU64(t.meta.Get(keyFirst))
