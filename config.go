@@ -72,7 +72,8 @@ type Config struct {
 	// once (AllocParams.MaxNodes). A key's own quota overrides it. 0: no default
 	// quota (the library's default; the command line's is KeyQuotaQuarter);
 	// KeyQuotaQuarter: a quarter of the pool served, DefaultKeyMaxNodes of its size
-	// (the store's size with FixedPool, once read, else Nodes); else 1..Nodes.
+	// (the store's size with FixedPool, once read, else Nodes); else at most the
+	// layout's node IDs above First.
 	KeyMaxNodesDefault int
 	// shortLeases lifts the lower bounds of FirstLease and LeaseDuration to 1 s, for
 	// fault-injection tests that must complete in minutes; only this module's
@@ -189,8 +190,8 @@ func (c Config) withDefaults() (Config, error) {
 	if most := c.Layout.Nodes() - int(c.First); c.Nodes < 1 || c.Nodes > most {
 		return c, &RangeError{"nodes", fmt.Sprint(c.Nodes), "1", fmt.Sprint(most)}
 	}
-	if q := c.KeyMaxNodesDefault; q != KeyQuotaQuarter && (q < 0 || q > c.Nodes) {
-		return c, &RangeError{"key-max-nodes-default", fmt.Sprint(q), "0", fmt.Sprint(c.Nodes)}
+	if q, most := c.KeyMaxNodesDefault, c.Layout.Nodes()-int(c.First); q != KeyQuotaQuarter && (q < 0 || q > most) {
+		return c, &RangeError{"key-max-nodes-default", fmt.Sprint(q), "0", fmt.Sprint(most)}
 	}
 	if c.FirstLease == 0 {
 		c.FirstLease = DefaultFirstLease

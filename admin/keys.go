@@ -120,7 +120,8 @@ func keyJSON(k idkeeper.KeyInfo, now time.Time) wire.APIKey {
 	return wire.APIKey{ID: k.Key.ID, Description: k.Key.Description, Status: k.Key.Status(now), Bootstrap: k.Key.Bootstrap,
 		Admin: k.Key.Admin, CreatedAt: wire.FormatTime(k.Key.CreatedAt), CreatedBy: k.Key.CreatedBy,
 		ExpiresAt: optTime(k.Key.ExpiresAt), LastUsedAt: optTime(k.Key.LastUsedAt), RevokedAt: optTime(k.Key.RevokedAt),
-		MaxNodes: k.Key.MaxNodes, NodesHeld: k.NodesHeld}
+		MaxNodes: k.Key.MaxNodes, NodesHeld: k.NodesHeld,
+		EffectiveMaxNodes: k.Quota, MaxNodesIsDefault: k.QuotaDefault, NodesCooling: k.NodesCooling}
 }
 
 // expiry is a key's expiry for logs and the audit log.
