@@ -249,6 +249,10 @@ func (r *Registry) Keys(ctx context.Context) ([]KeyInfo, error) {
 	return ks, r.storeErr(err)
 }
 
+// NewKeyInfo is the KeyInfo of a key just created: nothing held, and the quota
+// that applies to it.
+func (r *Registry) NewKeyInfo(k APIKey) KeyInfo { return r.withQuota(KeyInfo{Key: k}) }
+
 // withQuota fills in info's Quota and QuotaDefault.
 func (r *Registry) withQuota(info KeyInfo) KeyInfo {
 	info.Quota, info.QuotaDefault = r.KeyQuota(info.Key)

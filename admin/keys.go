@@ -215,7 +215,7 @@ func (h *Handler) createKey(w http.ResponseWriter, r *http.Request, p *principal
 	h.audit(r.Context(), idkeeper.AuditEntry{Actor: p.actor, Action: idkeeper.AuditKeyCreate, Target: "key:" + k.ID, Detail: detail})
 	return created{
 		location: APIPrefix + "keys/" + url.PathEscape(k.ID),
-		body:     wire.CreateAPIKeyResponse{Key: keyJSON(idkeeper.KeyInfo{Key: k}, h.reg.Now()), Secret: secret, SecretShown: true},
+		body:     wire.CreateAPIKeyResponse{Key: keyJSON(h.reg.NewKeyInfo(k), h.reg.Now()), Secret: secret, SecretShown: true},
 	}, nil
 }
 
