@@ -28,6 +28,15 @@ const (
 // (A zero Grace means the default.)
 const NoGrace time.Duration = -1
 
+// KeyQuotaQuarter, as Config.KeyMaxNodesDefault, makes the default quota a
+// quarter of the pool the registry serves (DefaultKeyMaxNodes): the command
+// line's default.
+const KeyQuotaQuarter = -1
+
+// DefaultKeyMaxNodes is the default quota of keys without their own in a pool of
+// nodes node IDs: a quarter of the pool, rounded up, at least 1.
+func DefaultKeyMaxNodes(nodes int) int { return max(1, (nodes+3)/4) }
+
 // Config is the Registry's lease policy. Zero fields mean the default.
 type Config struct {
 	// Layout is the bit layout clients mint with; the store keeps it with its pool
@@ -57,6 +66,15 @@ type Config struct {
 	Grace time.Duration
 	// CleanupInterval is the period of the cleanup job: 10 min, 1 s–1 h.
 	CleanupInterval time.Duration
+	// KeyMaxNodesDefault is the quota of every API key without its own
+	// (APIKey.MaxNodes 0), admin keys and the bootstrap key included: the most node
+	// IDs the key's leases, and the node IDs cooling after its Removes, may hold at
+	// once (AllocParams.MaxNodes). A key's own quota overrides it. 0: no default
+	// quota (the library's default; the command line's is KeyQuotaQuarter);
+	// KeyQuotaQuarter: a quarter of the pool served, DefaultKeyMaxNodes of its size
+	// (the store's size with FixedPool, once read, else Nodes); else at most the
+	// layout's node IDs above First.
+	KeyMaxNodesDefault int
 	// shortLeases lifts the lower bounds of FirstLease and LeaseDuration to 1 s, for
 	// fault-injection tests that must complete in minutes; only this module's
 	// programs can set it (internal/shortlease). Never in production.
@@ -171,6 +189,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if most := c.Layout.Nodes() - int(c.First); c.Nodes < 1 || c.Nodes > most {
 		return c, &RangeError{"nodes", fmt.Sprint(c.Nodes), "1", fmt.Sprint(most)}
+	}
+	if q, most := c.KeyMaxNodesDefault, c.Layout.Nodes()-int(c.First); q != KeyQuotaQuarter && (q < 0 || q > most) {
+		return c, &RangeError{"key-max-nodes-default", fmt.Sprint(q), "0", fmt.Sprint(most)}
 	}
 	if c.FirstLease == 0 {
 		c.FirstLease = DefaultFirstLease

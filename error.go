@@ -150,10 +150,23 @@ func CountMismatch(held, requested int) *Error {
 // QuotaExceeded is the API_KEY_QUOTA_EXCEEDED Error of an Alloc that would take
 // the key's leases past its quota.
 func QuotaExceeded(maxNodes, held, requested int) *Error {
+	return QuotaExceededCooling(maxNodes, held, 0, requested)
+}
+
+// QuotaExceededCooling is the API_KEY_QUOTA_EXCEEDED Error of a key whose charge,
+// held node IDs (its leases' plus cooling ones charged to it), leaves no room for
+// requested more under maxNodes; cooling is the part of held that is cooling
+// after the key's Removes (LeaseStore.Remove).
+func QuotaExceededCooling(maxNodes, held, cooling, requested int) *Error {
+	msg := fmt.Sprintf("the API key may hold %d node IDs; it holds %d and asked for %d more", maxNodes, held, requested)
+	if cooling > 0 {
+		msg = fmt.Sprintf("the API key may hold %d node IDs; it holds %d (%d of them cooling after its Removes, "+
+			"until their watermark passes: send mintedUpTo with Remove to release node IDs at once) and asked for %d more",
+			maxNodes, held, cooling, requested)
+	}
 	return &Error{
-		Code: CodeAPIKeyQuotaExceeded,
-		Message: fmt.Sprintf("the API key may hold %d node IDs; it holds %d and asked for %d more",
-			maxNodes, held, requested),
-		Details: map[string]any{"maxNodes": maxNodes, "held": held, "requested": requested},
+		Code:    CodeAPIKeyQuotaExceeded,
+		Message: msg,
+		Details: map[string]any{"maxNodes": maxNodes, "held": held, "cooling": cooling, "requested": requested},
 	}
 }

@@ -58,6 +58,32 @@ type KeySpec struct {
 type KeyInfo struct {
 	Key       APIKey
 	NodesHeld int
+	// NodesCooling is how many node IDs are charged to the key for cooling after
+	// its Removes (LeaseStore.KeyCooling): they count against its quota with
+	// NodesHeld.
+	NodesCooling int
+	// Quota is the quota that applies to the key (Registry.KeyQuota): its own, or
+	// the server-wide default when QuotaDefault; 0: none. Only the Registry's
+	// methods fill it in (the package-level functions know no default).
+	Quota        int
+	QuotaDefault bool
+}
+
+// keyInfo is k with the node IDs held and charged for cooling, from held and
+// cooling (KeyHoldings, KeyCooling).
+func keyInfo(k APIKey, held, cooling map[string]int) KeyInfo {
+	return KeyInfo{Key: k, NodesHeld: held[k.ID], NodesCooling: cooling[k.ID]}
+}
+
+// usage reads the stores' holdings and cooling charges of every key.
+func usage(ctx context.Context, s Store) (held, cooling map[string]int, err error) {
+	if held, err = s.KeyHoldings(ctx); err != nil {
+		return nil, nil, err
+	}
+	if cooling, err = s.KeyCooling(ctx); err != nil {
+		return nil, nil, err
+	}
+	return held, cooling, nil
 }
 
 // CreateKey makes a random key from spec, created at now, and stores it on s. It
@@ -136,13 +162,13 @@ func ListKeys(ctx context.Context, s Store) ([]KeyInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	held, err := s.KeyHoldings(ctx)
+	held, cooling, err := usage(ctx, s)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]KeyInfo, len(keys))
 	for i, k := range keys {
-		out[i] = KeyInfo{Key: k, NodesHeld: held[k.ID]}
+		out[i] = keyInfo(k, held, cooling)
 	}
 	return out, nil
 }
@@ -166,11 +192,11 @@ func RevokeKey(ctx context.Context, s Store, id string, now time.Time) (info Key
 			return KeyInfo{}, false, err
 		}
 	}
-	held, err := s.KeyHoldings(ctx)
+	held, cooling, err := usage(ctx, s)
 	if err != nil {
 		return KeyInfo{}, false, err
 	}
-	return KeyInfo{Key: k, NodesHeld: held[id]}, already, nil
+	return keyInfo(k, held, cooling), already, nil
 }
 
 // UpdateKey changes the expiry and quota of the key with that ID on s as u says,
@@ -192,11 +218,11 @@ func UpdateKey(ctx context.Context, s Store, id string, u KeyUpdate, now time.Ti
 	if err != nil {
 		return KeyInfo{}, err
 	}
-	held, err := s.KeyHoldings(ctx)
+	held, cooling, err := usage(ctx, s)
 	if err != nil {
 		return KeyInfo{}, err
 	}
-	return KeyInfo{Key: k, NodesHeld: held[id]}, nil
+	return keyInfo(k, held, cooling), nil
 }
 
 // keyNotFound is the NOT_FOUND Error of an unknown key ID.
@@ -212,11 +238,25 @@ func (r *Registry) CreateKey(ctx context.Context, spec KeySpec) (secret string, 
 	return secret, k, r.storeErr(err)
 }
 
-// Keys returns every key with the node IDs it holds (ListKeys). Errors:
+// Keys returns every key with the node IDs it holds and is charged for cooling,
+// and the quota that applies to it (ListKeys, KeyQuota). Errors:
 // STORE_UNAVAILABLE.
 func (r *Registry) Keys(ctx context.Context) ([]KeyInfo, error) {
 	ks, err := ListKeys(ctx, r.store)
+	for i := range ks {
+		ks[i] = r.withQuota(ks[i])
+	}
 	return ks, r.storeErr(err)
+}
+
+// NewKeyInfo is the KeyInfo of a key just created: nothing held, and the quota
+// that applies to it.
+func (r *Registry) NewKeyInfo(k APIKey) KeyInfo { return r.withQuota(KeyInfo{Key: k}) }
+
+// withQuota fills in info's Quota and QuotaDefault.
+func (r *Registry) withQuota(info KeyInfo) KeyInfo {
+	info.Quota, info.QuotaDefault = r.KeyQuota(info.Key)
+	return info
 }
 
 // Key returns the key with that ID and the node IDs it holds. Errors: NOT_FOUND,
@@ -229,11 +269,11 @@ func (r *Registry) Key(ctx context.Context, id string) (KeyInfo, error) {
 	if err != nil {
 		return KeyInfo{}, r.storeErr(err)
 	}
-	held, err := r.store.KeyHoldings(ctx)
+	held, cooling, err := usage(ctx, r.store)
 	if err != nil {
 		return KeyInfo{}, r.storeErr(err)
 	}
-	return KeyInfo{Key: k, NodesHeld: held[id]}, nil
+	return r.withQuota(keyInfo(k, held, cooling)), nil
 }
 
 // RevokeKey revokes a key at the registry's clock (see the package-level
@@ -243,7 +283,7 @@ func (r *Registry) RevokeKey(ctx context.Context, id string) (info KeyInfo, alre
 	if errors.Is(err, ErrNotFound) {
 		return KeyInfo{}, false, keyNotFound(id)
 	}
-	return info, already, r.storeErr(err)
+	return r.withQuota(info), already, r.storeErr(err)
 }
 
 // UpdateKey changes a key's expiry and quota at the registry's clock, the quota up
@@ -260,6 +300,7 @@ func (r *Registry) UpdateKey(ctx context.Context, id string, u KeyUpdate) (KeyIn
 	case err != nil:
 		return KeyInfo{}, r.storeErr(err)
 	}
+	info = r.withQuota(info)
 	k := info.Key
 	attrs := []any{"keyId", k.ID, "description", k.Description}
 	if u.ExpiresAt != nil {

@@ -174,7 +174,8 @@ func (r *Registry) Alloc(ctx context.Context, req AllocRequest) (g Grant, err er
 			return Grant{}, err
 		}
 	}
-	p := AllocParams{Requester: req.Requester, KeyID: req.Key.ID, Count: req.Count, First: r.cfg.FirstLease, MaxNodes: req.Key.MaxNodes,
+	quota, _ := r.KeyQuota(req.Key)
+	p := AllocParams{Requester: req.Requester, KeyID: req.Key.ID, Count: req.Count, First: r.cfg.FirstLease, MaxNodes: quota,
 		Client: req.Client}
 	known := r.state.maxToken() // new grants get tokens above it (auditGrant)
 	err = r.mutate(ctx, "alloc", true, func(ctx context.Context, gd Guard) error {
@@ -193,6 +194,28 @@ func (r *Registry) Alloc(ctx context.Context, req AllocRequest) (g Grant, err er
 	r.noteCooling(req, g)
 	r.auditGrant(ctx, req, g, known)
 	return g, nil
+}
+
+// KeyQuota is the quota that applies to k (AllocParams.MaxNodes): its own
+// (APIKey.MaxNodes) when it has one, else the server-wide default
+// (DefaultKeyQuota), and then dflt is true; 0 when neither (no quota).
+func (r *Registry) KeyQuota(k APIKey) (n int, dflt bool) {
+	if k.MaxNodes > 0 {
+		return k.MaxNodes, false
+	}
+	if d := r.DefaultKeyQuota(); d > 0 {
+		return d, true
+	}
+	return 0, false
+}
+
+// DefaultKeyQuota is the quota of keys without their own
+// (Config.KeyMaxNodesDefault resolved): 0 when there is none.
+func (r *Registry) DefaultKeyQuota() int {
+	if r.cfg.KeyMaxNodesDefault != KeyQuotaQuarter {
+		return r.cfg.KeyMaxNodesDefault
+	}
+	return DefaultKeyMaxNodes(r.resetPool().Nodes)
 }
 
 // Renew extends every lease of the requester to the full lease duration. It is never

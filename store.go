@@ -97,8 +97,10 @@ type AllocParams struct {
 	KeyID     string        // the owner of the new leases (the authenticated API key)
 	Count     int           // at least 1
 	First     time.Duration // length of a new lease
-	// MaxNodes is the key's quota: when positive, the key's leases may hold at most
-	// this many node IDs after the grant.
+	// MaxNodes is the key's quota: when positive, the node IDs the key's leases
+	// hold plus those cooling from its Removes (LeaseStore.Remove) may be at most
+	// this many after the grant. The Registry fills it with the key's own quota or
+	// the server-wide default (Config.KeyMaxNodesDefault).
 	MaxNodes int
 	// Client is what the client reported about itself, for the lease history
 	// of a new grant (HistoryStore).
@@ -217,9 +219,10 @@ type LeaseStore interface {
 	// unchanged; when it holds another number it returns a REQUESTER_COUNT_MISMATCH
 	// Error (Details "held", "requested") and changes nothing.
 	//
-	// Otherwise: when MaxNodes > 0 and the key's leases hold more than MaxNodes −
-	// Count node IDs it returns an API_KEY_QUOTA_EXCEEDED Error (Details "maxNodes",
-	// "held", "requested"); when fewer than Count node IDs are allocatable (free and
+	// Otherwise: when MaxNodes > 0 and the key's charge — the node IDs its leases
+	// hold plus the node IDs charged to it for cooling (see Remove) — is more than
+	// MaxNodes − Count, it returns an API_KEY_QUOTA_EXCEEDED Error (Details
+	// "maxNodes", "held" (the charge), "cooling" (its cooling part), "requested"); when fewer than Count node IDs are allocatable (free and
 	// not quarantined at now) it returns a NODE_IDS_EXHAUSTED Error (Details
 	// "requested", "remaining"); a grant that would take the fencing counter past
 	// MaxFencingToken fails with a plain error. Nothing is granted then. Else it picks
@@ -258,6 +261,18 @@ type LeaseStore interface {
 	// than now), so a released node ID is reusable at once. When MintedUpTo is zero
 	// the watermark stays. The Floor never changes. A released node goes to the back
 	// of the free order.
+	//
+	// Cooling charge: a released node whose fenced watermark is at or after now
+	// once released (it is cooling, or quarantined with a watermark ahead) is
+	// charged to p.KeyID until that fenced watermark passes: while now ≤ it, the
+	// node counts against the key's quota in Alloc (AllocParams.MaxNodes) and in
+	// KeyCooling, unless it was granted (or restored) since, which ends the charge.
+	// A later raise of the node's Floor (Reset) does not extend the charge: the key
+	// did not cause it. A node released ready (fenced watermark before now: a
+	// Remove with MintedUpTo that lets it be reused at once) is charged to nobody.
+	// Reclaim, RevokeLease and a contest charge nobody. A snapshot does not carry
+	// charges and a load (SnapshotStore.LoadSnapshot) drops them: after a restore
+	// the whole pool is quarantined anyway.
 	Remove(ctx context.Context, g Guard, p RemoveParams) (int, error)
 
 	// Reclaim deletes the leases whose ExpiresAt + grace lies before now, each checked
@@ -304,6 +319,11 @@ type LeaseStore interface {
 	// KeyHoldings returns how many node IDs the leases of each API key hold, keys
 	// holding none left out.
 	KeyHoldings(ctx context.Context) (map[string]int, error)
+
+	// KeyCooling returns how many node IDs are charged to each API key for cooling
+	// at the store's now (see Remove), keys charged with none left out. It never
+	// writes. A key's quota counts KeyHoldings + KeyCooling.
+	KeyCooling(ctx context.Context) (map[string]int, error)
 }
 
 // Lock is a held job lock.

@@ -120,7 +120,8 @@ func keyJSON(k idkeeper.KeyInfo, now time.Time) wire.APIKey {
 	return wire.APIKey{ID: k.Key.ID, Description: k.Key.Description, Status: k.Key.Status(now), Bootstrap: k.Key.Bootstrap,
 		Admin: k.Key.Admin, CreatedAt: wire.FormatTime(k.Key.CreatedAt), CreatedBy: k.Key.CreatedBy,
 		ExpiresAt: optTime(k.Key.ExpiresAt), LastUsedAt: optTime(k.Key.LastUsedAt), RevokedAt: optTime(k.Key.RevokedAt),
-		MaxNodes: k.Key.MaxNodes, NodesHeld: k.NodesHeld}
+		MaxNodes: k.Key.MaxNodes, NodesHeld: k.NodesHeld,
+		EffectiveMaxNodes: k.Quota, MaxNodesIsDefault: k.QuotaDefault, NodesCooling: k.NodesCooling}
 }
 
 // expiry is a key's expiry for logs and the audit log.
@@ -218,7 +219,7 @@ func (h *Handler) createKey(w http.ResponseWriter, r *http.Request, p *principal
 	h.audit(r.Context(), idkeeper.AuditEntry{Actor: p.actor, Action: idkeeper.AuditKeyCreate, Target: "key:" + k.ID, Detail: detail})
 	return created{
 		location: APIPrefix + "keys/" + url.PathEscape(k.ID),
-		body:     wire.CreateAPIKeyResponse{Key: keyJSON(idkeeper.KeyInfo{Key: k}, h.reg.Now()), Secret: secret, SecretShown: true},
+		body:     wire.CreateAPIKeyResponse{Key: keyJSON(h.reg.NewKeyInfo(k), h.reg.Now()), Secret: secret, SecretShown: true},
 	}, nil
 }
 

@@ -24,12 +24,18 @@ type keyView struct {
 	Admin                                       bool
 	CreatedAt, ExpiresAt, LastUsedAt, RevokedAt time.Time
 	MaxNodes, Held                              int
+	// Quota is the quota that applies (its own MaxNodes, or the server-wide
+	// default when QuotaDefault); Cooling the node IDs cooling after its Removes,
+	// which count against it with Held.
+	Quota, Cooling int
+	QuotaDefault   bool
 }
 
 func keyViewOf(k idkeeper.KeyInfo, now time.Time) keyView {
 	return keyView{ID: k.Key.ID, Description: k.Key.Description, CreatedBy: createdBy(k.Key.CreatedBy),
 		Status: k.Key.Status(now), Admin: k.Key.Admin, CreatedAt: k.Key.CreatedAt, ExpiresAt: k.Key.ExpiresAt,
-		LastUsedAt: k.Key.LastUsedAt, RevokedAt: k.Key.RevokedAt, MaxNodes: k.Key.MaxNodes, Held: k.NodesHeld}
+		LastUsedAt: k.Key.LastUsedAt, RevokedAt: k.Key.RevokedAt, MaxNodes: k.Key.MaxNodes, Held: k.NodesHeld,
+		Quota: k.Quota, Cooling: k.NodesCooling, QuotaDefault: k.QuotaDefault}
 }
 
 // createdBy words APIKey.CreatedBy.

@@ -101,8 +101,9 @@ func TestCapacityAlertRepeatsAndResolves(t *testing.T) {
 // With no node ID free the message is critical; the default threshold is 10 %.
 func TestCapacityAlertDefaultThresholdAndEmptyPool(t *testing.T) {
 	e := newEnv(t, envOpts{nodes: 10})
-	k := e.key("all")
-	e.alloc(k, 1, 9) // 1 of 10 free: not below 10 % (1)
+	k, k2 := e.key("all"), e.key("rest")
+	e.alloc(k, 1, 5)
+	e.alloc(k2, 3, 4) // 1 of 10 free: not below 10 % (1); no key holds more than half
 	e.check(0)
 	e.calls(0)
 	e.alloc(k, 2, 1)

@@ -39,6 +39,10 @@
 //	ready       freeSeq u64 | node u32 → ∅   (free, fenced watermark < now when placed)
 //	cooling     fenced watermark | freeSeq u64 | node u32 → ∅   (free, fenced watermark ≥ now)
 //	quarantine  quarantinedUntil | node u32 → ∅   (free, quarantined when placed)
+//	keycool     key ID length u16 | key ID | until i64 | node u32 → lastToken u64
+//	            (cooling charges, keycool.go: the node counts against the key's
+//	            quota while until ≥ now and its lastToken is still the one the
+//	            Remove left; a load drops them all)
 //	locks       name → lockedAt i64 | until i64 | owner
 //	apikeys     ID → JSON
 //	skew        requester key → JSON (with its lapse time)
@@ -125,9 +129,11 @@ var (
 	bucketLocks      = []byte("locks")
 	bucketAPIKeys    = []byte("apikeys")
 	bucketSkew       = []byte("skew")
+	bucketKeyCool    = []byte("keycool")
 
 	allBuckets = [][]byte{bucketMeta, bucketNodes, bucketLeases, bucketRequesters, bucketKeyHeld, bucketExpiry,
-		bucketReady, bucketCooling, bucketQuarantine, bucketLocks, bucketAPIKeys, bucketSkew, bucketHistory, bucketHistoryEnded}
+		bucketReady, bucketCooling, bucketQuarantine, bucketLocks, bucketAPIKeys, bucketSkew, bucketHistory, bucketHistoryEnded,
+		bucketKeyCool}
 
 	keyVersion     = []byte("version")
 	keyGeneration  = []byte("generation")
@@ -243,6 +249,7 @@ type txn struct {
 	now                               int64 // Unix ms
 	meta, nodes, leases, reqs, expiry *bbolt.Bucket
 	ready, cooling, quar, keyHeld     *bbolt.Bucket
+	keyCool                           *bbolt.Bucket // cooling charges (keycool.go)
 	hist, histEnded                   *bbolt.Bucket // the lease history (history.go)
 	counters
 	loaded counters
@@ -260,7 +267,8 @@ func newTxn(tx *bbolt.Tx, bucket func(name []byte) *bbolt.Bucket, now int64) *tx
 		meta: bucket(bucketMeta), nodes: bucket(bucketNodes), leases: bucket(bucketLeases),
 		reqs: bucket(bucketRequesters), expiry: bucket(bucketExpiry), ready: bucket(bucketReady),
 		cooling: bucket(bucketCooling), quar: bucket(bucketQuarantine), keyHeld: bucket(bucketKeyHeld),
-		hist: bucket(bucketHistory), histEnded: bucket(bucketHistoryEnded),
+		keyCool: bucket(bucketKeyCool),
+		hist:    bucket(bucketHistory), histEnded: bucket(bucketHistoryEnded),
 	}
 	t.nodeCount = getU64(t.meta.Get(keyNodes))
 	t.first = getU64(t.meta.Get(keyFirst))

@@ -147,8 +147,14 @@ func (s *Store) Alloc(ctx context.Context, g idkeeper.Guard, p idkeeper.AllocPar
 			}
 			return t.histExtendAll(gr.Leases)
 		}
-		if n := t.keyHeldBy(p.KeyID); p.MaxNodes > 0 && n+p.Count > p.MaxNodes {
-			return idkeeper.QuotaExceeded(p.MaxNodes, n, p.Count)
+		if p.MaxNodes > 0 {
+			cool, err := t.keyCooling(p.KeyID)
+			if err != nil {
+				return err
+			}
+			if n := t.keyHeldBy(p.KeyID) + cool; n+p.Count > p.MaxNodes {
+				return idkeeper.QuotaExceededCooling(p.MaxNodes, n, cool, p.Count)
+			}
 		}
 		if free := int(t.nodeCount - t.held - t.quarantineSize); free < p.Count {
 			return idkeeper.Exhausted(p.Count, free)
@@ -445,9 +451,12 @@ func (s *Store) Remove(ctx context.Context, g idkeeper.Guard, p idkeeper.RemoveP
 			if err := t.release(id, &rec, l); err != nil {
 				return err
 			}
+			if err := t.charge(p.KeyID, id, rec); err != nil {
+				return err
+			}
 		}
 		n = len(ids)
-		return nil
+		return t.pruneCharges(p.KeyID)
 	})
 	return n, err
 }

@@ -23,7 +23,8 @@ var _ idkeeper.SnapshotStore = (*Store)(nil)
 // keeping "version". locks, skew and the idempotency buckets are left alone.
 var snapshotBuckets = [][]byte{bucketNodes, bucketLeases, bucketRequesters, bucketKeyHeld, bucketExpiry,
 	bucketReady, bucketCooling, bucketQuarantine, bucketAPIKeys,
-	bucketUsers, bucketSessions, bucketUserSessions, bucketAllow, bucketAudit, bucketHistory, bucketHistoryEnded}
+	bucketUsers, bucketSessions, bucketUserSessions, bucketAllow, bucketAudit, bucketHistory, bucketHistoryEnded,
+	bucketKeyCool}
 
 // snapshotCtxEvery is how many records a snapshot reads or writes between two
 // checks of its context.
@@ -169,7 +170,7 @@ var (
 	// stagedBuckets are the buckets a load always makes: those of snapshotBuckets
 	// that createBuckets makes.
 	stagedBuckets = [][]byte{bucketNodes, bucketLeases, bucketRequesters, bucketKeyHeld, bucketExpiry,
-		bucketReady, bucketCooling, bucketQuarantine, bucketAPIKeys, bucketHistory, bucketHistoryEnded}
+		bucketReady, bucketCooling, bucketQuarantine, bucketAPIKeys, bucketHistory, bucketHistoryEnded, bucketKeyCool}
 	// stagedMeta are the meta keys a load replaces ("version" stays).
 	stagedMeta = [][]byte{keyGeneration, keyAuditHead, keyLayout, keyNodes, keyFirst, keyFence, keySeq, keyHeld, keyQuarantined, keyCooling}
 )

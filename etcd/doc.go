@@ -82,6 +82,8 @@
 //	req/<requester key>        "<node>:<token>,…;<key ID>" (decimal; node IDs ascending): the
 //	                           requester's leases and the API key that owns them all
 //	keyheld/<key ID>           decimal: node IDs the key's leases hold (absent: none)
+//	keycool/<key ID>           "<node>:<until>:<last token>,…" (decimal): the key's cooling charges
+//	                           (keycool.go); a snapshot load deletes them
 //	expiry/<expiresAt>/<node>  held nodes by expiry: Reclaim, and the leases in grace
 //	ready/<freeSeq>/<node>     free nodes whose fenced watermark was below now when placed
 //	cooling/<fenced watermark>/<freeSeq>/<node>

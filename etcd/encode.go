@@ -50,6 +50,7 @@ type keys struct {
 	prefix                                       string
 	meta                                         string
 	node, req, keyHeld                           string // + node ID, requester key, key ID
+	keyCool                                      string // + key ID: its cooling charges (keycool.go)
 	expiry, ready, cooling, quar                 string // index prefixes
 	lock, apiKey, skew, skewLapse, hist, histEnd string
 	// the admin records, the alert state, snapshot staging, idempotency records
@@ -61,7 +62,7 @@ type keys struct {
 func newKeys(prefix string) keys {
 	return keys{
 		prefix: prefix, meta: prefix + "meta",
-		node: prefix + "node/", req: prefix + "req/", keyHeld: prefix + "keyheld/",
+		node: prefix + "node/", req: prefix + "req/", keyHeld: prefix + "keyheld/", keyCool: prefix + "keycool/",
 		expiry: prefix + "expiry/", ready: prefix + "ready/", cooling: prefix + "cooling/", quar: prefix + "quar/",
 		lock: prefix + "lock/", apiKey: prefix + "apikey/", skew: prefix + "skew/", skewLapse: prefix + "skewlapse/",
 		hist: prefix + "hist/", histEnd: prefix + "histend/",

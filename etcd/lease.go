@@ -160,7 +160,7 @@ func (s *Store) Alloc(ctx context.Context, g idkeeper.Guard, p idkeeper.AllocPar
 	var readyStart uint64 // where the first read of the ready index starts
 	first := func(t *txn) []clientv3.Op {
 		readyStart = s.readyFrom.Load()
-		return append(t.staleOps(), clientv3.OpGet(s.k.req+key), clientv3.OpGet(s.k.keyHeld+p.KeyID),
+		return append(t.staleOps(), clientv3.OpGet(s.k.req+key), clientv3.OpGet(s.k.keyHeld+p.KeyID), clientv3.OpGet(s.k.keyCool+p.KeyID),
 			rangeOp(s.k.readyKey(readyStart, 0), s.k.ready, p.Count), rangeOp(before(s.k.cooling, t.now), s.k.cooling, p.Count))
 	}
 	var gr idkeeper.Grant
@@ -189,12 +189,18 @@ func (s *Store) Alloc(ctx context.Context, g idkeeper.Guard, p idkeeper.AllocPar
 			gr, err = t.grant(h.ids)
 			return err
 		}
-		n, err := t.keyHeld(p.KeyID)
-		if err != nil {
-			return err
-		}
-		if p.MaxNodes > 0 && n+p.Count > p.MaxNodes {
-			return idkeeper.QuotaExceeded(p.MaxNodes, n, p.Count)
+		if p.MaxNodes > 0 {
+			n, err := t.keyHeld(p.KeyID)
+			if err != nil {
+				return err
+			}
+			cool, err := t.keyCooling(p.KeyID)
+			if err != nil {
+				return err
+			}
+			if n += cool; n+p.Count > p.MaxNodes {
+				return idkeeper.QuotaExceededCooling(p.MaxNodes, n, cool, p.Count)
+			}
 		}
 		if more, err := t.promote(); err != nil || more {
 			return cmpErr(err, errPartial)
@@ -379,7 +385,9 @@ func (s *Store) Remove(ctx context.Context, g idkeeper.Guard, p idkeeper.RemoveP
 		return 0, err
 	}
 	key := p.Requester.Key()
-	first := func(*txn) []clientv3.Op { return []clientv3.Op{clientv3.OpGet(s.k.req + key)} }
+	first := func(*txn) []clientv3.Op {
+		return []clientv3.Op{clientv3.OpGet(s.k.req + key), clientv3.OpGet(s.k.keyCool + p.KeyID)}
+	}
 	var n int
 	err := s.update(ctx, "remove", &g, first, func(t *txn) error {
 		n = 0
@@ -420,7 +428,7 @@ func (s *Store) Remove(ctx context.Context, g idkeeper.Guard, p idkeeper.RemoveP
 			}
 		}
 		n = len(h.ids)
-		return nil
+		return t.chargeRemoved(p.KeyID, h.ids)
 	})
 	return n, err
 }

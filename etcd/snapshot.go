@@ -41,7 +41,7 @@ const (
 // durableKeys the single keys. Job locks, skew observations, alert state,
 // idempotency records and staging are not among them: a load leaves them alone.
 var (
-	durableRanges = []string{"node/", "req/", "keyheld/", "expiry/", "ready/", "cooling/", "quar/", "hist/",
+	durableRanges = []string{"node/", "req/", "keyheld/", "keycool/", "expiry/", "ready/", "cooling/", "quar/", "hist/",
 		"histend/", "apikey/", "user/", "allow/", "audit/", "session/", "usersession/", "sessionseen/", "sessionexp/"}
 	durableKeys = []string{"meta", "audithead"}
 )

@@ -33,6 +33,10 @@
 //	{idkeeper}:free:cooling       zset: free node ID by fenced watermark, for those whose fenced watermark ≥ now
 //	{idkeeper}:free:quarantined   zset: free node ID by quarantined-until
 //	{idkeeper}:free:seq           hash: node ID → its free sequence number
+//	{idkeeper}:keycool            zset, every score 0: "<key ID>\0<until, 16 digits>\0<node ID>\0<last
+//	                              token>", a key's cooling charges (idkeeper.LeaseStore.Remove) in until
+//	                              order; a charge counts while until ≥ now and the node's last token is
+//	                              the one it names. A snapshot load drops them
 //	{idkeeper}:locks              hash: job name → "lockedAt,until,owner"
 //	{idkeeper}:apikeys            hash: key ID → JSON (hash, description, createdAt, expiresAt,
 //	                              maxNodes, bootstrap, admin, revokedAt, lastUsedAt)

@@ -212,7 +212,12 @@ func (s *Store) Alloc(ctx context.Context, g idkeeper.Guard, p idkeeper.AllocPar
 		return idkeeper.Grant{}, idkeeper.CountMismatch(r.n, p.Count)
 	}
 	if r, ok := asReply(err, errQuota); ok {
-		return idkeeper.Grant{}, idkeeper.QuotaExceeded(p.MaxNodes, r.n, p.Count)
+		held, cool := r.n, 0
+		if f := strings.Fields(r.arg); len(f) == 2 {
+			held, _ = strconv.Atoi(f[0])
+			cool, _ = strconv.Atoi(f[1])
+		}
+		return idkeeper.Grant{}, idkeeper.QuotaExceededCooling(p.MaxNodes, held, cool, p.Count)
 	}
 	if r, ok := asReply(err, errExhausted); ok {
 		return idkeeper.Grant{}, idkeeper.Exhausted(p.Count, r.n)
@@ -376,6 +381,29 @@ func (s *Store) Node(ctx context.Context, id idkeeper.NodeID) (idkeeper.NodeStat
 	}
 	st.Restorable = a[6] == int64(1)
 	return st, nil
+}
+
+// KeyCooling returns how many node IDs are charged to each API key for cooling,
+// as idkeeper.LeaseStore says (key_cooling.lua): O(k) for the k charges kept.
+func (s *Store) KeyCooling(ctx context.Context) (map[string]int, error) {
+	v, err := s.run(ctx, scriptKeyCooling, s.keys.lease, false, s.nowArg())
+	if err != nil {
+		return nil, wrap("key cooling", err)
+	}
+	a, ok := v.([]any)
+	if !ok || len(a)%2 != 0 {
+		return nil, fmt.Errorf("redis: key cooling: unexpected reply %v", v)
+	}
+	out := make(map[string]int, len(a)/2)
+	for i := 0; i < len(a); i += 2 {
+		k, ok1 := a[i].(string)
+		n, ok2 := a[i+1].(int64)
+		if !ok1 || !ok2 {
+			return nil, fmt.Errorf("redis: key cooling: unexpected reply %v", v)
+		}
+		out[k] = int(n)
+	}
+	return out, nil
 }
 
 // KeyHoldings returns how many node IDs the leases of each API key hold, from the

@@ -129,6 +129,7 @@ var (
 	scriptQuarantine = leaseScript("quarantine")
 	scriptRevoke     = leaseScript("revoke")
 	scriptCounts     = leaseScript("counts")
+	scriptKeyCooling = leaseScript("key_cooling")
 	scriptNode       = leaseScript("node")
 	scriptStatus     = plainScript("status")
 	scriptNow        = plainScript("now")

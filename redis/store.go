@@ -175,6 +175,7 @@ type keys struct {
 	floors, lastTokens, restorable, keyHeld                  string
 	locks, apiKeys, skewIndex, skewPrefix                    string
 	hist, histIndex, histEnded                               string
+	keyCool                                                  string   // the cooling charges (lease.lua's KEYCOOL)
 	lease                                                    []string // the KEYS of every lease script, in lease.lua's order
 }
 
@@ -188,19 +189,21 @@ func newKeys(prefix string) keys {
 		floors:  t + "floors", lastTokens: t + "lasttokens", restorable: t + "restorable", keyHeld: t + "keyheld",
 		locks: t + "locks", apiKeys: t + "apikeys", skewIndex: t + "skew-index", skewPrefix: t + "skew:",
 		hist: t + "history", histIndex: t + "history:index", histEnded: t + "history:ended",
+		keyCool: t + "keycool",
 	}
 	k.lease = []string{k.meta, k.leases, k.requesters, k.expiry, k.watermarks, k.quarantine,
 		k.ready, k.cooling, k.quarantined, k.freeSeq, k.floors, k.lastTokens, k.restorable, k.keyHeld,
-		k.hist, k.histIndex, k.histEnded}
+		k.hist, k.histIndex, k.histEnded, k.keyCool}
 	return k
 }
 
-// Indexes of the history keys in keys.lease (lease.lua's HIST, HIDX, HEND), and
-// the number of lease keys.
+// Indexes of the history keys in keys.lease (lease.lua's HIST, HIDX, HEND), of
+// the cooling charges (KEYCOOL), and the number of lease keys.
 const (
 	leaseHist = 14 + iota
 	leaseHistIndex
 	leaseHistEnded
+	leaseKeyCool
 	leaseKeyCount
 )
 
@@ -302,7 +305,7 @@ const (
 	errGuard     = "IDKGUARD"     // <fence> <now> <generation>: the Guard failed
 	errNotOwned  = "IDKNOTOWNED"  // the requester's leases belong to another key
 	errMismatch  = "IDKMISMATCH"  // <held>
-	errQuota     = "IDKQUOTA"     // <held by the key>
+	errQuota     = "IDKQUOTA"     // <held by the key, cooling charges included> <cooling charges>
 	errExhausted = "IDKEXHAUSTED" // <remaining>
 	errFenceMax  = "IDKFENCEMAX"  // <fence>: the grant would pass MaxFencingToken
 	errInvalid   = "IDKINVALID"   // <node>: outside the pool

@@ -41,6 +41,8 @@ func runDev(ctx context.Context, args []string, env lookupEnv, stdout, stderr io
 	data := fs.String("data", "./data", "directory of the embedded store, the gateway's idempotency records and the dev API key")
 	var pf poolFlags
 	pf.register(fs)
+	var kq keyQuotaFlag
+	kq.register(fs)
 	var lf logFlags
 	lf.register(fs)
 	if err := parseFlags(fs, args, env); err != nil {
@@ -79,11 +81,13 @@ func runDev(ctx context.Context, args []string, env lookupEnv, stdout, stderr io
 	log := lf.logger(stderr)
 	// dev hosts the gateway: its process collects garbage as a gateway's does.
 	applyGCPercent(env, DefaultGCPercent, log)
+	rc := idkeeper.Config{Layout: pool.Layout, First: pool.First, Nodes: pool.Nodes}
+	kq.apply(&rc)
 	srv, err := startRegistryServer(ctx, serverConfig{
 		Listen:          *listen,
 		Store:           "bolt:" + filepath.Join(*data, "idkeeper.db"),
 		InitStore:       true, // dev's own embedded store; a server waits for `idkeeper init`
-		Registry:        idkeeper.Config{Layout: pool.Layout, First: pool.First, Nodes: pool.Nodes},
+		Registry:        rc,
 		KeepStoredSize:  !pf.given("nodes") && !pf.given("node-range"),
 		BootstrapAPIKey: key,
 		AdminUser:       DefaultAdminUser,

@@ -99,6 +99,7 @@ type serverFlags struct {
 	backup                                                   backupFlags
 	alerts                                                   alertFlags
 	clock                                                    clockFlags
+	keyQuota                                                 keyQuotaFlag
 }
 
 func (f *serverFlags) register(fs *flag.FlagSet) {
@@ -112,6 +113,7 @@ func (f *serverFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.grace, "cleanup-grace", idkeeper.DefaultGrace, "how long past expiry a lease keeps its node ID before cleanup reclaims it; 0..1h (0: no grace, clock skew only logged)")
 	fs.DurationVar(&f.cleanupInterval, "cleanup-interval", idkeeper.DefaultCleanupInterval, "period of the cleanup job; 1s..1h")
 	f.pool.register(fs)
+	f.keyQuota.register(fs)
 	fs.Var(prefixesFlag{&c.AllowedIPs}, "allowed-ips", "comma-separated CIDR prefixes or addresses always allowed to use API keys (/v1, the admin API): the floor of the IP allow-list, to which the admin web adds entries; no floor and no entries: all")
 	fs.Var(prefixesFlag{&c.TrustedProxies}, "trusted-proxies", "comma-separated CIDR prefixes of reverse proxies whose X-Forwarded-For is believed")
 	fs.StringVar(&c.StateFile, "state-file", "", "file where this replica keeps what it must remember across restarts to detect a store that lost writes (default: beside the bolt file, or ./data/"+stateFileName+")")
@@ -178,6 +180,7 @@ func (f *serverFlags) config(env lookupEnv, stderr io.Writer) (serverConfig, err
 	if f.grace == 0 {
 		c.Registry.Grace = idkeeper.NoGrace
 	}
+	f.keyQuota.apply(&c.Registry)
 	if f.auditRetention <= 0 {
 		return c, usageError{&idkeeper.RangeError{Setting: "audit-retention", Value: f.auditRetention.String(),
 			Min: idkeeper.MinAuditRetention.String(), Max: "∞"}}
@@ -478,11 +481,12 @@ func startRegistryServer(ctx context.Context, cfg serverConfig) (_ *registryServ
 	if web.web != nil {
 		adminAt = web.web.Addr().String()
 	}
+	warnNoKeyQuota(log, reg)
 	log.Info("listening", "addr", apiWeb.Addr().String(), "admin", adminAt, "tls", cfg.Net.tls != nil, "store", redactURL(cfg.Store),
 		"version", cfg.Version, "commit", cfg.Commit, "phase", reg.Phase(), "stateFile", statePath,
 		"nodes", rcfg.Nodes, "nodeRange", fmt.Sprintf("%d-%d", rcfg.First, int(rcfg.First)+rcfg.Nodes-1),
 		"layout", rcfg.Layout.String(), "firstLease", rcfg.FirstLease, "leaseDuration", rcfg.LeaseDuration,
-		"cleanupGrace", rcfg.Grace, "cleanupInterval", rcfg.CleanupInterval,
+		"cleanupGrace", rcfg.Grace, "cleanupInterval", rcfg.CleanupInterval, "keyMaxNodesDefault", reg.DefaultKeyQuota(),
 		"allowedIps", prefixesFlag{&cfg.AllowedIPs}.String(), "clock", cfg.ClockCheck.describe())
 	return s, nil
 }

@@ -47,6 +47,15 @@ type memNode struct {
 	wm, floor, q   time.Time
 	freed, lastTok uint64
 	restorable     bool
+	// coolKey is the API key a Remove charged the node's cooling to, until
+	// coolUntil (inclusive); "" when none. A grant or restore ends it.
+	coolKey   string
+	coolUntil time.Time
+}
+
+// cooling is whether the node counts against keyID's quota at now.
+func (n memNode) cooling(keyID string, now time.Time) bool {
+	return n.lease == nil && n.coolKey == keyID && !n.coolUntil.Before(now)
 }
 
 // fenced is the node's effective watermark.
@@ -217,8 +226,11 @@ func (s *memStore) Alloc(_ context.Context, g idkeeper.Guard, p idkeeper.AllocPa
 		}
 		return s.grant(ids, now), nil
 	}
-	if held := s.keyHeld(p.KeyID); p.MaxNodes > 0 && held+p.Count > p.MaxNodes {
-		return idkeeper.Grant{}, idkeeper.QuotaExceeded(p.MaxNodes, held, p.Count)
+	if p.MaxNodes > 0 {
+		cool := s.keyCooling(p.KeyID, now)
+		if held := s.keyHeld(p.KeyID) + cool; held+p.Count > p.MaxNodes {
+			return idkeeper.Grant{}, idkeeper.QuotaExceededCooling(p.MaxNodes, held, cool, p.Count)
+		}
 	}
 	var free []int
 	for i, n := range s.d.nodes {
@@ -254,6 +266,7 @@ func (s *memStore) Alloc(_ context.Context, g idkeeper.Guard, p idkeeper.AllocPa
 		n.lease = &idkeeper.Lease{NodeID: s.d.first + idkeeper.NodeID(i), Requester: p.Requester, NotBefore: n.fenced().Add(time.Millisecond),
 			ExpiresAt: now.Add(p.First), FencingToken: s.d.fence, GrantedAt: now, KeyID: p.KeyID}
 		n.wm, n.lastTok, n.restorable = maxT(n.wm, n.lease.ExpiresAt), s.d.fence, false
+		n.coolKey, n.coolUntil = "", time.Time{}
 		s.histGrant(*n.lease, p.Client)
 	}
 	slices.Sort(ids)
@@ -301,6 +314,7 @@ func (s *memStore) Renew(_ context.Context, g idkeeper.Guard, p idkeeper.RenewPa
 		n.lease = &idkeeper.Lease{NodeID: c.NodeID, Requester: p.Requester, KeyID: p.KeyID, FencingToken: c.Token,
 			NotBefore: maxT(idkeeper.Millis(c.NotBefore), n.wm.Add(time.Millisecond)), ExpiresAt: exp, GrantedAt: now}
 		n.wm, n.lastTok, n.restorable = maxT(n.wm, exp), c.Token, false
+		n.coolKey, n.coolUntil = "", time.Time{}
 		s.histClaim(c, p.Requester, p.KeyID, now, n.lease)
 		restored = append(restored, c.NodeID)
 	}
@@ -349,8 +363,33 @@ func (s *memStore) Remove(_ context.Context, g idkeeper.Guard, p idkeeper.Remove
 			n.wm = wm
 		}
 		s.free(n)
+		n.coolKey, n.coolUntil = "", time.Time{}
+		if w := n.fenced(); !w.Before(now) {
+			n.coolKey, n.coolUntil = p.KeyID, w
+		}
 	}
 	return len(ids), nil
+}
+
+func (s *memStore) keyCooling(keyID string, now time.Time) int {
+	c := 0
+	for _, n := range s.d.nodes {
+		if n.cooling(keyID, now) {
+			c++
+		}
+	}
+	return c
+}
+
+func (s *memStore) KeyCooling(context.Context) (map[string]int, error) {
+	defer s.lock()()
+	now, out := s.now(), map[string]int{}
+	for _, n := range s.d.nodes {
+		if n.coolKey != "" && n.cooling(n.coolKey, now) {
+			out[n.coolKey]++
+		}
+	}
+	return out, nil
 }
 
 func (s *memStore) Reclaim(_ context.Context, g idkeeper.Guard, grace time.Duration) (int, error) {

@@ -69,8 +69,8 @@ func testQuota(t *testing.T, open Factory) {
 	if _, err := e.s.Alloc(e.ctx, e.guard(), idkeeper.AllocParams{Requester: req(1), KeyID: keyA, Count: 2, First: time.Minute, MaxNodes: 1}); err != nil {
 		t.Fatalf("repeated Alloc of a holder over a lowered quota: %v", err)
 	}
-	e.allocP(p(2, 1)) // exactly the quota; checks the token is the next one
-	e.remove(req(1), time.Time{})
+	e.allocP(p(2, 1))                  // exactly the quota; checks the token is the next one
+	e.remove(req(1), e.now().Add(-ms)) // ready at once: charged to nobody
 	e.allocP(p(3, 2))
 }
 

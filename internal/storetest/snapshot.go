@@ -29,6 +29,7 @@ func RunSnapshot(t *testing.T, open Factory) {
 		{"RestorePlan", testSnapshotRestorePlan},
 		{"Large", testSnapshotLarge},
 		{"Pool", testSnapshotPool},
+		{"DropsCoolingCharges", testSnapshotDropsCharges},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, open) })
 	}

@@ -50,7 +50,7 @@ type Wiper interface {
 
 // Run runs the whole contract suite as subtests of t.
 func Run(t *testing.T, open Factory) {
-	for _, c := range append(append(cases, historyCases...), poolCases...) {
+	for _, c := range append(append(append(cases, historyCases...), poolCases...), quotaCases...) {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, open) })
 	}
 }

@@ -120,3 +120,8 @@ func (w *Swap) PruneHistory(ctx context.Context, before time.Time, limit int) (i
 	return w.cur().PruneHistory(ctx, before, limit)
 }
 func (w *Swap) HistoryCount(ctx context.Context) (int, error) { return w.cur().HistoryCount(ctx) }
+
+// KeyCooling implements idkeeper.LeaseStore.
+func (w *Swap) KeyCooling(ctx context.Context) (map[string]int, error) {
+	return w.cur().KeyCooling(ctx)
+}

@@ -25,6 +25,13 @@ type APIKey struct {
 	RevokedAt   *string `json:"revokedAt"`
 	MaxNodes    int     `json:"maxNodes"`
 	NodesHeld   int     `json:"nodesHeld"`
+	// EffectiveMaxNodes is the quota that applies: MaxNodes, or the server-wide
+	// default (--key-max-nodes-default) when MaxNodesIsDefault; 0: none.
+	EffectiveMaxNodes int  `json:"effectiveMaxNodes"`
+	MaxNodesIsDefault bool `json:"maxNodesIsDefault"`
+	// NodesCooling are node IDs cooling after the key's Removes: they count
+	// against its quota with NodesHeld until they are ready.
+	NodesCooling int `json:"nodesCooling"`
 }
 
 // APIKeyList is the 200 body of GET /admin/api/keys: every key, revoked ones

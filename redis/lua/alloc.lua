@@ -2,7 +2,7 @@
 -- max nodes (0: no quota), client (the JSON of the history records, '' when none).
 -- A new grant adds a history record per lease; a repeat raises their window ends.
 -- Returns {now, fence, node, record, ...} (the leases' records, see lease.lua), or
--- an error reply IDKNOTOWNED / IDKMISMATCH <held> / IDKQUOTA <held> /
+-- an error reply IDKNOTOWNED / IDKMISMATCH <held> / IDKQUOTA <held> <cooling> /
 -- IDKEXHAUSTED <remaining> / IDKFENCEMAX <fence>.
 local now, err, f = guard()
 if err then return err end
@@ -22,9 +22,10 @@ end
 
 if ARGV[10] ~= '0' then
   local maxnodes = tonumber(ARGV[10])
-  local kh = num(redis.call('HGET', KEYHELD, key), 0)
+  local cool = cool_scan(key, now, false)
+  local kh = num(redis.call('HGET', KEYHELD, key), 0) + cool
   if kh + count > maxnodes then
-    return redis.error_reply('IDKQUOTA ' .. int(kh))
+    return redis.error_reply('IDKQUOTA ' .. int(kh) .. ' ' .. int(cool))
   end
 end
 promote(now)

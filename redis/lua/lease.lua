@@ -6,6 +6,10 @@ local META, LEASES, REQS, EXPIRY, WM, QUAR, READY, COOL, QZ, FSEQ, FLOOR, LASTTO
   KEYS[11], KEYS[12], KEYS[13], KEYS[14]
 -- The lease history (doc.go): the records, their lex index, their end index.
 local HIST, HIDX, HEND = KEYS[15], KEYS[16], KEYS[17]
+-- The cooling charges (idkeeper.LeaseStore.Remove): a sorted set, every member
+-- scored 0, '<key ID>\0<until, 16 digits>\0<node>\0<last token>', so that one
+-- key's charges are one lex range in until order (cool_scan).
+local KEYCOOL = KEYS[18]
 
 -- MAXTOKEN is idkeeper.MaxFencingToken, 2^53-1: exact as a Lua number.
 local MAXTOKEN = 9007199254740991
@@ -491,4 +495,48 @@ local function old_layout()
     return redis.error_reply('IDKOLDLAYOUT')
   end
   return nil
+end
+
+-- cool_scan counts the node IDs charged to key for cooling at now: the members of
+-- key whose until is not before now and whose node's last token is still the one
+-- they name (a grant or a restore since gives it another). With prune it deletes
+-- key's members that count no more.
+local function cool_scan(key, now, prune)
+  local p = key .. '\0'
+  local lo = '[' .. p
+  if not prune then lo = lo .. string.format('%016d', now) end
+  local ms = redis.call('ZRANGEBYLEX', KEYCOOL, lo, '(' .. key .. '\1')
+  if #ms == 0 then return 0 end
+  local nodes, toks, untils = {}, {}, {}
+  for i, m in ipairs(ms) do
+    untils[i] = tonumber(string.sub(m, #p + 1, #p + 16))
+    local rest = string.sub(m, #p + 18)
+    local z = string.find(rest, '\0', 1, true)
+    nodes[i], toks[i] = string.sub(rest, 1, z - 1), string.sub(rest, z + 1)
+  end
+  local lt = chunked('HMGET', LASTTOK, nodes)
+  local n, dead = 0, {}
+  for i, m in ipairs(ms) do
+    if untils[i] >= now and lt[i] == toks[i] then
+      n = n + 1
+    else
+      dead[#dead + 1] = m
+    end
+  end
+  if prune then chunked('ZREM', KEYCOOL, dead) end
+  return n
+end
+
+-- cool_charge charges key for the nodes a Remove released whose fenced watermark
+-- (ws: the watermarks, fs: the floors) is not before now.
+local function cool_charge(key, nodes, now, ws, fs)
+  local lt = chunked('HMGET', LASTTOK, nodes)
+  local zs = {}
+  for i, node in ipairs(nodes) do
+    local w = math.max(num(ws[i], ZERO), num(fs[i], ZERO))
+    if w >= now then
+      push2(zs, 0, key .. '\0' .. string.format('%016d', w) .. '\0' .. node .. '\0' .. (lt[i] or ''))
+    end
+  end
+  chunked('ZADD', KEYCOOL, zs)
 end

@@ -2,8 +2,9 @@
 -- when not attested). Ends the leases' history records (removed); with
 -- minted-up-to, each record's window ends at what the holder attested (within its
 -- lease's window) and the node's watermark is lowered to it, but not below a
--- quarantine still running. Returns the number of leases released, or an error
--- reply IDKNOTOWNED.
+-- quarantine still running. The nodes left cooling are charged to the API key
+-- (cool_charge), whose charges that count no more go. Returns the number of
+-- leases released, or an error reply IDKNOTOWNED.
 local now, err = guard()
 if err then return err end
 local req, key, minted = ARGV[6], ARGV[7], ARGV[8]
@@ -32,7 +33,10 @@ for i, node in ipairs(nodes) do
 end
 chunked('HSET', WM, hw)
 hist_end(ids, 'removed', now, wes, minted)
+local fws = ws or chunked('HMGET', WM, nodes)
 free_many(nodes, now, qs, ws)
+cool_charge(key, nodes, now, fws, chunked('HMGET', FLOOR, nodes))
+cool_scan(key, now, true)
 key_held(key, -#nodes)
 redis.call('HDEL', REQS, req)
 return #nodes
