@@ -269,7 +269,7 @@ func (a *Accounts) Login(ctx context.Context, name, password, remoteIP, userAgen
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on Linux
 	token = base64.RawURLEncoding.EncodeToString(b[:])
 	s = AdminSession{ID: SessionID(token), User: u.Name, Epoch: u.Epoch, CreatedAt: now, SeenAt: now,
-		ExpiresAt: now.Add(a.cfg.AbsoluteTimeout), RemoteIP: remoteIP, UserAgent: cut(strings.ToValidUTF8(userAgent, "?"), MaxAuditFieldLen)}
+		ExpiresAt: now.Add(a.cfg.AbsoluteTimeout), RemoteIP: remoteIP, UserAgent: cut(textOnly(userAgent), MaxAuditFieldLen)}
 	if err := a.store.CreateSession(ctx, s); err != nil {
 		return "", AdminSession{}, storeErr(err)
 	}
@@ -439,11 +439,11 @@ func validToken(token string) bool {
 }
 
 // cleanName is a login name as typed, fit for the log and the audit: cut to
-// MaxUserNameLen bytes, control characters and invalid UTF-8 as '?'.
+// MaxUserNameLen bytes, characters that are not text (notText) and invalid UTF-8 as '?'.
 func cleanName(name string) string {
 	name = strings.ToValidUTF8(cutBytes(name, MaxUserNameLen), "?")
 	return strings.Map(func(r rune) rune {
-		if isControl(r) || r == utf8.RuneError {
+		if notText(r) || r == utf8.RuneError {
 			return '?'
 		}
 		return r

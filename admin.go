@@ -115,11 +115,23 @@ type AllowEntry struct {
 	CreatedAt time.Time
 }
 
-// CleanText trims s and reports whether it is printable UTF-8 of at most max bytes:
+// CleanText trims s and reports whether it is printable UTF-8 of at most max bytes,
+// without a character of Unicode categories Cc, Cf, Zl or Zp (as Requester.Validate):
 // the rule for notes and descriptions typed by operators.
 func CleanText(s string, max int) (string, bool) {
 	s = strings.TrimSpace(s)
-	return s, len(s) <= max && utf8.ValidString(s) && !strings.ContainsFunc(s, isControl)
+	return s, len(s) <= max && utf8.ValidString(s) && !strings.ContainsFunc(s, notText)
+}
+
+// textOnly is s with invalid UTF-8 and every character that is not text (notText)
+// replaced by '?': for what a browser sends (its User-Agent), kept and shown as is.
+func textOnly(s string) string {
+	return strings.Map(func(r rune) rune {
+		if notText(r) {
+			return '?'
+		}
+		return r
+	}, strings.ToValidUTF8(s, "?"))
 }
 
 // AdminStore keeps the records of the admin web. Every method is atomic and safe

@@ -60,13 +60,13 @@ func (e AuditEntry) Seal(seq uint64, hash string) AuditEntry {
 }
 
 // auditText is s as the audit log keeps it: invalid UTF-8 replaced by U+FFFD,
-// control characters (a forged line break in a logged user name, say) by a space,
-// and cut to at most max bytes.
+// characters that are not text (notText: a forged line break in a logged user
+// name, a bidi override, say) by a space, and cut to at most max bytes.
 func auditText(s string, max int) string {
 	s = strings.ToValidUTF8(s, "\uFFFD")
-	if strings.ContainsFunc(s, isControl) {
+	if strings.ContainsFunc(s, notText) {
 		s = strings.Map(func(r rune) rune {
-			if isControl(r) {
+			if notText(r) {
 				return ' '
 			}
 			return r

@@ -49,8 +49,17 @@ type ClientInfo struct {
 	Labels map[string]string // at most MaxLabels; keys 1..MaxLabelKeyLen of [A-Za-z0-9_.-/], values printable UTF-8
 }
 
-// Validate returns an INVALID_REQUEST Error naming the first bad field of c.
-func (c ClientInfo) Validate() error {
+// Validate returns an INVALID_REQUEST Error naming the first bad field of c: the
+// bounds above, and text as Requester.Validate has it (no character of Unicode
+// categories Cc, Cf, Zl or Zp).
+func (c ClientInfo) Validate() error { return c.validate(notText) }
+
+// validateStored is Validate with the rule of records written before issue #29
+// (C0 controls and DEL refused only), for records read back from a store or a backup.
+func (c ClientInfo) validateStored() error { return c.validate(isControl) }
+
+func (c ClientInfo) validate(bad func(rune) bool) error {
+	printable := func(s string) bool { return utf8.ValidString(s) && !strings.ContainsFunc(s, bad) }
 	if len(c.Host) > MaxHostLen || !printable(c.Host) {
 		return Invalidf("client.host", "client.host has at most %d bytes of printable UTF-8", MaxHostLen)
 	}
@@ -81,8 +90,6 @@ func (c ClientInfo) LabelKeys() []string {
 // IsZero reports whether c holds nothing.
 func (c ClientInfo) IsZero() bool { return c.Host == "" && len(c.Labels) == 0 }
 
-func printable(s string) bool { return utf8.ValidString(s) && !strings.ContainsFunc(s, isControl) }
-
 func notLabelKey(r rune) bool {
 	return notBase64URL(r) && r != '.' && r != '/'
 }
@@ -111,13 +118,13 @@ type HistoryRecord struct {
 }
 
 // Validate returns an INVALID_REQUEST Error when h cannot be a record: a bad
-// requester or client, an unknown End, an EndedAt set while held or zero once
+// requester or client (by the rule of stored records, ValidateStored), an unknown End, an EndedAt set while held or zero once
 // ended, a MintedUpTo on a record not removed.
 func (h HistoryRecord) Validate() error {
-	if err := h.Requester.Validate(); err != nil {
+	if err := h.Requester.ValidateStored(); err != nil {
 		return err
 	}
-	if err := h.Client.Validate(); err != nil {
+	if err := h.Client.validateStored(); err != nil {
 		return err
 	}
 	switch h.End {

@@ -30,6 +30,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/idkeeper/idkeeper/snowflake"
@@ -75,17 +76,27 @@ func NewInstance() string {
 }
 
 // Validate returns an INVALID_REQUEST Error naming the first bad field: an empty or
-// over-long machine ID, one with control characters or invalid UTF-8, a PID below 1,
-// a zero start time, or an instance that is too long or holds a character outside
-// base64url.
-func (r Requester) Validate() error {
+// over-long machine ID, one with invalid UTF-8 or a character that is not text
+// (Unicode categories Cc, Cf, Zl and Zp: controls, bidi overrides, zero-width
+// characters, line and paragraph separators), a PID below 1, a zero start time, or
+// an instance that is too long or holds a character outside base64url. It is the
+// rule for every requester a caller sends.
+func (r Requester) Validate() error { return r.validate(notText) }
+
+// ValidateStored is Validate with the rule of the records written before issue #29,
+// which refused only C0 controls and DEL in a machine ID: for requesters read back
+// from a store or a backup, so that a record kept by an older version never makes a
+// restore fail.
+func (r Requester) ValidateStored() error { return r.validate(isControl) }
+
+func (r Requester) validate(bad func(rune) bool) error {
 	switch {
 	case r.MachineID == "":
 		return Invalidf("requester.machineId", "requester.machineId is required")
 	case len(r.MachineID) > MaxMachineIDLen:
 		return Invalidf("requester.machineId", "requester.machineId is longer than %d bytes", MaxMachineIDLen)
-	case !utf8.ValidString(r.MachineID) || strings.ContainsFunc(r.MachineID, isControl):
-		return Invalidf("requester.machineId", "requester.machineId must be printable UTF-8")
+	case !utf8.ValidString(r.MachineID) || strings.ContainsFunc(r.MachineID, bad):
+		return Invalidf("requester.machineId", "requester.machineId must be printable UTF-8, without control, format (bidi, zero-width) or line-separator characters")
 	case r.PID < 1:
 		return Invalidf("requester.pid", "requester.pid must be at least 1")
 	case r.StartedAt.IsZero():
@@ -98,7 +109,15 @@ func (r Requester) Validate() error {
 	return nil
 }
 
+// isControl reports a C0 control or DEL: the rule of records written before issue #29.
 func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
+
+// notText reports a rune that must not appear in text a caller sends: Unicode
+// categories Cc (controls, C1 included, e.g. U+0085), Cf (format: bidi overrides
+// such as U+202E, zero-width characters such as U+200B), Zl and Zp (U+2028,
+// U+2029). Such text would reorder, hide or break lines in pages, the audit log and
+// the logs.
+func notText(r rune) bool { return unicode.In(r, unicode.Cc, unicode.Cf, unicode.Zl, unicode.Zp) }
 
 func notBase64URL(r rune) bool {
 	return !('A' <= r && r <= 'Z' || 'a' <= r && r <= 'z' || '0' <= r && r <= '9' || r == '-' || r == '_')

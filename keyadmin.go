@@ -90,15 +90,17 @@ func usage(ctx context.Context, s Store) (held, cooling map[string]int, err erro
 // returns the secret, to show once (only its hash is stored), and the record. The
 // description is trimmed of surrounding space. Errors: INVALID_REQUEST naming the
 // field ("description", "expiresAt", "maxNodes") for a description that is empty,
-// longer than MaxKeyDescriptionLen or not UTF-8, an expiry not after now, a quota
+// longer than MaxKeyDescriptionLen, not UTF-8 or with a character of Unicode
+// categories Cc, Cf, Zl or Zp (as Requester.Validate), an expiry not after now, a quota
 // outside 0..maxNodes; any other error is the store's.
 func CreateKey(ctx context.Context, s KeyStore, spec KeySpec, now time.Time, maxNodes int) (secret string, k APIKey, err error) {
 	desc := strings.TrimSpace(spec.Description)
 	switch {
 	case desc == "":
 		return "", APIKey{}, Invalidf("description", "description is required: what the key is for")
-	case len(desc) > MaxKeyDescriptionLen || !utf8.ValidString(desc):
-		return "", APIKey{}, Invalidf("description", "description must be UTF-8 text of at most %d bytes", MaxKeyDescriptionLen)
+	case len(desc) > MaxKeyDescriptionLen || !utf8.ValidString(desc) || strings.ContainsFunc(desc, notText):
+		return "", APIKey{}, Invalidf("description", "description must be UTF-8 text of at most %d bytes, without control, "+
+			"format (bidi, zero-width) or line-separator characters", MaxKeyDescriptionLen)
 	}
 	if err := checkKeyExpiry(spec.ExpiresAt, now); err != nil {
 		return "", APIKey{}, err

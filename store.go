@@ -7,6 +7,19 @@ import (
 	"time"
 )
 
+// IdentifiedStore is a Store that can say where it keeps its data: the identity a
+// replica's state file records, so that the state of one store is never taken for
+// evidence about another (issue #29). Two Stores with equal identities share their
+// data; the identity holds no secret (no password, no token), and does not change
+// when the data does (a wiped or restored store keeps it). The bolt, redis and etcd
+// stores implement it.
+type IdentifiedStore interface {
+	Store
+	// Identity is, e.g., "bolt:/var/lib/idkeeper/idkeeper.db",
+	// "redis://10.0.0.5:6379/0 prefix idk:", "etcd://e1:2379,e2:2379/idkeeper/".
+	Identity() string
+}
+
 // Store is the persistence contract the Registry runs on. Implementations: bolt
 // (bbolt, embedded), redis and etcd (issue #17: the lease store so far; its admin
 // records, snapshots and command-line form come next). internal/storetest is the

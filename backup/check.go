@@ -195,7 +195,7 @@ func decodeNode(line []byte) (*idkeeper.NodeState, error) {
 	case ls.FencingToken < 1 || ls.FencingToken > idkeeper.MaxFencingToken:
 		err = fmt.Errorf("lease.token %d is outside 1..2^53-1", ls.FencingToken)
 	default:
-		if err = ls.Requester.Validate(); err != nil {
+		if err = ls.Requester.ValidateStored(); err != nil {
 			err = fmt.Errorf("lease: %w", err)
 		} else {
 			err = text("lease.keyId", ls.KeyID, idkeeper.MaxAuditFieldLen, false, true)

@@ -72,6 +72,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -106,6 +107,7 @@ type Options struct {
 // Store is the bbolt idkeeper.Store. Create it with Open.
 type Store struct {
 	db    *bbolt.DB
+	path  string // absolute and cleaned
 	clock idkeeper.Clock
 	log   *slog.Logger
 	// loadMu lets one LoadSnapshot at a time use the staging bucket.
@@ -114,7 +116,11 @@ type Store struct {
 	loadBatch int
 }
 
-var _ idkeeper.Store = (*Store)(nil)
+var _ idkeeper.IdentifiedStore = (*Store)(nil)
+
+// Identity is "bolt:" and the file's absolute, cleaned path
+// (idkeeper.IdentifiedStore).
+func (s *Store) Identity() string { return "bolt:" + s.path }
 
 var (
 	bucketMeta       = []byte("meta")
@@ -154,7 +160,12 @@ func Open(path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{db: db, clock: opts.clock(), log: opts.Logger}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("bolt: open %s: %w", path, err)
+	}
+	s := &Store{db: db, path: abs, clock: opts.clock(), log: opts.Logger}
 	if s.log == nil {
 		s.log = slog.Default()
 	}

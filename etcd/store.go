@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -98,7 +99,22 @@ type Store struct {
 	loadBatch int
 }
 
-var _ idkeeper.Store = (*Store)(nil)
+var _ idkeeper.IdentifiedStore = (*Store)(nil)
+
+// Identity names the cluster and the key prefix (idkeeper.IdentifiedStore),
+// without credentials or TLS settings: "etcd://HOST:PORT,…/PREFIX", the endpoints
+// of the client sorted, without their scheme.
+func (s *Store) Identity() string {
+	eps := make([]string, 0, len(s.c.Endpoints()))
+	for _, e := range s.c.Endpoints() {
+		if _, rest, ok := strings.Cut(e, "://"); ok {
+			e = rest
+		}
+		eps = append(eps, e)
+	}
+	slices.Sort(eps)
+	return "etcd://" + strings.Join(slices.Compact(eps), ",") + "/" + s.k.prefix
+}
 
 // New returns a Store on the etcd cluster c talks to. It does no I/O: call Ping
 // (or Init) to check the cluster. The client should allow requests as large as

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/internal/wire"
@@ -277,7 +278,9 @@ func FuzzDecodeAllocRequest(f *testing.F) {
 		`{"requester":`+goodRequester+`,"count":4096}`,
 		`{"requester":`+goodRequester+`,"count":1,"count":1}`,
 		`{"requester":`+goodRequester+`,"count":1,"client":{"host":"h","labels":{"a":"b","c.d/e":""}}}`,
-		`{"requester":`+goodRequester+`,"count":1,"client":{"labels":{"a":"b","a":"c"}}}`)
+		`{"requester":`+goodRequester+`,"count":1,"client":{"labels":{"a":"b","a":"c"}}}`,
+		`{"requester":`+goodRequester+`,"count":1,"client":{"host":"h\u202Ex","labels":{"a":"\u2028"}}}`,
+		`{"requester":{"machineId":"\u200B","pid":1,"startedAt":"2026-03-01T10:00:00Z","instance":"a"},"count":1}`)
 	f.Fuzz(func(t *testing.T, body []byte) {
 		req, err := decodeAllocRequest(body)
 		if err == nil && (req.Count < 1 || req.Count > idkeeper.MaxCount) {
@@ -351,6 +354,11 @@ func FuzzDecodeAllocFields(f *testing.F) {
 	f.Add("", int64(0), "", int64(0), "")
 	f.Add("h\x7f", int64(1<<32), "2026-03-01T10:00:00+25:00", int64(4097), "0000-01-01T00:00:00+00:01")
 	f.Add(strings.Repeat("é", 128), int64(MaxPID), "9999-12-31T23:59:59.9999999999Z", int64(idkeeper.MaxCount), "2026-01-01T00:00:00.000-23:59")
+	// Issue #29: a bidi override, a zero-width space, a C1 control, the line and
+	// paragraph separators are refused; 日本 is text.
+	f.Add("m\u202Eexe.txt", int64(1), "2026-03-01T10:00:00Z", int64(1), "")
+	f.Add("m\u200B\u0085\u2028\u2029", int64(1), "2026-03-01T10:00:00Z", int64(1), "")
+	f.Add("日本-host", int64(1), "2026-03-01T10:00:00Z", int64(1), "")
 	f.Fuzz(func(t *testing.T, machineID string, pid int64, startedAt string, count int64, clientNow string) {
 		m := map[string]any{
 			"requester": map[string]any{"machineId": machineID, "pid": pid, "startedAt": startedAt},
@@ -380,6 +388,11 @@ func FuzzDecodeAllocFields(f *testing.F) {
 		}
 		if pid < 1 || pid > MaxPID || count < 1 || count > idkeeper.MaxCount || req.Requester.Validate() != nil {
 			t.Fatalf("accepted out-of-range values: %s", body)
+		}
+		if strings.ContainsFunc(req.Requester.MachineID, func(r rune) bool {
+			return unicode.In(r, unicode.Cc, unicode.Cf, unicode.Zl, unicode.Zp)
+		}) {
+			t.Fatalf("accepted a machine ID that is not text: %q", req.Requester.MachineID)
 		}
 		if (clientNow == "") != (req.ClientNow == nil) {
 			t.Fatalf("clientUtcNow %q decoded as %v", clientNow, req.ClientNow)

@@ -15,11 +15,21 @@
 //
 // One process at a time: Open takes an exclusive lock on the file (flock) and
 // fails at once when another process holds it.
+//
+// # The store it belongs to
+//
+// A state is evidence about one store only (issue #29). The payload records that
+// store's identity (idkeeper.IdentifiedStore.Identity, through Claim; abbreviated
+// with a digest past MaxStoreLen bytes). A file written before identities were
+// recorded has none: Store returns "", and the caller decides whether it adopts
+// the file (cmd/idkeeper does, DESIGN §7 and docs/operations.md).
 package localstate
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,6 +39,7 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/idkeeper/idkeeper"
 )
@@ -49,15 +60,41 @@ var ErrLocked = errors.New("localstate: the state file is in use by another proc
 // File is a replica state file. It implements idkeeper.StateKeeper; its methods are
 // safe for concurrent use.
 type File struct {
-	path string
+	path    string
+	created bool // by Open
 
-	mu   sync.Mutex
-	f    *os.File
-	seq  uint64 // of the newest valid slot
-	slot int    // that slot; the next Save writes the other one
+	mu    sync.Mutex
+	f     *os.File
+	seq   uint64 // of the newest valid slot
+	slot  int    // that slot; the next Save writes the other one
+	store string // the identity recorded, as Abbrev has it; "" when none
 }
 
-var _ idkeeper.StateKeeper = (*File)(nil)
+// MaxStoreLen is the most bytes a store identity takes in a slot's JSON payload
+// as it is; a longer one is kept abbreviated (Abbrev), so that a state always fits
+// its slot.
+const MaxStoreLen = 120
+
+// Abbrev is the store identity id as a file records it: id itself when its JSON
+// form takes at most MaxStoreLen bytes, else as much of its start as takes 88,
+// "…" and "sha256:" with 16 hex digits of the digest of the whole.
+func Abbrev(id string) string {
+	if jsonLen(id) <= MaxStoreLen {
+		return id
+	}
+	cut := min(len(id), 88)
+	for cut > 0 && (cut < len(id) && !utf8.RuneStart(id[cut]) || jsonLen(id[:cut]) > 88) {
+		cut--
+	}
+	sum := sha256.Sum256([]byte(id))
+	return id[:cut] + "…sha256:" + hex.EncodeToString(sum[:8])
+}
+
+// jsonLen is the length of s as a JSON string, without its quotes.
+func jsonLen(s string) int {
+	b, _ := json.Marshal(s)
+	return len(b) - 2
+}
 
 // Open opens the state file at path, creating it (mode 0600, and its directory,
 // mode 0700) with an empty state when it does not exist. It fails with an error
@@ -87,6 +124,7 @@ func Open(path string) (*File, error) {
 			f.Close()
 			return nil, err
 		}
+		s.created = true
 		return s, nil
 	}
 	if _, _, err := s.read(); err != nil {
@@ -99,7 +137,7 @@ func Open(path string) (*File, error) {
 // create writes an empty state into slot 0 and a zeroed slot 1, and syncs the
 // file and its directory.
 func (s *File) create() error {
-	b, err := encode(idkeeper.ReplicaState{}, 0)
+	b, err := encode(idkeeper.ReplicaState{}, "", 0)
 	if err != nil {
 		return err
 	}
@@ -128,6 +166,45 @@ func syncDir(dir string) error {
 // Path is the file's path.
 func (s *File) Path() string { return s.path }
 
+// Created reports whether Open created the file (it then records no store yet).
+func (s *File) Created() bool { return s.created }
+
+// Store is the identity of the store the file belongs to, as Claim recorded it
+// (Abbrev); "" when none was ever recorded: a file Open just created, or one
+// written before identities were (issue #29).
+func (s *File) Store() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.store
+}
+
+// BelongsTo reports whether the file records the store identity id.
+func (s *File) BelongsTo(id string) bool { return s.Store() == Abbrev(id) }
+
+// Claim records that the file belongs to the store of identity id, keeping the
+// state as it is, and returns once that is durable; every later Save keeps it.
+func (s *File) Claim(ctx context.Context, id string) error {
+	if id == "" {
+		return errors.New("localstate: an empty store identity")
+	}
+	s.mu.Lock()
+	st, _, err := s.read()
+	if err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	prev := s.store
+	s.store = Abbrev(id)
+	s.mu.Unlock()
+	if err := s.Save(ctx, st); err != nil {
+		s.mu.Lock()
+		s.store = prev
+		s.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
 // Load returns the newest state saved.
 func (s *File) Load(context.Context) (idkeeper.ReplicaState, error) {
 	s.mu.Lock()
@@ -145,6 +222,7 @@ func (s *File) read() (idkeeper.ReplicaState, bool, error) {
 	}
 	var (
 		best  idkeeper.ReplicaState
+		store string
 		found bool
 		errs  []error
 	)
@@ -153,13 +231,13 @@ func (s *File) read() (idkeeper.ReplicaState, bool, error) {
 			errs = append(errs, fmt.Errorf("slot %d is missing", i))
 			continue
 		}
-		st, seq, err := decode(buf[i*SlotSize : (i+1)*SlotSize])
+		st, id, seq, err := decode(buf[i*SlotSize : (i+1)*SlotSize])
 		if err != nil {
 			errs = append(errs, fmt.Errorf("slot %d: %w", i, err))
 			continue
 		}
 		if !found || seq > s.seq {
-			best, s.seq, s.slot, found = st, seq, i, true
+			best, store, s.seq, s.slot, found = st, id, seq, i, true
 		}
 	}
 	if !found {
@@ -167,6 +245,7 @@ func (s *File) read() (idkeeper.ReplicaState, bool, error) {
 			"it is not recreated by itself: if the replica's state is really lost, remove the file and start the "+
 			"server, which then trusts the store as it finds it", s.path, errors.Join(errs...))
 	}
+	s.store = store
 	return best, true, nil
 }
 
@@ -177,7 +256,7 @@ func (s *File) Save(_ context.Context, st idkeeper.ReplicaState) error {
 	if s.f == nil {
 		return errors.New("localstate: the file is closed")
 	}
-	b, err := encode(st, s.seq+1)
+	b, err := encode(st, s.store, s.seq+1)
 	if err != nil {
 		return err
 	}
@@ -216,10 +295,13 @@ type record struct {
 	ReplicationID string `json:"replicationId,omitempty"`
 	PoolNodes     int    `json:"poolNodes,omitempty"`
 	Owner         string `json:"owner,omitempty"`
+	// Store is the identity of the store the state belongs to (Abbrev); absent in
+	// files written before issue #29.
+	Store string `json:"store,omitempty"`
 }
 
-func encode(st idkeeper.ReplicaState, seq uint64) ([]byte, error) {
-	var r record
+func encode(st idkeeper.ReplicaState, store string, seq uint64) ([]byte, error) {
+	r := record{Store: store}
 	r.Generation.ID, r.Generation.Number = st.Generation.ID, st.Generation.Number
 	r.Generation.Origin, r.Generation.At = string(st.Generation.Origin), st.Generation.At.UTC()
 	r.MaxToken, r.ReplicationID, r.PoolNodes, r.Owner = st.MaxToken, st.ReplicationID, st.PoolNodes, st.Owner
@@ -240,27 +322,27 @@ func encode(st idkeeper.ReplicaState, seq uint64) ([]byte, error) {
 	return b[:SlotSize], nil // zero-padded: make zeroed the capacity
 }
 
-func decode(b []byte) (idkeeper.ReplicaState, uint64, error) {
+func decode(b []byte) (idkeeper.ReplicaState, string, uint64, error) {
 	if string(b[:len(magic)]) != magic {
-		return idkeeper.ReplicaState{}, 0, errors.New("no state record")
+		return idkeeper.ReplicaState{}, "", 0, errors.New("no state record")
 	}
 	if v := binary.BigEndian.Uint16(b[len(magic):]); v != version {
-		return idkeeper.ReplicaState{}, 0, fmt.Errorf("format version %d, this build reads %d", v, version)
+		return idkeeper.ReplicaState{}, "", 0, fmt.Errorf("format version %d, this build reads %d", v, version)
 	}
 	seq := binary.BigEndian.Uint64(b[len(magic)+2:])
 	n := int(binary.BigEndian.Uint16(b[len(magic)+10:]))
 	if n > maxPayload {
-		return idkeeper.ReplicaState{}, 0, errors.New("corrupt length")
+		return idkeeper.ReplicaState{}, "", 0, errors.New("corrupt length")
 	}
 	end := headerLen + n
 	if crc32.ChecksumIEEE(b[:end]) != binary.BigEndian.Uint32(b[end:]) {
-		return idkeeper.ReplicaState{}, 0, errors.New("checksum mismatch (a torn or damaged write)")
+		return idkeeper.ReplicaState{}, "", 0, errors.New("checksum mismatch (a torn or damaged write)")
 	}
 	var r record
 	if err := json.Unmarshal(b[headerLen:end], &r); err != nil {
-		return idkeeper.ReplicaState{}, 0, fmt.Errorf("corrupt payload: %w", err)
+		return idkeeper.ReplicaState{}, "", 0, fmt.Errorf("corrupt payload: %w", err)
 	}
 	st := idkeeper.ReplicaState{MaxToken: r.MaxToken, ReplicationID: r.ReplicationID, PoolNodes: r.PoolNodes, Owner: r.Owner, Generation: idkeeper.Generation{
 		ID: r.Generation.ID, Number: r.Generation.Number, Origin: idkeeper.Origin(r.Generation.Origin), At: r.Generation.At.UTC()}}
-	return st, seq, nil
+	return st, r.Store, seq, nil
 }

@@ -142,3 +142,44 @@ func BenchmarkSave(b *testing.B) {
 		}
 	}
 }
+
+// Claim records the store a file belongs to, durably and without changing its
+// state; every later Save keeps it. A file saved without a claim (as every file
+// before issue #29) records none.
+func TestClaimRecordsTheStore(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "state")
+	f := open(t, path)
+	if !f.Created() || f.Store() != "" {
+		t.Fatalf("new file: created %v, store %q", f.Created(), f.Store())
+	}
+	if err := f.Save(ctx, state(1)); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	f = open(t, path)
+	if f.Created() || f.Store() != "" || load(t, f) != state(1) {
+		t.Fatalf("a file without a claim: created %v, store %q, state %+v", f.Created(), f.Store(), load(t, f))
+	}
+	if err := f.Claim(ctx, "bolt:/var/lib/idkeeper/a.db"); err != nil {
+		t.Fatal(err)
+	}
+	if load(t, f) != state(1) {
+		t.Fatalf("Claim changed the state: %+v", load(t, f))
+	}
+	if err := f.Save(ctx, state(2)); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	f = open(t, path)
+	if f.Store() != "bolt:/var/lib/idkeeper/a.db" || !f.BelongsTo("bolt:/var/lib/idkeeper/a.db") || f.BelongsTo("bolt:/var/lib/idkeeper/b.db") {
+		t.Fatalf("store after reopen: %q", f.Store())
+	}
+	if load(t, f) != state(2) {
+		t.Fatalf("state after reopen: %+v", load(t, f))
+	}
+	long := "etcd://" + strings.Repeat("e", 300)
+	if err := f.Claim(ctx, long); err != nil || !f.BelongsTo(long) || f.BelongsTo(long+"x") {
+		t.Fatalf("a long identity: %v, store %q", err, f.Store())
+	}
+}

@@ -64,6 +64,7 @@ type Store struct {
 	client       goredis.UniversalClient
 	ownClient    bool
 	prefix       string
+	identity     string // Identity's value
 	clock        idkeeper.Clock
 	log          *slog.Logger
 	keys         keys
@@ -73,9 +74,15 @@ type Store struct {
 }
 
 var (
-	_ idkeeper.Store           = (*Store)(nil)
+	_ idkeeper.IdentifiedStore = (*Store)(nil)
 	_ idkeeper.ReplicatedStore = (*Store)(nil)
 )
+
+// Identity names the Redis and the key prefix (idkeeper.IdentifiedStore), without
+// credentials, TLS or client options: "redis://HOST:PORT/DB prefix P",
+// "redis+sentinel://SENTINEL,…/DB?master_name=NAME prefix P" (the sentinels
+// sorted), "redis+cluster://NODE,… prefix P" (the seed nodes sorted).
+func (s *Store) Identity() string { return s.identity }
 
 // Open returns a Store on the Redis at url — one server (redis://, rediss://),
 // Sentinel (redis+sentinel://, rediss+sentinel://) or a cluster (redis+cluster://,
@@ -124,7 +131,11 @@ func Open(url string, opts Options) (*Store, error) {
 			return nil, err
 		}
 		s.client, s.ownClient = c, true
+		s.identity = urlIdentity(url)
+	} else {
+		s.identity = clientIdentity(s.client)
 	}
+	s.identity += " prefix " + prefix
 	if s.waitReplicas > 0 {
 		switch s.client.(type) {
 		case *goredis.Client, *goredis.ClusterClient:

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	neturl "net/url"
+	"slices"
 	"strings"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -71,6 +72,45 @@ func dial(url string) (goredis.UniversalClient, error) {
 		o.ContextTimeoutEnabled = true
 		return goredis.NewClusterClient(o), nil
 	}
+}
+
+// urlIdentity is Store.Identity's address part for a URL that dial accepted.
+func urlIdentity(url string) string {
+	scheme, rest, _ := strings.Cut(url, "://")
+	base, topology, _ := strings.Cut(scheme, "+")
+	plain := base + "://" + rest
+	switch topology {
+	case "":
+		if o, err := goredis.ParseURL(plain); err == nil {
+			return fmt.Sprintf("redis://%s/%d", o.Addr, o.DB)
+		}
+	case "sentinel":
+		if o, err := goredis.ParseFailoverURL(plain); err == nil {
+			return fmt.Sprintf("redis+sentinel://%s/%d?master_name=%s", sortedAddrs(o.SentinelAddrs), o.DB, o.MasterName)
+		}
+	default:
+		if o, err := goredis.ParseClusterURL(plain); err == nil {
+			return "redis+cluster://" + sortedAddrs(o.Addrs)
+		}
+	}
+	return "redis://(unparsed)"
+}
+
+// clientIdentity is Store.Identity's address part for a client given in Options.
+func clientIdentity(c goredis.UniversalClient) string {
+	switch c := c.(type) {
+	case *goredis.ClusterClient:
+		return "redis+cluster://" + sortedAddrs(c.Options().Addrs)
+	case *goredis.Client:
+		return fmt.Sprintf("redis://%s/%d", c.Options().Addr, c.Options().DB)
+	}
+	return fmt.Sprintf("redis://(%T)", c)
+}
+
+func sortedAddrs(addrs []string) string {
+	s := slices.Clone(addrs)
+	slices.Sort(s)
+	return strings.Join(slices.Compact(s), ",")
 }
 
 // badURL wraps a parse error without the URL a *url.Error repeats.

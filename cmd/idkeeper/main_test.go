@@ -138,7 +138,7 @@ func TestBinary(t *testing.T) {
 	if err != nil || strings.Contains(all, strings.TrimSpace(string(secret))) {
 		t.Fatalf("receipt secret %v, or logged", err)
 	}
-	if info, err := os.Stat(filepath.Join(dir, "data", stateFileName)); err != nil || info.Mode().Perm() != 0o600 {
+	if info, err := os.Stat(filepath.Join(dir, "data", "idkeeper.db."+stateFileName)); err != nil || info.Mode().Perm() != 0o600 {
 		t.Fatalf("state file beside the store: %v %v", info, err)
 	}
 }

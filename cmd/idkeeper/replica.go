@@ -26,15 +26,6 @@ const (
 	receiptSecretName = "receipt-secret"
 )
 
-// defaultStateFile is where a server keeps its replica state when --state-file is
-// not given: beside the bolt file for the embedded store, else ./data.
-func defaultStateFile(store string) string {
-	if path, ok := strings.CutPrefix(store, "bolt:"); ok && path != "" {
-		return filepath.Join(filepath.Dir(path), stateFileName)
-	}
-	return filepath.Join("data", stateFileName)
-}
-
 // receiptSecret returns the receipt secret (DESIGN §7) from the environment, else
 // from file when set, else from generatedPath, creating it there (mode 0600, 32
 // random bytes as base64url) on first use; generated tells the last case. A

@@ -56,8 +56,10 @@ type serverConfig struct {
 	Logger          *slog.Logger
 	Clock           idkeeper.Clock // the bolt store's clock; time.Now when nil
 	// StateFile keeps what this replica must remember across restarts (DESIGN §7);
-	// empty: defaultStateFile.
+	// empty: defaultStateFile. It belongs to one store (openReplicaState).
 	StateFile string
+	// AdoptStateFile takes StateFile for this store's whatever store it records.
+	AdoptStateFile bool
 	// ReceiptSecretFile holds the receipt secret when IDKEEPER_RECEIPT_SECRET is not
 	// set; empty: a secret generated beside the state file.
 	ReceiptSecretFile string
@@ -116,7 +118,8 @@ func (f *serverFlags) register(fs *flag.FlagSet) {
 	f.keyQuota.register(fs)
 	fs.Var(prefixesFlag{&c.AllowedIPs}, "allowed-ips", "comma-separated CIDR prefixes or addresses always allowed to use API keys (/v1, the admin API): the floor of the IP allow-list, to which the admin web adds entries; no floor and no entries: all")
 	fs.Var(prefixesFlag{&c.TrustedProxies}, "trusted-proxies", "comma-separated CIDR prefixes of reverse proxies whose X-Forwarded-For is believed")
-	fs.StringVar(&c.StateFile, "state-file", "", "file where this replica keeps what it must remember across restarts to detect a store that lost writes (default: beside the bolt file, or ./data/"+stateFileName+")")
+	fs.StringVar(&c.StateFile, "state-file", "", "file where this replica keeps what it must remember across restarts to detect a store that lost writes (default: beside the bolt file, named after it, or ./data/"+stateFileName+"-<digest of the store>); it belongs to one store")
+	fs.BoolVar(&c.AdoptStateFile, "adopt-state-file", false, "take --state-file for this store's even though it records another store, or was written before state files recorded their store and saw another generation; a generation it saw that the store lost is then a reset")
 	fs.StringVar(&c.ReceiptSecretFile, "receipt-secret-file", "", "file holding the secret (at least 32 bytes, the same on every replica) that signs lease receipts; "+ReceiptSecretEnv+" may hold it instead (default: one generated beside the state file)")
 	fs.BoolVar(&c.AcceptLostWrites, "accept-lost-writes-on-redis-restart", false, "start even though Redis persists too little to keep acknowledged grants over a restart (no AOF, or appendfsync not always without --redis-wait-replicas); every such restart then quarantines the whole pool for lease + grace")
 	fs.DurationVar(&f.drain, "shutdown-timeout", 20*time.Second, "how long a stopping server waits for requests in flight")
@@ -363,14 +366,11 @@ func startRegistryServer(ctx context.Context, cfg serverConfig) (_ *registryServ
 			rc.Nodes = st.Pool.Nodes
 		}
 	}
-	statePath := cfg.StateFile
-	if statePath == "" {
-		statePath = defaultStateFile(cfg.Store)
-	}
-	state, err := localstate.Open(statePath)
+	state, err := openReplicaState(ctx, store, stateFileOptions{Spec: cfg.Store, Path: cfg.StateFile, Adopt: cfg.AdoptStateFile, Log: log})
 	if err != nil {
 		return nil, err
 	}
+	statePath := state.Path()
 	defer func() {
 		if err != nil {
 			_ = state.Close()
