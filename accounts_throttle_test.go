@@ -284,3 +284,64 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// A source the account logged in from before skips the account's slow-down and
+// a full table: a flood from fresh addresses, each clean for its first guess,
+// queues ahead of a stranger but never ahead of the owner where they have
+// logged in before. A known source that fails loses the shortcut while its
+// failures count.
+func TestLoginKnownSourceSkipsTheQueue(t *testing.T) {
+	e := newAcctEnv(t)
+	bs := &blockingSleeper{release: make(chan struct{})}
+	defer close(bs.release)
+	acc, err := idkeeper.NewAccounts(e.store, e.hasher, idkeeper.AccountsConfig{Clock: e.clk.Now, Logger: quiet, Sleep: bs.Sleep})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := acc.CreateUser(actx, e.root, "bob", idkeeper.RoleViewer, bobPW); err != nil {
+		t.Fatal(err)
+	}
+	const home = "2001:db8:1::7"
+	if _, _, err := acc.Login(actx, "bob", bobPW, home, ""); err != nil {
+		t.Fatal(err)
+	}
+	e.clk.Advance(time.Hour)
+	for i := range idkeeper.LoginSlowAfter {
+		_, _, err := acc.Login(actx, "bob", "letmein-wrong", fmt.Sprintf("2001:db8:9:%x::1", i), "")
+		wantCode(t, err, idkeeper.CodeLoginFailed)
+	}
+	// The flood holds the turn and fills the queue from fresh /64s.
+	for i := range idkeeper.LoginQueueMax + 1 {
+		go func() { _, _, _ = acc.Login(actx, "bob", "letmein-wrong", fmt.Sprintf("2001:db8:a:%x::1", i), "") }()
+	}
+	waitFor(t, func() bool { return idkeeper.LoginQueueLen(acc, "bob") == idkeeper.LoginQueueMax })
+	_, _, err = acc.Login(actx, "bob", bobPW, "198.51.100.9", "")
+	wantCode(t, err, idkeeper.CodeLoginFailed) // a stranger past the full queue
+	entered := bs.entered.Load()
+	if _, _, err := acc.Login(actx, "bob", bobPW, "2001:db8:1::8", ""); err != nil { // the same /64
+		t.Fatalf("the owner from a known source: %v", err)
+	}
+	if bs.entered.Load() != entered {
+		t.Fatal("the known source waited for the slow-down")
+	}
+	// A full table refuses new sources, not a known one.
+	idkeeper.SetLoginThrottleCapacity(acc, idkeeper.LoginThrottleLen(acc))
+	_, _, err = acc.Login(actx, "bob", bobPW, "203.0.113.5", "")
+	wantCode(t, err, idkeeper.CodeLoginThrottleFull)
+	if _, _, err := acc.Login(actx, "bob", bobPW, home, ""); err != nil {
+		t.Fatalf("the owner from a known source, the table full: %v", err)
+	}
+	// A wrong password from the known source suspends its shortcut.
+	idkeeper.SetLoginThrottleCapacity(acc, 0)
+	_, _, err = acc.Login(actx, "bob", "letmein-wrong", home, "")
+	wantCode(t, err, idkeeper.CodeLoginFailed)
+	if n := bs.entered.Load(); n != entered {
+		t.Fatalf("the known source's wrong password waited: entered %d, want %d", n, entered)
+	}
+	// Now a failed source past the queue, its right password is refused until
+	// its failure ends, as any failed source's.
+	_, _, err = acc.Login(actx, "bob", bobPW, home, "")
+	if idkeeper.ErrorCode(err) != idkeeper.CodeLoginFailed || retryAfter(err) == 0 {
+		t.Fatalf("a known source that just failed, past the queue: %v", err)
+	}
+}

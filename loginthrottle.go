@@ -30,6 +30,12 @@ import (
 //     sources guess. At most LoginQueueMax logins of one account wait at once,
 //     and LoginWaitersMax in the process; past LoginQueueFailed waiting, a
 //     login from a source that has failed is refused at once.
+//   - A known source of an account, one it logged in from with the right
+//     password within LoginKnownSourceTTL and that has no failure of its own
+//     now, skips the account's slow-down and is never refused for a full table:
+//     a flood from fresh addresses cannot keep the account's owner out where
+//     they have logged in before. At most LoginKnownSources are remembered;
+//     past that the oldest is forgotten (that source then waits its turn).
 //
 // Refusals are LOGIN_FAILED with Details "retryAfterSeconds". The throttle
 // remembers at most LoginThrottleEntries pairs, sources and accounts; entries
@@ -56,6 +62,8 @@ const (
 	// LoginThrottleWindow takes over 90 checks a second, more than a replica
 	// makes.
 	LoginThrottleEntries = 250_000
+	LoginKnownSourceTTL  = 30 * 24 * time.Hour
+	LoginKnownSources    = 50_000
 )
 
 // throttleKey names an entry: a pair (kind 'p'), a source ('s') or an account
@@ -93,6 +101,9 @@ type throttle struct {
 	nextEnd  time.Time // the earliest end of a live entry at that sweep
 	waiting  int       // slowed logins waiting, in all accounts
 	full     atomic.Uint64
+	// known holds, per (account, source) pair, until when it is a known source
+	// (the last success + LoginKnownSourceTTL).
+	known map[throttleKey]time.Time
 }
 
 // loginAttempt is one counted attempt, between throttle.begin and its end.
@@ -163,7 +174,9 @@ func (t *throttle) begin(ctx context.Context, now func() time.Time, sleep func(c
 		t.mu.Unlock()
 		return nil, throttled(wait)
 	}
-	if missing > 0 && len(t.seen)+missing > t.limit() {
+	pc := t.seen[a.pair]
+	known := at.Before(t.known[a.pair]) && (pc == nil || pc.fails == 0)
+	if missing > 0 && !known && len(t.seen)+missing > t.limit() {
 		t.sweep(at)
 		if len(t.seen)+missing > t.limit() {
 			wait := max(time.Second, t.nextEnd.Sub(at))
@@ -186,7 +199,7 @@ func (t *throttle) begin(ctx context.Context, now func() time.Time, sleep func(c
 	}
 	acct := tallies[2]
 	n := acct.fails + acct.pending - 1
-	if n < LoginSlowAfter {
+	if n < LoginSlowAfter || known {
 		t.mu.Unlock()
 		return a, nil
 	}
@@ -263,6 +276,7 @@ func (a *loginAttempt) end(now time.Time, outcome int) (reached bool) {
 			reached = reached || c.fails == limitOf(k.kind)
 		case outcome == attemptSucceeded && k.kind == 'p':
 			c.fails, c.start = 0, time.Time{}
+			t.remember(k, now)
 		}
 		if k.kind == 'u' && a.holdsTurn {
 			<-c.turn
@@ -273,6 +287,30 @@ func (a *loginAttempt) end(now time.Time, outcome int) (reached bool) {
 		}
 	}
 	return reached
+}
+
+// remember makes pair a known source until now + LoginKnownSourceTTL. A full
+// list forgets its expired entries, then the one that expires first: forgetting
+// costs only that source's shortcut, never a lock.
+func (t *throttle) remember(pair throttleKey, now time.Time) {
+	if t.known == nil {
+		t.known = map[throttleKey]time.Time{}
+	}
+	if _, ok := t.known[pair]; !ok && len(t.known) >= LoginKnownSources {
+		var oldest throttleKey
+		var oldestUntil time.Time
+		for k, until := range t.known {
+			if !now.Before(until) {
+				delete(t.known, k)
+			} else if oldestUntil.IsZero() || until.Before(oldestUntil) {
+				oldest, oldestUntil = k, until
+			}
+		}
+		if len(t.known) >= LoginKnownSources {
+			delete(t.known, oldest)
+		}
+	}
+	t.known[pair] = now.Add(LoginKnownSourceTTL)
 }
 
 // sweep deletes the entries whose window has ended, at most once a second, and
