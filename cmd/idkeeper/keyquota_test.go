@@ -72,11 +72,11 @@ func TestDefaultKeyQuotaStopsPoolGrab(t *testing.T) {
 	for name, open := range quotaStores(t) {
 		t.Run(name, func(t *testing.T) {
 			s := startQuotaServer(t, open(t))
+			boot, admin := s.client(bootstrapKey), s.client(adminKey)
+			wantQuotaProblem(t, boot.do("POST", "/v1/leases", quotaAlloc(1, 16), 409), 4, 0, 0)
 			if !strings.Contains(s.logs.String(), `"keyMaxNodesDefault":4`) {
 				t.Fatalf("the start log does not name the default quota 4:\n%s", s.logs)
 			}
-			boot, admin := s.client(bootstrapKey), s.client(adminKey)
-			wantQuotaProblem(t, boot.do("POST", "/v1/leases", quotaAlloc(1, 16), 409), 4, 0, 0)
 			boot.do("POST", "/v1/leases", quotaAlloc(1, 4), 200)
 			wantQuotaProblem(t, boot.do("POST", "/v1/leases", quotaAlloc(2, 1), 409), 4, 4, 0)
 			admin.do("POST", "/v1/leases", quotaAlloc(3, 4), 200) // the admin key's own default quota

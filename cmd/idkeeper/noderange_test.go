@@ -28,7 +28,8 @@ func rangeServer(t *testing.T, pool ...string) (*inProcess, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "idkeeper.db")
 	initInProcess(t, "bolt:"+path, pool...)
-	s, code := startInProcess(t, append([]string{"--store", "bolt:" + path, "--cleanup-grace", "0"}, pool...), bootstrapEnv)
+	// Sessions of the bootstrap key lease whole ranges here: no default quota.
+	s, code := startInProcess(t, append([]string{"--store", "bolt:" + path, "--cleanup-grace", "0", "--key-max-nodes-default", "0"}, pool...), bootstrapEnv)
 	if s.base == "" {
 		t.Fatalf("server %v exited with %d:\n%s", pool, code, s.logs)
 	}

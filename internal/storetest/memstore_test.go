@@ -371,27 +371,6 @@ func (s *memStore) Remove(_ context.Context, g idkeeper.Guard, p idkeeper.Remove
 	return len(ids), nil
 }
 
-func (s *memStore) keyCooling(keyID string, now time.Time) int {
-	c := 0
-	for _, n := range s.d.nodes {
-		if n.cooling(keyID, now) {
-			c++
-		}
-	}
-	return c
-}
-
-func (s *memStore) KeyCooling(context.Context) (map[string]int, error) {
-	defer s.lock()()
-	now, out := s.now(), map[string]int{}
-	for _, n := range s.d.nodes {
-		if n.coolKey != "" && n.cooling(n.coolKey, now) {
-			out[n.coolKey]++
-		}
-	}
-	return out, nil
-}
-
 func (s *memStore) Reclaim(_ context.Context, g idkeeper.Guard, grace time.Duration) (int, error) {
 	defer s.lock()()
 	if err := s.guard(g); err != nil {
