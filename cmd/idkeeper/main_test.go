@@ -85,7 +85,8 @@ func TestBinary(t *testing.T) {
 	}
 	logs := &lockedBuffer{}
 	addr := make(chan string, 1)
-	go scanLogs(stderr, logs, addr)
+	scanned := make(chan struct{})
+	go func() { defer close(scanned); scanLogs(stderr, logs, addr) }()
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
 
 	var base string
@@ -115,8 +116,10 @@ func TestBinary(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
+	// Wait closes the pipe: read it to its end (the process's exit) first, or the
+	// last lines may be lost.
 	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
+	go func() { <-scanned; waited <- cmd.Wait() }()
 	select {
 	case err := <-waited:
 		if err != nil {

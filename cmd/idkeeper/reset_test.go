@@ -206,7 +206,11 @@ func TestAPIKeysThroughTheCommandLine(t *testing.T) {
 	dir := t.TempDir()
 	store := "bolt:" + filepath.Join(dir, "idkeeper.db")
 	initInProcess(t, store)
-	code, out, stderr := runInProcess(context.Background(), []string{"apikey", "create", "--store", store, "--description", "batch\tjobs", "--max-nodes", "2"}, nil)
+	// A control character in a description is refused (issue #29), nothing stored.
+	if code, _, stderr := runInProcess(context.Background(), []string{"apikey", "create", "--store", store, "--description", "batch\tjobs"}, nil); code == exitOK || !strings.Contains(stderr, "description") {
+		t.Fatalf("a tab in the description: %d %s", code, stderr)
+	}
+	code, out, stderr := runInProcess(context.Background(), []string{"apikey", "create", "--store", store, "--description", "batch jobs", "--max-nodes", "2"}, nil)
 	if code != exitOK {
 		t.Fatalf("create: %d %s", code, stderr)
 	}
