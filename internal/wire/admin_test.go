@@ -15,10 +15,11 @@ func TestAdminBytes(t *testing.T) {
 		v    any
 		want string
 	}{
-		{APIKey{ID: "0123456789abcdef", Description: "billing", Status: "active", CreatedAt: TimeExample, ExpiresAt: &exp, MaxNodes: 2},
+		{APIKey{ID: "0123456789abcdef", Description: "billing", Status: "active", CreatedAt: TimeExample, ExpiresAt: &exp, MaxNodes: 2,
+			EffectiveMaxNodes: 2, NodesCooling: 1},
 			`{"id":"0123456789abcdef","description":"billing","status":"active","bootstrap":false,"admin":false,` +
 				`"createdAt":"2026-01-01T00:00:00.000Z","createdBy":"","expiresAt":"2026-01-01T00:00:00.000Z","lastUsedAt":null,"revokedAt":null,` +
-				`"maxNodes":2,"nodesHeld":0}`},
+				`"maxNodes":2,"nodesHeld":0,"effectiveMaxNodes":2,"maxNodesIsDefault":false,"nodesCooling":1}`},
 		{CreateAPIKeyRequest{Description: "ops", ExpiresIn: "720h", Admin: true}, `{"description":"ops","expiresIn":"720h","admin":true}`},
 		{APIKeyList{Keys: []APIKey{}}, `{"keys":[]}`},
 		{StorePool{First: 100, Last: 163, Nodes: 64, Layout: LayoutLimits{Layout: Layout{Epoch: TimeExample, TimestampBits: 41,
