@@ -7,9 +7,10 @@ import (
 	"net"
 	"net/netip"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/idkeeper/idkeeper/internal/registrytest"
 )
 
 // dialFrom opens a connection to addr from the loopback address src (Linux's
@@ -69,7 +70,7 @@ func TestAgentFloodFromOneSource(t *testing.T) {
 // 127.0.0.2 is closed at accept without taking a slot, counted as Denied, and
 // the replica at 127.0.0.1 is answered.
 func TestAgentFloodFromStranger(t *testing.T) {
-	var lines lineCounter
+	var lines registrytest.SyncBuffer
 	a, addr := startAgent(t, &Agent{Source: fixedSource{synced: true}, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
 		Logger: slog.New(slog.NewTextHandler(&lines, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	idleFlood(t, "127.0.0.2", addr, 100)
@@ -83,26 +84,10 @@ func TestAgentFloodFromStranger(t *testing.T) {
 	if st := a.Stats(); st.Answered != 1 || st.Refused != 0 || st.Denied != 100 {
 		t.Errorf("stats %+v", st)
 	}
-	if n := lines.count("off the allow-list"); n != 1 {
+	if n := strings.Count(lines.String(), "off the allow-list"); n != 1 {
 		t.Errorf("%d log lines for 100 denied connections, want 1 (one per 10 s):\n%s", n, lines.String())
 	}
 }
-
-// lineCounter is a log destination that tests can search.
-type lineCounter struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lineCounter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lineCounter) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
-
-func (l *lineCounter) count(s string) int { return strings.Count(l.String(), s) }
 
 // TestAgentDeniesStrangerRequest: a source off the list gets no answer even to
 // a valid request, and is closed at once.
