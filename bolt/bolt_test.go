@@ -17,6 +17,10 @@ import (
 	"github.com/idkeeper/idkeeper/internal/storetest"
 )
 
+// The contract suite's wipe cases skip a store that is not a Wiper: a renamed
+// WipeForTest must fail the build, not skip them.
+var _ storetest.Wiper = (*bolt.Store)(nil)
+
 func open(t testing.TB, path string, clock idkeeper.Clock) *bolt.Store {
 	t.Helper()
 	s, err := bolt.Open(path, bolt.Options{Clock: clock, Logger: testLogger(t)})

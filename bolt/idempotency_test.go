@@ -16,6 +16,10 @@ import (
 	"github.com/idkeeper/idkeeper/internal/idemtest"
 )
 
+// The idempotency suite's purge cases skip a store that is not a Purger: a renamed
+// Purge must fail the build, not skip them.
+var _ idemtest.Purger = (*bolt.IdempotencyStore)(nil)
+
 func openIdempotency(t testing.TB, path string, clock idkeeper.Clock) *bolt.IdempotencyStore {
 	t.Helper()
 	s, err := bolt.OpenIdempotency(path, bolt.Options{Clock: clock})

@@ -17,6 +17,10 @@ import (
 	"github.com/idkeeper/idkeeper/internal/storetest"
 )
 
+// The contract suite's wipe cases skip a store that is not a Wiper: a renamed
+// WipeForTest must fail the build, not skip them.
+var _ storetest.Wiper = (*etcd.Store)(nil)
+
 var (
 	prefixSeq atomic.Int64
 	quiet     = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -109,7 +109,7 @@ func runPrintedCurl(t *testing.T, out, marker string) []int64 {
 		t.Fatalf("dev printed no curl line with %q:\n%s", marker, out)
 	}
 	if _, err := exec.LookPath("curl"); err != nil {
-		t.Skipf("curl is not installed; the printed command is %s", line)
+		t.Fatalf("curl is not installed (scripts/test installs it); the printed command is %s", line)
 	}
 	b, err := exec.Command("sh", "-c", line).Output()
 	if err != nil {

@@ -14,6 +14,9 @@ import (
 	"github.com/idkeeper/idkeeper"
 )
 
+// The wipe cases skip a store that is not a Wiper: the reference store must stay one.
+var _ Wiper = (*memStore)(nil)
+
 // TestMemStore runs the suite against memStore, a naive reference implementation
 // written straight from the doc comments of idkeeper.Store. It checks the suite
 // itself: that it passes a store sharing no code or data model with bolt.
