@@ -284,12 +284,51 @@ func (r response) ok(t *testing.T) response {
 	return r
 }
 
-// problem asserts a problem+json answer with the code's status and returns it.
+// codeStatus is the HTTP status each code the admin tests expect must come with,
+// written out here rather than read from the problem table under test: a code
+// moved to another status in that table fails these tests.
+var codeStatus = map[idkeeper.Code]int{
+	idkeeper.CodeInvalidRequest:       400,
+	idkeeper.CodePasswordTooCommon:    400,
+	idkeeper.CodeCountTooLarge:        400,
+	idkeeper.CodeAPIKeyExpired:        401,
+	idkeeper.CodeAPIKeyMissing:        401,
+	idkeeper.CodeAPIKeyInvalid:        401,
+	idkeeper.CodeLoginFailed:          401,
+	idkeeper.CodeSessionExpired:       401,
+	idkeeper.CodeIPNotAllowed:         403,
+	idkeeper.CodeAdminKeyRequired:     403,
+	idkeeper.CodeForbidden:            403,
+	idkeeper.CodeLeaseNotOwned:        403,
+	idkeeper.CodeNotFound:             404,
+	idkeeper.CodeMethodNotAllowed:     405,
+	idkeeper.CodeConflict:             409,
+	idkeeper.CodeNodeIDsExhausted:     409,
+	idkeeper.CodeAPIKeyQuotaExceeded:  409,
+	idkeeper.CodeBodyTooLarge:         413,
+	idkeeper.CodeUnsupportedMediaType: 415,
+	admin.CodeAlertsNotConfigured:     409,
+	admin.CodeWebhookNotSet:           409,
+	idempotency.CodeKeyReused:         422,
+	idkeeper.CodeLoginThrottleFull:    429,
+	admin.CodeWebhookTestRateLimited:  429,
+	idkeeper.CodeInternal:             500,
+	admin.CodeWebhookTestFailed:       502,
+	idkeeper.CodeStoreUnavailable:     503,
+	idkeeper.CodeNotReady:             503,
+	idkeeper.CodeClockUnverified:      503,
+}
+
+// problem asserts a problem+json answer with the code's status (codeStatus) and
+// returns it.
 func (r response) problem(t *testing.T, code idkeeper.Code) response {
 	t.Helper()
-	want, _ := problem.Lookup(code)
-	if r.status != want.Status || r.header.Get("Content-Type") != problem.ContentType || r.str("code") != string(code) {
-		t.Fatalf("status %d code %q, want %d %s: %s", r.status, r.str("code"), want.Status, code, r.raw)
+	want, ok := codeStatus[code]
+	if !ok {
+		t.Fatalf("the test expects code %s, which codeStatus does not list: add it with its status", code)
+	}
+	if r.status != want || r.header.Get("Content-Type") != problem.ContentType || r.str("code") != string(code) {
+		t.Fatalf("status %d code %q, want %d %s: %s", r.status, r.str("code"), want, code, r.raw)
 	}
 	if r.str("detail") == "" || r.str("title") == "" {
 		t.Fatalf("incomplete problem: %s", r.raw)
