@@ -2,12 +2,14 @@ package http_test
 
 import (
 	"context"
+	"math"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/idkeeper/idkeeper"
 	idkhttp "github.com/idkeeper/idkeeper/http"
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 )
 
@@ -15,9 +17,20 @@ import (
 // registry; the labels are name, value pairs.
 func metricValue(t *testing.T, h *harness, name string, labels ...string) float64 {
 	t.Helper()
-	mfs, err := h.prom.Gather()
+	return gathered(t, h.prom, name, labels...)
+}
+
+// gathered reads one counter, gauge or histogram count (for a histogram with
+// labels "sum", "": its sum) from g; the labels are name, value pairs.
+func gathered(t *testing.T, g prometheus.Gatherer, name string, labels ...string) float64 {
+	t.Helper()
+	mfs, err := g.Gather()
 	if err != nil {
 		t.Fatal(err)
+	}
+	sum := len(labels) >= 2 && labels[len(labels)-2] == "sum"
+	if sum {
+		labels = labels[:len(labels)-2]
 	}
 	for _, mf := range mfs {
 		if mf.GetName() != name {
@@ -35,6 +48,8 @@ func metricValue(t *testing.T, h *harness, name string, labels ...string) float6
 				return m.Counter.GetValue()
 			case m.Gauge != nil:
 				return m.Gauge.GetValue()
+			case m.Histogram != nil && sum:
+				return m.Histogram.GetSampleSum()
 			case m.Histogram != nil:
 				return float64(m.Histogram.GetSampleCount())
 			}
@@ -110,13 +125,68 @@ func TestMetrics(t *testing.T) {
 	}
 }
 
+// Every Observer method moves its metric, by name, labels and value; an
+// operation the metrics do not know is dropped, not counted under a new label.
 func TestMetricsObserver(t *testing.T) {
-	m := idkhttp.NewMetrics(nil) // counts without registering
-	m.Operation("alloc", "", time.Millisecond)
+	reg := prometheus.NewRegistry()
+	m := idkhttp.NewMetrics(reg)
+	m.Operation("alloc", "", 2*time.Millisecond)
+	m.Operation("alloc", idkeeper.CodeNodeIDsExhausted, time.Millisecond)
 	m.Operation("unknown-op", idkeeper.CodeInternal, time.Millisecond)
 	m.Skew("renew", -3*time.Second, idkeeper.SkewWarn)
 	m.Reclaimed(3)
+	m.Reclaimed(0)
 	m.JobLockOverrun(idkeeper.CleanupJob, time.Second)
+	m.JobLockOverrun(idkeeper.CleanupJob, 2*time.Second)
+	m.JobLockOverrun("backup", time.Second)
 	m.StoreReset(false)
-	m.CollectPool(nil) // a no-op without a Registerer
+	m.Phase(idkeeper.PhaseRecovering, false, -1500*time.Millisecond)
+	m.Evidence("restored", 4)
+	m.CoolingGrants(2)
+	m.AuditDropped(5)
+	for _, c := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"idkeeper_alloc_total", []string{"code", "OK"}, 1},
+		{"idkeeper_alloc_total", []string{"code", "NODE_IDS_EXHAUSTED"}, 1},
+		{"idkeeper_renew_total", []string{"code", "OK"}, 0},
+		{"idkeeper_operation_duration_seconds", []string{"op", "alloc"}, 2},
+		{"idkeeper_operation_duration_seconds", []string{"op", "alloc", "sum", ""}, 0.003},
+		{"idkeeper_clock_skew_seconds", []string{"op", "renew"}, 1},
+		{"idkeeper_clock_skew_seconds", []string{"op", "renew", "sum", ""}, -3},
+		{"idkeeper_cleanup_runs_total", nil, 2},
+		{"idkeeper_cleanup_reclaimed_total", nil, 3},
+		{"idkeeper_job_lock_overruns_total", []string{"job", idkeeper.CleanupJob}, 2},
+		{"idkeeper_job_lock_overruns_total", []string{"job", "backup"}, 1},
+		{"idkeeper_store_resets_total", []string{"new_generation", "false"}, 1},
+		{"idkeeper_store_resets_total", []string{"new_generation", "true"}, 0},
+		{"idkeeper_registry_phase", []string{"phase", string(idkeeper.PhaseRecovering)}, 1},
+		{"idkeeper_registry_phase", []string{"phase", string(idkeeper.PhaseStarting)}, 0},
+		{"idkeeper_store_clock_ok", nil, 0},
+		{"idkeeper_store_clock_offset_seconds", nil, -1.5},
+		{"idkeeper_renew_evidence_total", []string{"kind", "restored"}, 4},
+		{"idkeeper_renew_evidence_total", []string{"kind", "contested"}, 0},
+		{"idkeeper_cooling_grants_total", nil, 2},
+		{"idkeeper_audit_dropped_total", nil, 5},
+	} {
+		if got := gathered(t, reg, c.name, c.labels...); math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, mt := range mf.GetMetric() {
+			for _, l := range mt.GetLabel() {
+				if l.GetValue() == "unknown-op" || l.GetValue() == string(idkeeper.CodeInternal) {
+					t.Errorf("%s counted the unknown operation: %v", mf.GetName(), mt.GetLabel())
+				}
+			}
+		}
+	}
+	idkhttp.NewMetrics(nil).CollectPool(nil) // a no-op without a Registerer: no panic
 }
