@@ -31,7 +31,7 @@ func newReplicas(urls []string, log *slog.Logger) *replicas {
 // ReplicaStats are the counters of one registry URL (Config.ServerURL or one of
 // Config.ServerURLs) since the session was created; they never decrease.
 type ReplicaStats struct {
-	URL string
+	URL string // any password redacted
 	// Requests counts the Alloc, Renew and Remove requests sent to it.
 	Requests uint64
 	// Failures counts those that failed with a transport error or a 5xx answer:
@@ -45,7 +45,7 @@ func (r *replicas) snapshot() ([]ReplicaStats, uint64) {
 	cur := int(r.cur.Load())
 	out := make([]ReplicaStats, len(r.urls))
 	for i, u := range r.urls {
-		out[i] = ReplicaStats{URL: u, Requests: r.stats[i].requests.Load(), Failures: r.stats[i].failures.Load(), Current: i == cur}
+		out[i] = ReplicaStats{URL: redactURL(u), Requests: r.stats[i].requests.Load(), Failures: r.stats[i].failures.Load(), Current: i == cur}
 	}
 	return out, r.moves.Load()
 }
