@@ -15,7 +15,7 @@ import (
 
 // replica serves the env's registry under a URL of its own, behind a proxy of its
 // own: one more replica of the same deployment (one store), whose faults the test
-// sets apart from the others'. closed: the URL refuses connections.
+// sets apart from the others'. closeIt closes it: the URL then refuses connections.
 func (e *env) replica() (p *proxy, url string, closeIt func()) {
 	p = &proxy{next: e.proxy, faults: map[string]fault{}}
 	srv := httptest.NewServer(p)
