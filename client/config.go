@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
@@ -30,11 +32,28 @@ const (
 	DefaultRequestTimeout    = 10 * time.Second
 )
 
-// Config configures a Session. Zero fields mean the default; ServerURL and APIKey
-// are required.
+// MaxServerURLs is the most registry replicas a Config may name.
+const MaxServerURLs = 16
+
+// Config configures a Session. Zero fields mean the default; APIKey and one of
+// ServerURL or ServerURLs are required.
 type Config struct {
-	// ServerURL is the registry's base URL, e.g. "http://idkeeper:8080".
+	// ServerURL is the registry's base URL, e.g. "http://idkeeper:8080": one
+	// replica, or a load balancer in front of several. Set it or ServerURLs, not
+	// both (an error, rather than a guess at which list was meant).
 	ServerURL string
+	// ServerURLs are the base URLs of several replicas of one registry deployment
+	// (one shared store), e.g. {"http://idkeeper-1:8080", "http://idkeeper-2:8080"}:
+	// 1..MaxServerURLs distinct http(s) URLs. Alloc, Renew and Remove go to one
+	// replica and move on to the next, once each per call, on a transport error
+	// (refused, reset, timed out after RequestTimeout) or a 5xx answer, never on
+	// another answer: a 4xx is the registry's verdict, and every replica would
+	// give the same. The replica that answered last is the first one tried next
+	// time. Failing over is safe: the replicas share one store, a retried Alloc
+	// carries the same requester (so it is answered the same lease, never a second
+	// one), and a Renew or Remove is the same request again. A lease's deadline
+	// counts from the first send of the call, whichever replica answered.
+	ServerURLs []string
 	// APIKey is sent as X-API-Key on every request.
 	APIKey string
 	// Count is the number of node IDs (generators) to lease: 1, at most 4096.
@@ -81,9 +100,13 @@ type Config struct {
 	// MinRetryInterval is the shortest interval between Renew retries: 5 s.
 	MinRetryInterval time.Duration
 	// BackoffInitial, BackoffMax, BackoffMultiplier and BackoffJitter shape the Alloc
-	// retries of Open: the k-th retry waits min(BackoffMax, BackoffInitial ×
-	// BackoffMultiplier^k) × (1 ± BackoffJitter, uniformly): 3 s, 60 s, 2 and 0.2. A
-	// negative BackoffJitter turns jitter off.
+	// retries of Open: the k-th retry (k from 0) waits b × (1 ± BackoffJitter,
+	// uniformly), b = min(BackoffMax, BackoffInitial × BackoffMultiplier^k), and
+	// never longer than BackoffMax: the cap applies after the jitter too. So every
+	// wait lies in [b × (1 − BackoffJitter), min(BackoffMax, b × (1 + BackoffJitter))].
+	// Defaults 3 s, 60 s, 2 and 0.2: waits of 2.4–3.6 s, 4.8–7.2 s, 9.6–14.4 s,
+	// 19.2–28.8 s, 38.4–57.6 s, then 48–60 s. A negative BackoffJitter turns jitter
+	// off. Each retry tries every replica of ServerURLs once.
 	BackoffInitial    time.Duration
 	BackoffMax        time.Duration
 	BackoffMultiplier float64
@@ -113,13 +136,11 @@ type Config struct {
 
 // withDefaults checks c and fills in the defaults. It does no I/O.
 func (c Config) withDefaults() (Config, error) {
-	if c.ServerURL == "" {
-		return c, errors.New("idkeeper client: Config.ServerURL is required")
+	urls, err := c.serverURLs()
+	if err != nil {
+		return c, err
 	}
-	u, err := url.Parse(c.ServerURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return c, fmt.Errorf("idkeeper client: Config.ServerURL %q is not an http(s) URL", c.ServerURL)
-	}
+	c.ServerURL, c.ServerURLs = "", urls
 	if c.APIKey == "" {
 		return c, errors.New("idkeeper client: Config.APIKey is required")
 	}
@@ -200,6 +221,35 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("idkeeper client: Config.BackoffJitter %v must be below 1", c.BackoffJitter)
 	}
 	return c, nil
+}
+
+// serverURLs checks ServerURL and ServerURLs and returns the replicas' base URLs
+// without a trailing slash.
+func (c Config) serverURLs() ([]string, error) {
+	urls, field := c.ServerURLs, "ServerURLs"
+	switch {
+	case c.ServerURL != "" && len(c.ServerURLs) > 0:
+		return nil, errors.New("idkeeper client: set Config.ServerURL (one URL) or Config.ServerURLs (several replicas), not both")
+	case c.ServerURL != "":
+		urls, field = []string{c.ServerURL}, "ServerURL"
+	case len(urls) == 0:
+		return nil, errors.New("idkeeper client: Config.ServerURL or Config.ServerURLs is required")
+	case len(urls) > MaxServerURLs:
+		return nil, fmt.Errorf("idkeeper client: Config.ServerURLs names %d URLs, at most %d", len(urls), MaxServerURLs)
+	}
+	out := make([]string, 0, len(urls))
+	for _, raw := range urls {
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("idkeeper client: Config.%s %q is not an http(s) URL", field, raw)
+		}
+		base := strings.TrimRight(raw, "/")
+		if slices.Contains(out, base) {
+			return nil, fmt.Errorf("idkeeper client: Config.%s names %q twice", field, raw)
+		}
+		out = append(out, base)
+	}
+	return out, nil
 }
 
 // Timeouts of the default HTTPClient's transport.

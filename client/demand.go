@@ -216,6 +216,9 @@ func (s *Session) grow(n, total int, reason string) {
 	var x *Session
 	cfg.OnFatal = func(err error) { s.dropExtra(x, err) }
 	x, err := New(cfg)
+	if err == nil {
+		x.api.reps = s.api.reps // one view of the replicas: which answers, the counters
+	}
 	if err != nil {
 		done()
 		s.log.Error("idkeeper client: could not lease more node IDs", "err", err)

@@ -23,8 +23,8 @@
 // (ProcessRequester: machine ID, PID, process start time) plus a random instance
 // the session draws for itself and never reuses (DESIGN §3), so that two
 // sessions, of one process or of two containers of one image, are never taken for
-// one — and retries with exponential backoff (3 s, ×2, up to 60 s, ±20 % jitter)
-// while the answer may change: transport errors, timeouts, 5xx (the registry
+// one — and retries with exponential backoff (3 s, ×2, ±20 % jitter, capped after
+// the jitter: no wait over 60 s) while the answer may change: transport errors, timeouts, 5xx (the registry
 // waiting for `idkeeper init` or recovering a reset store among them), 408, 429,
 // 409 CLOCK_SKEW_TOO_LARGE (the server's reason is logged verbatim; the session
 // starts by itself once NTP has fixed the clock), 409 NODE_IDS_EXHAUSTED and 409
@@ -55,6 +55,18 @@
 // sends Remove with mintedUpTo, the highest timestamp minted, so that the registry
 // can hand the node IDs to the next process at once. When the lease is already
 // invalid it sends nothing; a failed Remove is logged, not fatal.
+//
+// # Several registry replicas
+//
+// Config.ServerURLs names the replicas of one registry deployment (one shared
+// store) instead of one ServerURL behind a load balancer. Each Alloc, Renew and
+// Remove goes to the replica that answered last and moves to the next one, each
+// replica once per call, on a transport error or a 5xx answer; never on a 4xx,
+// which is the registry's verdict. A retried Alloc carries the session's requester,
+// so a grant whose answer was lost is answered again with the same lease, never a
+// second one; a Renew or Remove is the same request again. The lease deadline
+// counts from the call's first send, whichever replica answered. Stats.Replicas
+// and Stats.Failovers count what happened.
 //
 // # Uniqueness
 //

@@ -42,6 +42,7 @@ var errLeaseExpired = fmt.Errorf("%w: the lease expired on the local monotonic c
 // idkeeper.ErrorCode and errors.As work on both sides of the wire.
 type ServerError struct {
 	Op     string // "alloc", "renew" or "remove"
+	Server string // the base URL of the replica that answered, any password redacted
 	Status int
 	Code   idkeeper.Code
 	Detail string // the problem's detail, else its title
@@ -54,7 +55,11 @@ type ServerError struct {
 
 func (e *ServerError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "idkeeper client: %s: server answered %d", e.Op, e.Status)
+	who := "server"
+	if e.Server != "" {
+		who += " " + e.Server
+	}
+	fmt.Fprintf(&b, "idkeeper client: %s: %s answered %d", e.Op, who, e.Status)
 	if e.Code != "" {
 		b.WriteString(" " + string(e.Code))
 	}

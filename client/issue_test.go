@@ -319,6 +319,8 @@ func TestStats(t *testing.T) {
 		TimeLeft: lease - time.Hour,
 		Healthy:  true,
 		Demand:   client.DemandStats{NodeIDs: 2},
+		// Open's Alloc and Renew, to the one URL.
+		Replicas: []client.ReplicaStats{{URL: e.url, Requests: 2, Current: true}},
 	}
 	// The step back of node n1 is one rollback of 2 s, found by the refused call;
 	// no call has minted since, so it has not ended. Nobody waited.

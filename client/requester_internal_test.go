@@ -2,6 +2,8 @@ package client
 
 import (
 	"errors"
+	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
@@ -86,23 +88,59 @@ func TestProcessRequester(t *testing.T) {
 	}
 }
 
+// The Alloc back-off of DESIGN §4 (3 s doubling to 60 s, ±20 % jitter) caps after
+// the jitter (issue #30): no wait is ever over 60 s, and none below its documented
+// lower bound. The draw is injected: both extremes of the jitter (0 and the largest
+// float below 1), its middle, and many random draws, for every attempt up to long
+// past the cap.
 func TestBackoff(t *testing.T) {
 	cfg, err := Config{ServerURL: "http://x", APIKey: "k"}.withDefaults()
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Session{cfg: cfg}
-	for attempt, base := range []float64{3, 6, 12, 24, 48, 60, 60} {
-		for range 200 {
-			d := s.backoff(attempt).Seconds()
-			if d < base*0.8 || d > base*1.2 {
-				t.Fatalf("backoff(%d) = %vs, want %v ± 20%%", attempt, d, base)
+	var draw float64
+	s := &Session{cfg: cfg, jitterDraw: func() float64 { return draw }}
+	r := rand.New(rand.NewPCG(30, 30))
+	bases := []float64{3, 6, 12, 24, 48, 60, 60, 60}
+	for attempt := range 80 {
+		base := 60.0
+		if attempt < len(bases) {
+			base = bases[attempt]
+		}
+		lo, hi := base*0.8, min(60, base*1.2)
+		draws := []float64{0, math.Nextafter(1, 0), 0.5}
+		for range 2000 {
+			draws = append(draws, r.Float64())
+		}
+		var seenLo, seenHi float64 = 61, 0
+		for _, draw = range draws {
+			d := s.backoff(attempt)
+			if d > time.Minute {
+				t.Fatalf("backoff(%d) with draw %v = %v: over the 60 s cap", attempt, draw, d)
 			}
+			if sec := d.Seconds(); sec < lo-1e-9 || sec > hi+1e-9 {
+				t.Fatalf("backoff(%d) with draw %v = %v, want %v..%v s", attempt, draw, d, lo, hi)
+			}
+			seenLo, seenHi = min(seenLo, d.Seconds()), max(seenHi, d.Seconds())
+		}
+		// The extremes are reached: the jitter is still there at the cap.
+		if math.Abs(seenLo-lo) > 1e-6 || math.Abs(seenHi-hi) > 1e-6 {
+			t.Fatalf("backoff(%d) spans %v..%v s, want %v..%v", attempt, seenLo, seenHi, lo, hi)
+		}
+	}
+	// The library's own draw stays within the bounds too.
+	s.jitterDraw = nil
+	for range 2000 {
+		if d := s.backoff(9); d < 48*time.Second || d > time.Minute {
+			t.Fatalf("backoff(9) = %v, want 48..60 s", d)
 		}
 	}
 	cfg.BackoffJitter = 0
 	s = &Session{cfg: cfg}
 	if d := s.backoff(10); d != time.Minute {
 		t.Errorf("backoff without jitter at the cap = %v", d)
+	}
+	if d := s.backoff(1 << 20); d != time.Minute {
+		t.Errorf("backoff(2^20) = %v, want the cap", d)
 	}
 }

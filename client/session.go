@@ -8,7 +8,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -85,6 +84,8 @@ type Session struct {
 
 	cooled sync.Map // coolingKey → struct{}: the leases noteCooling logged
 
+	jitterDraw func() float64 // the backoff's uniform draw in [0, 1); nil: math/rand/v2
+
 	// Node IDs on demand (Config.MaxCount): nil when off. pool holds the
 	// generators issuing spreads over: gens, then the extra sessions'.
 	dem  *demand
@@ -107,7 +108,7 @@ func New(cfg Config) (*Session, error) {
 		cfg: cfg,
 		clk: cfg.Clock,
 		log: cfg.Logger,
-		api: api{base: strings.TrimRight(cfg.ServerURL, "/"), key: cfg.APIKey, hc: noRedirects(cfg.HTTPClient), timeout: cfg.RequestTimeout,
+		api: api{reps: newReplicas(cfg.ServerURLs, cfg.Logger), key: cfg.APIKey, hc: noRedirects(cfg.HTTPClient), timeout: cfg.RequestTimeout,
 			client: clientOf(cfg)},
 		ctx:     ctx,
 		cancel:  cancel,
@@ -283,13 +284,20 @@ func (s *Session) allocate(ctx context.Context) (g grant, sent time.Duration, er
 	}
 }
 
-// backoff is the wait before Alloc retry number attempt+1: min(max, initial ×
-// multiplier^attempt) × (1 ± jitter).
+// backoff is the wait before Alloc retry number attempt+1: min(max, min(max,
+// initial × multiplier^attempt) × (1 ± jitter)). The cap comes after the jitter
+// too, so that no wait exceeds BackoffMax (DESIGN §4: a client is back within
+// 60 s of an NTP fix); capping the base first keeps the jitter at the cap (waits of
+// 48–60 s by default), so clients that failed together do not retry together.
 func (s *Session) backoff(attempt int) time.Duration {
 	c := s.cfg
-	base := float64(c.BackoffInitial) * math.Pow(c.BackoffMultiplier, float64(attempt))
-	base = min(base, float64(c.BackoffMax))
-	return time.Duration(base * (1 + c.BackoffJitter*(2*rand.Float64()-1)))
+	draw := rand.Float64
+	if s.jitterDraw != nil {
+		draw = s.jitterDraw
+	}
+	// An infinite power (a huge attempt) still caps to BackoffMax.
+	base := min(float64(c.BackoffInitial)*math.Pow(c.BackoffMultiplier, float64(attempt)), float64(c.BackoffMax))
+	return time.Duration(min(base*(1+c.BackoffJitter*(2*draw()-1)), float64(c.BackoffMax)))
 }
 
 // sleep waits d on the session's clock, or until ctx ends.
@@ -307,7 +315,7 @@ func (s *Session) sleep(ctx context.Context, d time.Duration) error {
 
 // release sends a best-effort Remove for a grant this session will not use.
 func (s *Session) release(mintedUpTo time.Time) {
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), s.removeTimeout())
 	defer cancel()
 	if _, err := s.api.remove(ctx, s.requester, mintedUpTo); err != nil {
 		s.log.Error("idkeeper client: remove failed; the server reclaims the node IDs after expiry + grace", "err", err)
@@ -356,7 +364,7 @@ func (s *Session) Close() error {
 	switch {
 	case valid:
 		upTo := s.mintedUpTo()
-		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), s.removeTimeout())
 		var n int
 		n, err = s.api.remove(ctx, s.requester, upTo)
 		cancel()
@@ -370,6 +378,11 @@ func (s *Session) Close() error {
 	}
 	s.end(ErrClosed)
 	return err
+}
+
+// removeTimeout bounds a Remove: RequestTimeout for each replica it may try.
+func (s *Session) removeTimeout() time.Duration {
+	return s.cfg.RequestTimeout * time.Duration(len(s.api.reps.urls))
 }
 
 // mintedUpTo is the latest MintedUpTo of the generators; zero when none minted.

@@ -21,6 +21,12 @@ type Stats struct {
 	// Demand is the node-ID count and its changes (Config.MaxCount). Generators
 	// include the extra sessions' generators.
 	Demand DemandStats
+	// Replicas has one entry per registry URL (Config.ServerURL, or each of
+	// Config.ServerURLs in order), extra sessions' requests included.
+	Replicas []ReplicaStats
+	// Failovers counts the moves from a replica that failed (transport error, 5xx)
+	// to the next one within one Alloc, Renew or Remove.
+	Failovers uint64
 }
 
 // GeneratorStats are one generator's counters since the session was created; they
@@ -70,6 +76,7 @@ func (g *Generator) Stats() GeneratorStats {
 func (s *Session) Stats() Stats {
 	gens := s.pooled()
 	st := Stats{Generators: make([]GeneratorStats, 0, len(gens)), TimeLeft: s.TimeLeft(), Healthy: s.Healthy(), Demand: s.demandStats()}
+	st.Replicas, st.Failovers = s.api.reps.snapshot()
 	for _, g := range gens {
 		if gs := g.Stats(); gs.NodeID >= 0 {
 			st.Generators = append(st.Generators, gs)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -47,7 +48,7 @@ type grant struct {
 }
 
 type api struct {
-	base    string
+	reps    *replicas // the registry's URLs
 	key     string
 	hc      *http.Client
 	timeout time.Duration
@@ -151,17 +152,31 @@ func parseTime(s, field string) (time.Time, error) {
 	return t, nil
 }
 
-// post sends body as JSON and decodes a 200 answer into out. Errors: a transport
-// error (wrapped, with the context's error when it ran out), *ServerError for any
-// other status, *MalformedError for a 200 whose body is not the expected JSON.
-func (a *api) post(ctx context.Context, op, path string, body, out any) error {
+// encode returns body as JSON.
+func encode(op string, body any) ([]byte, error) {
 	payload, err := json.Marshal(body)
 	if err != nil {
-		return fmt.Errorf("idkeeper client: %s: encode request: %w", op, err)
+		return nil, fmt.Errorf("idkeeper client: %s: encode request: %w", op, err)
 	}
+	return payload, nil
+}
+
+// redactURL is u with any password replaced, for logs.
+func redactURL(u string) string {
+	if p, err := url.Parse(u); err == nil {
+		return p.Redacted()
+	}
+	return u
+}
+
+// postTo sends payload to the replica at base and decodes a 200 answer into out.
+// Errors: a transport error (wrapped, with the context's error when it ran out),
+// *ServerError for any other status, *MalformedError for a 200 whose body is not
+// the expected JSON.
+func (a *api) postTo(ctx context.Context, base, op, path string, payload []byte, out any) error {
 	ctx, cancel := context.WithTimeout(ctx, a.timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.base+path, bytes.NewReader(payload))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+path, bytes.NewReader(payload))
 	if err != nil {
 		return fmt.Errorf("idkeeper client: %s: %w", op, err)
 	}
@@ -179,7 +194,9 @@ func (a *api) post(ctx context.Context, op, path string, body, out any) error {
 		return fmt.Errorf("idkeeper client: %s: read answer: %w", op, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return serverError(op, resp, data)
+		e := serverError(op, resp, data)
+		e.Server = redactURL(base)
+		return e
 	}
 	if err := json.Unmarshal(data, out); err != nil {
 		return &MalformedError{Op: op, Err: err}

@@ -2,6 +2,7 @@ package client
 
 import (
 	"errors"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -14,7 +15,7 @@ import (
 // that idkeeper.ErrorCode and errors.As work on the client side of the wire too.
 func TestServerErrorUnwraps(t *testing.T) {
 	srv := registrytest.Start(t, registrytest.Options{})
-	a := &api{base: srv.URL, key: srv.APIKey, hc: srv.Client, timeout: 10 * time.Second}
+	a := &api{reps: newReplicas([]string{srv.URL}, slog.New(slog.DiscardHandler)), key: srv.APIKey, hc: srv.Client, timeout: 10 * time.Second}
 	r := idkeeper.Requester{MachineID: "unwrap-test", PID: 7, StartedAt: time.Now().Add(-time.Hour), Instance: "i1"}
 	ctx := t.Context()
 

@@ -47,6 +47,15 @@ import (
 //	                                              dropped (an extra session's lease lost)
 //	idkeeper_client_issuing_utilization_ratio     the last one-second sample's share of the
 //	                                              ceiling (0 when not leasing on demand)
+//	idkeeper_client_registry_failovers_total      moves to the next registry replica within
+//	                                              one call (Config.ServerURLs)
+//
+// and per registry URL (label "server", Config.ServerURL or each of ServerURLs):
+//
+//	idkeeper_client_registry_requests_total       Alloc, Renew and Remove requests sent to it
+//	idkeeper_client_registry_failures_total       those that failed with a transport error or
+//	                                              a 5xx (and moved the call on)
+//	idkeeper_client_registry_current              1 for the replica tried first, else 0
 //
 // The histograms are the design's clock_rollback_ms and sequence_wait_ms, in
 // Prometheus's base unit: their bucket bounds are whole (or, for waits, fractions
@@ -88,6 +97,14 @@ var (
 		"Times the session leased more node IDs on demand, as an extra session.", nil, nil)
 	shrinksDesc = prometheus.NewDesc("idkeeper_client_node_id_shrinks_total",
 		"Times the session gave node IDs back (issuing idle) or dropped an extra session that lost its lease.", nil, nil)
+	failoversDesc = prometheus.NewDesc("idkeeper_client_registry_failovers_total",
+		"Moves from a registry replica that failed (transport error or 5xx) to the next one within one Alloc, Renew or Remove.", nil, nil)
+	registryRequestsDesc = prometheus.NewDesc("idkeeper_client_registry_requests_total",
+		"Alloc, Renew and Remove requests sent to this registry URL.", []string{"server"}, nil)
+	registryFailuresDesc = prometheus.NewDesc("idkeeper_client_registry_failures_total",
+		"Requests to this registry URL that failed with a transport error or a 5xx answer.", []string{"server"}, nil)
+	registryCurrentDesc = prometheus.NewDesc("idkeeper_client_registry_current",
+		"1 for the registry URL the next request goes to first (the one that answered last), else 0.", []string{"server"}, nil)
 	utilizationDesc = prometheus.NewDesc("idkeeper_client_issuing_utilization_ratio",
 		"Share of the ceiling (node IDs held times the layout's IDs per second) minted in the last one-second sample; 0 when not leasing on demand.", nil, nil)
 )
@@ -96,7 +113,8 @@ type collector struct{ s *client.Session }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{mintedDesc, exhaustedDesc, waitDesc, backwardsDesc, rollbackDesc, rollbackDurDesc,
-		remainingDesc, healthyDesc, nodeIDsDesc, growsDesc, shrinksDesc, utilizationDesc} {
+		remainingDesc, healthyDesc, nodeIDsDesc, growsDesc, shrinksDesc, utilizationDesc,
+		failoversDesc, registryRequestsDesc, registryFailuresDesc, registryCurrentDesc} {
 		ch <- d
 	}
 }
@@ -122,6 +140,16 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(growsDesc, prometheus.CounterValue, float64(st.Demand.Grows))
 	ch <- prometheus.MustNewConstMetric(shrinksDesc, prometheus.CounterValue, float64(st.Demand.Shrinks))
 	ch <- prometheus.MustNewConstMetric(utilizationDesc, prometheus.GaugeValue, st.Demand.Utilization)
+	ch <- prometheus.MustNewConstMetric(failoversDesc, prometheus.CounterValue, float64(st.Failovers))
+	for _, r := range st.Replicas {
+		ch <- prometheus.MustNewConstMetric(registryRequestsDesc, prometheus.CounterValue, float64(r.Requests), r.URL)
+		ch <- prometheus.MustNewConstMetric(registryFailuresDesc, prometheus.CounterValue, float64(r.Failures), r.URL)
+		current := 0.0
+		if r.Current {
+			current = 1
+		}
+		ch <- prometheus.MustNewConstMetric(registryCurrentDesc, prometheus.GaugeValue, current, r.URL)
+	}
 }
 
 // histogram turns a generator's histogram snapshot into a Prometheus histogram in

@@ -80,6 +80,10 @@ func TestCollector(t *testing.T) {
 	}
 	clk.Advance(time.Hour)
 	n0, n1 := strconv.FormatInt(s.Leases()[0].NodeID, 10), strconv.FormatInt(s.Leases()[1].NodeID, 10)
+	srvURL := s.Stats().Replicas[0].URL
+	if !strings.HasPrefix(srvURL, "http://127.0.0.1:") {
+		t.Fatalf("replica URL %q", srvURL)
+	}
 	want := map[string]float64{
 		"idkeeper_client_ids_minted_total{node=" + n0 + "}":         1024,
 		"idkeeper_client_ids_minted_total{node=" + n1 + "}":         1,
@@ -93,6 +97,11 @@ func TestCollector(t *testing.T) {
 		"idkeeper_client_node_id_grows_total":                       0,
 		"idkeeper_client_node_id_shrinks_total":                     0,
 		"idkeeper_client_issuing_utilization_ratio":                 0,
+		"idkeeper_client_registry_failovers_total":                  0,
+		// Open's Alloc and Renew, to the one URL.
+		"idkeeper_client_registry_requests_total{server=" + srvURL + "}": 2,
+		"idkeeper_client_registry_failures_total{server=" + srvURL + "}": 0,
+		"idkeeper_client_registry_current{server=" + srvURL + "}":        1,
 	}
 	if got := gather(t, reg); !maps.Equal(got, want) {
 		t.Fatalf("metrics\n got %v\nwant %v", got, want)

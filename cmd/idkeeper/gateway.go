@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -38,10 +37,13 @@ const DefaultIdempotencyStore = "bolt:./data/gateway-idem.db"
 // gatewayConfig is everything a gateway is built from. runGateway fills it from
 // flags and the environment; idkeeper dev fills it itself.
 type gatewayConfig struct {
-	Listen    string // host:port; ":0" picks a free port
-	ServerURL string // the registry
-	APIKey    string // the registry API key the session leases with
-	NodeIDs   int
+	Listen string // host:port; ":0" picks a free port
+	// ServerURL is the registry (one URL); ServerURLs are several replicas of it,
+	// failed over between (client.Config.ServerURLs). One of them is set.
+	ServerURL  string
+	ServerURLs []string
+	APIKey     string // the registry API key the session leases with
+	NodeIDs    int
 	// NodeIDsMax, above NodeIDs, turns on node IDs on demand
 	// (client.Config.MaxCount); 0 or NodeIDs: off.
 	NodeIDsMax int
@@ -81,8 +83,8 @@ type gatewayFlags struct {
 
 func (f *gatewayFlags) register(fs *flag.FlagSet) {
 	c := &f.cfg
-	fs.StringVar(&c.Listen, "listen", ":8081", "address to serve the gateway on, host:port")
-	fs.StringVar(&c.ServerURL, "server", "", "the registry's base URL, e.g. http://idkeeper:8080 (required)")
+	fs.StringVar(&c.Listen, "listen", "", "address to serve the gateway on, host:port; default "+GatewayLoopbackListen+" (loopback only) without consumer keys, "+GatewayOpenListen+" with them")
+	fs.Var(serverURLsFlag{&c.ServerURLs}, "server", "the registry's base URL, e.g. http://idkeeper:8080 (required); several replicas of one deployment: repeat the flag or separate the URLs with commas, and the gateway fails over between them (at most "+strconv.Itoa(idkclient.MaxServerURLs)+")")
 	f.apiKey = secretVar(fs, &c.APIKey, "api-key", "", "registry API key to lease node IDs with (required; prefer --api-key-file or IDKEEPER_API_KEY: a flag shows in ps)", always)
 	fs.IntVar(&c.NodeIDs, "node-ids", 1, "node IDs to lease, each good for 1,024,000 IDs/s; 1.."+strconv.Itoa(idkeeper.MaxCount))
 	fs.IntVar(&c.GCPercent, "gc-percent", DefaultGCPercent, "the Go garbage collector's target for this process, as GOGC (which, when set, wins): heap growth in percent of the live heap before a collection; 0: Go's own (100); "+strconv.Itoa(minGCPercent)+".."+strconv.Itoa(maxGCPercent))
@@ -111,12 +113,10 @@ func (f *gatewayFlags) config(env lookupEnv, stderr io.Writer) (gatewayConfig, e
 		return f.cfg, err
 	}
 	c := f.cfg
-	u, err := url.Parse(c.ServerURL)
+	if err := checkServerURLs(c.ServerURLs); err != nil {
+		return c, err
+	}
 	switch {
-	case c.ServerURL == "":
-		return c, usagef("--server is required: the registry's base URL, e.g. http://idkeeper:8080")
-	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-		return c, usagef("--server %q: want an http:// or https:// URL", c.ServerURL)
 	case c.APIKey == "":
 		return c, usagef("--api-key-file, IDKEEPER_API_KEY(_FILE) or --api-key is required: the registry API key to lease node IDs with")
 	case c.NodeIDs < 1 || c.NodeIDs > idkeeper.MaxCount:
@@ -164,7 +164,11 @@ func (f *gatewayFlags) config(env lookupEnv, stderr io.Writer) (gatewayConfig, e
 		keys = keys.Merge(fromEnv)
 	}
 	c.ConsumerKeys = keys
+	if c.Listen == "" {
+		c.Listen = defaultGatewayListen(keys)
+	}
 	c.Logger = log
+	var err error
 	if c.Net, err = f.listen.load(c.Logger); err != nil {
 		return c, err
 	}
@@ -388,12 +392,14 @@ func startGateway(cfg gatewayConfig) (_ *gatewayServer, err error) {
 		}
 	}
 
+	warnOpenGateway(log, cfg.Listen, cfg.ConsumerKeys)
 	g.sess, err = idkclient.New(idkclient.Config{
-		ServerURL: cfg.ServerURL,
-		APIKey:    cfg.APIKey,
-		Count:     cfg.NodeIDs,
-		MaxCount:  cfg.NodeIDsMax,
-		Logger:    log,
+		ServerURL:  cfg.ServerURL,
+		ServerURLs: cfg.ServerURLs,
+		APIKey:     cfg.APIKey,
+		Count:      cfg.NodeIDs,
+		MaxCount:   cfg.NodeIDsMax,
+		Logger:     log,
 		// Zero (a config built in code) keeps the library's defaults.
 		BackoffInitial: cfg.AllocBackoffInitial, BackoffMax: cfg.AllocBackoffMax,
 		MinRetryInterval: cfg.RenewRetryMin, RenewLoopDuration: cfg.RenewRetryMax,
@@ -438,7 +444,7 @@ func startGateway(cfg gatewayConfig) (_ *gatewayServer, err error) {
 	if store != nil {
 		idem = redactURL(cfg.IdempotencyStore)
 	}
-	log.Info("gateway listening; leasing node IDs", "addr", g.api.Addr().String(), "tls", cfg.Net.tls != nil, "server", redactURL(cfg.ServerURL),
+	log.Info("gateway listening; leasing node IDs", "addr", g.api.Addr().String(), "tls", cfg.Net.tls != nil, "server", cfg.servers(),
 		"nodeIds", cfg.NodeIDs, "nodeIdsMax", max(cfg.NodeIDsMax, cfg.NodeIDs), "maxCount", cfg.MaxCount, "idempotencyStore", idem, "idempotencyRequired", cfg.IdempotencyRequired,
 		"consumerKeys", cfg.ConsumerKeys.Len(), "version", cfg.Version)
 	return g, nil
@@ -475,7 +481,7 @@ func (g *gatewayServer) wait(ctx context.Context) error {
 		case <-opened:
 			opened = nil
 			if g.openErr != nil {
-				cause = fmt.Errorf("lease node IDs from %s: %w", redactURL(g.cfg.ServerURL), g.openErr)
+				cause = fmt.Errorf("lease node IDs from %s: %w", g.cfg.servers(), g.openErr)
 				break
 			}
 			g.log.Info("gateway ready: issuing IDs", "nodeIds", nodeIDsOf(g.sess.Leases()))
