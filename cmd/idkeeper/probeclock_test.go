@@ -22,7 +22,9 @@ func startAgentCommand(t *testing.T, secretFile string, extra ...string) string 
 	done := make(chan int, 1)
 	args := append([]string{"clock-agent", "--listen", "127.0.0.1:0", "--secret-file", secretFile, "--ntp-server", ntp.Addr(),
 		"--log-format", "json"}, extra...)
-	go func() { done <- run(ctx, args, func(string) (string, bool) { return "", false }, &lockedBuffer{}, &stderr) }()
+	go func() {
+		done <- run(ctx, args, func(string) (string, bool) { return "", false }, &lockedBuffer{}, &stderr)
+	}()
 	t.Cleanup(func() {
 		stop()
 		select {
