@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"os"
 	"os/exec"
@@ -18,6 +19,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idkeeper/idkeeper/gateway"
 )
 
 // root is the repository's top directory: this file's directory is deploy/.
@@ -192,18 +195,28 @@ func words(v any) []string {
 // argv is what the container runs: entrypoint, then command.
 func (s service) argv() []string { return append(words(s.Entrypoint), words(s.Command)...) }
 
-// flag returns the value of --name in the command (--name VALUE or --name=VALUE).
+// flag returns the value of --name in the command (--name VALUE or --name=VALUE),
+// its first when it is repeated.
 func (s service) flag(name string) (string, bool) {
+	if v := s.flags(name); len(v) > 0 {
+		return v[0], true
+	}
+	return "", false
+}
+
+// flags returns every value of --name in the command, in order.
+func (s service) flags(name string) []string {
+	var out []string
 	cmd := words(s.Command)
 	for i, w := range cmd {
 		if w == "--"+name && i+1 < len(cmd) {
-			return cmd[i+1], true
+			out = append(out, cmd[i+1])
 		}
 		if v, ok := strings.CutPrefix(w, "--"+name+"="); ok {
-			return v, true
+			out = append(out, v)
 		}
 	}
-	return "", false
+	return out
 }
 
 // env returns the service's environment as a map.
@@ -228,7 +241,10 @@ func (s service) env() map[string]string {
 }
 
 // mount is one volume of a service.
-type mount struct{ source, target, kind string }
+type mount struct {
+	source, target, kind string
+	readOnly             bool
+}
 
 func (s service) mounts() []mount {
 	var out []mount
@@ -241,10 +257,12 @@ func (s service) mounts() []mount {
 				if strings.HasPrefix(parts[0], "/") || strings.HasPrefix(parts[0], ".") {
 					kind = "bind"
 				}
-				out = append(out, mount{source: parts[0], target: parts[1], kind: kind})
+				ro := len(parts) > 2 && slices.Contains(strings.Split(parts[2], ","), "ro")
+				out = append(out, mount{source: parts[0], target: parts[1], kind: kind, readOnly: ro})
 			}
 		case map[string]any:
-			out = append(out, mount{source: fmt.Sprint(v["source"]), target: fmt.Sprint(v["target"]), kind: fmt.Sprint(v["type"])})
+			out = append(out, mount{source: fmt.Sprint(v["source"]), target: fmt.Sprint(v["target"]), kind: fmt.Sprint(v["type"]),
+				readOnly: v["read_only"] == true})
 		}
 	}
 	return out
@@ -307,7 +325,8 @@ func (s service) runsInit() bool {
 // TestCompose validates docker-compose.yaml with .env.example and checks what the
 // stack promises: Redis that keeps every acknowledged write and has a password,
 // two registries with a state volume each, the clock agent and health checks,
-// the gateway after healthy registries, and no `init` on a plain `up`.
+// the gateway after healthy registries, and the guarded `init` on every `up`
+// before the registries (issue #30).
 func TestCompose(t *testing.T) {
 	tool := findCompose(t)
 	c := config(t, tool)
@@ -360,15 +379,28 @@ func TestCompose(t *testing.T) {
 			t.Errorf("clock-agent's --secret-file %s is on no volume: %+v", file, agent.mounts())
 		}
 		if ntp := agent.env()["IDKEEPER_NTP_SERVER"]; ntp == "" {
-			t.Error("clock-agent has no NTP server (IDKEEPER_NTP_SERVER)")
+			t.Error("clock-agent has no NTP server (IDKEEPER_NTP_SERVER), which --source ntp reads")
 		}
-		if h := agent.healthTest(); !strings.Contains(h, "probe") {
-			t.Errorf("clock-agent's health check is %q: want `idkeeper probe tcp://…`", h)
+		// The source is .env's CLOCK_SOURCE: kernel (the host's chrony, ntpd or
+		// timesyncd) as .env.example has it, or ntp.
+		if src, ok := agent.flag("source"); !ok || src != "kernel" {
+			t.Errorf("clock-agent's --source is %q: want ${CLOCK_SOURCE}, kernel in .env.example", src)
 		}
-		// The agent serves its own network's subnet only, and only the registries
-		// share that network with it (issue #29).
-		allow, ok := agent.flag("allow")
-		if !ok {
+		// The health check is a TCKCLK 2 exchange under the agent's own secret
+		// (issue #30), not a connect: an agent answering synced=0 is unhealthy.
+		_, port, _ := strings.Cut(agentListen, ":")
+		h := words(agent.Healthcheck["test"])
+		if !slices.Contains(h, "probe") || !slices.Contains(h, "tckclk://127.0.0.1:"+port) {
+			t.Errorf("clock-agent's health check is %q: want `idkeeper probe --secret-file … tckclk://127.0.0.1:%s`", h, port)
+		}
+		if i := slices.Index(h, "--secret-file"); i < 0 || i+1 >= len(h) || h[i+1] != file {
+			t.Errorf("clock-agent's health check %q does not read the agent's --secret-file %s", h, file)
+		}
+		// The agent serves its own network's subnet, which only the registries
+		// share with it (issue #29), and loopback's 127.0.0.1 for its health
+		// check: nothing else.
+		allow := agent.flags("allow")
+		if len(allow) == 0 {
 			t.Fatal("clock-agent has no --allow: it listens beyond loopback, so it would not start")
 		}
 		nets := agent.networks()
@@ -376,8 +408,24 @@ func TestCompose(t *testing.T) {
 			t.Fatalf("clock-agent is on the networks %q: want one of its own, shared with the registries only", nets)
 		}
 		n := c.Networks[nets[0]]
-		if len(n.IPAM.Config) != 1 || n.IPAM.Config[0].Subnet != allow {
-			t.Errorf("clock-agent allows %q, its network %s has the subnets %+v", allow, nets[0], n.IPAM.Config)
+		if len(n.IPAM.Config) != 1 {
+			t.Fatalf("clock-agent's network %s has the subnets %+v: want one", nets[0], n.IPAM.Config)
+		}
+		probeSource := false
+		for _, a := range allow {
+			for v := range strings.SplitSeq(a, ",") {
+				p, err := netip.ParsePrefix(v)
+				switch {
+				case v == n.IPAM.Config[0].Subnet:
+				case err == nil && p == netip.MustParsePrefix("127.0.0.1/32"):
+					probeSource = true
+				default:
+					t.Errorf("clock-agent allows %q: want only its network's subnet %s and 127.0.0.1/32", v, n.IPAM.Config[0].Subnet)
+				}
+			}
+		}
+		if !probeSource {
+			t.Errorf("clock-agent allows %q: without 127.0.0.1/32 it closes its own health check's connection unanswered", allow)
 		}
 		for name, s := range c.Services {
 			on := slices.Contains(s.networks(), nets[0])
@@ -483,38 +531,80 @@ func TestCompose(t *testing.T) {
 		if h := g.healthTest(); !strings.Contains(h, "probe") {
 			t.Errorf("gateway's health check is %q: want `idkeeper probe …`", h)
 		}
+		// Consumer keys, so that the stack does not serve IDs to anyone by
+		// default (issue #30): .env.example holds a working placeholder.
+		keys, err := gateway.ParseConsumerKeys(env["IDKEEPER_CONSUMER_KEYS"], "IDKEEPER_CONSUMER_KEYS")
+		if err != nil || keys.Len() == 0 {
+			t.Errorf("gateway's IDKEEPER_CONSUMER_KEYS %q: want at least one key (%v)", env["IDKEEPER_CONSUMER_KEYS"], err)
+		}
+		if k := env["IDKEEPER_CONSUMER_KEYS"]; k == env["IDKEEPER_API_KEY"] || k == redisPassword {
+			t.Error("gateway's consumer key is another credential too")
+		}
 	})
 
-	// `docker compose up` starts every service outside a profile: none of them may
-	// initialise the store (DESIGN §7). Compose v2 leaves profiled services out of
-	// this configuration; v1 lists them with their profiles.
-	t.Run("no init on up", func(t *testing.T) {
-		for name, s := range c.Services {
-			if s.runsInit() && len(s.Profiles) == 0 {
-				t.Errorf("service %s runs %q on every `up`: init must be a one-time job (a profile, or docker compose run)", name, s.argv())
-			}
-		}
-	})
-	t.Run("init profile", func(t *testing.T) {
-		ci := config(t, tool, "init")
-		s, ok := ci.Services["init"]
-		if !ok {
-			t.Fatalf("with --profile init there is no service init; services: %v", keys(ci.Services))
-		}
+	// Every `docker compose up` runs the job init before the registries (issue
+	// #30): it initialises the store only when no registry's state volume shows
+	// that one saw it, so it reads every registry's state volume, read-only, and no
+	// other service initialises anything.
+	t.Run("init on up", func(t *testing.T) {
+		s := svc(t, "init")
 		if a := s.argv(); len(a) == 0 || a[0] != "init" {
-			t.Errorf("service init runs %q: want `idkeeper init`", a)
+			t.Fatalf("service init runs %q: want `idkeeper init --unless-seen …`", a)
 		}
-		if !slices.Contains(s.Profiles, "init") {
-			t.Errorf("service init has the profiles %q: want init", s.Profiles)
+		if len(s.Profiles) != 0 {
+			t.Errorf("service init has the profiles %q: want none, so that every `up` runs it", s.Profiles)
 		}
 		if s.Restart != "" && s.Restart != "no" {
-			t.Errorf("service init restarts %q: a one-time job restarts never", s.Restart)
+			t.Errorf("service init restarts %q: a job restarts never", s.Restart)
 		}
 		if a, b := s.env()["IDKEEPER_STORE"], r1.env()["IDKEEPER_STORE"]; a != b {
 			t.Errorf("init initialises %q, the registries serve %q", a, b)
 		}
+		if _, ok := s.flag("store"); ok {
+			t.Error("init gives --store on the command line: its password would show in ps")
+		}
 		if s.dependsOn()["redis"] != "service_healthy" {
 			t.Errorf("init depends on %v: want redis healthy first", s.dependsOn())
+		}
+		seen := s.flags("unless-seen")
+		for _, p := range seen {
+			if m, ok := s.mountOf(p); !ok || m.kind != "volume" || !m.readOnly {
+				t.Errorf("init's --unless-seen %s is on %+v: want a registry's state volume, mounted read-only", p, m)
+			}
+		}
+		for _, m := range s.mounts() {
+			if !m.readOnly {
+				t.Errorf("init mounts %s at %s writable: it only reads", m.source, m.target)
+			}
+		}
+		registries := 0
+		for name, r := range c.Services {
+			if a := r.argv(); len(a) == 0 || a[0] != "server" {
+				if name != "init" && r.runsInit() {
+					t.Errorf("service %s runs %q: only the guarded job init initialises the store", name, a)
+				}
+				continue
+			}
+			registries++
+			if d := r.dependsOn(); d["init"] != "service_completed_successfully" {
+				t.Errorf("%s depends on %v: want init completed successfully first", name, d)
+			}
+			state, ok := r.mountOf(r.env()["IDKEEPER_STATE_FILE"])
+			if !ok {
+				continue // the registry's own subtest reports it
+			}
+			read := false
+			for _, p := range seen {
+				if m, _ := s.mountOf(p); m.source == state.source && m.target == p {
+					read = true
+				}
+			}
+			if !read {
+				t.Errorf("init does not read %s's state volume %s: --unless-seen %q, mounts %+v", name, state.source, seen, s.mounts())
+			}
+		}
+		if registries != 2 {
+			t.Errorf("%d services run the registry server, want 2", registries)
 		}
 	})
 	t.Run("one image", func(t *testing.T) {

@@ -27,6 +27,11 @@ A registry never initialises a store by itself: an empty store may be one that
 lost everything, whose leases running processes still mint with. Run init only for
 a store that never held leases; a registry that saw a store before recovers it on
 its own when it finds it empty.
+
+--unless-seen DIR|FILE (repeatable) makes init safe to run on every start: it
+initialises an empty store only when none of the replica state files there (a
+registry's state volume or state file; each must exist) saw a generation of this
+store, and otherwise changes nothing and fails. Compose runs it so (docs/deploy.md).
 `
 
 // runInit is the init command.
@@ -36,6 +41,7 @@ func runInit(ctx context.Context, args []string, env lookupEnv, stdout, stderr i
 	kf.register(fs)
 	var pf poolFlags
 	pf.register(fs)
+	unlessSeen := registerUnlessSeen(fs)
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
 		fmt.Fprint(stdout, initUsage)
 		return nil
@@ -56,6 +62,9 @@ func runInit(ctx context.Context, args []string, env lookupEnv, stdout, stderr i
 		return err
 	}
 	defer s.Close()
+	if err := guardEmptyStore(ctx, s, kf.store, *unlessSeen, kf.log.logger(stderr)); err != nil {
+		return err
+	}
 	res, err := initStore(ctx, s, spec, kf.log.logger(stderr))
 	if err != nil {
 		return err

@@ -19,25 +19,33 @@ import (
 //
 //	idkeeper probe http://127.0.0.1:8080/readyz   GET; healthy on a 2xx answer
 //	idkeeper probe tcp://127.0.0.1:4123            connect; healthy when accepted
+//	idkeeper probe --secret-file F tckclk://127.0.0.1:4123   a TCKCLK 2 exchange; healthy on synced=1
 //
 // It exits 0 when healthy and 1 otherwise, a bad command line included: Docker
 // reserves exit status 2 of a health check.
 
-const probeUsage = `Usage: idkeeper probe [--timeout 2s] [--insecure-skip-verify] URL
+const probeUsage = `Usage: idkeeper probe [--timeout 2s] [--insecure-skip-verify] [--secret-file FILE] URL
 
 A health check for containers: GET an http:// or https:// URL and exit 0 on a 2xx
 answer (a redirect is not followed and fails), or connect to a tcp://HOST:PORT and
 exit 0 when the connection is accepted (the clock agent listens only once it can
-vouch for the time). Any other outcome prints the reason on stderr and exits 1.
+vouch for the time), or make one TCKCLK 2 exchange with tckclk://HOST:PORT under
+the secret in --secret-file and exit 0 on an authentic answer with synced=1 (a clock
+agent that can vouch now). Any other outcome prints the reason on stderr and exits 1.
 
   idkeeper probe http://127.0.0.1:8080/readyz     a registry server, ready
   idkeeper probe http://127.0.0.1:8081/health     a gateway that can mint
   idkeeper probe tcp://127.0.0.1:4123             a clock agent, listening
+  idkeeper probe --secret-file /run/idkeeper-clock/clock.secret tckclk://127.0.0.1:4123
+                                                  a clock agent, synchronised (it must
+                                                  --allow the probe's source, 127.0.0.1)
 
 Flags (not read from the environment):
   --timeout DURATION        the whole probe, connect to last byte; 1ms..1m (default 2s)
   --insecure-skip-verify    for https://, accept any certificate (a probe of 127.0.0.1
                             against a certificate issued for the service's public name)
+  --secret-file FILE        for tckclk://, the file holding the agent's TCKCLK secret (required
+                            there, and for tckclk:// only)
 `
 
 // defaultProbeTimeout is the --timeout default.
@@ -53,6 +61,7 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.SetOutput(io.Discard)
 	timeout := fs.Duration("timeout", defaultProbeTimeout, "")
 	insecure := fs.Bool("insecure-skip-verify", false, "")
+	secretFile := fs.String("secret-file", "", "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, probeUsage)
@@ -75,7 +84,12 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
+	if *secretFile != "" && u.Scheme != "tckclk" {
+		return fmt.Errorf("probe: --secret-file is for tckclk:// URLs only, not %q", raw)
+	}
 	switch u.Scheme {
+	case "tckclk":
+		return probeClock(ctx, raw, u, *secretFile, *timeout, stdout)
 	case "tcp":
 		if u.Port() == "" || (u.Path != "" && u.Path != "/") {
 			return fmt.Errorf("probe: %q: want tcp://HOST:PORT", raw)
@@ -91,7 +105,7 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case "http", "https":
 		return probeHTTP(ctx, raw, *insecure, stdout)
 	}
-	return fmt.Errorf("probe: %q: want an http://, https:// or tcp:// URL", raw)
+	return fmt.Errorf("probe: %q: want an http://, https://, tcp:// or tckclk:// URL", raw)
 }
 
 // probeHTTP GETs target and succeeds on a 2xx answer, read to its end.
