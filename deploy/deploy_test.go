@@ -517,9 +517,18 @@ func TestCompose(t *testing.T) {
 				t.Errorf("gateway depends on %v: want %s healthy first", d, r)
 			}
 		}
+		// The gateway fails over between the registries: it is given every one.
 		server, _ := g.flag("server")
-		if u, err := url.Parse(server); err != nil || c.Services[u.Hostname()].Image == "" {
-			t.Errorf("gateway's --server %q: want the URL of a registry service", server)
+		seen := map[string]bool{}
+		for _, s := range strings.Split(server, ",") {
+			if u, err := url.Parse(s); err != nil || c.Services[u.Hostname()].Image == "" {
+				t.Errorf("gateway's --server %q: %q is not the URL of a registry service", server, s)
+			} else {
+				seen[u.Hostname()] = true
+			}
+		}
+		if !seen["registry-1"] || !seen["registry-2"] {
+			t.Errorf("gateway's --server %q: want both registries, to fail over between them", server)
 		}
 		env := g.env()
 		if idem := env["IDKEEPER_IDEMPOTENCY_STORE"]; !strings.HasPrefix(idem, "redis://") {

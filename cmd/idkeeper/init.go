@@ -31,7 +31,10 @@ its own when it finds it empty.
 --unless-seen DIR|FILE (repeatable) makes init safe to run on every start: it
 initialises an empty store only when none of the replica state files there (a
 registry's state volume or state file; each must exist) saw a generation of this
-store, and otherwise changes nothing and fails. Compose runs it so (docs/deploy.md).
+store. When one saw it, the store was lost, not new: init leaves it alone, warns
+and exits 0, and the registries that saw it recover it when they start. A path
+that is missing or a state file that cannot be read fails (exit 1, nothing
+changed). Compose runs it so (docs/deploy.md).
 `
 
 // runInit is the init command.
@@ -62,8 +65,11 @@ func runInit(ctx context.Context, args []string, env lookupEnv, stdout, stderr i
 		return err
 	}
 	defer s.Close()
-	if err := guardEmptyStore(ctx, s, kf.store, *unlessSeen, kf.log.logger(stderr)); err != nil {
+	if seen, err := guardEmptyStore(ctx, s, kf.store, *unlessSeen, kf.log.logger(stderr)); err != nil {
 		return err
+	} else if seen != "" {
+		fmt.Fprintln(stdout, seen)
+		return nil
 	}
 	res, err := initStore(ctx, s, spec, kf.log.logger(stderr))
 	if err != nil {

@@ -36,7 +36,11 @@ import (
 //   - A state file saw the store when it records a generation (or a fencing
 //     token) and it belongs to this store: it records this store's identity, or
 //     none (a file from before issue #29, which may be this store's: fail
-//     closed). Any one of them: init refuses, changes nothing and exits 1.
+//     closed). Any one of them: init does not initialise the store, changes
+//     nothing, warns naming the file and exits 0 — the registries that saw the
+//     store recover it themselves when they start on it (quarantine, raised
+//     watermarks), so a deployment's start (Compose's `up`) goes on and heals
+//     instead of stopping at init.
 //   - A state file that records another store's identity is no evidence about
 //     this one (the rule of statefile.go): it never saw a generation of this
 //     store, and DESIGN §7 asks only that a registry that saw one never meets a
@@ -80,34 +84,37 @@ func registerUnlessSeen(fs *flag.FlagSet) *[]string {
 
 // guardEmptyStore is the init guard: with no paths it allows everything; else, on
 // the store s (opened from the --store value spec) initialised it allows (init
-// then changes nothing), and on an empty one it decides by checkUnseen.
-func guardEmptyStore(ctx context.Context, s idkeeper.Store, spec string, paths []string, log *slog.Logger) error {
+// then changes nothing), and on an empty one it decides by checkUnseen. seen is
+// true when init must leave the store alone (a registry saw it); err is a state
+// file that could not be judged.
+func guardEmptyStore(ctx context.Context, s idkeeper.Store, spec string, paths []string, log *slog.Logger) (seen string, err error) {
 	if len(paths) == 0 {
-		return nil
+		return "", nil
 	}
 	st, err := s.Status(ctx)
 	if err != nil {
-		return fmt.Errorf("read the store: %w", err)
+		return "", fmt.Errorf("read the store: %w", err)
 	}
 	if st.Initialised {
-		return nil
+		return "", nil
 	}
 	return checkUnseen(storeIdentity(s, spec), paths, log)
 }
 
-// checkUnseen returns nil when no replica state file at paths saw a generation of
-// the store of identity id, by the rules above, and logs what it read; else an
-// error naming the file and what to do instead.
-func checkUnseen(id string, paths []string, log *slog.Logger) error {
+// checkUnseen returns "" when no replica state file at paths saw a generation of
+// the store of identity id, by the rules above, and logs what it read; else the
+// message that init leaves the store alone, naming the files that saw it (logged
+// as a warning too). An error is a path or file it could not judge.
+func checkUnseen(id string, paths []string, log *slog.Logger) (string, error) {
 	files, err := stateFilesAt(paths)
 	if err != nil {
-		return err
+		return "", err
 	}
 	var saw []string
 	for _, path := range files {
 		st, store, err := localstate.Read(path)
 		if err != nil {
-			return fmt.Errorf("refusing to initialise the empty store (%s): %v. The replica state file %s (--unless-seen) may be "+
+			return "", fmt.Errorf("refusing to initialise the empty store (%s): %v. The replica state file %s (--unless-seen) may be "+
 				"the one that saw this store, so nothing was changed (docs/operations.md, \"The replica's own state\")", id, err, path)
 		}
 		switch {
@@ -129,16 +136,17 @@ func checkUnseen(id string, paths []string, log *slog.Logger) error {
 		}
 	}
 	if len(saw) > 0 {
-		return fmt.Errorf("refusing to initialise the store (%s): it is empty, but a registry of this deployment saw it: the replica "+
+		msg := fmt.Sprintf("not initialising the store (%s): it is empty, but a registry of this deployment saw it: the replica "+
 			"state file %s. The store was emptied or lost (a Redis that lost its data, a removed volume), it is not new, and "+
-			"processes may still mint with its leases: it must never be initialised again. Nothing was changed. A registry "+
-			"that saw it recovers it by itself when it starts (quarantine, raised watermarks; DESIGN §7): with Compose, start "+
-			"them without init, `docker compose up -d redis clock-agent` then `docker compose up -d --no-deps registry-1 "+
-			"registry-2` (docs/deploy.md, \"When init refuses\"); only for a "+
-			"deployment that is really new, remove the state volumes too (`docker compose down -v`)", id, strings.Join(saw, "; "))
+			"processes may still mint with its leases: it must never be initialised again. Nothing was changed: a registry "+
+			"that saw it recovers it by itself when it starts (quarantine, raised watermarks; DESIGN §7, docs/deploy.md, "+
+			"\"When the store was lost\"); only for a deployment that is really new, remove the state volumes too "+
+			"(`docker compose down -v`)", id, strings.Join(saw, "; "))
+		log.Warn(msg)
+		return msg, nil
 	}
 	log.Info("init guard: no replica state file saw this store: a new deployment", "store", id, "stateFiles", len(files), "paths", len(paths))
-	return nil
+	return "", nil
 }
 
 // stateFilesAt lists the state files the --unless-seen paths stand for, by the
