@@ -120,7 +120,9 @@ func TestClockAgentSourceSettings(t *testing.T) {
 			t.Errorf("%v: source %q, %v", args, cfg.Source, err)
 		}
 	}
-	cfg, err := clockAgentSettings(base[1:], func(k string) (string, bool) { return map[string]string{"IDKEEPER_NTP_SERVER": "x"}[k], k == "IDKEEPER_NTP_SERVER" },
+	cfg, err := clockAgentSettings(base[1:], func(k string) (string, bool) {
+		return map[string]string{"IDKEEPER_NTP_SERVER": "x"}[k], k == "IDKEEPER_NTP_SERVER"
+	},
 		&lockedBuffer{})
 	if err != nil || cfg.Source != sourceNTP || len(cfg.NTPServers) != 1 {
 		t.Errorf("default source: %q %q, %v", cfg.Source, cfg.NTPServers, err)
