@@ -19,18 +19,27 @@ import (
 )
 
 // The clock-agent command (issue #13, DESIGN §8, docs/clock.md) serves TCKCLK 2:
-// it answers each server replica's request with the time of its NTP servers, an
+// it answers each server replica's request with the time of its source, an
 // honest uncertainty, a sync flag and the sample's age, under an HMAC with the
-// shared secret. It never answers with its own unverified clock, and it listens
-// only once it holds a first valid NTP sample: a listening agent is one that can
+// shared secret. Its source is NTP servers (--source ntp, the default) or the
+// host kernel's clock discipline by chrony, ntpd or timesyncd (--source kernel,
+// issue #30). It never answers with its own unverified clock, and it listens
+// only once its source vouches a first time: a listening agent is one that can
 // vouch, so a replica that starts first gets a refused connection rather than an
 // answer it must reject.
+
+// The clock sources of --source.
+const (
+	sourceNTP    = "ntp"
+	sourceKernel = "kernel"
+)
 
 // clockAgentConfig is everything a clock agent is built from.
 type clockAgentConfig struct {
 	Listen       string   // host:port; ":0" picks a free port
 	Secret       []byte   // at least clockcheck.MinSecretLen bytes
-	NTPServers   []string // HOST or HOST:PORT, at least one
+	Source       string   // sourceNTP or sourceKernel
+	NTPServers   []string // HOST or HOST:PORT, at least one for sourceNTP, none for sourceKernel
 	PollInterval time.Duration
 	MaxSampleAge time.Duration
 	NTPTimeout   time.Duration
@@ -40,6 +49,10 @@ type clockAgentConfig struct {
 	ReadTimeout  time.Duration
 	Timeout      time.Duration
 	Logger       *slog.Logger
+
+	// readKernel reads the kernel's NTP state for sourceKernel; nil:
+	// clockcheck.ReadKernelClock. Tests inject readings.
+	readKernel func() (clockcheck.KernelReading, error)
 }
 
 // allowFlag is a repeatable flag of CIDR prefixes or bare addresses; each value,
@@ -102,6 +115,9 @@ type clockAgentFlags struct {
 	cfg        clockAgentConfig
 	secretFile string
 	log        logFlags
+	// ntpFromEnv: --ntp-server came from IDKEEPER_NTP_SERVER, not the command
+	// line (with --source kernel it is then ignored with a warning, not refused).
+	ntpFromEnv bool
 }
 
 func (f *clockAgentFlags) register(fs *flag.FlagSet) {
@@ -109,10 +125,17 @@ func (f *clockAgentFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.Listen, "listen", "", "address to serve TCKCLK 2 on, HOST:PORT (required); reachable by the servers only")
 	fs.StringVar(&f.secretFile, "secret-file", "", "file holding the shared TCKCLK secret, at least 32 bytes, trailing newline dropped, "+
 		"mode 0600; the servers' --clock-secret-file holds the same (required)")
-	fs.Var(ntpServersFlag{&c.NTPServers}, "ntp-server", "NTP server to take the time from, HOST or HOST:PORT; repeat it (or, in the environment, separate by commas); at least one")
-	fs.DurationVar(&c.PollInterval, "poll-interval", clockcheck.DefaultPollInterval, "time between two queries of every NTP server; 1s..1h")
-	fs.DurationVar(&c.MaxSampleAge, "max-sample-age", clockcheck.DefaultMaxAge, "answer synced=0 once the best NTP sample is older than this; more than --poll-interval, at most 1h")
-	fs.DurationVar(&c.NTPTimeout, "ntp-timeout", clockcheck.DefaultNTPTimeout, "how long one NTP query may take; 100ms..1m")
+	c.Source = sourceNTP
+	fs.Var(choiceFlag{&c.Source, []string{sourceNTP, sourceKernel}}, "source", "where the time comes from: ntp (the --ntp-server servers) or "+
+		"kernel (this host's kernel clock, as chrony, ntpd or systemd-timesyncd discipline it: answered synced=0 while the kernel says "+
+		"TIME_ERROR or STA_UNSYNC, or its maximum error is over 16s)")
+	fs.Var(ntpServersFlag{&c.NTPServers}, "ntp-server", "NTP server to take the time from, HOST or HOST:PORT; repeat it (or, in the environment, separate by commas); "+
+		"at least one with --source ntp, none on the command line with --source kernel (the environment's is then ignored)")
+	fs.DurationVar(&c.PollInterval, "poll-interval", clockcheck.DefaultPollInterval, "time between two queries of every NTP server, or two readings of the kernel's "+
+		"clock state (--source kernel); after a round that does not vouch, min(this, 4s); 1s..1h")
+	fs.DurationVar(&c.MaxSampleAge, "max-sample-age", clockcheck.DefaultMaxAge, "answer synced=0 once the best NTP sample (or the last kernel reading) is older than this; "+
+		"more than --poll-interval, at most 1h")
+	fs.DurationVar(&c.NTPTimeout, "ntp-timeout", clockcheck.DefaultNTPTimeout, "how long one NTP query may take (--source ntp); 100ms..1m")
 	fs.Var(allowFlag{&c.Allow}, "allow", "source addresses served, CIDR or address: the replicas' network; repeat it or separate by commas; "+
 		"anything else is closed at accept; without it, loopback only (127.0.0.0/8, ::1), and a --listen beyond loopback is refused")
 	fs.IntVar(&c.MaxConns, "max-conns", clockcheck.DefaultMaxConns, "most connections served at once; one more is closed at once; 1..65536")
@@ -139,8 +162,11 @@ func (f *clockAgentFlags) config(stderr io.Writer) (clockAgentConfig, error) {
 		return c, usagef("--listen HOST:PORT is required: where the servers reach this agent")
 	case f.secretFile == "":
 		return c, usagef("--secret-file is required: the file holding the shared TCKCLK secret (at least %d bytes)", clockcheck.MinSecretLen)
-	case len(c.NTPServers) == 0:
-		return c, usagef("--ntp-server is required (repeatable): the NTP servers this agent takes the time from")
+	case c.Source == sourceNTP && len(c.NTPServers) == 0:
+		return c, usagef("--ntp-server is required (repeatable) with --source ntp: the NTP servers this agent takes the time from")
+	case c.Source == sourceKernel && len(c.NTPServers) > 0 && !f.ntpFromEnv:
+		return c, usagef("--ntp-server is for --source ntp: with --source kernel the kernel's discipline daemon (chrony, ntpd, timesyncd) " +
+			"queries the NTP servers; drop --ntp-server, or use --source ntp")
 	case c.MaxConns < 1 || c.MaxConns > 65536:
 		return c, usageError{&idkeeper.RangeError{Setting: "max-conns", Value: strconv.Itoa(c.MaxConns), Min: "1", Max: "65536"}}
 	case c.MaxPerSource < 1 || c.MaxPerSource > c.MaxConns:
@@ -174,42 +200,79 @@ func (f *clockAgentFlags) config(stderr io.Writer) (clockAgentConfig, error) {
 		c.Logger.Warn(warning)
 	}
 	c.Secret = secret
+	if c.Source == sourceKernel && len(c.NTPServers) > 0 {
+		c.Logger.Warn("clock agent: --source kernel ignores IDKEEPER_NTP_SERVER", "ntpServers", strings.Join(c.NTPServers, ","))
+		c.NTPServers = nil
+	}
 	return c, nil
 }
 
 // runClockAgent is the clock-agent command: it serves until ctx ends (SIGTERM,
 // SIGINT), then stops.
 func runClockAgent(ctx context.Context, args []string, env lookupEnv, stderr io.Writer) error {
-	fs := newFlagSet("clock-agent", stderr)
-	var f clockAgentFlags
-	f.register(fs)
-	if err := parseFlags(fs, args, env); err != nil {
-		return err
-	}
-	cfg, err := f.config(stderr)
+	cfg, err := clockAgentSettings(args, env, stderr)
 	if err != nil {
 		return err
 	}
 	return serveClockAgent(ctx, cfg)
 }
 
-// serveClockAgent polls the NTP servers, waits for a first valid sample, then
-// listens and serves until ctx ends. It returns nil when ctx ends, an error when
-// it cannot listen or serve.
+// clockAgentSettings parses the clock-agent command's flags and environment
+// and checks them (clockAgentFlags.config).
+func clockAgentSettings(args []string, env lookupEnv, stderr io.Writer) (clockAgentConfig, error) {
+	fs := newFlagSet("clock-agent", stderr)
+	var f clockAgentFlags
+	f.register(fs)
+	ntpEnv := envName("ntp-server")
+	// parseFlags looks a flag up in the environment only when the command line
+	// did not give it: a hit here means the servers came from there.
+	watched := func(name string) (string, bool) {
+		v, ok := env(name)
+		if ok && name == ntpEnv {
+			f.ntpFromEnv = true
+		}
+		return v, ok
+	}
+	if err := parseFlags(fs, args, watched); err != nil {
+		return clockAgentConfig{}, err
+	}
+	return f.config(stderr)
+}
+
+// agentSource is a clock source the agent runs: clockcheck.NTPSource or
+// clockcheck.KernelSource.
+type agentSource interface {
+	clockcheck.TimeSource
+	Start(context.Context) error
+	Wait(context.Context) error
+	Close() error
+}
+
+// serveClockAgent starts the source (polls the NTP servers or reads the
+// kernel), waits until it vouches a first time, then listens and serves until
+// ctx ends. It returns nil when ctx ends, an error when it cannot listen or
+// serve.
 func serveClockAgent(ctx context.Context, cfg clockAgentConfig) error {
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
 	}
-	src := &clockcheck.NTPSource{Servers: cfg.NTPServers, PollInterval: cfg.PollInterval, MaxAge: cfg.MaxSampleAge,
+	var src agentSource = &clockcheck.NTPSource{Servers: cfg.NTPServers, PollInterval: cfg.PollInterval, MaxAge: cfg.MaxSampleAge,
 		Timeout: cfg.NTPTimeout, Logger: log}
+	if cfg.Source == sourceKernel {
+		src = &clockcheck.KernelSource{Read: cfg.readKernel, PollInterval: cfg.PollInterval, MaxAge: cfg.MaxSampleAge, Logger: log}
+	}
 	if err := src.Start(ctx); err != nil {
 		return err
 	}
 	defer src.Close()
-	log.Info("clock agent: waiting for a first valid NTP sample before listening", "ntpServers", strings.Join(cfg.NTPServers, ","))
+	if cfg.Source == sourceKernel {
+		log.Info("clock agent: waiting for the kernel clock to be synced before listening", "source", sourceKernel)
+	} else {
+		log.Info("clock agent: waiting for a first valid NTP sample before listening", "source", sourceNTP, "ntpServers", strings.Join(cfg.NTPServers, ","))
+	}
 	if err := src.Wait(ctx); err != nil {
-		log.Info("clock agent stopped before its first NTP sample")
+		log.Info("clock agent stopped before its source vouched a first time", "source", cfg.Source)
 		return nil
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -225,7 +288,7 @@ func serveClockAgent(ctx context.Context, cfg clockAgentConfig) error {
 	if allow == "" {
 		allow = "loopback only"
 	}
-	log.Info("clock agent listening", "addr", ln.Addr().String(), "uncertainty", unc, "allow", allow, "maxConns", cfg.MaxConns,
+	log.Info("clock agent listening", "addr", ln.Addr().String(), "source", cfg.Source, "uncertainty", unc, "allow", allow, "maxConns", cfg.MaxConns,
 		"maxConnsPerSource", cfg.MaxPerSource)
 	select {
 	case <-ctx.Done():

@@ -14,7 +14,7 @@
 //	idkeeper audit list      print the newest audit entries
 //	idkeeper backup export   write the store's whole state to a backup file
 //	idkeeper backup import   replace the store's state with a backup, safely
-//	idkeeper clock-agent     serve NTP time over TCKCLK 2 for the servers' clock check
+//	idkeeper clock-agent     serve NTP or kernel-disciplined time over TCKCLK 2 for the servers' clock check
 //	idkeeper probe URL       health check for containers (distroless has no shell or curl)
 //	idkeeper decode ID…      print an ID's time, node ID and sequence; --origin: its lease
 //	idkeeper version         print the version
@@ -107,7 +107,7 @@ Commands:
   audit verify    check the audit log's hash chain; audit list prints its newest entries
   backup export   write the store's whole state to a backup file (offline)
   backup import   replace the store's state with a backup file, quarantined safely (offline)
-  clock-agent     serve NTP time over TCKCLK 2: the clock agent servers check their clocks against
+  clock-agent     serve NTP or the kernel's disciplined time over TCKCLK 2: the clock agent servers check their clocks against
   probe URL       health check for containers: GET an http(s) URL (2xx: exit 0) or connect to tcp://HOST:PORT
   decode ID…      print an ID's time, node ID and sequence (offline); --origin: the lease that minted it
   bench           drive a running gateway: IDs per second and latency percentiles at a concurrency and batch size
