@@ -22,8 +22,8 @@ import (
 	"github.com/idkeeper/idkeeper/bolt"
 	"github.com/idkeeper/idkeeper/discord"
 	"github.com/idkeeper/idkeeper/discord/discordtest"
-	"github.com/idkeeper/idkeeper/idempotency"
 	idkhttp "github.com/idkeeper/idkeeper/http"
+	"github.com/idkeeper/idkeeper/idempotency"
 	"github.com/idkeeper/idkeeper/password"
 	"github.com/prometheus/client_golang/prometheus"
 )
