@@ -28,6 +28,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -201,7 +202,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	if len(allowed) == 0 && !strings.HasPrefix(r.URL.Path, APIPrefix) {
+	if len(allowed) == 0 && !isAPIPath(r.URL.Path) {
 		h.notFoundPage(w, r)
 		return
 	}
@@ -213,6 +214,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Allow", allow)
 	h.writeProblem(w, r, idkeeper.Errorf(idkeeper.CodeMethodNotAllowed, "%s is not allowed on %s; allowed: %s",
 		r.Method, r.URL.Path, allow))
+}
+
+// isAPIPath reports whether p is, or cleans to, a path of the admin API or
+// its prefix without the slash.
+func isAPIPath(p string) bool {
+	c := path.Clean(p)
+	return strings.HasPrefix(p, APIPrefix) || strings.HasPrefix(c, APIPrefix) || c == strings.TrimSuffix(APIPrefix, "/")
 }
 
 // created is a handler's answer sent as 201 Created with a Location header.

@@ -1,12 +1,17 @@
 package admin_test
 
 import (
+	"bytes"
 	"context"
+	"io"
+	"mime/multipart"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/backup"
@@ -256,9 +261,66 @@ func TestUnknownPageIsHTML(t *testing.T) {
 	if !strings.Contains(p.body, "Log out") || !strings.Contains(p.body, `href="/admin/leases"`) {
 		t.Errorf("the 404 page lacks the layout's navigation: %s", p.body)
 	}
+	if p := c.get("/admin/api"); p.status != http.StatusNotFound || !strings.HasPrefix(p.header.Get("Content-Type"), "application/problem+json") {
+		t.Errorf("/admin/api: %d %q", p.status, p.header.Get("Content-Type"))
+	}
 	p = c.get("/admin/api/nonexistent")
 	if p.status != http.StatusNotFound || !strings.HasPrefix(p.header.Get("Content-Type"), "application/problem+json") ||
 		!strings.Contains(p.body, `"code":"NOT_FOUND"`) {
 		t.Errorf("unknown API path: %d %q %s", p.status, p.header.Get("Content-Type"), p.body)
+	}
+}
+
+// TestFormTokenRestoreConfirm: the restore's confirmation form carries a token
+// and is refused without it; sent twice, the restore is made once (the second
+// post finds the session the restore ended, and is sent to the login page).
+func TestFormTokenRestoreConfirm(t *testing.T) {
+	e := newWebEnv(t)
+	ctx := context.Background()
+	var file bytes.Buffer
+	if _, err := backup.Export(ctx, e.store, &file, backup.Source{Store: "bolt", TakenAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	c := e.client()
+	c.login("admin")
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	fw, err := mw.CreateFormFile("file", "idkeeper-1-20260301T100000Z.idkbackup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = fw.Write(file.Bytes())
+	_ = mw.Close()
+	req, _ := http.NewRequest(http.MethodPost, e.url+"/admin/restore", &body)
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	resp, err := c.c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("preview: %d %s", resp.StatusCode, raw)
+	}
+	field := func(name string) string {
+		m := regexp.MustCompile(`name="` + name + `" value="([^"]+)"`).FindSubmatch(raw)
+		if m == nil {
+			t.Fatalf("the preview page has no %s: %s", name, raw)
+		}
+		return string(m[1])
+	}
+	form := url.Values{"preview": {field("preview")}, "sha256": {field("sha256")}, "password": {webAdminPW}}
+	checkPage(t, "confirm without a token", c.postRaw("/admin/restore/confirm", form), http.StatusBadRequest)
+	form.Set("formToken", field("formToken"))
+	before := e.auditCount(idkeeper.AuditBackupRestore)
+	if p := c.postRaw("/admin/restore/confirm", form); p.status != http.StatusSeeOther || p.location() != "/admin/login" {
+		t.Fatalf("confirm: %d %q %.300s", p.status, p.location(), p.body)
+	}
+	if p := c.postRaw("/admin/restore/confirm", form); p.status != http.StatusSeeOther || !strings.HasPrefix(p.location(), "/admin/login") {
+		t.Errorf("confirm again: %d %q", p.status, p.location())
+	}
+	if n := e.auditCount(idkeeper.AuditBackupRestore) - before; n != 1 {
+		t.Errorf("%d restores audited", n)
 	}
 }
