@@ -37,7 +37,8 @@ import (
 //   - the same token again with the same form (a double click, a resubmit) runs
 //     nothing: it is sent to the same result, its message saying the form was
 //     sent twice and the change made once; while the first still runs it waits for
-//     it (up to Config.Timeout), then says the first is still being carried out;
+//     it (up to half of Config.Timeout), then says the first is still being
+//     carried out;
 //   - the same token with other values (an old page edited and sent again): 409,
 //     "reload the page", nothing done.
 //
@@ -164,7 +165,9 @@ func (h *Handler) once(lockFor time.Duration, fn pageFunc) pageFunc {
 		scope := idempotency.Scope(p.actor, formOp, nonce)
 		fp := idempotency.Fingerprint(r.Method, idempotency.Target(r.URL), body)
 		opts := []idempotency.Option{idempotency.OwnedBy(idempotency.Owner(p.actor, formOp)), idempotency.LockFor(lockFor)}
-		waitUntil := time.Now().Add(h.cfg.Timeout)
+		// Half the request timeout: the answer must go out before the page's own
+		// deadline (page) ends the request.
+		waitUntil := time.Now().Add(h.cfg.Timeout / 2)
 		for {
 			res, err := svc.Do(ctx, scope, fp, run, opts...)
 			switch {
@@ -177,7 +180,7 @@ func (h *Handler) once(lockFor time.Duration, fn pageFunc) pageFunc {
 				select {
 				case <-r.Context().Done():
 					t.Stop()
-					return
+					waitUntil = time.Time{}
 				case <-t.C:
 				}
 				continue
