@@ -28,6 +28,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -84,10 +85,14 @@ type Config struct {
 	// how the replicas' clocks are checked (the clock agent and Δ, or that nothing
 	// checks them).
 	ClockCheck string
-	// Idempotency, when set, gives the creates of users, allow-list entries and
-	// API keys the Idempotency-Key semantics (docs/idempotency.md), scoped by the
-	// caller. Nil: the header is accepted and ignored. A key create's secret is
-	// stored nowhere: its replay is the key without it, "secretShown": false.
+	// Idempotency, when set, gives the creates of users, allow-list entries, API
+	// keys and backups the Idempotency-Key semantics (docs/idempotency.md), scoped
+	// by the caller, and consumes the admin web's one-time form tokens
+	// (webform.go). Nil: the header is accepted and ignored, and a form token is
+	// checked but not consumed. A key create's secret is stored nowhere in the
+	// clear: its API replay is the key without it, "secretShown": false; a form's
+	// record holds it sealed under the session's cookie token, which the store
+	// does not hold.
 	Idempotency *idempotency.Service
 	// Snapshots, when set, is the registry's own store as GET /admin/api/backup
 	// exports it and POST /admin/api/restore replaces it (backup.go); it must also
@@ -180,7 +185,8 @@ func CookieName(tls bool) string {
 
 // ServeHTTP serves every path under /admin/; a path without a route answers 404
 // NOT_FOUND, a route called with another method 405 METHOD_NOT_ALLOWED with Allow,
-// both problem+json.
+// both problem+json, except that a path without a route outside APIPrefix is a
+// page: its 404 is an HTML page in the admin's layout (notFoundPage).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if _, pattern := h.mux.Handler(r); pattern != "" {
 		h.mux.ServeHTTP(w, r)
@@ -196,6 +202,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+	if len(allowed) == 0 && !isAPIPath(r.URL.Path) {
+		h.notFoundPage(w, r)
+		return
+	}
 	if len(allowed) == 0 {
 		h.writeProblem(w, r, idkeeper.Errorf(idkeeper.CodeNotFound, "no route for %s %s", r.Method, r.URL.Path))
 		return
@@ -204,6 +214,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Allow", allow)
 	h.writeProblem(w, r, idkeeper.Errorf(idkeeper.CodeMethodNotAllowed, "%s is not allowed on %s; allowed: %s",
 		r.Method, r.URL.Path, allow))
+}
+
+// isAPIPath reports whether p is, or cleans to, a path of the admin API or
+// its prefix without the slash.
+func isAPIPath(p string) bool {
+	c := path.Clean(p)
+	return strings.HasPrefix(p, APIPrefix) || strings.HasPrefix(c, APIPrefix) || c == strings.TrimSuffix(APIPrefix, "/")
 }
 
 // created is a handler's answer sent as 201 Created with a Location header.

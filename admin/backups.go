@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"time"
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/backup"
@@ -149,4 +150,16 @@ func (h *Handler) deleteBackup(_ http.ResponseWriter, r *http.Request, p *princi
 		return nil, err
 	}
 	return noContent{}, nil
+}
+
+// backupLock is how long a backup create holds its Idempotency-Key (or the
+// Backups form its token): past the longest backup (Config.BackupTimeout), so
+// that a retry while it runs gets 409 IDEMPOTENCY_REQUEST_IN_PROGRESS, never a
+// second backup or the job lock's CONFLICT stored as the key's answer.
+func (h *Handler) backupLock() time.Duration {
+	d := h.cfg.BackupTimeout
+	if d <= 0 {
+		d = DefaultBackupTimeout
+	}
+	return d + time.Minute
 }

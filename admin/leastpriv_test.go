@@ -283,7 +283,10 @@ func TestAdminKeyPages(t *testing.T) {
 		t.Fatalf("a refused form made a key: %+v", ks)
 	}
 	p := ada.post("/admin/keys", url.Values{"description": {"ops automation"}, "admin": {"true"}})
-	checkPage(t, "admin makes an admin key", p, http.StatusOK)
+	if p.status != http.StatusSeeOther {
+		t.Fatalf("admin makes an admin key: %d %s", p.status, p.body)
+	}
+	checkPage(t, "admin makes an admin key", ada.get(p.location()), http.StatusOK)
 	ks, _ := e.reg.Keys(context.Background())
 	if len(ks) != 1 || !ks[0].Key.Admin {
 		t.Fatalf("keys after the admin's form: %+v", ks)

@@ -28,8 +28,12 @@ type route struct {
 	handle handlerFunc
 }
 
-// keyCreateOp names the create of an API key in the Idempotency-Key scope.
-const keyCreateOp = "admin.keys.create"
+// keyCreateOp and backupCreateOp name the creates of an API key and of a backup
+// in the Idempotency-Key scope.
+const (
+	keyCreateOp    = "admin.keys.create"
+	backupCreateOp = "admin.backups.create"
+)
 
 // apiRoutes is the admin API's route table. Every route that changes state is a
 // POST (behind http.CrossOriginProtection); no GET changes anything.
@@ -77,7 +81,7 @@ func (h *Handler) apiRoutes() []route {
 
 		// The folder holds full backups: only listing them is an operator's.
 		{get, "backups", operator, false, "", h.listBackups},
-		{post, "backups", admin, false, "", h.createBackup},
+		{post, "backups", admin, false, backupCreateOp, h.createBackup},
 		{get, "backups/{name}", admin, false, "", h.downloadBackup},
 		{post, "backups/{name}/delete", admin, false, "", h.deleteBackup},
 	}
@@ -129,8 +133,11 @@ func (h *Handler) wrap(rt route) http.Handler {
 	})
 	if rt.idem != "" && h.cfg.Idempotency != nil {
 		opts := []idempotency.Option{idempotency.MaxBody(h.cfg.MaxBodyBytes)}
-		if rt.idem == keyCreateOp {
+		switch rt.idem {
+		case keyCreateOp:
 			opts = append(opts, idempotency.WithCodec(keyCreateCodec)) // never store the secret
+		case backupCreateOp:
+			opts = append(opts, idempotency.LockFor(h.backupLock())) // a backup may run for an hour
 		}
 		inner = h.cfg.Idempotency.Wrap(rt.idem, func(r *http.Request) string { return principalFrom(r.Context()).actor },
 			inner, opts...)

@@ -224,7 +224,10 @@ type view struct {
 	SignedIn bool
 	Flash    string // a success message (role=status)
 	Error    string // a failure message (role=alert)
-	P        any
+	// FormToken is the one-time token of the page's forms (webform.go); "" for
+	// nobody signed in.
+	FormToken string
+	P         any
 }
 
 // CanOperate reports whether the user may change keys, the allow-list and leases.
@@ -389,6 +392,7 @@ func (h *Handler) baseView(w http.ResponseWriter, r *http.Request, p *principal,
 	v := view{Title: title, Nav: nav, Flash: h.takeFlash(w, r)}
 	if p != nil && p.user != nil {
 		v.User, v.SignedIn = *p.user, true
+		v.FormToken = newFormToken(p.token)
 	}
 	return v
 }
@@ -427,6 +431,9 @@ func errorText(err error) (int, string) {
 
 // setFlash keeps msg for the next page the browser loads (post/redirect/get).
 func (h *Handler) setFlash(w http.ResponseWriter, msg string) {
+	if len(msg) > maxFlash {
+		msg = strings.ToValidUTF8(msg[:maxFlash-len("…")], "") + "…"
+	}
 	http.SetCookie(w, &http.Cookie{Name: flashCookie, Value: base64.RawURLEncoding.EncodeToString([]byte(msg)),
 		Path: pagePrefix, MaxAge: 60, HttpOnly: true, Secure: h.cfg.TLS, SameSite: http.SameSiteStrictMode})
 }
@@ -439,16 +446,24 @@ func (h *Handler) takeFlash(w http.ResponseWriter, r *http.Request) string {
 	}
 	http.SetCookie(w, &http.Cookie{Name: flashCookie, Value: "", Path: pagePrefix, MaxAge: -1, HttpOnly: true,
 		Secure: h.cfg.TLS, SameSite: http.SameSiteStrictMode})
-	b, err := base64.RawURLEncoding.DecodeString(c.Value)
-	if err != nil || len(b) > 512 {
+	return decodeFlash(c.Value)
+}
+
+// decodeFlash is the message of a flash cookie's value; "" for one that is not.
+func decodeFlash(v string) string {
+	b, err := base64.RawURLEncoding.DecodeString(v)
+	if err != nil || len(b) > maxFlash {
 		return ""
 	}
-	msg, ok := idkeeper.CleanText(string(b), 512)
+	msg, ok := idkeeper.CleanText(string(b), maxFlash)
 	if !ok {
 		return ""
 	}
 	return msg
 }
+
+// maxFlash bounds a flash message, in bytes.
+const maxFlash = 512
 
 // redirect sends the browser to target (a path of the admin web) with a flash
 // message: the end of every successful form POST.
@@ -511,4 +526,28 @@ func localTimeValue(t time.Time) string {
 		return ""
 	}
 	return t.UTC().Format("2006-01-02T15:04")
+}
+
+// notFoundPage answers a page path without a route: 404, an HTML page in the
+// layout, with the navigation when the request's session is valid (it is not
+// sent to the login page: there is nothing there to log in for).
+func (h *Handler) notFoundPage(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
+	defer cancel()
+	p := h.newPrincipal(r)
+	r = r.WithContext(ctx)
+	if c, err := r.Cookie(h.cookie); err == nil && c.Value != "" {
+		if u, s, err := h.acct.Authenticate(ctx, c.Value); err == nil {
+			p.user, p.session, p.token, p.role, p.actor = &u, s, c.Value, u.Role, idkeeper.CreatedByUser(u.Name)
+		} else {
+			p = nil
+		}
+	} else {
+		p = nil
+	}
+	path := r.URL.Path
+	if len(path) > 200 {
+		path = strings.ToValidUTF8(path[:200], "") + "…"
+	}
+	h.pageError(w, r, p, idkeeper.Errorf(idkeeper.CodeNotFound, "There is no page %s in the admin web.", path))
 }

@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"net/url"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"github.com/idkeeper/idkeeper/discord"
 	"github.com/idkeeper/idkeeper/discord/discordtest"
 	idkhttp "github.com/idkeeper/idkeeper/http"
+	"github.com/idkeeper/idkeeper/idempotency"
 	"github.com/idkeeper/idkeeper/password"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -94,7 +96,11 @@ func newWebEnvPool(t *testing.T, pool idkeeper.PoolSpec) *webEnv {
 	}
 	backups := testBackups(t, st, acct, nil)
 	fd := discordtest.New(t)
-	h, err := admin.New(admin.Config{Registry: reg, Accounts: acct, Store: st, AllowList: allow, Logger: quiet,
+	idem, err := idempotency.New(st.Idempotency(), idempotency.Config{Logger: quiet, MaxRecords: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := admin.New(admin.Config{Registry: reg, Accounts: acct, Store: st, AllowList: allow, Logger: quiet, Idempotency: idem,
 		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.9.0.0/16")}, Durability: "bolt: fsync on every commit",
 		Backups: backups, Discord: &discord.Client{HTTP: fd.HTTPClient()}, Snapshots: st, SnapshotKind: "bolt"})
 	if err != nil {
@@ -178,10 +184,45 @@ func (c *webClient) get(path string, hdr ...string) page {
 	return c.do(http.MethodGet, path, nil, hdr...)
 }
 
-// post sends form as a same-origin browser would (Sec-Fetch-Site: same-origin).
+// post sends form as a same-origin browser would (Sec-Fetch-Site: same-origin),
+// with a fresh one-time form token (formToken) unless form has one: that of the
+// profile page, as a logged-in browser would have drawn it. Login and logout
+// take none.
 func (c *webClient) post(path string, form url.Values, hdr ...string) page {
 	c.e.t.Helper()
+	if path != "/admin/login" && path != "/admin/logout" && !form.Has("formToken") {
+		if tok := c.formToken(); tok != "" {
+			f := url.Values{"formToken": {tok}}
+			for k, v := range form {
+				f[k] = v
+			}
+			form = f
+		}
+	}
+	return c.postRaw(path, form, hdr...)
+}
+
+// postRaw sends form as it is, as post does.
+func (c *webClient) postRaw(path string, form url.Values, hdr ...string) page {
+	c.e.t.Helper()
+	if form == nil {
+		form = url.Values{}
+	}
 	return c.do(http.MethodPost, path, form, append([]string{"Sec-Fetch-Site", "same-origin"}, hdr...)...)
+}
+
+// formTokenRE finds a page's form token.
+var formTokenRE = regexp.MustCompile(`name="formToken" value="([^"]+)"`)
+
+// formToken draws a form token as the profile page shows it; "" when the
+// client is not logged in.
+func (c *webClient) formToken() string {
+	c.e.t.Helper()
+	p := c.get("/admin/profile")
+	if m := formTokenRE.FindStringSubmatch(p.body); m != nil {
+		return m[1]
+	}
+	return ""
 }
 
 func (c *webClient) do(method, path string, form url.Values, hdr ...string) page {

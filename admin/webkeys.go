@@ -93,8 +93,9 @@ func optionalInt(form url.Values, field string) (n int, ok bool, err error) {
 	return n, true, nil
 }
 
-// keyCreatePost creates a key through the API and shows its secret, once: the
-// answer is not cached, and no other page ever holds it.
+// keyCreatePost creates a key through the API and sends the browser to the
+// page that shows its secret once (keyCreatedPage): the secret travels sealed
+// under the session in a cookie of /admin/keys/ (webform.go), never in a URL.
 func (h *Handler) keyCreatePost(w http.ResponseWriter, r *http.Request, p *principal) {
 	if err := h.parseForm(w, r); err != nil {
 		h.pageError(w, r, p, err)
@@ -131,7 +132,15 @@ func (h *Handler) keyCreatePost(w http.ResponseWriter, r *http.Request, p *princ
 		h.pageError(w, r, p, fmt.Errorf("admin: createKey answered %T", out))
 		return
 	}
-	k, err := h.reg.Key(r.Context(), res.Key.ID)
+	h.setSecretCookie(w, sealSecret(p.token, res.Key.ID, res.Secret))
+	h.redirect(w, r, "/admin/keys/"+url.PathEscape(res.Key.ID)+"/created", "API key "+res.Key.ID+" was created.")
+}
+
+// keyCreatedPage shows a new key and, on the first load after its create
+// only, its secret (takeSecret); a reload says that it was shown.
+func (h *Handler) keyCreatedPage(w http.ResponseWriter, r *http.Request, p *principal) {
+	id := r.PathValue("id")
+	k, err := h.reg.Key(r.Context(), id)
 	if err != nil {
 		h.pageError(w, r, p, err)
 		return
@@ -140,7 +149,7 @@ func (h *Handler) keyCreatePost(w http.ResponseWriter, r *http.Request, p *princ
 	v.P = struct {
 		Key    keyView
 		Secret string
-	}{keyViewOf(k, h.reg.Now()), res.Secret}
+	}{keyViewOf(k, h.reg.Now()), h.takeSecret(w, r, p, k.Key.ID)}
 	h.render(w, r, http.StatusOK, "keycreated", v)
 }
 

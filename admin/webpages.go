@@ -14,7 +14,8 @@ import (
 // users, the profile, the audit log and the store's health.
 
 // webRoutes adds the pages to h's mux: every GET a page that changes nothing,
-// every POST a form behind the pages' auth layer (page).
+// every POST a form behind the pages' auth layer (page) and, but for the few
+// webform.go names, its one-time token (once).
 func (h *Handler) webRoutes() {
 	const get, post = http.MethodGet, http.MethodPost
 	const viewer, operator, admin = idkeeper.RoleViewer, idkeeper.RoleOperator, idkeeper.RoleAdmin
@@ -30,29 +31,30 @@ func (h *Handler) webRoutes() {
 	m.Handle("GET /admin/leases", h.page(get, viewer, h.leasesPage))
 	m.Handle("GET /admin/leases/live", h.page(get, viewer, h.leasesLive))
 	m.Handle("GET /admin/leases/revoke", h.page(get, operator, h.revokeConfirm))
-	m.Handle("POST /admin/leases/revoke", h.page(post, operator, h.revokePost))
+	m.Handle("POST /admin/leases/revoke", h.page(post, operator, h.once(0, h.revokePost)))
 
 	m.Handle("GET "+originPath, h.page(get, viewer, h.originFind))
 
 	m.Handle("GET /admin/keys", h.page(get, viewer, h.keysPage))
-	m.Handle("POST /admin/keys", h.page(post, operator, h.keyCreatePost))
+	m.Handle("POST /admin/keys", h.page(post, operator, h.once(0, h.keyCreatePost)))
 	m.Handle("GET /admin/keys/{id}", h.page(get, viewer, h.keyPage))
-	m.Handle("POST /admin/keys/{id}", h.page(post, operator, h.keyUpdatePost))
-	m.Handle("POST /admin/keys/{id}/revoke", h.page(post, operator, h.keyRevokePost))
+	m.Handle("GET /admin/keys/{id}/created", h.page(get, operator, h.keyCreatedPage))
+	m.Handle("POST /admin/keys/{id}", h.page(post, operator, h.once(0, h.keyUpdatePost)))
+	m.Handle("POST /admin/keys/{id}/revoke", h.page(post, operator, h.once(0, h.keyRevokePost)))
 
 	m.Handle("GET /admin/allowlist", h.page(get, viewer, h.allowPage))
-	m.Handle("POST /admin/allowlist", h.page(post, operator, h.allowAddPost))
-	m.Handle("POST /admin/allowlist/remove", h.page(post, operator, h.allowRemovePost))
+	m.Handle("POST /admin/allowlist", h.page(post, operator, h.once(0, h.allowAddPost)))
+	m.Handle("POST /admin/allowlist/remove", h.page(post, operator, h.once(0, h.allowRemovePost)))
 
 	m.Handle("GET /admin/users", h.page(get, viewer, h.usersPage))
-	m.Handle("POST /admin/users", h.page(post, admin, h.userCreatePost))
+	m.Handle("POST /admin/users", h.page(post, admin, h.once(0, h.userCreatePost)))
 	m.Handle("GET /admin/users/{name}", h.page(get, viewer, h.userPage))
-	m.Handle("POST /admin/users/{name}/{action}", h.page(post, admin, h.userActionPost))
+	m.Handle("POST /admin/users/{name}/{action}", h.page(post, admin, h.once(0, h.userActionPost)))
 
 	m.Handle("GET /admin/profile", h.page(get, viewer, h.profilePage))
-	m.Handle("POST /admin/profile/password", h.page(post, viewer, h.passwordPost))
-	m.Handle("POST /admin/profile/webhook", h.page(post, viewer, h.webhookPost))
-	m.Handle("POST /admin/profile/webhook/remove", h.page(post, viewer, h.webhookRemovePost))
+	m.Handle("POST /admin/profile/password", h.page(post, viewer, h.once(0, h.passwordPost)))
+	m.Handle("POST /admin/profile/webhook", h.page(post, viewer, h.once(0, h.webhookPost)))
+	m.Handle("POST /admin/profile/webhook/remove", h.page(post, viewer, h.once(0, h.webhookRemovePost)))
 	m.Handle("POST /admin/profile/webhook/test", h.page(post, viewer, h.webhookTestPost))
 
 	m.Handle("GET /admin/audit", h.page(get, viewer, h.auditPage))
@@ -61,11 +63,11 @@ func (h *Handler) webRoutes() {
 	m.Handle("GET /admin/backups", h.page(get, operator, h.backupsPage))
 	// The folder's backups are full: making, downloading and deleting one is an
 	// admin's; so is a restore (webrestore.go).
-	m.Handle("POST /admin/backups", h.page(post, admin, h.backupCreatePost))
+	m.Handle("POST /admin/backups", h.page(post, admin, h.once(h.backupLock(), h.backupCreatePost)))
 	m.Handle("GET /admin/backups/delete", h.page(get, admin, h.backupDeleteConfirm))
-	m.Handle("POST /admin/backups/delete", h.page(post, admin, h.backupDeletePost))
+	m.Handle("POST /admin/backups/delete", h.page(post, admin, h.once(0, h.backupDeletePost)))
 	m.Handle("POST /admin/restore", h.page(post, admin, h.restoreUploadPost))
-	m.Handle("POST /admin/restore/confirm", h.page(post, admin, h.restoreConfirmPost))
+	m.Handle("POST /admin/restore/confirm", h.page(post, admin, h.once(0, h.restoreConfirmPost)))
 }
 
 // ---- login and logout

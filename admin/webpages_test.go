@@ -279,7 +279,15 @@ func TestPagesKeysAndLeases(t *testing.T) {
 		t.Errorf("bad create: %s", p.body)
 	}
 	p = c.post("/admin/keys", url.Values{"description": {"billing"}, "maxNodes": {"4"}, "expiresAt": {"2099-01-31T12:00"}})
+	if p.status != http.StatusSeeOther || !strings.HasSuffix(p.location(), "/created") {
+		t.Fatalf("create: %d to %q: %s", p.status, p.location(), p.body)
+	}
+	created := p.location()
+	p = c.get(created)
 	checkPage(t, "create", p, http.StatusOK)
+	if again := c.get(created); secretRE.MatchString(again.body) || !strings.Contains(again.body, "was shown once") {
+		t.Errorf("the created page shows the secret again on a reload: %s", again.body)
+	}
 	m := secretRE.FindStringSubmatch(p.body)
 	if m == nil || !strings.Contains(p.body, "it will not be shown again") {
 		t.Fatalf("no secret in the created page: %s", p.body)

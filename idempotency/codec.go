@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // A Codec stores the bodies of one operation's answers in a form of its own,
@@ -53,6 +54,7 @@ type options struct {
 	owner   string
 	owned   bool
 	bind    []int // statuses that bind the key without storing the answer
+	lockFor time.Duration
 }
 
 // MaxBody lowers Config.MaxBody for the wrapped operation: Wrap reads at most n
@@ -89,6 +91,13 @@ func WithCodec(c *Codec) Option {
 func BindKeyOn(statuses ...int) Option {
 	return func(o *options) { o.bind = append(o.bind, statuses...) }
 }
+
+// LockFor sets the in-flight marker's lifetime of the operation instead of
+// Config.LockFor: for an operation that may run longer than that (the admin
+// API's backup create runs up to its backup timeout), so that a retry meanwhile
+// gets 409 IDEMPOTENCY_REQUEST_IN_PROGRESS rather than running it again. Wrap and
+// Do; d ≤ 0 is ignored.
+func LockFor(d time.Duration) Option { return func(o *options) { o.lockFor = d } }
 
 // OwnedBy makes Do count the record against owner (see Owner), under
 // Config.MaxRecords. Do only: Wrap's owner is its caller of its operation. Without

@@ -309,13 +309,18 @@ type request struct {
 	again              idkeeper.IdempotencyStore // the same owner uncapped: to claim the key again once it ran
 	codec              *Codec
 	bind               []int // BindKeyOn
+	lockFor            time.Duration
 	scope, fingerprint string
 }
 
 // request returns the request of owner for scope, with the options o; capped
 // says whether MaxRecords applies.
 func (s *Service) request(owner string, capped bool, o options, scope, fingerprint string) request {
-	r := request{st: s.store, again: s.store, codec: o.codec, bind: o.bind, scope: scope, fingerprint: fingerprint}
+	r := request{st: s.store, again: s.store, codec: o.codec, bind: o.bind, lockFor: s.lockFor, scope: scope,
+		fingerprint: fingerprint}
+	if o.lockFor > 0 {
+		r.lockFor = o.lockFor
+	}
 	if s.counting != nil {
 		r.again = s.counting.Owned(owner, 0)
 		r.st = r.again
@@ -328,7 +333,7 @@ func (s *Service) request(owner string, capped bool, o options, scope, fingerpri
 
 func (s *Service) do(ctx context.Context, req request, fn func(context.Context) Response) (Result, error) {
 	token := newToken()
-	rec, started, err := req.st.Begin(ctx, req.scope, req.fingerprint, token, s.lockFor)
+	rec, started, err := req.st.Begin(ctx, req.scope, req.fingerprint, token, req.lockFor)
 	if err != nil {
 		return Result{}, s.storeError("begin", req.scope, err)
 	}
@@ -455,10 +460,10 @@ func (s *Service) finish(ctx context.Context, req request, token string, resp Re
 		// Our response is unsent: answer what the store holds now, or claim the
 		// key afresh and store ours. The cap does not refuse that claim: the
 		// request was admitted, and its operation has run.
-		s.log.Warn("idempotent request outlived its lock; settling with the store", "scope", req.scope, "lockFor", s.lockFor)
+		s.log.Warn("idempotent request outlived its lock; settling with the store", "scope", req.scope, "lockFor", req.lockFor)
 		token = newToken()
 		req.st = req.again
-		rec, started, err := req.st.Begin(sctx, req.scope, req.fingerprint, token, s.lockFor)
+		rec, started, err := req.st.Begin(sctx, req.scope, req.fingerprint, token, req.lockFor)
 		if err != nil {
 			return Result{}, s.storeError("begin", req.scope, err)
 		}
@@ -503,7 +508,7 @@ func (s *Service) abort(ctx context.Context, req request, token string) {
 	defer cancel()
 	if err := req.st.Abort(sctx, req.scope, token); err != nil {
 		s.log.Warn("idempotency store: cannot free a key; it stays locked until its marker lapses",
-			"scope", req.scope, "lockFor", s.lockFor, "err", err)
+			"scope", req.scope, "lockFor", req.lockFor, "err", err)
 	}
 }
 

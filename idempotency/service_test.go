@@ -44,6 +44,7 @@ func TestService(t *testing.T) {
 		{"SafeMethods", testSafeMethods},
 		{"BodyTooLarge", testBodyTooLarge},
 		{"Do", testDo},
+		{"LockForOption", testLockForOption},
 		{"MalformedNotStored", testMalformedNotStored},
 		{"RepeatedMembers", testRepeatedMembers},
 		{"BindKeyOn", testBindKeyOn},
@@ -416,5 +417,37 @@ func testDo(e *env) {
 	}
 	if runs != 1 {
 		e.Fatalf("the operation ran %d times", runs)
+	}
+}
+
+// testLockForOption: an operation's own LockFor holds its key past the
+// Service's: a retry while it runs is 409 IN_PROGRESS, not a second run.
+func testLockForOption(e *env) {
+	const lockFor = 30 * time.Second
+	s := e.service(e.a, idempotency.Config{LockFor: lockFor})
+	ctx := e.Context()
+	scope := idempotency.Scope("admin", "admin.backups.create", "k")
+	runs := 0
+	var inner error
+	var innerRan bool
+	_, err := s.Do(ctx, scope, "fp", func(context.Context) idempotency.Response {
+		runs++
+		e.clock.Advance(lockFor + time.Minute) // a long backup
+		_, inner = s.Do(ctx, scope, "fp", func(context.Context) idempotency.Response {
+			innerRan = true
+			return idempotency.Response{Status: http.StatusCreated}
+		}, idempotency.LockFor(time.Hour))
+		return idempotency.Response{Status: http.StatusCreated, Body: []byte("backup 1")}
+	}, idempotency.LockFor(time.Hour))
+	if err != nil || runs != 1 || innerRan || idkeeper.ErrorCode(inner) != idempotency.CodeInProgress {
+		e.Fatalf("Do %v, runs %d; the retry meanwhile ran %v, answered %v", err, runs, innerRan, inner)
+	}
+	// Without the option the retry would have run: the Service's LockFor had passed.
+	res, err := s.Do(ctx, scope, "fp", func(context.Context) idempotency.Response {
+		e.Fatal("ran again")
+		return idempotency.Response{}
+	})
+	if err != nil || !res.Replayed || string(res.Body) != "backup 1" {
+		e.Fatalf("replay %+v %v", res, err)
 	}
 }
