@@ -45,6 +45,7 @@ import (
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/api"
 	"github.com/idkeeper/idkeeper/idempotency"
+	"github.com/idkeeper/idkeeper/internal/buildinfo"
 	"github.com/idkeeper/idkeeper/internal/wire"
 	"github.com/idkeeper/idkeeper/snowflake"
 	"github.com/prometheus/client_golang/prometheus"
@@ -105,7 +106,8 @@ type Options struct {
 	ConsumerKeys *ConsumerKeys
 	// Logger: slog.Default(). At debug level every request is logged.
 	Logger *slog.Logger
-	// Registerer receives the gateway's metrics; nil registers none.
+	// Registerer receives the gateway's metrics, idkeeper_build_info (with Version
+	// and Commit) among them; nil registers none.
 	Registerer prometheus.Registerer
 	// Gatherer serves /metrics: prometheus.DefaultGatherer when nil.
 	Gatherer prometheus.Gatherer
@@ -146,6 +148,9 @@ func New(src IDSource, opts Options) (*Server, error) {
 		opts.Gatherer = prometheus.DefaultGatherer
 	}
 	s.m = newMetrics(opts.Registerer)
+	if opts.Registerer != nil {
+		opts.Registerer.MustRegister(buildinfo.Collector(opts.Version, opts.Commit))
+	}
 
 	var issue http.Handler = http.HandlerFunc(s.issue)
 	if opts.Idempotency != nil {

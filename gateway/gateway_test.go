@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -477,5 +478,16 @@ func TestNewRefusesBadOptions(t *testing.T) {
 	srv, err := gateway.New(src, gateway.Options{Logger: quiet, Registerer: prometheus.NewRegistry()})
 	if err != nil || srv.MaxCount() != gateway.DefaultMaxCount {
 		t.Fatalf("zero MaxCount: %v, %v; want the default %d", srv, err, gateway.DefaultMaxCount)
+	}
+}
+
+// /metrics shows idkeeper_build_info{version,commit,goversion} 1, with the
+// Options' Version and Commit, as the registry's does.
+func TestBuildInfo(t *testing.T) {
+	g := startGateway(t, &fixedSource{}, gateway.Options{Version: "v9.8.7", Commit: "feedbeef"})
+	body := string(g.get("/metrics").body)
+	want := `idkeeper_build_info{commit="feedbeef",goversion="` + runtime.Version() + `",version="v9.8.7"} 1` + "\n"
+	if !strings.Contains(body, want) {
+		t.Fatalf("metrics lack %q:\n%s", want, body)
 	}
 }
