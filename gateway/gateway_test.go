@@ -491,3 +491,14 @@ func TestBuildInfo(t *testing.T) {
 		t.Fatalf("metrics lack %q:\n%s", want, body)
 	}
 }
+
+// A count that is not one names the counts this gateway hands out, 1..MaxCount.
+func TestCountErrorNamesItsBounds(t *testing.T) {
+	g := startGateway(t, &fixedSource{}, gateway.Options{MaxCount: 500})
+	for _, count := range []string{"0", "-3", "1.5", `"2"`} {
+		p := g.post(`{"count":` + count + `}`).problem(t, http.StatusBadRequest, idkeeper.CodeInvalidRequest)
+		if d, _ := p["detail"].(string); !strings.Contains(d, "1..500") {
+			t.Errorf("count %s: detail %q does not name 1..500", count, d)
+		}
+	}
+}

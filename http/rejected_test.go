@@ -170,3 +170,17 @@ func TestHealthLikeGateway(t *testing.T) {
 	u.get("/health", "X-API-Key", "").problem(t, idkeeper.CodeStoreNotInitialised)
 	u.get("/readyz", "X-API-Key", "").problem(t, idkeeper.CodeStoreNotInitialised)
 }
+
+// TestCountErrorNamesItsBounds: a count that is no count at all names the counts
+// a client may ask for, 1 to idkeeper.MaxCount, never the bounds of int64.
+func TestCountErrorNamesItsBounds(t *testing.T) {
+	h := newBolt(t)
+	want := "1 to " + strconv.Itoa(idkeeper.MaxCount)
+	for _, count := range []string{`0`, `-1`, `1.5`, `"1"`, `9223372036854775808`, `1e2`} {
+		r := h.post("/v1/leases", `{"requester":`+requesterJSON(1)+`,"count":`+count+`}`).problem(t, idkeeper.CodeInvalidRequest)
+		if d := r.str("detail"); !strings.Contains(d, want) || strings.Contains(d, "9223372036854775807") || r.str("field") != "count" {
+			t.Errorf("count %s: field %q, detail %q; want field count and the bounds %s", count, r.str("field"), d, want)
+		}
+	}
+	h.post("/v1/leases", `{"requester":`+requesterJSON(1)+`,"count":5000}`).problem(t, idkeeper.CodeCountTooLarge)
+}
