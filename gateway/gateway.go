@@ -37,6 +37,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -213,8 +214,17 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.log.Enabled(r.Context(), slog.LevelDebug) {
 		s.log.LogAttrs(r.Context(), slog.LevelDebug, "http request",
 			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int("status", status),
-			slog.Bool("replayed", replayed), slog.Duration("elapsed", time.Since(start)), slog.String("remoteAddr", r.RemoteAddr))
+			slog.Bool("replayed", replayed), slog.Duration("elapsed", time.Since(start)), slog.String("remoteIp", remoteIP(r.RemoteAddr)))
 	}
+}
+
+// remoteIP is the IP of a peer's host:port, the form every idkeeper log gives a
+// client's address in (remoteIp); addr itself when it is not host:port.
+func remoteIP(addr string) string {
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		return host
+	}
+	return addr
 }
 
 // authenticated checks X-API-Key when the gateway has consumer keys.

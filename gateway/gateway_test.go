@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -20,6 +21,7 @@ import (
 	"github.com/idkeeper/idkeeper/client"
 	"github.com/idkeeper/idkeeper/client/clienttest"
 	"github.com/idkeeper/idkeeper/gateway"
+	"github.com/idkeeper/idkeeper/internal/registrytest"
 	"github.com/idkeeper/idkeeper/internal/wire"
 	"github.com/idkeeper/idkeeper/snowflake"
 	"github.com/prometheus/client_golang/prometheus"
@@ -496,9 +498,26 @@ func TestBuildInfo(t *testing.T) {
 func TestCountErrorNamesItsBounds(t *testing.T) {
 	g := startGateway(t, &fixedSource{}, gateway.Options{MaxCount: 500})
 	for _, count := range []string{"0", "-3", "1.5", `"2"`} {
-		p := g.post(`{"count":` + count + `}`).problem(t, http.StatusBadRequest, idkeeper.CodeInvalidRequest)
+		p := g.post(`{"count":`+count+`}`).problem(t, http.StatusBadRequest, idkeeper.CodeInvalidRequest)
 		if d, _ := p["detail"].(string); !strings.Contains(d, "1..500") {
 			t.Errorf("count %s: detail %q does not name 1..500", count, d)
 		}
+	}
+}
+
+// The debug access log gives the client's address as remoteIp, the bare IP, as the
+// registry's does.
+func TestAccessLogRemoteIP(t *testing.T) {
+	logs := &registrytest.SyncBuffer{}
+	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	g := startGateway(t, &fixedSource{}, gateway.Options{Logger: log})
+	g.get("/v1/version")
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(logs.String(), `"msg":"http request"`) && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond) // the line is written after the answer
+	}
+	s := logs.String()
+	if !strings.Contains(s, `"remoteIp":"127.0.0.1"`) || strings.Contains(s, "remoteAddr") {
+		t.Fatalf("access log %s: want remoteIp 127.0.0.1 and no remoteAddr", s)
 	}
 }
