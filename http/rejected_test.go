@@ -1,6 +1,7 @@
 package http_test
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"runtime"
@@ -8,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idkeeper/idkeeper"
 	idkhttp "github.com/idkeeper/idkeeper/http"
@@ -183,4 +185,38 @@ func TestCountErrorNamesItsBounds(t *testing.T) {
 		}
 	}
 	h.post("/v1/leases", `{"requester":`+requesterJSON(1)+`,"count":5000}`).problem(t, idkeeper.CodeCountTooLarge)
+}
+
+// TestRefusedAllocLogsRequesterFields: the registry's log line of an Alloc it
+// refuses (here for clock skew) gives the requester as fields of a JSON object,
+// not as one string.
+func TestRefusedAllocLogsRequesterFields(t *testing.T) {
+	h := newBolt(t)
+	h.post("/v1/leases", `{"requester":`+requesterJSON(7)+`,"count":1,"clientUtcNow":"`+ts(start.Add(-time.Hour))+`"}`).
+		problem(t, idkeeper.CodeClockSkewTooLarge)
+	var found bool
+	for line := range strings.SplitSeq(h.logs.String(), "\n") {
+		if !strings.Contains(line, "alloc rejected") {
+			continue
+		}
+		found = true
+		var e struct {
+			Requester struct {
+				Key       string  `json:"key"`
+				MachineID string  `json:"machineId"`
+				PID       float64 `json:"pid"`
+				StartedAt string  `json:"startedAt"`
+			} `json:"requester"`
+		}
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("%v: %s", err, line)
+		}
+		r := e.Requester
+		if r.MachineID != "host-a" || r.PID != 7 || r.StartedAt != "2026-03-01T09:00:00Z" || !strings.HasPrefix(r.Key, "7/") {
+			t.Fatalf("requester fields %+v in %s", r, line)
+		}
+	}
+	if !found {
+		t.Fatalf("no log line of the refused Alloc:\n%s", h.logs.String())
+	}
 }
