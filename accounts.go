@@ -221,9 +221,9 @@ func (a *Accounts) Login(ctx context.Context, name, password, remoteIP, userAgen
 	at, err := a.throttle.begin(ctx, a.cfg.Clock, a.cfg.Sleep, typed, addressKey(remoteIP))
 	if err != nil {
 		if ErrorCode(err) == CodeLoginThrottleFull {
-			a.log.Warn("login refused: the login throttle's table is full", "user", typed, "remote", remoteIP)
+			a.log.Warn("login refused: the login throttle's table is full", "user", typed, "remoteIp", remoteIP)
 		} else {
-			a.log.Debug("login throttled", "user", typed, "remote", remoteIP, "err", err)
+			a.log.Debug("login throttled", "user", typed, "remoteIp", remoteIP, "err", err)
 		}
 		return "", AdminSession{}, err
 	}
@@ -256,7 +256,7 @@ func (a *Accounts) Login(ctx context.Context, name, password, remoteIP, userAgen
 	if reason != "" {
 		if at.end(a.cfg.Clock(), attemptFailed) {
 			reason += "; further logins throttled for " + LoginThrottleWindow.String()
-			a.log.Warn("login throttled", "user", typed, "remote", remoteIP)
+			a.log.Warn("login throttled", "user", typed, "remoteIp", remoteIP)
 		}
 		a.audit(ctx, AuditEntry{Actor: "user:" + typed, Action: AuditLoginFailed, Target: "user:" + typed,
 			RemoteIP: remoteIP, Detail: reason})

@@ -199,7 +199,7 @@ func (a *Accounts) ConfirmPassword(ctx context.Context, user User, field, pw str
 	}
 	if !ok || len(pw) > MaxPasswordLen {
 		if at.end(a.cfg.Clock(), attemptFailed) {
-			a.log.Warn("password confirmation throttled", "user", user.Name, "remote", RemoteIPFrom(ctx))
+			a.log.Warn("password confirmation throttled", "user", user.Name, "remoteIp", RemoteIPFrom(ctx))
 		}
 		return Invalidf(field, "the current password is wrong")
 	}

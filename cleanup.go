@@ -2,7 +2,6 @@ package idkeeper
 
 import (
 	"context"
-	"fmt"
 	"time"
 )
 
@@ -23,7 +22,7 @@ func JobLockTimes(interval time.Duration) (atMostFor, atLeastFor time.Duration) 
 func (r *Registry) Cleanup(ctx context.Context) (reclaimed int, ran bool, err error) {
 	started, lock := r.cfg.Clock(), Lock{}
 	defer func() {
-		r.noteJob(CleanupJob, started, ran, err, fmt.Sprintf("reclaimed %d leases", reclaimed), heldBy(lock))
+		r.noteJob(CleanupJob, started, ran, err, "reclaimed "+plural(reclaimed, "lease", "leases"), heldBy(lock))
 	}()
 	if err = r.clockVerified(); err != nil {
 		return 0, false, err

@@ -46,6 +46,6 @@ func (r *Registry) noteCooling(req AllocRequest, g Grant) {
 	r.obs.CoolingGrants(len(ids))
 	r.log.Warn("alloc granted cooling node IDs: the holder mints nothing with them until their window opens "+
 		"(a previous holder ended without mintedUpTo, crashed, or a store reset raised the watermark)",
-		"requester", req.Requester.Key(), "keyId", req.Key.ID, "cooling", len(ids), "of", len(g.Leases),
+		"requester", req.Requester, "keyId", req.Key.ID, "cooling", len(ids), "of", len(g.Leases),
 		"nodes", nodeRanges(ids), "waits", waits.String(), "firstOpensIn", first, "lastOpensIn", last)
 }

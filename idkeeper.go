@@ -27,6 +27,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -157,6 +158,18 @@ func ParseRequesterKey(key string) (Requester, error) {
 
 // String is the requester's key.
 func (r Requester) String() string { return r.Key() }
+
+// LogValue implements slog.LogValuer: a requester is logged as a group of fields,
+// key (Key, as the audit log names it), machineId, pid, startedAt and instance
+// (left out when empty), never as one string to pick apart.
+func (r Requester) LogValue() slog.Value {
+	attrs := []slog.Attr{slog.String("key", r.Key()), slog.String("machineId", r.MachineID), slog.Int("pid", r.PID),
+		slog.Time("startedAt", r.StartedAt)}
+	if r.Instance != "" {
+		attrs = append(attrs, slog.String("instance", r.Instance))
+	}
+	return slog.GroupValue(attrs...)
+}
 
 // Lease is one node ID held by one requester. All times are UTC to the millisecond
 // and come from the deployment's time authority (the store's clock).

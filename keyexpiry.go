@@ -3,7 +3,6 @@ package idkeeper
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"slices"
 	"time"
 )
@@ -91,7 +90,7 @@ func (r *Registry) ExpiringKeys(ctx context.Context) (keys []KeyInfo, now time.T
 func (r *Registry) WarnExpiringKeys(ctx context.Context) (logged int, err error) {
 	started, serving := r.cfg.Clock(), r.Serving() == nil
 	defer func() {
-		r.noteJob(KeyExpiryJob, started, serving, err, fmt.Sprintf("warned about %d keys", logged),
+		r.noteJob(KeyExpiryJob, started, serving, err, "warned about "+plural(logged, "key", "keys"),
 			"the registry did not serve: "+string(r.Phase()))
 	}()
 	if !serving {

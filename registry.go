@@ -155,7 +155,7 @@ func (r *Registry) Alloc(ctx context.Context, req AllocRequest) (g Grant, err er
 	if most := min(MaxCount, r.cfg.Nodes); req.Count > most {
 		msg := fmt.Sprintf("count %d is above the most one request may ask, %d", req.Count, MaxCount)
 		if most < MaxCount {
-			msg = fmt.Sprintf("count %d is larger than the pool of %d node IDs", req.Count, most)
+			msg = fmt.Sprintf("count %d is larger than the pool of %s", req.Count, plural(most, "node ID", "node IDs"))
 		}
 		return Grant{}, &Error{Code: CodeCountTooLarge, Field: "count", Message: msg, Details: map[string]any{"maxCount": most}}
 	}
@@ -189,7 +189,7 @@ func (r *Registry) Alloc(ctx context.Context, req AllocRequest) (g Grant, err er
 		return Grant{}, err
 	}
 	r.sign(g.Leases)
-	r.log.Info("alloc", "requester", req.Requester.Key(), "keyId", req.Key.ID, "count", req.Count,
+	r.log.Info("alloc", "requester", req.Requester, "keyId", req.Key.ID, "count", req.Count,
 		"nodes", nodeRanges(nodeIDs(g.Leases)), "remoteIp", req.RemoteIP)
 	r.noteCooling(req, g)
 	r.auditGrant(ctx, req, g, known)
@@ -269,13 +269,13 @@ func (r *Registry) Renew(ctx context.Context, req RenewRequest) (g Grant, err er
 	}
 	if len(g.Restored) > 0 {
 		r.obs.Evidence("restored", len(g.Restored))
-		r.log.Warn("leases restored from their receipts after a store reset", "requester", req.Requester.Key(),
+		r.log.Warn("leases restored from their receipts after a store reset", "requester", req.Requester,
 			"keyId", req.KeyID, "nodes", nodeRanges(g.Restored))
 	}
 	if len(g.Contested) > 0 {
 		r.obs.Evidence("contested", len(g.Contested))
 		r.log.Error("node IDs claimed twice after a store reset: both holders stopped, the node IDs quarantined",
-			"requester", req.Requester.Key(), "keyId", req.KeyID, "nodes", nodeRanges(g.Contested))
+			"requester", req.Requester, "keyId", req.KeyID, "nodes", nodeRanges(g.Contested))
 	}
 	r.auditRenew(ctx, req, g)
 	if err := r.learnToken(ctx, g.Fence); err != nil {
@@ -310,7 +310,7 @@ func (r *Registry) verify(req RenewRequest) []Claim {
 	if bad > 0 {
 		r.obs.Evidence("bad_receipt", bad)
 		r.log.Warn("renew with receipts that do not verify: ignored (another replica's secret, or forged)",
-			"requester", req.Requester.Key(), "keyId", req.KeyID, "bad", bad, "remoteIp", req.RemoteIP)
+			"requester", req.Requester, "keyId", req.KeyID, "bad", bad, "remoteIp", req.RemoteIP)
 	}
 	return claims
 }
@@ -346,7 +346,7 @@ func (r *Registry) Remove(ctx context.Context, req RemoveRequest) (n int, err er
 		return 0, err
 	}
 	if n > 0 {
-		r.log.Info("remove", "requester", req.Requester.Key(), "keyId", req.KeyID, "released", n)
+		r.log.Info("remove", "requester", req.Requester, "keyId", req.KeyID, "released", n)
 	}
 	r.auditRemove(ctx, req, n)
 	return n, nil

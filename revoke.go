@@ -34,7 +34,7 @@ func (r *Registry) RevokeLease(ctx context.Context, node NodeID, token uint64) (
 		return Lease{}, err
 	}
 	r.log.Warn("lease revoked by an operator: its node ID is quarantined until the lease's expiry + grace",
-		"node", node, "token", token, "requester", l.Requester.Key(), "keyId", l.KeyID,
+		"node", node, "token", token, "requester", l.Requester, "keyId", l.KeyID,
 		"expiresAt", l.ExpiresAt, "quarantinedUntil", l.ExpiresAt.Add(r.cfg.Grace))
 	r.auditRevoke(ctx, l)
 	return l, nil

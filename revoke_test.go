@@ -49,7 +49,7 @@ func TestRevokeLease(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"level=WARN", fmt.Sprintf("node=%d ", victim.NodeID),
-		fmt.Sprintf("token=%d ", victim.FencingToken), "requester=" + who(1).Key(), "keyId=",
+		fmt.Sprintf("token=%d ", victim.FencingToken), "requester.key=" + who(1).Key(), "requester.machineId=" + who(1).MachineID, "keyId=",
 		"quarantinedUntil=" + until.Format("2006-01-02T15:04:05.000Z07:00")} {
 		if !strings.Contains(line, want) {
 			t.Fatalf("revoke log line %q lacks %q", line, want)

@@ -73,7 +73,7 @@ func (r *Registry) checkSkew(ctx context.Context, op, keyID string, who Requeste
 	obs := SkewObservation{Requester: who, Skew: skew, Threshold: grace, Level: level, ObservedAt: now, RemoteIP: remoteIP, Operation: op}
 	a := r.skew.observe(obs, r.cfg.Clock(), r.skewTTL())
 	if a.log {
-		attrs := []any{"op", op, "requester", who.Key(), "skew", skew, "threshold", grace, "remoteIp", remoteIP}
+		attrs := []any{"op", op, "requester", who, "skew", skew, "threshold", grace, "remoteIp", remoteIP}
 		if a.suppressed > 0 {
 			attrs = append(attrs, "suppressed", a.suppressed)
 		}
@@ -119,13 +119,13 @@ func (r *Registry) skewTTL() time.Duration { return r.cfg.LeaseDuration + r.cfg.
 // writeSkew stores o. A failed write is logged and kept for a later retry.
 func (r *Registry) writeSkew(ctx context.Context, o SkewObservation) {
 	if err := r.store.RecordSkew(ctx, o, r.skewTTL()); err != nil {
-		r.log.Warn("record clock skew", "requester", o.Requester.Key(), "err", err)
+		r.log.Warn("record clock skew", "requester", o.Requester, "err", err)
 		r.skew.failed(o)
 		return
 	}
 	if o.Level == SkewOK {
 		r.log.Info("clock skew healthy again: the recorded warning is replaced", "op", o.Operation,
-			"requester", o.Requester.Key(), "skew", o.Skew, "remoteIp", o.RemoteIP)
+			"requester", o.Requester, "skew", o.Skew, "remoteIp", o.RemoteIP)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"github.com/idkeeper/idkeeper/internal/plural"
 	"slices"
 	"strings"
 	"time"
@@ -41,7 +42,7 @@ func (a *Alerter) checkSkew(ctx context.Context, src Source) error {
 		}
 	}
 	next := st
-	next.Checked, next.Summary = now, fmt.Sprintf("%d requesters refused, %d warned for clock skew", refused, len(bad)-refused)
+	next.Checked, next.Summary = now, fmt.Sprintf("%s refused, %d warned for clock skew", plural.N(refused, "requester", "requesters"), len(bad)-refused)
 	switch {
 	case len(bad) > 0:
 		state := "repeat"

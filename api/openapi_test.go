@@ -913,6 +913,7 @@ func TestOpenAPIAnswered(t *testing.T) {
 		s.do(req{server: srv, method: http.MethodHead, tmpl: "/v1/version", want: http.StatusOK})
 	}
 	gw(http.MethodGet, "/health", "", "", http.StatusOK)
+	reg(http.MethodGet, "/health", "", "", http.StatusOK)
 
 	// Log in: the session of the user-only routes.
 	a := reg(http.MethodPost, "/admin/api/login", "", `{"name":"root","password":"`+rootPW+`"}`, http.StatusOK)

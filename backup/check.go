@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/idkeeper/idkeeper/internal/plural"
 	"math"
 	"time"
 
@@ -27,8 +28,10 @@ type Counts struct {
 func (c Counts) Records() int { return c.Nodes + c.Keys + c.Users + c.Allow + c.Audit + c.History }
 
 func (c Counts) String() string {
-	return fmt.Sprintf("%d records: %d node IDs (%d leased), %d API keys, %d users, %d allow-list entries, %d audit entries, "+
-		"%d lease history records", c.Records(), c.Nodes, c.Leases, c.Keys, c.Users, c.Allow, c.Audit, c.History)
+	return fmt.Sprintf("%s: %s (%d leased), %s, %s, %s, %s, %s", plural.N(c.Records(), "record", "records"),
+		plural.N(c.Nodes, "node ID", "node IDs"), c.Leases, plural.N(c.Keys, "API key", "API keys"),
+		plural.N(c.Users, "user", "users"), plural.N(c.Allow, "allow-list entry", "allow-list entries"),
+		plural.N(c.Audit, "audit entry", "audit entries"), plural.N(c.History, "lease history record", "lease history records"))
 }
 
 // decodeHeader reads a header line whose format and version were checked.

@@ -199,7 +199,7 @@ func countValue(v []byte, max int) (int, error) {
 		return 0, idkeeper.Invalidf("count", "count must be an integer, written without fraction or exponent, 1..%d", max)
 	}
 	if s[0] == '-' || strings.Trim(digits, "0") == "" {
-		return 0, idkeeper.Invalidf("count", "count must be at least 1")
+		return 0, idkeeper.Invalidf("count", "count must be at least 1: the number of IDs wanted, 1..%d", max)
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || n > int64(max) {

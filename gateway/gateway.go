@@ -37,6 +37,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -45,6 +46,7 @@ import (
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/api"
 	"github.com/idkeeper/idkeeper/idempotency"
+	"github.com/idkeeper/idkeeper/internal/buildinfo"
 	"github.com/idkeeper/idkeeper/internal/wire"
 	"github.com/idkeeper/idkeeper/snowflake"
 	"github.com/prometheus/client_golang/prometheus"
@@ -105,7 +107,8 @@ type Options struct {
 	ConsumerKeys *ConsumerKeys
 	// Logger: slog.Default(). At debug level every request is logged.
 	Logger *slog.Logger
-	// Registerer receives the gateway's metrics; nil registers none.
+	// Registerer receives the gateway's metrics, idkeeper_build_info (with Version
+	// and Commit) among them; nil registers none.
 	Registerer prometheus.Registerer
 	// Gatherer serves /metrics: prometheus.DefaultGatherer when nil.
 	Gatherer prometheus.Gatherer
@@ -146,6 +149,9 @@ func New(src IDSource, opts Options) (*Server, error) {
 		opts.Gatherer = prometheus.DefaultGatherer
 	}
 	s.m = newMetrics(opts.Registerer)
+	if opts.Registerer != nil {
+		opts.Registerer.MustRegister(buildinfo.Collector(opts.Version, opts.Commit))
+	}
 
 	var issue http.Handler = http.HandlerFunc(s.issue)
 	if opts.Idempotency != nil {
@@ -208,8 +214,17 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.log.Enabled(r.Context(), slog.LevelDebug) {
 		s.log.LogAttrs(r.Context(), slog.LevelDebug, "http request",
 			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int("status", status),
-			slog.Bool("replayed", replayed), slog.Duration("elapsed", time.Since(start)), slog.String("remoteAddr", r.RemoteAddr))
+			slog.Bool("replayed", replayed), slog.Duration("elapsed", time.Since(start)), slog.String("remoteIp", remoteIP(r.RemoteAddr)))
 	}
+}
+
+// remoteIP is the IP of a peer's host:port, the form every idkeeper log gives a
+// client's address in (remoteIp); addr itself when it is not host:port.
+func remoteIP(addr string) string {
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		return host
+	}
+	return addr
 }
 
 // authenticated checks X-API-Key when the gateway has consumer keys.

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,6 +21,7 @@ import (
 	"github.com/idkeeper/idkeeper/client"
 	"github.com/idkeeper/idkeeper/client/clienttest"
 	"github.com/idkeeper/idkeeper/gateway"
+	"github.com/idkeeper/idkeeper/internal/registrytest"
 	"github.com/idkeeper/idkeeper/internal/wire"
 	"github.com/idkeeper/idkeeper/snowflake"
 	"github.com/prometheus/client_golang/prometheus"
@@ -477,5 +480,44 @@ func TestNewRefusesBadOptions(t *testing.T) {
 	srv, err := gateway.New(src, gateway.Options{Logger: quiet, Registerer: prometheus.NewRegistry()})
 	if err != nil || srv.MaxCount() != gateway.DefaultMaxCount {
 		t.Fatalf("zero MaxCount: %v, %v; want the default %d", srv, err, gateway.DefaultMaxCount)
+	}
+}
+
+// /metrics shows idkeeper_build_info{version,commit,goversion} 1, with the
+// Options' Version and Commit, as the registry's does.
+func TestBuildInfo(t *testing.T) {
+	g := startGateway(t, &fixedSource{}, gateway.Options{Version: "v9.8.7", Commit: "feedbeef"})
+	body := string(g.get("/metrics").body)
+	want := `idkeeper_build_info{commit="feedbeef",goversion="` + runtime.Version() + `",version="v9.8.7"} 1` + "\n"
+	if !strings.Contains(body, want) {
+		t.Fatalf("metrics lack %q:\n%s", want, body)
+	}
+}
+
+// A count that is not one names the counts this gateway hands out, 1..MaxCount.
+func TestCountErrorNamesItsBounds(t *testing.T) {
+	g := startGateway(t, &fixedSource{}, gateway.Options{MaxCount: 500})
+	for _, count := range []string{"0", "-3", "1.5", `"2"`} {
+		p := g.post(`{"count":`+count+`}`).problem(t, http.StatusBadRequest, idkeeper.CodeInvalidRequest)
+		if d, _ := p["detail"].(string); !strings.Contains(d, "1..500") {
+			t.Errorf("count %s: detail %q does not name 1..500", count, d)
+		}
+	}
+}
+
+// The debug access log gives the client's address as remoteIp, the bare IP, as the
+// registry's does.
+func TestAccessLogRemoteIP(t *testing.T) {
+	logs := &registrytest.SyncBuffer{}
+	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	g := startGateway(t, &fixedSource{}, gateway.Options{Logger: log})
+	g.get("/v1/version")
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(logs.String(), `"msg":"http request"`) && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond) // the line is written after the answer
+	}
+	s := logs.String()
+	if !strings.Contains(s, `"remoteIp":"127.0.0.1"`) || strings.Contains(s, "remoteAddr") {
+		t.Fatalf("access log %s: want remoteIp 127.0.0.1 and no remoteAddr", s)
 	}
 }

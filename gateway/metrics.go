@@ -18,6 +18,7 @@ import (
 //	idkeeper_gateway_request_duration_seconds{route}    latency (histogram)
 //	idkeeper_gateway_ids_issued_total                   IDs sent in fresh 200 answers (not replays)
 //	idkeeper_gateway_idempotent_replays_total           answers replayed for an Idempotency-Key
+//	idkeeper_build_info{version,commit,goversion}       1 (internal/buildinfo), as the registry exports it
 //
 // With Options.Idempotency, New also registers the idempotency Service's
 // collector: idkeeper_idempotency_records and idkeeper_idempotency_record_bytes

@@ -53,7 +53,8 @@ func decodeAllocRequest(body []byte) (idkeeper.AllocRequest, error) {
 	// count above its limit too; an integer past int64 is no count at all.
 	count, ok, err := m.Int("", "count", 1, math.MaxInt64)
 	if err != nil {
-		return idkeeper.AllocRequest{}, err
+		// The bounds a client may ask for, not those of the parse.
+		return idkeeper.AllocRequest{}, idkeeper.Invalidf("count", "count must be an integer from 1 to %d", idkeeper.MaxCount)
 	}
 	if !ok {
 		return idkeeper.AllocRequest{}, idkeeper.Invalidf("count", "count is required: the number of node IDs wanted, 1..%d", idkeeper.MaxCount)

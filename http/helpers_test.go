@@ -116,7 +116,7 @@ func newHarnessWith(t testing.TB, clk *fakeclock.Clock, st idkeeper.Store, rs *r
 	prom := prometheus.NewRegistry()
 	metrics := idkhttp.NewMetrics(prom)
 	s.cfg.Logger, s.cfg.Observer = log, metrics
-	s.opts.Gatherer = prom
+	s.opts.Gatherer, s.opts.Metrics = prom, metrics
 	srv := registrytest.Start(t, registrytest.Options{
 		Config: s.cfg, Store: st, Clock: clk.Now, APIKey: testKey, KeyName: "test", HTTP: s.opts, NoInit: noInit,
 		Opened: func(reg *idkeeper.Registry) { metrics.CollectPool(reg) },

@@ -3,6 +3,7 @@ package http
 import (
 	"context"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/idkeeper/idkeeper"
@@ -37,6 +38,9 @@ const poolScrapeTimeout = 5 * time.Second
 //	idkeeper_machine_overdue_sessions{machine_id} of those, sessions that missed a renewal       ┘ IDs (machines.go)
 //	idkeeper_machines                             machine IDs whose sessions hold leases
 //	idkeeper_audit_dropped_total                  audit entries that never reached the audit log (queue full, append failed)
+//	idkeeper_http_rejected_total{route,code}      answers of status ≥ 400 by route name and problem code (rejected.go),
+//	                                              counted by a Server whose Options.Metrics is m
+//	idkeeper_build_info{version,commit,goversion} 1, registered by that Server (internal/buildinfo)
 //
 // and, after CollectPool, gauges read from the store at scrape time:
 //
@@ -63,6 +67,8 @@ type Metrics struct {
 	cooling   prometheus.Counter
 	machine   machineGauges
 	dropped   prometheus.Counter
+	reject    *prometheus.CounterVec
+	buildOnce sync.Once
 }
 
 // phases are the values of the phase label.
@@ -130,12 +136,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Help: "Node IDs newly granted by Alloc whose window opens after the grant (notBefore after now): their holder waits to mint.",
 	})
 	m.machine = newMachineGauges()
+	m.reject = newRejected()
 	m.dropped = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "idkeeper_audit_dropped_total",
 		Help: "Audit entries of lease events that never reached the audit log: the queue was full (the store slow or down) or the append failed.",
 	})
 	cs := []prometheus.Collector{m.duration, m.skew, m.runs, m.reclaimed, m.overruns, m.resets, m.phase, m.clockOK, m.offset,
-		m.evidence, m.cooling, m.dropped, m.machine.nodes, m.machine.sessions, m.machine.overdue, m.machine.count}
+		m.evidence, m.cooling, m.dropped, m.reject, m.machine.nodes, m.machine.sessions, m.machine.overdue, m.machine.count}
 	for _, k := range []string{"restored", "contested", "bad_receipt", "bare_token"} {
 		m.evidence.WithLabelValues(k)
 	}

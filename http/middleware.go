@@ -79,16 +79,37 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 // Unwrap lets http.ResponseController reach the connection's writer.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// fallback turns the mux's own 404 and 405 answers into problem+json; the 405 keeps
-// the Allow header the mux sets.
-func (s *Server) fallback(mux *http.ServeMux) http.Handler {
+// route serves r with mux and turns the mux's own 404 and 405 answers into
+// problem+json; the 405 keeps the Allow header the mux sets. With
+// Options.Metrics it counts every answer of status 400 or above by the name of
+// its route pattern (routes; routeOther when none matched) and its problem code.
+func (s *Server) route(mux *http.ServeMux, routes map[string]string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h, pattern := mux.Handler(r)
+		m := s.opts.Metrics
+		var rw *rejectWriter
+		if m != nil {
+			rw = rejectWriters.Get().(*rejectWriter)
+			rw.ResponseWriter = w
+			w = rw
+		}
 		if pattern != "" {
 			mux.ServeHTTP(w, r)
+		} else {
+			h.ServeHTTP(&problemWriter{ResponseWriter: w, s: s, r: r}, r)
+		}
+		if rw == nil {
 			return
 		}
-		h.ServeHTTP(&problemWriter{ResponseWriter: w, s: s, r: r}, r)
+		if rw.status >= 400 {
+			route, ok := routes[pattern]
+			if !ok {
+				route = routeOther
+			}
+			m.rejected(route, rw.code(), rw.status)
+		}
+		*rw = rejectWriter{}
+		rejectWriters.Put(rw)
 	})
 }
 

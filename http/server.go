@@ -1,5 +1,6 @@
 // Package http is the registry's REST API (DESIGN §10): Alloc, Renew, Remove and
-// Remaining under /v1/leases, /v1/version, the health probes /livez and /readyz,
+// Remaining under /v1/leases, /v1/version, the health probes /livez, /readyz and
+// /health (the gateway's shape: {"status":"ok"} when ready),
 // Prometheus /metrics, and, when Options.Admin is set, the admin API and pages
 // under /admin/ (package admin serves them; this package only mounts them).
 //
@@ -75,6 +76,10 @@ type Options struct {
 	// Clock, when set, is shown by /readyz: how the replicas' clocks are checked
 	// (the clock agent and Δ, or that nothing checks them).
 	Clock string
+	// Metrics, when set, counts every answer of status 400 or above by route and
+	// code (idkeeper_http_rejected_total) and registers idkeeper_build_info with
+	// Version and Commit, with the Registerer given to NewMetrics. Nil: neither.
+	Metrics *Metrics
 	// Admin, when set, serves every path under /admin/ (the admin API under
 	// AdminPrefix, and the admin pages): package admin's Handler. It does its own
 	// authentication, allow-list check for API keys, body limits and timeouts; the
@@ -123,22 +128,31 @@ func NewServer(reg *idkeeper.Registry, opts Options) (*Server, error) {
 	}
 	s := &Server{reg: reg, opts: opts, log: opts.Logger}
 	mux := http.NewServeMux()
-	mux.Handle("POST /v1/leases", s.v1(s.alloc))
-	mux.Handle("POST /v1/leases/renew", s.v1(s.renew))
-	mux.Handle("POST /v1/leases/remove", s.v1(s.remove))
-	mux.Handle("GET /v1/leases/remaining", s.v1(s.remaining))
-	mux.HandleFunc("GET /v1/version", s.version)
-	mux.Handle("GET /openapi.yaml", api.Handler())
-	if opts.Admin != nil {
-		mux.Handle("/admin/", opts.Admin)
+	routes := map[string]string{} // route pattern → route label
+	handle := func(pattern, route string, h http.Handler) {
+		mux.Handle(pattern, h)
+		routes[pattern] = route
 	}
-	mux.HandleFunc("GET /livez", s.livez)
-	mux.HandleFunc("GET /readyz", s.readyz)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{
+	handle("POST /v1/leases", routeAlloc, s.v1(s.alloc))
+	handle("POST /v1/leases/renew", routeRenew, s.v1(s.renew))
+	handle("POST /v1/leases/remove", routeRemove, s.v1(s.remove))
+	handle("GET /v1/leases/remaining", routeRemaining, s.v1(s.remaining))
+	handle("GET /v1/version", routeVersion, http.HandlerFunc(s.version))
+	handle("GET /openapi.yaml", routeOpenAPI, api.Handler())
+	if opts.Admin != nil {
+		handle("/admin/", routeAdmin, opts.Admin)
+	}
+	handle("GET /health", routeHealth, http.HandlerFunc(s.health))
+	handle("GET /livez", routeLivez, http.HandlerFunc(s.livez))
+	handle("GET /readyz", routeReadyz, http.HandlerFunc(s.readyz))
+	handle("GET /metrics", routeProm, promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{
 		ErrorLog:      slog.NewLogLogger(opts.Logger.Handler(), slog.LevelWarn),
 		ErrorHandling: promhttp.ContinueOnError,
 	}))
-	s.handler = s.accessLog(s.fallback(mux))
+	if opts.Metrics != nil {
+		opts.Metrics.registerBuild(opts.Version, opts.Commit)
+	}
+	s.handler = s.accessLog(s.route(mux, routes))
 	return s, nil
 }
 
@@ -242,22 +256,40 @@ func (s *Server) livez(w http.ResponseWriter, _ *http.Request) {
 	s.writeJSON(w, wire.StatusResponse{Status: "ok"})
 }
 
-// readyz answers 200 with the store's generation (and durability and the clock
-// check, when set) when the registry serves, its store answers, the two clocks
-// agree and the clock agent vouches for them; else 503 with the reason's code:
-// STORE_NOT_INITIALISED, STORE_RECOVERING, STORE_CLOCK_SKEW, CLOCK_UNVERIFIED, or
-// NOT_READY when the store does not answer.
-func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), min(s.opts.Timeout, 5*time.Second))
+// ready is the condition of /readyz and /health: nil when the registry serves,
+// its store answers, the two clocks agree and the clock agent vouches for them;
+// else the reason: STORE_NOT_INITIALISED, STORE_RECOVERING, POOL_MISMATCH,
+// STORE_CLOCK_SKEW, CLOCK_UNVERIFIED, or NOT_READY when the store does not answer
+// within min(Timeout, 5 s).
+func (s *Server) ready(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, min(s.opts.Timeout, 5*time.Second))
 	defer cancel()
-	if err := s.reg.Ready(ctx); err != nil {
-		if idkeeper.ErrorCode(err) == idkeeper.CodeStoreUnavailable {
-			err = &idkeeper.Error{Code: idkeeper.CodeNotReady, Message: "the lease store does not answer", Err: err}
-		}
+	err := s.reg.Ready(ctx)
+	if idkeeper.ErrorCode(err) == idkeeper.CodeStoreUnavailable {
+		err = &idkeeper.Error{Code: idkeeper.CodeNotReady, Message: "the lease store does not answer", Err: err}
+	}
+	return err
+}
+
+// readyz answers 200 with the store's generation (and durability and the clock
+// check, when set) when the registry is ready (see ready), else 503 with the
+// reason's code.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if err := s.ready(r.Context()); err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
 	g := s.reg.Generation()
 	s.writeJSON(w, wire.ReadyResponse{Status: "ready", Durability: s.opts.Durability, Clock: s.opts.Clock, Generation: wire.Generation{
 		Number: g.Number, ID: g.ID, Origin: string(g.Origin), At: wire.FormatTime(g.At)}})
+}
+
+// health answers as the gateway's /health does: 200 {"status":"ok"} exactly when
+// /readyz would answer 200, else the same 503 problem.
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	if err := s.ready(r.Context()); err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	s.writeJSON(w, wire.StatusResponse{Status: "ok"})
 }

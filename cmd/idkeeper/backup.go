@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/idkeeper/idkeeper/internal/plural"
 	"io"
 	"os"
 	"path/filepath"
@@ -249,7 +250,7 @@ func runBackupImport(ctx context.Context, args []string, env lookupEnv, stdout, 
 	} else {
 		fmt.Fprintf(stdout, "no free node IDs to quarantine")
 	}
-	fmt.Fprintf(stdout, "; %d leases kept for their holders", sum.Kept.Count())
+	fmt.Fprintf(stdout, "; %s kept for their holders", plural.N(sum.Kept.Count(), "lease", "leases"))
 	if sum.Kept.Count() > 0 {
 		fmt.Fprintf(stdout, " (node IDs %s, %d not yet expired; each quarantined until %s when freed)", shortRanges(sum.Kept), sum.Live, until)
 	}
@@ -313,7 +314,7 @@ func (p *progress) update(n int) {
 	p.n = n
 	if now := time.Now(); now.Sub(p.last) >= 100*time.Millisecond {
 		p.last = now
-		fmt.Fprintf(p.w, "\r%s: %d records", p.verb, n)
+		fmt.Fprintf(p.w, "\r%s: %s", p.verb, plural.N(n, "record", "records"))
 		p.printed = true
 	}
 }
@@ -322,5 +323,5 @@ func (p *progress) done() {
 	if p.w == nil || !p.printed {
 		return
 	}
-	fmt.Fprintf(p.w, "\r%s: %d records\n", p.verb, p.n)
+	fmt.Fprintf(p.w, "\r%s: %s\n", p.verb, plural.N(p.n, "record", "records"))
 }

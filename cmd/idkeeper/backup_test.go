@@ -47,7 +47,7 @@ func TestBackupCommands(t *testing.T) {
 
 	file := filepath.Join(dir, "b.idk")
 	code, out, stderr := runInProcess(ctx, []string{"backup", "export", "--store", src, "--out", file}, nil)
-	if code != exitOK || !strings.Contains(out, "4096 node IDs (3 leased), 1 API keys") || !strings.Contains(out, "sha256 ") {
+	if code != exitOK || !strings.Contains(out, "4096 node IDs (3 leased), 1 API key, 0 users, 0 allow-list entries, 1 audit entry,") || !strings.Contains(out, "sha256 ") {
 		t.Fatalf("export: %d\n%s\n%s", code, out, stderr)
 	}
 	if st, err := os.Stat(file); err != nil || st.Mode().Perm() != 0o600 {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/idkeeper/idkeeper/internal/plural"
 	"io"
 	"maps"
 	"net/http"
@@ -209,7 +210,7 @@ func runDecode(ctx context.Context, args []string, env lookupEnv, stdout, stderr
 		return err
 	}
 	if d.failed > 0 {
-		return fmt.Errorf("decode: %d of %d IDs failed (see above)", d.failed, d.seen)
+		return fmt.Errorf("decode: %d of %s failed (see above)", d.failed, plural.N(d.seen, "ID", "IDs"))
 	}
 	return nil
 }

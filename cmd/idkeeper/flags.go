@@ -144,7 +144,7 @@ func (l *logFlags) register(fs *flag.FlagSet) {
 func (l *logFlags) logger(w io.Writer) *slog.Logger {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(l.level))
-	opts := &slog.HandlerOptions{Level: level}
+	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: logAttr}
 	log := slog.New(slog.NewTextHandler(w, opts))
 	if l.format == "json" {
 		log = slog.New(slog.NewJSONHandler(w, opts))

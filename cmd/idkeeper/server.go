@@ -462,6 +462,7 @@ func startRegistryServer(ctx context.Context, cfg serverConfig) (_ *registryServ
 		Version:        cfg.Version,
 		Commit:         cfg.Commit,
 		Gatherer:       promReg,
+		Metrics:        metrics,
 		Durability:     durability,
 		Clock:          cfg.ClockCheck.describe(),
 	})

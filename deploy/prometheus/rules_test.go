@@ -58,7 +58,8 @@ var notYetExported = map[string][]string{
 var knownValues = map[string][]string{
 	"phase": {string(idkeeper.PhaseStarting), string(idkeeper.PhaseUninitialised), string(idkeeper.PhaseRecovering),
 		string(idkeeper.PhaseReady)},
-	"code": {"OK", string(idkeeper.CodeNodeIDsExhausted), string(idkeeper.CodeClockSkewTooLarge)},
+	"code": {"OK", string(idkeeper.CodeNodeIDsExhausted), string(idkeeper.CodeClockSkewTooLarge),
+		string(idkeeper.CodeAPIKeyInvalid), string(idkeeper.CodeAPIKeyExpired), string(idkeeper.CodeAPIKeyMissing)},
 }
 
 // promtool returns promtool's path, or fails the test saying how to install it.
@@ -347,7 +348,9 @@ var (
 	// standard collectors' prefixes.
 	metricToken = regexp.MustCompile(`\b((?:idkeeper|process|go)_[a-z0-9_]+)\b`)
 	selector    = regexp.MustCompile(`([a-zA-Z_:][a-zA-Z0-9_:]*)\s*\{([^}]*)\}`)
-	matcher     = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"`)
+	// plainAlternatives is a regular expression that only lists literal values.
+	plainAlternatives = regexp.MustCompile(`^[A-Za-z0-9_-]+(\|[A-Za-z0-9_-]+)*$`)
+	matcher           = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"`)
 )
 
 // histogramSuffixes are the series of a histogram besides its name.
@@ -437,6 +440,15 @@ func TestRulesReferenceExportedMetrics(t *testing.T) {
 				if vals, ok := knownValues[label]; ok && (op == "=" || op == "!=") && !slices.Contains(vals, value) {
 					t.Errorf("%s: %s{%s%s%q}: the code never sets %s=%q (it sets %v)", r.name, s[1], label, op, value,
 						label, value, vals)
+				}
+				if vals, ok := knownValues[label]; ok && (op == "=~" || op == "!~") && plainAlternatives.MatchString(value) {
+					// A list of literal values: each must be one the code sets.
+					for v := range strings.SplitSeq(value, "|") {
+						if !slices.Contains(vals, v) {
+							t.Errorf("%s: %s{%s%s%q}: the code never sets %s=%q (it sets %v)", r.name, s[1], label, op, value,
+								label, v, vals)
+						}
+					}
 				}
 			}
 		}
