@@ -3,6 +3,8 @@ package client
 import (
 	"errors"
 	"fmt"
+	"log/slog"
+	"slices"
 	"strings"
 
 	"github.com/idkeeper/idkeeper"
@@ -51,6 +53,32 @@ type ServerError struct {
 	// NODE_IDS_EXHAUSTED) as encoding/json decodes them: numbers are float64.
 	Details map[string]any
 	Body    string
+}
+
+// LogValue logs the answer as fields (slog.LogValuer): server, status, code,
+// detail, field and each extension member under its own name, instead of the
+// raw body.
+func (e *ServerError) LogValue() slog.Value {
+	attrs := []slog.Attr{slog.String("server", e.Server), slog.Int("status", e.Status)}
+	if e.Code != "" {
+		attrs = append(attrs, slog.String("code", string(e.Code)))
+	}
+	if e.Detail != "" {
+		attrs = append(attrs, slog.String("detail", e.Detail))
+	}
+	if e.Field != "" {
+		attrs = append(attrs, slog.String("field", e.Field))
+	}
+	for _, k := range slices.Sorted(func(yield func(string) bool) {
+		for k := range e.Details {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		attrs = append(attrs, slog.Any(k, e.Details[k]))
+	}
+	return slog.GroupValue(attrs...)
 }
 
 func (e *ServerError) Error() string {

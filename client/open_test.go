@@ -124,7 +124,7 @@ func TestRequestsCarryClientUtcNow(t *testing.T) {
 }
 
 // A 409 CLOCK_SKEW_TOO_LARGE at start is retried with backoff 3 s ×2 up to 60 s,
-// ±20 %, the server's reason logged verbatim each time, the session unhealthy; once
+// ±20 %, the server's problem logged as fields each time, the session unhealthy; once
 // the clock is corrected the next attempt succeeds, without a restart.
 func TestAllocBackoffOnClockSkewThenRecovery(t *testing.T) {
 	e := newEnv(t, idkeeper.Config{}) // grace 10 min
@@ -158,14 +158,17 @@ func TestAllocBackoffOnClockSkewThenRecovery(t *testing.T) {
 	if n := e.proxy.count(allocPath); n != attempts {
 		t.Fatalf("%d Alloc attempts, want %d", n, attempts)
 	}
-	// The body is logged as received: code, skew, threshold and the NTP advice.
+	// The problem is logged as fields: code, skew, threshold and the NTP advice.
 	logs := e.logs.String()
-	for _, want := range []string{`\"skewMs\":900000`, `\"thresholdMs\":600000`} {
+	for _, want := range []string{`problem.skewMs=900000 `, `problem.thresholdMs=600000`} {
 		if n := strings.Count(logs, want); n != attempts {
 			t.Errorf("log holds %s %d times, want once per attempt (%d)\n%s", want, n, attempts, logs)
 		}
 	}
-	for _, want := range []string{`\"code\":\"CLOCK_SKEW_TOO_LARGE\"`, "sync the client's clock with NTP"} {
+	if strings.Contains(logs, `\"code\"`) {
+		t.Errorf("the problem is logged as an escaped JSON string:\n%s", logs)
+	}
+	for _, want := range []string{`problem.code=CLOCK_SKEW_TOO_LARGE`, "sync the client's clock with NTP"} {
 		if n := strings.Count(logs, want); n < attempts {
 			t.Errorf("log holds %q %d times, want at least once per attempt (%d)", want, n, attempts)
 		}

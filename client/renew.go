@@ -234,7 +234,7 @@ func (s *Session) logRenewFailure(err error, retryIn time.Duration) {
 	attrs := []any{"err", err, "retryIn", retryIn, "timeLeft", s.TimeLeft()}
 	var se *ServerError
 	if errors.As(err, &se) {
-		attrs = append(attrs, "reason", se.Body)
+		attrs = append(attrs, "problem", se)
 		if se.Status < 500 {
 			s.log.Error("idkeeper client: renew refused; retrying until the lease ends", attrs...)
 			return

@@ -269,13 +269,13 @@ func (s *Session) allocate(ctx context.Context) (g grant, sent time.Duration, er
 		}
 		var se *ServerError
 		if errors.As(err, &se) && !se.transient() {
-			s.log.Error("idkeeper client: alloc refused", "status", se.Status, "code", se.Code, "reason", se.Body)
+			s.log.Error("idkeeper client: alloc refused", "problem", se)
 			return grant{}, 0, err
 		}
 		d := s.backoff(attempt)
 		attrs := []any{"attempt", attempt + 1, "retryIn", d, "err", err}
 		if se != nil {
-			attrs = append(attrs, "reason", se.Body)
+			attrs = append(attrs, "problem", se)
 		}
 		s.log.Warn("idkeeper client: alloc failed; retrying", attrs...)
 		if serr := s.sleep(ctx, d); serr != nil {
