@@ -102,7 +102,7 @@ func TestBrowserLeaseListFits(t *testing.T) {
 	}
 	fits("1280x800")
 	list := b.text("#live-list")
-	for _, want := range []string{"Clock skew", "Revoke", "billing-worker-2", "billing service, production", "Expires"} {
+	for _, want := range []string{"Clock skew", "Revoke", "billing-7f9c-2", "billing service, production", "Expires"} {
 		if !strings.Contains(list, want) {
 			t.Errorf("the list lacks %q: %s", want, list)
 		}
