@@ -51,22 +51,27 @@ func TestBinary(t *testing.T) {
 	dir := t.TempDir()
 	store := "bolt:" + filepath.Join(dir, "data", "idkeeper.db")
 
-	out, err := exec.Command(binary, "apikey", "create", "--store", store, "--description", "ci job", "--expires", "1h").Output()
-	if err != nil {
-		t.Fatalf("apikey create: %v", err)
-	}
-	created := strings.TrimSpace(string(out))
-	if !strings.HasPrefix(created, idkeeper.APIKeyPrefix) || strings.Contains(created, "\n") {
-		t.Fatalf("apikey create printed %q, want the key alone", out)
+	// Only init makes a bolt store (issue #30): apikey create on no file is refused.
+	if out, err := exec.Command(binary, "apikey", "create", "--store", store, "--description", "ci job").CombinedOutput(); err == nil ||
+		!strings.Contains(string(out), "idkeeper init --store "+store) {
+		t.Fatalf("apikey create before init: %v %s", err, out)
 	}
 	// A new deployment is initialised once; a second init changes nothing.
-	out, err = exec.Command(binary, "init", "--store", store, "--nodes", "8").Output()
+	out, err := exec.Command(binary, "init", "--store", store, "--nodes", "8").Output()
 	if err != nil || !strings.Contains(string(out), "initialised bolt:") || !strings.Contains(string(out), "generation 1") {
 		t.Fatalf("init: %v %s", err, out)
 	}
 	out, err = exec.Command(binary, "init", "--store", store).Output()
 	if err != nil || !strings.Contains(string(out), "initialised already: generation 1") {
 		t.Fatalf("init again: %v %s", err, out)
+	}
+	out, err = exec.Command(binary, "apikey", "create", "--store", store, "--description", "ci job", "--expires", "1h").Output()
+	if err != nil {
+		t.Fatalf("apikey create: %v", err)
+	}
+	created := strings.TrimSpace(string(out))
+	if !strings.HasPrefix(created, idkeeper.APIKeyPrefix) || strings.Contains(created, "\n") {
+		t.Fatalf("apikey create printed %q, want the key alone", out)
 	}
 
 	cmd := exec.Command(binary, "server", "--listen", "127.0.0.1:0", "--store", store, "--log-format", "json", "--nodes", "8")
@@ -399,6 +404,7 @@ func serveInProcess(t *testing.T, store string, more func(c *client), extra ...s
 
 func TestAPIKeyCreate(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "k.db")
+	initInProcess(t, "bolt:"+path) // only init makes a bolt store (issue #30)
 	code, stdout, stderr := runInProcess(context.Background(), []string{"apikey", "create", "--store", "bolt:" + path, "--description", "deploy bot", "--expires", "2h"}, nil)
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr)

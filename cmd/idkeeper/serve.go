@@ -33,16 +33,6 @@ type httpService struct {
 	served chan error // receives the result of Serve, once
 }
 
-// startHTTP is bindHTTP, then serve h.
-func startHTTP(addr string, h http.Handler, tlsCfg *tls.Config, log *slog.Logger) (*httpService, error) {
-	s, err := bindHTTP(addr, tlsCfg, log)
-	if err != nil {
-		return nil, err
-	}
-	s.serve(h)
-	return s, nil
-}
-
 // bindHTTP listens on addr (host:port; ":0" picks a free port) for a server
 // that serve starts later, over TLS when tlsCfg is not nil, with the timeouts and
 // header limit of every idkeeper listener; the server's own errors go to log at
