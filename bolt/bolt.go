@@ -72,6 +72,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -102,6 +103,9 @@ type Options struct {
 	Timeout time.Duration
 	// Logger receives store events (a new pool, a reset); nil means slog.Default().
 	Logger *slog.Logger
+	// MustExist makes Open fail, creating nothing, when no file is at path: the
+	// error wraps fs.ErrNotExist. Without it Open creates the file (not its folder).
+	MustExist bool
 }
 
 // Store is the bbolt idkeeper.Store. Create it with Open.
@@ -153,7 +157,7 @@ var (
 	keyCooling     = []byte("cooling")
 )
 
-// Open opens or creates the store file at path. It waits up to opts.Timeout for the
+// Open opens or creates (unless opts.MustExist) the store file at path. It waits up to opts.Timeout for the
 // file lock and returns an error wrapping ErrLocked when another process keeps it.
 func Open(path string, opts Options) (*Store, error) {
 	db, err := openFile(path, opts)
@@ -188,7 +192,15 @@ func openFile(path string, opts Options) (*bbolt.DB, error) {
 	case timeout < 0:
 		timeout = 0 // bbolt waits forever
 	}
-	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: timeout})
+	bo := &bbolt.Options{Timeout: timeout}
+	if opts.MustExist {
+		// Without O_CREATE the open itself refuses a missing file: no stat that a
+		// file created meanwhile could race.
+		bo.OpenFile = func(name string, flag int, perm os.FileMode) (*os.File, error) {
+			return os.OpenFile(name, flag&^os.O_CREATE, perm)
+		}
+	}
+	db, err := bbolt.Open(path, 0o600, bo)
 	if errors.Is(err, berrors.ErrTimeout) {
 		return nil, fmt.Errorf("%w: %s (waited %s): %w", ErrLocked, path, timeout, err)
 	}

@@ -3,7 +3,9 @@ package bolt_test
 import (
 	"encoding/binary"
 	"errors"
+	"io/fs"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -120,6 +122,29 @@ func TestOpenLockedFileTimesOut(t *testing.T) {
 	if waited := time.Since(start); waited > 5*time.Second {
 		t.Fatalf("Open gave up after %s, want about 100ms", waited)
 	}
+}
+
+// MustExist: a missing file is an error wrapping fs.ErrNotExist and nothing is
+// created; an existing file opens as without it.
+func TestOpenMustExist(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "idkeeper.db")
+	s, err := bolt.Open(path, bolt.Options{MustExist: true})
+	if err == nil {
+		s.Close()
+		t.Fatal("Open with MustExist of a missing file succeeded")
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("Open with MustExist of a missing file: %v; want fs.ErrNotExist", err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("Open with MustExist created %s (stat: %v)", path, err)
+	}
+	open(t, path, nil).Close()
+	s, err = bolt.Open(path, bolt.Options{MustExist: true})
+	if err != nil {
+		t.Fatalf("Open with MustExist of an existing file: %v", err)
+	}
+	s.Close()
 }
 
 // A file of the schema before generations and owners is refused with a message that

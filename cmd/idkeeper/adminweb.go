@@ -212,22 +212,18 @@ func (a *adminWeb) start(ctx context.Context, reg *idkeeper.Registry, cfg server
 	return nil
 }
 
-// listen serves /admin/ on addr, with the API listener's TLS; "/" redirects to
-// /admin/, anything else is 404.
-func (a *adminWeb) listen(addr string, cfg serverConfig, log *slog.Logger) error {
+// listen serves /admin/ on web (bound to --admin-listen with the API listener's
+// TLS); "/" redirects to /admin/, anything else is 404.
+func (a *adminWeb) listen(web *httpService, cfg serverConfig, log *slog.Logger) {
 	mux := http.NewServeMux()
 	mux.Handle("/admin/", a.handler)
 	mux.Handle("GET /{$}", http.RedirectHandler("/admin/", http.StatusFound))
-	web, err := startHTTP(addr, mux, cfg.Net.tls, log)
-	if err != nil {
-		return err
-	}
+	web.serve(mux)
 	if cfg.Net.tls == nil {
 		warnPlain(web.ln, "the admin web", log)
 	}
 	a.web = web
 	log.Info("serving the admin web on its own listener", "addr", web.Addr().String(), "tls", cfg.Net.tls != nil)
-	return nil
 }
 
 // served receives the result of the admin listener's Serve; nil (never ready)

@@ -64,10 +64,13 @@ type keyStoreFlags struct {
 	store, redisPrefix string
 	storeFlag          *secretFlag
 	log                logFlags
+	// create lets open make a missing bolt file (storeOptions.Create): init and
+	// backup import only.
+	create bool
 }
 
 func (k *keyStoreFlags) register(fs *flag.FlagSet) {
-	k.storeFlag = secretVar(fs, &k.store, "store", DefaultStore, "the store: bolt:PATH, redis://…, redis+sentinel://…, redis+cluster://… or rediss… (a bolt file must not be open in a running server)", urlHasPassword)
+	k.storeFlag = secretVar(fs, &k.store, "store", DefaultStore, "the store: bolt:PATH, redis://…, redis+sentinel://…, redis+cluster://…, rediss…, etcd://… or etcds… (a bolt file must not be open in a running server)", urlHasPassword)
 	fs.StringVar(&k.redisPrefix, "redis-prefix", "", "prefix of every Redis key, as given to the server")
 	k.log.register(fs)
 }
@@ -77,7 +80,7 @@ func (k *keyStoreFlags) open(ctx context.Context, stderr io.Writer) (idkeeper.St
 	if err := resolveSecrets(log, k.storeFlag); err != nil {
 		return nil, err
 	}
-	return openStore(ctx, k.store, storeOptions{Logger: log, RedisPrefix: k.redisPrefix})
+	return openStore(ctx, k.store, storeOptions{Logger: log, RedisPrefix: k.redisPrefix, Create: k.create})
 }
 
 // keyFlags are the flags of the apikey commands: where the keys are (a store, or

@@ -17,6 +17,7 @@ const adminKey = "idk_admin-0123456789abcdefghijklmnopq"
 // Issue #20 item 1: a key never expires unless --expires says so.
 func TestAPIKeyCreateNeverExpiresByDefault(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "k.db")
+	initInProcess(t, "bolt:"+path) // only init makes a bolt store (issue #30)
 	code, stdout, stderr := runInProcess(context.Background(), []string{"apikey", "create", "--store", "bolt:" + path, "--description", "billing"}, nil)
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr)

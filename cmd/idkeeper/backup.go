@@ -108,12 +108,6 @@ func runBackupExport(ctx context.Context, args []string, env lookupEnv, stdout, 
 	if kf.server != "" {
 		return exportViaServer(ctx, &kf, out, stdout, stderr)
 	}
-	if path, ok := strings.CutPrefix(sf.store, "bolt:"); ok && path != "" {
-		// Opening a bolt file creates it: an export must not leave an empty store behind.
-		if _, err := os.Stat(path); err != nil {
-			return fmt.Errorf("backup export: no store to export at %s: %w", path, err)
-		}
-	}
 	s, ss, err := openSnapshotStore(ctx, sf, "export", stderr)
 	if err != nil {
 		return err
@@ -226,6 +220,9 @@ func runBackupImport(ctx context.Context, args []string, env lookupEnv, stdout, 
 		}
 		return errImportViaServer
 	}
+	// A restore may go to a new bolt file (a move from Redis to bolt): the
+	// import writes a whole state there, not an empty store to wait on.
+	sf.create = true
 	s, ss, err := openSnapshotStore(ctx, sf, "import", stderr)
 	if err != nil {
 		return err

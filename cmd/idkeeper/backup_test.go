@@ -134,7 +134,7 @@ func TestBackupCommands(t *testing.T) {
 		{[]string{"backup", "import", "--store", src}, exitUsage, "--in FILE is required"},
 		{[]string{"backup", "import", "--store", src, "--in", file, "--lease-duration", "30s"}, exitUsage, "lease-duration = 30s is outside its range"},
 		{[]string{"backup", "import", "--store", src, "--in", file, "--cleanup-grace", "2h"}, exitUsage, "cleanup-grace = 2h0m0s is outside its range"},
-		{[]string{"backup", "export", "--store", "bolt:" + filepath.Join(dir, "none.db"), "--out", filepath.Join(dir, "x.idk")}, exitFail, "no store to export"},
+		{[]string{"backup", "export", "--store", "bolt:" + filepath.Join(dir, "none.db"), "--out", filepath.Join(dir, "x.idk")}, exitUsage, "idkeeper init"},
 	} {
 		if code, _, stderr := runInProcess(ctx, c.args, nil); code != c.code || !strings.Contains(stderr, c.msg) {
 			t.Errorf("%q: %d %s", c.args, code, stderr)

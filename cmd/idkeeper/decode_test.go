@@ -210,7 +210,7 @@ func TestDecodeUsageErrors(t *testing.T) {
 		{[]string{"--epoch", "2026-01-01T00:00:00Z", "--server", "http://127.0.0.1:1", "1"}, nil, "give the layout flags or --server, not both"},
 		{[]string{"--server", "ftp://x", "1"}, nil, "want the registry's http:// or https:// base URL"},
 		{[]string{"--server", "http://127.0.0.1:1", "--origin", "1"}, nil, "--server needs an admin API key"},
-		{[]string{"--no-such-flag", "1"}, nil, "flag provided but not defined: -no-such-flag"},
+		{[]string{"--no-such-flag", "1"}, nil, "decode: unknown flag --no-such-flag (run 'idkeeper decode -h' for help)"},
 	} {
 		code, out, stderr := decodeCLI(c.env, c.args...)
 		if code != exitUsage || out != "" || !strings.Contains(stderr, c.want) {

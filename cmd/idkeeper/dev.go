@@ -45,6 +45,10 @@ func runDev(ctx context.Context, args []string, env lookupEnv, stdout, stderr io
 	kq.register(fs)
 	var lf logFlags
 	lf.register(fs)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, devUsage)
+		printFlags(stderr, fs)
+	}
 	if err := parseFlags(fs, args, env); err != nil {
 		return err
 	}
@@ -136,6 +140,7 @@ func runDev(ctx context.Context, args []string, env lookupEnv, stdout, stderr io
 	// Like any write to stdout, the banner's failing is no reason to stop serving.
 	_ = devBanner.Execute(stdout, devInfo{
 		Version:    v,
+		AdminUser:  DefaultAdminUser,
 		Store:      filepath.Join(*data, "idkeeper.db"),
 		Registry:   base,
 		APIKey:     key,
@@ -153,12 +158,14 @@ func runDev(ctx context.Context, args []string, env lookupEnv, stdout, stderr io
 
 // devInfo fills devBanner.
 type devInfo struct {
-	Version  string // of the binary
-	Store    string // the bolt file
-	Registry string // base URL of the registry API
-	APIKey   string
-	Gateway  string // base URL of the gateway
-	Now      string // in the API's time format, for the example requester's startedAt
+	Version string // of the binary
+	// AdminUser is the first admin's name, for the password reset's command.
+	AdminUser string
+	Store     string // the bolt file
+	Registry  string // base URL of the registry API
+	APIKey    string
+	Gateway   string // base URL of the gateway
+	Now       string // in the API's time format, for the example requester's startedAt
 	// Admin is the admin web's URL; AdminLogin its first admin's name and password
 	// when this start created it, else "as before".
 	Admin, AdminLogin string
@@ -185,8 +192,23 @@ Talk to the registry with the API key:
   curl -s -H 'X-API-Key: {{.APIKey}}' -H 'Content-Type: application/json' {{.Registry}}/v1/leases \
        -d '{"requester":{"machineId":"my-laptop","pid":1234,"startedAt":"{{.Now}}"},"count":2}'
 
+Lost the admin password? Stop dev, then set a new one (read from standard input):
+  idkeeper users reset-password {{.AdminUser}} --store bolt:{{.Store}}
+
 Stop with Ctrl-C.
 `))
+
+// devUsage heads dev's -h, before its flags.
+var devUsage = `Usage: idkeeper dev [flags]
+
+Runs a registry server on the embedded store in --data (initialised on first
+start), a gateway leasing from it, and the admin web; prints the URLs, an API key
+and, on first start, the admin login (` + DefaultAdminUser + `, with a password shown once or the one
+in ` + AdminPasswordEnv + `). A lost admin password is reset with dev stopped:
+  idkeeper users reset-password ` + DefaultAdminUser + ` --store bolt:DATA/idkeeper.db
+(the new password read from standard input or --password-file).
+
+`
 
 // dialable is addr as a client reaches it: an unspecified host (":8081",
 // "0.0.0.0:8081") becomes localhost.

@@ -129,12 +129,13 @@ func runPrintedCurl(t *testing.T, out, marker string) []int64 {
 }
 
 // TestDevBanner: the banner is, byte for byte, the one dev printed with Fprintf
-// before it became a template, with the admin web's lines (issue #10).
+// before it became a template, with the admin web's lines (issue #10) and how to
+// reset a lost admin password (issue #30).
 func TestDevBanner(t *testing.T) {
 	var b strings.Builder
 	err := devBanner.Execute(&b, devInfo{Version: "v1.2.3", Store: "data/idkeeper.db", Registry: "http://127.0.0.1:8080",
 		APIKey: "idk_k", Gateway: "http://localhost:8081", Now: "2026-01-02T03:04:05.006Z",
-		Admin: "http://127.0.0.1:8080/admin/", AdminLogin: "as before"})
+		Admin: "http://127.0.0.1:8080/admin/", AdminLogin: "as before", AdminUser: "admin"})
 	const want = `IdKeeper v1.2.3 is running on the embedded store data/idkeeper.db
 
   registry  http://127.0.0.1:8080
@@ -153,6 +154,9 @@ Talk to the registry with the API key:
   curl -s -H 'X-API-Key: idk_k' http://127.0.0.1:8080/v1/leases/remaining
   curl -s -H 'X-API-Key: idk_k' -H 'Content-Type: application/json' http://127.0.0.1:8080/v1/leases \
        -d '{"requester":{"machineId":"my-laptop","pid":1234,"startedAt":"2026-01-02T03:04:05.006Z"},"count":2}'
+
+Lost the admin password? Stop dev, then set a new one (read from standard input):
+  idkeeper users reset-password admin --store bolt:data/idkeeper.db
 
 Stop with Ctrl-C.
 `

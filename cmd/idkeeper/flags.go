@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
+	"strconv"
 	"strings"
 
 	idkhttp "github.com/idkeeper/idkeeper/http"
@@ -23,38 +24,58 @@ func envName(flagName string) string {
 }
 
 // newFlagSet returns a FlagSet for one command whose errors are returned, not
-// fatal, and whose usage lists the environment variable of every flag.
+// fatal, and whose usage (-h) lists the environment variable of every flag and
+// the settings the command reads from the environment only (envOnlySettings).
 func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: idkeeper %s [flags]\n\nFlags (each also from the environment variable shown):\n", name)
-		fs.VisitAll(func(f *flag.Flag) {
-			if hiddenFlags[f.Name] {
-				return
-			}
-			def := ""
-			if f.DefValue != "" {
-				def = " (default " + f.DefValue + ")"
-			}
-			fmt.Fprintf(stderr, "  --%s  [%s]%s\n    \t%s\n", f.Name, envName(f.Name), def, f.Usage)
-		})
+		fmt.Fprintf(stderr, "Usage: idkeeper %s [flags]\n\n", name)
+		printFlags(stderr, fs)
 	}
 	return fs
 }
 
-// parseFlags parses args, then sets every flag not given on the command line from
-// its environment variable, if set. A bad value names the flag or the variable.
-func parseFlags(fs *flag.FlagSet, args []string, env lookupEnv) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return errHelp
+// printFlags writes fs's flag table, as every command's -h shows it, then the
+// settings the command reads from the environment only.
+func printFlags(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprintln(w, "Flags (each also from the environment variable shown):")
+	fs.VisitAll(func(f *flag.Flag) {
+		if hiddenFlags[f.Name] {
+			return
 		}
-		// The flag package has printed the error and the usage already.
-		return usageError{err}
+		def := ""
+		if f.DefValue != "" {
+			def = " (default " + f.DefValue + ")"
+		}
+		fmt.Fprintf(w, "  --%s  [%s]%s\n    \t%s\n", f.Name, envName(f.Name), def, f.Usage)
+	})
+	printEnvOnly(w, fs.Name())
+}
+
+// helpHint is the hint of a usage error of command (as newFlagSet names it).
+func helpHint(command string) string { return "run 'idkeeper " + command + " -h' for help" }
+
+// parseFlags parses args, then sets every flag not given on the command line from
+// its environment variable, if set. -h prints the usage (fs.Usage) and returns
+// errHelp. A mistake is a usageError of one line naming the flag as the help
+// spells it (--name) or the variable, with helpHint: the usage is not printed.
+func parseFlags(fs *flag.FlagSet, args []string, env lookupEnv) error {
+	usage, out := fs.Usage, fs.Output()
+	fs.Usage = func() {}
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	fs.Usage = usage
+	fs.SetOutput(out)
+	if errors.Is(err, flag.ErrHelp) {
+		fs.Usage()
+		return errHelp
+	}
+	if err != nil {
+		return usagef("%s: %s (%s)", fs.Name(), flagError(err), helpHint(fs.Name()))
 	}
 	if fs.NArg() > 0 {
-		return usagef("%s: unexpected arguments %q", fs.Name(), fs.Args())
+		return usagef("%s: unexpected arguments %q (%s)", fs.Name(), fs.Args(), helpHint(fs.Name()))
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
@@ -77,9 +98,36 @@ func parseFlags(fs *flag.FlagSet, args []string, env lookupEnv) error {
 		}
 	})
 	if len(errs) > 0 {
-		return usageError{errors.Join(errs...)}
+		return usagef("%s: %w (%s)", fs.Name(), errors.Join(errs...), helpHint(fs.Name()))
 	}
 	return nil
+}
+
+// flagError is an error of flag.FlagSet.Parse with the flag spelled as the help
+// spells it, --name (the flag package writes -name).
+func flagError(err error) string {
+	s := err.Error()
+	if name, ok := strings.CutPrefix(s, "flag provided but not defined: -"); ok {
+		return "unknown flag --" + name
+	}
+	if name, ok := strings.CutPrefix(s, "flag needs an argument: -"); ok {
+		return "--" + name + " needs a value"
+	}
+	if rest, ok := strings.CutPrefix(s, "invalid boolean flag "); ok {
+		return "invalid boolean flag --" + rest
+	}
+	// invalid value "V" for flag -NAME: ERR, invalid boolean value "V" for -NAME: ERR
+	for _, p := range [][2]string{{"invalid value ", " for flag -"}, {"invalid boolean value ", " for -"}} {
+		rest, ok := strings.CutPrefix(s, p[0])
+		if !ok {
+			continue
+		}
+		q, qerr := strconv.QuotedPrefix(rest)
+		if after, ok := strings.CutPrefix(rest[len(q):], p[1]); qerr == nil && ok {
+			return "invalid value " + q + " for --" + after
+		}
+	}
+	return s
 }
 
 // prefixesFlag is a comma-separated list of CIDR prefixes or addresses.

@@ -344,6 +344,16 @@ func startGateway(cfg gatewayConfig) (_ *gatewayServer, err error) {
 		log = slog.Default()
 	}
 	g := &gatewayServer{cfg: cfg, log: log, fatal: make(chan error, 1), openDone: make(chan struct{})}
+	// Bound before the idempotency store is opened: a busy port fails at once.
+	lns, err := cfg.Net.bindAPI(cfg.Listen, log)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil && g.api == nil {
+			lns.release()
+		}
+	}()
 	var store idkeeper.IdempotencyStore
 	switch spec := cfg.IdempotencyStore; {
 	case spec == "none" || spec == "":
@@ -432,10 +442,7 @@ func startGateway(cfg gatewayConfig) (_ *gatewayServer, err error) {
 	if g.traces, err = startTracing(os.LookupEnv, "idkeeper-gateway", cfg.Version, log); err != nil {
 		return nil, err
 	}
-	if g.api, g.metrics, err = cfg.Net.serveAPI("the gateway", cfg.Listen, g.traces.handler(gw.Handler(), "idkeeper-gateway"), promReg, log); err != nil {
-		_ = g.traces.close().close()
-		return nil, err
-	}
+	g.api, g.metrics = lns.serve("the gateway", g.traces.handler(gw.Handler(), "idkeeper-gateway"), promReg, log)
 	go func() {
 		g.openErr = g.sess.Open(context.Background()) // Close ends it
 		close(g.openDone)

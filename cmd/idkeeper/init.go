@@ -45,9 +45,12 @@ func runInit(ctx context.Context, args []string, env lookupEnv, stdout, stderr i
 	var pf poolFlags
 	pf.register(fs)
 	unlessSeen := registerUnlessSeen(fs)
-	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
-		fmt.Fprint(stdout, initUsage)
-		return nil
+	fs.Usage = func() {
+		fmt.Fprint(stderr, initUsage+"\n")
+		printFlags(stderr, fs)
+	}
+	if len(args) > 0 && args[0] == "help" {
+		args = []string{"-h"}
 	}
 	if err := parseFlags(fs, args, env); err != nil {
 		return err
@@ -60,6 +63,7 @@ func runInit(ctx context.Context, args []string, env lookupEnv, stdout, stderr i
 	if err := checkNewLayout(spec, time.Now()); err != nil {
 		return err
 	}
+	kf.create = true // init is what makes a new bolt store
 	s, err := kf.open(ctx, stderr)
 	if err != nil {
 		return err

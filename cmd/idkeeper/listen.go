@@ -52,10 +52,37 @@ func (l *listenFlags) load(log *slog.Logger) (listen, error) {
 	return out, nil
 }
 
-// serveAPI starts the API listener of what (for the log), and the metrics listener
-// when l.metrics is set: then the API listener answers /metrics with 404.
-func (l listen) serveAPI(what, addr string, h http.Handler, g prometheus.Gatherer, log *slog.Logger) (api, metrics *httpService, err error) {
+// apiListeners are a command's API listener and, with --metrics-listen, its
+// metrics listener, bound (bindAPI) before the command touches its store and
+// served (serve) once its handler is ready.
+type apiListeners struct {
+	api, metrics *httpService
+	tls          bool
+}
+
+// bindAPI binds the API listener on addr, with l's TLS, and the metrics listener
+// when l.metrics is set. A busy port is an error naming it; nothing stays bound
+// then.
+func (l listen) bindAPI(addr string, log *slog.Logger) (apiListeners, error) {
+	b := apiListeners{tls: l.tls != nil}
+	var err error
 	if l.metrics != "" {
+		if b.metrics, err = bindHTTP(l.metrics, nil, log); err != nil {
+			return b, err
+		}
+	}
+	if b.api, err = bindHTTP(addr, l.tls, log); err != nil {
+		b.metrics.release()
+		return apiListeners{}, err
+	}
+	return b, nil
+}
+
+// serve serves h on the API listener of what (for the log) and /metrics of g on
+// the metrics listener when there is one: then the API listener answers /metrics
+// with 404. A plain API listener on a non-loopback address is warned about.
+func (b apiListeners) serve(what string, h http.Handler, g prometheus.Gatherer, log *slog.Logger) (api, metrics *httpService) {
+	if b.metrics != nil {
 		h = withoutMetrics(h)
 		ph := promhttp.HandlerFor(g, promhttp.HandlerOpts{
 			ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelWarn),
@@ -63,21 +90,20 @@ func (l listen) serveAPI(what, addr string, h http.Handler, g prometheus.Gathere
 		})
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", ph)
-		if metrics, err = startHTTP(l.metrics, mux, nil, log); err != nil {
-			return nil, nil, err
-		}
-		log.Info("serving /metrics on its own listener", "addr", metrics.Addr().String())
+		b.metrics.serve(mux)
+		log.Info("serving /metrics on its own listener", "addr", b.metrics.Addr().String())
 	}
-	if api, err = startHTTP(addr, h, l.tls, log); err != nil {
-		if metrics != nil {
-			_ = metrics.srv.Close()
-		}
-		return nil, nil, err
+	b.api.serve(h)
+	if !b.tls {
+		warnPlain(b.api.ln, what, log)
 	}
-	if l.tls == nil {
-		warnPlain(api.ln, what, log)
-	}
-	return api, metrics, nil
+	return b.api, b.metrics
+}
+
+// release closes listeners that were never served.
+func (b apiListeners) release() {
+	b.api.release()
+	b.metrics.release()
 }
 
 // closeMetrics is the shutdown step of a metrics listener, nil-safe.

@@ -51,22 +51,27 @@ func TestBinary(t *testing.T) {
 	dir := t.TempDir()
 	store := "bolt:" + filepath.Join(dir, "data", "idkeeper.db")
 
-	out, err := exec.Command(binary, "apikey", "create", "--store", store, "--description", "ci job", "--expires", "1h").Output()
-	if err != nil {
-		t.Fatalf("apikey create: %v", err)
-	}
-	created := strings.TrimSpace(string(out))
-	if !strings.HasPrefix(created, idkeeper.APIKeyPrefix) || strings.Contains(created, "\n") {
-		t.Fatalf("apikey create printed %q, want the key alone", out)
+	// Only init makes a bolt store (issue #30): apikey create on no file is refused.
+	if out, err := exec.Command(binary, "apikey", "create", "--store", store, "--description", "ci job").CombinedOutput(); err == nil ||
+		!strings.Contains(string(out), "idkeeper init --store "+store) {
+		t.Fatalf("apikey create before init: %v %s", err, out)
 	}
 	// A new deployment is initialised once; a second init changes nothing.
-	out, err = exec.Command(binary, "init", "--store", store, "--nodes", "8").Output()
+	out, err := exec.Command(binary, "init", "--store", store, "--nodes", "8").Output()
 	if err != nil || !strings.Contains(string(out), "initialised bolt:") || !strings.Contains(string(out), "generation 1") {
 		t.Fatalf("init: %v %s", err, out)
 	}
 	out, err = exec.Command(binary, "init", "--store", store).Output()
 	if err != nil || !strings.Contains(string(out), "initialised already: generation 1") {
 		t.Fatalf("init again: %v %s", err, out)
+	}
+	out, err = exec.Command(binary, "apikey", "create", "--store", store, "--description", "ci job", "--expires", "1h").Output()
+	if err != nil {
+		t.Fatalf("apikey create: %v", err)
+	}
+	created := strings.TrimSpace(string(out))
+	if !strings.HasPrefix(created, idkeeper.APIKeyPrefix) || strings.Contains(created, "\n") {
+		t.Fatalf("apikey create printed %q, want the key alone", out)
 	}
 
 	cmd := exec.Command(binary, "server", "--listen", "127.0.0.1:0", "--store", store, "--log-format", "json", "--nodes", "8")
@@ -302,12 +307,12 @@ func TestOutOfRangeRefusesToStart(t *testing.T) {
 		{[]string{"--cleanup-interval", "61m"}, nil, "cleanup-interval = 1h1m0s is outside its range 1s..1h0m0s"},
 		{[]string{"--nodes", "5000"}, nil, "nodes = 5000 is outside its range 1..4096"},
 		{nil, map[string]string{"IDKEEPER_NODES": "0"}, "nodes = 0 is outside its range 1..4096"},
-		{[]string{"--nodes", "abc"}, nil, `invalid value "abc" for flag -nodes`},
+		{[]string{"--nodes", "abc"}, nil, `invalid value "abc" for --nodes`},
 		{nil, map[string]string{"IDKEEPER_NODES": "abc"}, `invalid value "abc" for IDKEEPER_NODES`},
 		{[]string{"--log-format", "xml"}, nil, "want one of text, json"},
 		{[]string{"--allowed-ips", "10.0.0.0/33"}, nil, `"10.0.0.0/33" is not a CIDR prefix`},
 		{[]string{"--store", "postgres://x"}, nil, "want bolt:PATH, redis://"},
-		{[]string{"--no-such-flag"}, nil, "flag provided but not defined"},
+		{[]string{"--no-such-flag"}, nil, "unknown flag --no-such-flag"},
 		{[]string{"extra"}, nil, "unexpected arguments"},
 		{nil, map[string]string{BootstrapKeyEnv: "short"}, "IDKEEPER_BOOTSTRAP_API_KEY must be at least 24 characters"},
 	}
@@ -399,6 +404,7 @@ func serveInProcess(t *testing.T, store string, more func(c *client), extra ...s
 
 func TestAPIKeyCreate(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "k.db")
+	initInProcess(t, "bolt:"+path) // only init makes a bolt store (issue #30)
 	code, stdout, stderr := runInProcess(context.Background(), []string{"apikey", "create", "--store", "bolt:" + path, "--description", "deploy bot", "--expires", "2h"}, nil)
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr)

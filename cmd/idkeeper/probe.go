@@ -67,12 +67,10 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			fmt.Fprint(stdout, probeUsage)
 			return errHelp
 		}
-		fmt.Fprint(stderr, probeUsage)
-		return fmt.Errorf("probe: %v", err)
+		return fmt.Errorf("probe: %s (%s)", flagError(err), helpHint("probe"))
 	}
 	if fs.NArg() != 1 {
-		fmt.Fprint(stderr, probeUsage)
-		return fmt.Errorf("probe: want one URL (flags before it), got %q", fs.Args())
+		return fmt.Errorf("probe: want one URL (flags before it), got %q (%s)", fs.Args(), helpHint("probe"))
 	}
 	if *timeout < time.Millisecond || *timeout > time.Minute {
 		return fmt.Errorf("probe: --timeout %s: want 1ms..1m", *timeout)

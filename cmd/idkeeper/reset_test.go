@@ -107,6 +107,10 @@ func TestRedisDurabilityIsDecidedAtStart(t *testing.T) {
 			if l := s.logs.String(); !strings.Contains(l, c.refused) || !strings.Contains(l, "--accept-lost-writes-on-redis-restart") {
 				t.Fatalf("the refusal does not name the setting %q and the flag:\n%s", c.refused, l)
 			}
+			// Issue #30: the flag, never the redis package's option (WaitReplicas).
+			if l := s.logs.String(); !strings.Contains(l, "--redis-wait-replicas") || strings.Contains(l, "WaitReplicas") {
+				t.Fatalf("the refusal names no --redis-wait-replicas, or a Go field:\n%s", l)
+			}
 			s, _ = startInProcess(t, append(args, "--accept-lost-writes-on-redis-restart"), bootstrapEnv)
 			if s.base == "" {
 				t.Fatalf("did not start with the flag:\n%s", s.logs)

@@ -33,18 +33,18 @@ type httpService struct {
 	served chan error // receives the result of Serve, once
 }
 
-// startHTTP listens on addr (host:port; ":0" picks a free port) and serves h in
-// the background, over TLS when tlsCfg is not nil, with the timeouts and header
-// limit of every idkeeper listener; the server's own errors go to log at warn
-// level. A plain listener on a non-loopback address is warned about. Serve's
-// result arrives on served; it is http.ErrServerClosed after shutdown.
-func startHTTP(addr string, h http.Handler, tlsCfg *tls.Config, log *slog.Logger) (*httpService, error) {
+// bindHTTP listens on addr (host:port; ":0" picks a free port) for a server
+// that serve starts later, over TLS when tlsCfg is not nil, with the timeouts and
+// header limit of every idkeeper listener; the server's own errors go to log at
+// warn level. A command binds its listeners before it touches its store, so that a
+// busy port fails it before anything is written; release closes a listener
+// never served. The error names addr.
+func bindHTTP(addr string, tlsCfg *tls.Config, log *slog.Logger) (*httpService, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", addr, err)
 	}
-	s := &httpService{ln: ln, served: make(chan error, 1), srv: &http.Server{
-		Handler:           h,
+	return &httpService{ln: ln, served: make(chan error, 1), srv: &http.Server{
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,
@@ -52,14 +52,26 @@ func startHTTP(addr string, h http.Handler, tlsCfg *tls.Config, log *slog.Logger
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		TLSConfig:         tlsCfg,
-	}}
-	if tlsCfg == nil {
-		go func() { s.served <- s.srv.Serve(ln) }()
+	}}, nil
+}
+
+// serve serves h on the bound listener in the background, once. Serve's result
+// arrives on served; it is http.ErrServerClosed after shutdown.
+func (s *httpService) serve(h http.Handler) {
+	s.srv.Handler = h
+	if s.srv.TLSConfig == nil {
+		go func() { s.served <- s.srv.Serve(s.ln) }()
 	} else {
 		// The certificate comes from TLSConfig.GetCertificate: no file names here.
-		go func() { s.served <- s.srv.ServeTLS(ln, "", "") }()
+		go func() { s.served <- s.srv.ServeTLS(s.ln, "", "") }()
 	}
-	return s, nil
+}
+
+// release closes the listener of a service that was never served; nil-safe.
+func (s *httpService) release() {
+	if s != nil {
+		_ = s.ln.Close()
+	}
 }
 
 // Addr is the address the service listens on.

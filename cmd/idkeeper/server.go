@@ -107,7 +107,7 @@ type serverFlags struct {
 func (f *serverFlags) register(fs *flag.FlagSet) {
 	c := &f.cfg
 	fs.StringVar(&c.Listen, "listen", ":8080", "address to serve the REST API on, host:port")
-	f.store = secretVar(fs, &c.Store, "store", DefaultStore, "the store: bolt:PATH, redis://[:PASSWORD@]HOST:PORT/DB, redis+sentinel://SENTINEL:PORT/DB?master_name=NAME&addr=…, redis+cluster://NODE:PORT?addr=… (rediss… with TLS)", urlHasPassword)
+	f.store = secretVar(fs, &c.Store, "store", DefaultStore, "the store: bolt:PATH (a file idkeeper init made), redis://[:PASSWORD@]HOST:PORT/DB, redis+sentinel://SENTINEL:PORT/DB?master_name=NAME&addr=…, redis+cluster://NODE:PORT?addr=… (rediss… with TLS), etcd://[USER:PASSWORD@]HOST:PORT[,HOST:PORT…]/PREFIX (etcds… with TLS)", urlHasPassword)
 	fs.StringVar(&c.RedisPrefix, "redis-prefix", "", "prefix of every Redis key, to share one Redis between registries (default: the redis package's)")
 	fs.IntVar(&c.RedisWait, "redis-wait-replicas", 0, "Redis replicas that must acknowledge every Alloc and Renew (WAIT) before it is answered; 0: none")
 	fs.DurationVar(&f.leaseDuration, "lease-duration", idkeeper.DefaultLeaseDuration, "length a Renew extends a lease to; first-lease..8760h")
@@ -272,9 +272,10 @@ type registryServer struct {
 // lose acknowledged writes on a restart unless accepted), the replica state and
 // the registry (which adopts the store's generation, recovers a reset store, or
 // waits for `idkeeper init`; cleanup job), stores the bootstrap API key before
-// serving, and starts serving on cfg.Listen. The settings are checked before the
-// store is touched; a setting out of range is a usageError wrapping an
-// *idkeeper.RangeError.
+// serving, and starts serving on cfg.Listen. The settings are checked, and the
+// listeners bound, before the store is touched; a setting out of range is a
+// usageError wrapping an *idkeeper.RangeError. A bolt file that does not exist is
+// an error naming `idkeeper init`, unless InitStore.
 func startRegistryServer(ctx context.Context, cfg serverConfig) (_ *registryServer, err error) {
 	log := cfg.Logger
 	if log == nil {
@@ -305,8 +306,28 @@ func startRegistryServer(ctx context.Context, cfg serverConfig) (_ *registryServ
 	if err := checkAdminSettings(cfg); err != nil {
 		return nil, err
 	}
+	// The listeners are bound before the store is touched: a busy port fails the
+	// start before a store file is made, a key written or the state file opened.
+	lns, err := cfg.Net.bindAPI(cfg.Listen, log)
+	if err != nil {
+		return nil, err
+	}
+	var adminLn *httpService
+	served := false // once served, the listeners close with their services
+	defer func() {
+		if err != nil && !served {
+			lns.release()
+			adminLn.release()
+		}
+	}()
+	if cfg.AdminListen != "" {
+		if adminLn, err = bindHTTP(cfg.AdminListen, cfg.Net.tls, log); err != nil {
+			return nil, err
+		}
+	}
 
-	store, err := openStore(ctx, cfg.Store, storeOptions{Logger: log, Clock: cfg.Clock, RedisPrefix: cfg.RedisPrefix, RedisWaitReplicas: cfg.RedisWait})
+	store, err := openStore(ctx, cfg.Store, storeOptions{Logger: log, Clock: cfg.Clock, RedisPrefix: cfg.RedisPrefix,
+		RedisWaitReplicas: cfg.RedisWait, Create: cfg.InitStore})
 	if err != nil {
 		return nil, err
 	}
@@ -448,10 +469,8 @@ func startRegistryServer(ctx context.Context, cfg serverConfig) (_ *registryServ
 		}
 	}()
 	onAPI := web.handler
-	if cfg.AdminListen != "" {
-		if err := web.listen(cfg.AdminListen, cfg, log); err != nil {
-			return nil, err
-		}
+	if adminLn != nil {
+		web.listen(adminLn, cfg, log)
 		onAPI = nil
 	}
 	api, err := idkhttp.NewServer(reg, idkhttp.Options{
@@ -469,10 +488,8 @@ func startRegistryServer(ctx context.Context, cfg serverConfig) (_ *registryServ
 	if err != nil {
 		return nil, err
 	}
-	apiWeb, metricsWeb, err := cfg.Net.serveAPI("the registry API", cfg.Listen, traces.handler(api.Handler(), "idkeeper-server"), promReg, log)
-	if err != nil {
-		return nil, err
-	}
+	apiWeb, metricsWeb := lns.serve("the registry API", traces.handler(api.Handler(), "idkeeper-server"), promReg, log)
+	served = true
 	s := &registryServer{cfg: cfg, log: log, store: store, state: state, reg: reg, api: apiWeb, metrics: metricsWeb, web: web}
 	s.backups, s.alerts, s.clock, s.traces = backups, alerts, clock, traces
 	clock.attach(reg, alerts)

@@ -11,12 +11,12 @@ import (
 // off (no OTEL_* variable) is the default and logs nothing about it.
 func TestServerTracingSettings(t *testing.T) {
 	store := "bolt:" + filepath.Join(t.TempDir(), "idk.db")
+	initInProcess(t, store)
 	code, _, stderr := runInProcess(context.Background(), []string{"server", "--listen", "127.0.0.1:0", "--store", store},
 		map[string]string{"OTEL_TRACES_EXPORTER": "zipkin"})
 	if code != exitUsage || !strings.Contains(stderr, `OTEL_TRACES_EXPORTER="zipkin": this build exports over otlp only`) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	initInProcess(t, store)
 	s, code := startInProcess(t, []string{"--store", store}, bootstrapEnv)
 	if s == nil || s.base == "" {
 		t.Fatalf("server exited %d", code)

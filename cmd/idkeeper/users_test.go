@@ -30,6 +30,7 @@ func withStdin(t *testing.T, s string) {
 func TestUsersOnTheStore(t *testing.T) {
 	dir := t.TempDir()
 	store := "bolt:" + filepath.Join(dir, "idkeeper.db")
+	initInProcess(t, store) // only init makes a bolt store (issue #30)
 	ctx := context.Background()
 	cli := func(args ...string) (int, string, string) {
 		return runInProcess(ctx, append(args, "--store", store), nil)
@@ -164,6 +165,7 @@ func TestAuditVerify(t *testing.T) {
 	newLog := func(t *testing.T) (path, store string) {
 		path = filepath.Join(t.TempDir(), "idkeeper.db")
 		store = "bolt:" + path
+		initInProcess(t, store)
 		for _, name := range []string{"ann", "ben", "cat", "dan"} {
 			withStdin(t, name+"'s password 1234")
 			if code, _, stderr := runInProcess(ctx, []string{"users", "add", name, "--role", "admin", "--store", store}, nil); code != exitOK {
@@ -221,6 +223,7 @@ func TestAuditVerify(t *testing.T) {
 
 	// An empty log; bad flags.
 	empty := "bolt:" + filepath.Join(t.TempDir(), "empty.db")
+	initInProcess(t, empty)
 	if code, out, _ := verify(empty); code != exitOK || !strings.Contains(out, "audit log empty") {
 		t.Fatalf("verify an empty log: %d %s", code, out)
 	}
