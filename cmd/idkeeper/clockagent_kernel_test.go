@@ -99,7 +99,7 @@ func TestClockAgentSourceSettings(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		{append(base, "--source", "gps"), nil, `invalid value "gps" for flag -source: want one of ntp, kernel`},
+		{append(base, "--source", "gps"), nil, `invalid value "gps" for --source: want one of ntp, kernel`},
 		{base, map[string]string{"IDKEEPER_SOURCE": "chrony"}, "IDKEEPER_SOURCE: want one of ntp, kernel"},
 		{append(base, "--source", "kernel", "--ntp-server", "ntp1.internal"), nil, "--ntp-server is for --source ntp"},
 		{base, map[string]string{"IDKEEPER_SOURCE": "kernel", "IDKEEPER_NTP_SERVER": "x"}, ""}, // checked below: no usage error
