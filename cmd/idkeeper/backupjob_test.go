@@ -52,7 +52,7 @@ func TestBackupSettingsAreCheckedAtStart(t *testing.T) {
 	}
 	// The schedules that parse: 5 fields, descriptors, @every.
 	for _, spec := range []string{"0 3 * * *", "*/15 * * * 1-5", "@daily", "@hourly", "@weekly", "@every 6h", " @every 1s "} {
-		if _, err := parseBackupSchedule(spec, time.Now()); err != nil {
+		if _, _, err := parseBackupSchedule(spec, time.Now()); err != nil {
 			t.Errorf("%q: %v", spec, err)
 		}
 	}
