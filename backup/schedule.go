@@ -110,13 +110,13 @@ func (r Run) OK() bool { return r.Err == nil }
 
 // Status is what a Job shows of itself.
 type Status struct {
-	Dir      string
-	Gzip     bool
-	Spec     string    // "" without a schedule
-	Next     time.Time // the next scheduled run; zero without a schedule
+	Dir  string
+	Gzip bool
+	Spec string    // "" without a schedule
+	Next time.Time // the next scheduled run; zero without a schedule
 	// Version is the version of the stored schedule in force (JobConfig.Schedules);
 	// 0 before the first read or without one.
-	Version uint64
+	Version  uint64
 	Keep     int
 	MaxAge   time.Duration
 	Last     *Run      // the last run on this replica; nil before the first
