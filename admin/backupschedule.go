@@ -220,7 +220,11 @@ func (h *Handler) backupSchedulePost(w http.ResponseWriter, r *http.Request, p *
 		if s.Schedule == idkeeper.BackupScheduleOff {
 			msg = "Scheduled backups are off: manual backups only."
 		} else if len(s.NextRuns) > 0 {
-			msg = fmt.Sprintf("The backup schedule is now %s (UTC); the next backup is due %s.", s.Schedule, s.NextRuns[0])
+			next := s.NextRuns[0]
+			if t, err := time.Parse(wire.TimeFormat, next); err == nil {
+				next = t.Format(timeFormat)
+			}
+			msg = fmt.Sprintf("The backup schedule is now %s (UTC); the next backup is due %s.", s.Schedule, next)
 		}
 	}
 	h.redirect(w, r, "/admin/backups", msg)
