@@ -73,8 +73,10 @@ type JobConfig struct {
 	// PollEvery bounds the wait between two wakes of Run: a clock that stepped,
 	// and a changed schedule, are noticed that soon; 0: a minute.
 	PollEvery time.Duration
-	// ScheduleChanged, when set, is told of every schedule Run reads from
-	// Schedules that differs from the one before: its Spec, "" for none.
+	// ScheduleChanged, when set, is told of every schedule Refresh reads from
+	// Schedules that differs from the one before: its Spec, "" for none. It is
+	// called under the Job's lock, in the order of the changes: it must not call
+	// the Job.
 	ScheduleChanged func(spec string)
 	// Keep and MaxAge are the retention (Folder.Prune) applied after every
 	// backup: the newest Keep backups (0: no limit by count), none older than
@@ -318,11 +320,11 @@ func (j *Job) Refresh(ctx context.Context) bool {
 	}
 	j.applied = read
 	if err != nil {
-		first := j.readErr == nil
+		first, spec := j.readErr == nil, j.spec
 		j.readErr = err
 		j.mu.Unlock()
 		if first && ctx.Err() == nil {
-			j.log.Warn("cannot read the backup schedule from the store: the one read last stays in force", "schedule", j.spec, "err", err)
+			j.log.Warn("cannot read the backup schedule from the store: the one read last stays in force", "schedule", spec, "err", err)
 		}
 		return false
 	}
@@ -344,6 +346,10 @@ func (j *Job) Refresh(ctx context.Context) bool {
 	j.sched, j.spec, j.version = sched, spec, rec.Version
 	if changed {
 		j.changes++
+		// Under the lock, so that the observer sees the changes in their order.
+		if j.cfg.ScheduleChanged != nil {
+			j.cfg.ScheduleChanged(spec)
+		}
 	}
 	j.mu.Unlock()
 	if changed {
@@ -352,9 +358,6 @@ func (j *Job) Refresh(ctx context.Context) bool {
 		} else {
 			j.log.Info("backup schedule from the store", "schedule", spec, "next", sched.Next(j.cfg.Clock().UTC()),
 				"version", rec.Version, "by", rec.UpdatedBy)
-		}
-		if j.cfg.ScheduleChanged != nil {
-			j.cfg.ScheduleChanged(spec)
 		}
 	}
 	return changed
