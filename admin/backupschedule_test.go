@@ -120,3 +120,32 @@ func TestBackupScheduleAPI(t *testing.T) {
 		e.do("PUT", "/admin/api/backups/schedule", `{"schedule":"@daily","version":3}`, "X-API-Key", plainKey).status1(t, http.StatusForbidden)
 	})
 }
+
+// On a replica without --backup-dir the schedule is the store's all the same:
+// shown (off while none is stored), changed by an admin, with the page and the
+// API saying that this replica takes no scheduled backups.
+func TestBackupScheduleWithoutBackupDir(t *testing.T) {
+	e := newEnv(t, func(s *setup) { s.noBackups = true })
+	admin := []string{"Cookie", e.login("root", rootPW), "Sec-Fetch-Site", "same-origin"}
+	var s wire.BackupSchedule
+	e.do("GET", "/admin/api/backups/schedule", "", admin...).ok(t).decode(t, &s)
+	if s.Schedule != idkeeper.BackupScheduleOff || s.Version != 0 || s.UpdatedBy != "" || s.UpdatedAt != nil || s.RunsHere ||
+		len(s.NextRuns) != 0 {
+		t.Fatalf("GET on a store without a schedule: %+v", s)
+	}
+	e.do("PUT", "/admin/api/backups/schedule", `{"schedule":"@weekly","version":0}`, admin...).ok(t).decode(t, &s)
+	if s.Schedule != "@weekly" || s.Version != 1 || s.RunsHere || len(s.NextRuns) != 5 {
+		t.Fatalf("after the first change: %+v", s)
+	}
+	if es := e.auditAll(admin...); len(es) == 0 || es[0].Action != idkeeper.AuditBackupSchedule || es[0].Detail != `none (off) → "@weekly"` {
+		t.Fatalf("the newest audit entry: %+v", es[0])
+	}
+	p := e.do("GET", "/admin/backups", "", admin...)
+	body := string(p.raw)
+	for _, want := range []string{"<code>@weekly</code> (UTC)", "has no <code>--backup-dir</code> and takes none",
+		`action="/admin/backups/schedule"`, "Backups are not enabled on this server"} {
+		if p.status != http.StatusOK || !strings.Contains(body, want) {
+			t.Errorf("the page (%d) lacks %q", p.status, want)
+		}
+	}
+}
