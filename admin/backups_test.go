@@ -16,8 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/robfig/cron/v3"
-
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/admin"
 	"github.com/idkeeper/idkeeper/backup"
@@ -25,7 +23,8 @@ import (
 )
 
 // testBackups is the backup job of the test envs: a gzip folder of its own,
-// "@daily", keep 14, 30 days, over st. With clock, every reading is a second
+// "@daily" (the schedule stored in st, as the server seeds it), keep 14, 30
+// days, over st. With clock, every reading is a second
 // later than the one before, so that backups made at one instant of a fake
 // clock get names of their own; without, the real clock.
 func testBackups(t *testing.T, st idkeeper.Store, audit idkeeper.Auditor, clock func() time.Time) *backup.Job {
@@ -34,8 +33,9 @@ func testBackups(t *testing.T, st idkeeper.Store, audit idkeeper.Auditor, clock 
 	if !ok {
 		t.Fatalf("%T has no snapshots", st)
 	}
-	sched, err := cron.ParseStandard("@daily")
-	if err != nil {
+	bs := st.(idkeeper.BackupScheduleStore)
+	if err := bs.PutBackupSchedule(t.Context(), idkeeper.BackupSchedule{Spec: "@daily", UpdatedBy: "flag:admin-tests",
+		UpdatedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	if clock != nil {
@@ -43,11 +43,12 @@ func testBackups(t *testing.T, st idkeeper.Store, audit idkeeper.Auditor, clock 
 		clock = func() time.Time { return base().Add(time.Duration(n.Add(1)) * time.Second) }
 	}
 	j, err := backup.NewJob(backup.JobConfig{Folder: backup.Folder{Dir: filepath.Join(t.TempDir(), "backups"), Gzip: true},
-		Store: ss, StoreKind: "bolt", Locker: st, Owner: "admin-tests", Schedule: sched, Spec: "@daily", Keep: 14,
+		Store: ss, StoreKind: "bolt", Locker: st, Owner: "admin-tests", Schedules: bs, Keep: 14,
 		MaxAge: 720 * time.Hour, Audit: audit, Logger: slog.New(slog.DiscardHandler), Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
+	j.Refresh(t.Context())
 	return j
 }
 
@@ -260,7 +261,8 @@ func TestBackupsPage(t *testing.T) {
 			t.Errorf("the empty page lacks %q", want)
 		}
 	}
-	if forms := postForms(p.body); len(forms) != 3 || forms[1] != "/admin/backups" || forms[2] != "/admin/restore" {
+	if forms := postForms(p.body); len(forms) != 5 || forms[1] != "/admin/backups/schedule" || forms[2] != "/admin/backups/schedule" ||
+		forms[3] != "/admin/backups" || forms[4] != "/admin/restore" {
 		t.Errorf("forms %q", forms)
 	}
 	p = otto.post("/admin/backups", url.Values{})

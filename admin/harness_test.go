@@ -83,6 +83,9 @@ type setup struct {
 	maxRestore int64
 	// discord is Config.Discord (webhook_test.go); nil: alerts not configured.
 	discord *discord.Client
+	// noBackups leaves Config.Backups nil: a replica without --backup-dir
+	// (backupschedule_test.go).
+	noBackups bool
 }
 
 // stores runs f on an env of each store, as subtests named after it.
@@ -159,7 +162,9 @@ func newEnv(t *testing.T, opts ...func(*setup)) *env {
 	cfg.Snapshots, cfg.SnapshotKind = st.(idkeeper.SnapshotStore), map[bool]string{false: "bolt", true: "redis"}[s.redis] // backup_test.go
 	cfg.MaxRestoreBytes = s.maxRestore
 	cfg.Discord = s.discord
-	cfg.Backups = testBackups(t, st, acct, func() time.Time { return clk.Now() }) // backups_test.go
+	if !s.noBackups {
+		cfg.Backups = testBackups(t, st, acct, func() time.Time { return clk.Now() }) // backups_test.go
+	}
 	if s.idem {
 		if cfg.Idempotency, err = idempotency.New(idem, idempotency.Config{Logger: quiet}); err != nil {
 			t.Fatal(err)

@@ -106,6 +106,10 @@ func TestRoleRouteMatrix(t *testing.T) {
 			[6]int{none, no, no, no, no, 400}, false},
 		{"GET", "/admin/api/backups", nil, [6]int{none, no, 200, no, 200, 200}, false},
 		{"POST", "/admin/api/backups", nil, [6]int{none, no, 201, no, no, 201}, false},
+		// The schedule: seen as the folder, changed as a backup is made (the same
+		// text as stored: no change, so every admin's call finds version 1).
+		{"GET", "/admin/api/backups/schedule", nil, [6]int{none, no, 200, no, 200, 200}, false},
+		{"PUT", "/admin/api/backups/schedule", fixed(`{"schedule":"@daily","version":1}`), [6]int{none, no, 200, no, no, 200}, false},
 		// "{name}" is sent as it stands (%7Bname%7D): no backup is named so.
 		{"GET", "/admin/api/backups/{name}", nil, [6]int{none, no, 404, no, no, 404}, false},
 		{"POST", "/admin/api/backups/{name}/delete", nil, [6]int{none, no, 404, no, no, 404}, false},

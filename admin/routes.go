@@ -36,9 +36,10 @@ const (
 )
 
 // apiRoutes is the admin API's route table. Every route that changes state is a
-// POST (behind http.CrossOriginProtection); no GET changes anything.
+// POST, or the PUT of a whole record (the backup schedule), behind
+// http.CrossOriginProtection; no GET changes anything.
 func (h *Handler) apiRoutes() []route {
-	const get, post = http.MethodGet, http.MethodPost
+	const get, post, put = http.MethodGet, http.MethodPost, http.MethodPut
 	const viewer, operator, admin = idkeeper.RoleViewer, idkeeper.RoleOperator, idkeeper.RoleAdmin
 	return []route{
 		{post, "login", "", false, "", h.login},
@@ -82,6 +83,9 @@ func (h *Handler) apiRoutes() []route {
 		// The folder holds full backups: only listing them is an operator's.
 		{get, "backups", operator, false, "", h.listBackups},
 		{post, "backups", admin, false, backupCreateOp, h.createBackup},
+		// The schedule: shown as the folder, changed as a backup is made (backupschedule.go).
+		{get, "backups/schedule", operator, false, "", h.getSchedule},
+		{put, "backups/schedule", admin, false, "", h.putSchedule},
 		{get, "backups/{name}", admin, false, "", h.downloadBackup},
 		{post, "backups/{name}/delete", admin, false, "", h.deleteBackup},
 	}

@@ -285,7 +285,7 @@ var auditActions = func() []auditOption {
 		idkeeper.AuditLeaseRestore, idkeeper.AuditSkewReject} {
 		out = append(out, auditOption{a, a})
 	}
-	for _, a := range []string{backup.AuditCreate, backup.AuditCreateFailed, backup.AuditDelete, AuditRestorePreview,
+	for _, a := range []string{backup.AuditCreate, backup.AuditCreateFailed, backup.AuditDelete, idkeeper.AuditBackupSchedule, AuditRestorePreview,
 		idkeeper.AuditBackupRestore, AuditRestoreRefused} {
 		out = append(out, auditOption{a, a})
 	}

@@ -11,8 +11,8 @@ import (
 	"github.com/idkeeper/idkeeper/internal/wire"
 )
 
-// The Backups page (operator and above): the backup folder's schedule and
-// retention, its backups with their size and checksum, "Back up now", downloads
+// The Backups page (operator and above): the stored backup schedule, which an
+// admin changes there (backupschedule.go), the backup folder's retention, its backups with their size and checksum, "Back up now", downloads
 // (the API's route, which takes the session too) and deletion after a
 // confirmation. Its forms go through the API's handlers (callAPI).
 
@@ -41,6 +41,11 @@ type backupsView struct {
 	LastErr string // why the last run failed
 	Took    string // how long the last run took, to the millisecond
 	Now     time.Time
+	// Schedule is the stored schedule (backupschedule.go); HasSchedule false
+	// when the store keeps none, SchedErr when it did not answer.
+	Schedule    scheduleView
+	HasSchedule bool
+	SchedErr    string
 }
 
 // humanBytes is n in B, kB, MB or GB (powers of 1000), one decimal from kB up.
@@ -63,6 +68,14 @@ func (h *Handler) backupsPage(w http.ResponseWriter, r *http.Request, p *princip
 
 func (h *Handler) renderBackups(w http.ResponseWriter, r *http.Request, p *principal, status int, errMsg string) {
 	bv := backupsView{Now: h.reg.Now()}
+	if h.scheduleStore() != nil {
+		sv, err := h.readSchedule(r.Context())
+		if err != nil {
+			h.log.Error("read the backup schedule", "err", err)
+			_, bv.SchedErr = errorText(err)
+		}
+		bv.Schedule, bv.HasSchedule = sv, true
+	}
 	if j := h.cfg.Backups; j != nil {
 		bv.Enabled, bv.Status = true, j.Status()
 		if last := bv.Status.Last; last != nil {

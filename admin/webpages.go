@@ -64,6 +64,7 @@ func (h *Handler) webRoutes() {
 	// The folder's backups are full: making, downloading and deleting one is an
 	// admin's; so is a restore (webrestore.go).
 	m.Handle("POST /admin/backups", h.page(post, admin, h.once(h.backupLock(), h.backupCreatePost)))
+	m.Handle("POST /admin/backups/schedule", h.page(post, admin, h.once(0, h.backupSchedulePost)))
 	m.Handle("GET /admin/backups/delete", h.page(get, admin, h.backupDeleteConfirm))
 	m.Handle("POST /admin/backups/delete", h.page(post, admin, h.once(0, h.backupDeletePost)))
 	m.Handle("POST /admin/restore", h.page(post, admin, h.restoreUploadPost))

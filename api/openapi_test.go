@@ -1061,6 +1061,11 @@ func TestOpenAPIAnswered(t *testing.T) {
 		append(ak, "Range", "bytes=999999999-")...)
 	reg(http.MethodPost, "/admin/api/backups/{name}/delete", "/admin/api/backups/"+name+"/delete", "", http.StatusNoContent, ak...)
 	reg(http.MethodGet, "/admin/api/backups/{name}", "/admin/api/backups/"+name, "", http.StatusNotFound, ak...)
+	reg(http.MethodGet, "/admin/api/backups/schedule", "", "", http.StatusOK, ak...)
+	reg(http.MethodPut, "/admin/api/backups/schedule", "", `{"schedule":"0 3 * * *","version":0}`, http.StatusOK, ak...)
+	reg(http.MethodPut, "/admin/api/backups/schedule", "", `{"schedule":"61 * * * *","version":1}`, http.StatusBadRequest, ak...)
+	reg(http.MethodPut, "/admin/api/backups/schedule", "", `{"schedule":"off","version":0}`, http.StatusConflict, ak...)
+	reg(http.MethodPut, "/admin/api/backups/schedule", "", `{"schedule":"off"}`, http.StatusOK, append(ak, "If-Match", `"1"`)...)
 	reg(http.MethodGet, "/admin/api/backup", "/admin/api/backup?gzip=2", "", http.StatusBadRequest, ak...)
 	file := reg(http.MethodGet, "/admin/api/backup", "", "", http.StatusOK, ak...).body
 

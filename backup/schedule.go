@@ -64,6 +64,20 @@ type JobConfig struct {
 	// was written, for people. Nil: manual backups only.
 	Schedule Schedule
 	Spec     string
+	// Schedules, when set, is where the schedule is kept (the admin web changes
+	// it there, idkeeper.BackupSchedule): Run reads it when it starts and at every
+	// wake, at most PollEvery apart, and runs what it read (an "off" or a text
+	// that does not parse: no scheduled backups); Schedule and Spec then hold only
+	// until the first read answers. A failed read keeps the schedule last read.
+	Schedules idkeeper.BackupScheduleStore
+	// PollEvery bounds the wait between two wakes of Run: a clock that stepped,
+	// and a changed schedule, are noticed that soon; 0: a minute.
+	PollEvery time.Duration
+	// ScheduleChanged, when set, is told of every schedule Refresh reads from
+	// Schedules that differs from the one before: its Spec, "" for none. It is
+	// called under the Job's lock, in the order of the changes: it must not call
+	// the Job.
+	ScheduleChanged func(spec string)
 	// Keep and MaxAge are the retention (Folder.Prune) applied after every
 	// backup: the newest Keep backups (0: no limit by count), none older than
 	// MaxAge (0: no limit by age), never the newest.
@@ -98,10 +112,13 @@ func (r Run) OK() bool { return r.Err == nil }
 
 // Status is what a Job shows of itself.
 type Status struct {
-	Dir      string
-	Gzip     bool
-	Spec     string    // "" without a schedule
-	Next     time.Time // the next scheduled run; zero without a schedule
+	Dir  string
+	Gzip bool
+	Spec string    // "" without a schedule
+	Next time.Time // the next scheduled run; zero without a schedule
+	// Version is the version of the stored schedule in force (JobConfig.Schedules);
+	// 0 before the first read or without one.
+	Version  uint64
 	Keep     int
 	MaxAge   time.Duration
 	Last     *Run      // the last run on this replica; nil before the first
@@ -115,6 +132,13 @@ type Job struct {
 
 	mu       sync.Mutex
 	running  bool // a run of this Job holds the lock, or is taking it
+	sched    Schedule
+	spec     string
+	version  uint64 // of the stored schedule read last; 0: none read
+	readErr  error  // the last read of Schedules failed
+	changes  uint64 // how many times Refresh replaced the schedule
+	reads    uint64 // Refresh's reads begun; applied is the latest one applied:
+	applied  uint64 // an older read that ends after a newer is dropped
 	next     time.Time
 	last     *Run
 	lastGood time.Time
@@ -132,8 +156,8 @@ func NewJob(cfg JobConfig) (*Job, error) {
 		return nil, errors.New("backup: JobConfig.Locker is required")
 	case cfg.Owner == "":
 		return nil, errors.New("backup: JobConfig.Owner is required")
-	case cfg.Keep < 0 || cfg.MaxAge < 0 || cfg.LockFor < 0:
-		return nil, errors.New("backup: JobConfig.Keep, MaxAge and LockFor must not be negative")
+	case cfg.Keep < 0 || cfg.MaxAge < 0 || cfg.LockFor < 0 || cfg.PollEvery < 0:
+		return nil, errors.New("backup: JobConfig.Keep, MaxAge, LockFor and PollEvery must not be negative")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -150,7 +174,13 @@ func NewJob(cfg JobConfig) (*Job, error) {
 	if cfg.StoreKind == "" {
 		cfg.StoreKind = "store"
 	}
-	return &Job{cfg: cfg, log: cfg.Logger}, nil
+	if cfg.PollEvery == 0 {
+		cfg.PollEvery = time.Minute
+	}
+	if cfg.Schedule == nil {
+		cfg.Spec = ""
+	}
+	return &Job{cfg: cfg, log: cfg.Logger, sched: cfg.Schedule, spec: cfg.Spec}, nil
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
@@ -171,14 +201,14 @@ func (j *Job) Folder() Folder { return j.cfg.Folder }
 func (j *Job) Status() Status {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	st := Status{Dir: j.cfg.Folder.Dir, Gzip: j.cfg.Folder.Gzip, Spec: j.cfg.Spec, Keep: j.cfg.Keep, MaxAge: j.cfg.MaxAge,
-		LastGood: j.lastGood}
-	if j.cfg.Schedule != nil {
+	st := Status{Dir: j.cfg.Folder.Dir, Gzip: j.cfg.Folder.Gzip, Spec: j.spec, Version: j.version, Keep: j.cfg.Keep,
+		MaxAge: j.cfg.MaxAge, LastGood: j.lastGood}
+	if j.sched != nil {
 		// Run's next time, or, before Run or while a run ends, the schedule's.
 		if now := j.cfg.Clock(); j.next.After(now) {
 			st.Next = j.next
 		} else {
-			st.Next = j.cfg.Schedule.Next(now.UTC())
+			st.Next = j.sched.Next(now.UTC())
 		}
 	}
 	if j.last != nil {
@@ -191,50 +221,163 @@ func (j *Job) Status() Status {
 // Run runs the scheduled backups until ctx ends: at each time of the schedule
 // (UTC) it takes the job lock and writes a backup, or skips the time when another
 // replica holds the lock. A time missed while a backup ran, or while the clock
-// jumped, is skipped, not made up. It returns at once without a schedule, and
-// when the schedule has no time left.
+// jumped, is skipped, not made up. With JobConfig.Schedules it follows the
+// stored schedule, read at every wake, and waits for a change while that is off
+// or has no time left; without, it returns at once without a schedule, and when
+// the schedule has no time left.
 func (j *Job) Run(ctx context.Context) {
-	if j.cfg.Schedule == nil {
+	if j.cfg.Schedule == nil && j.cfg.Schedules == nil {
 		return
 	}
+	j.Refresh(ctx)
 	for ctx.Err() == nil {
-		next := j.cfg.Schedule.Next(j.cfg.Clock().UTC())
-		if next.IsZero() {
-			j.log.Error("the backup schedule has no time left: no more scheduled backups", "schedule", j.cfg.Spec)
-			return
-		}
 		j.mu.Lock()
+		sched, spec, seen := j.sched, j.spec, j.changes
+		var next time.Time
+		if sched != nil {
+			next = sched.Next(j.cfg.Clock().UTC())
+		}
 		j.next = next
 		j.mu.Unlock()
+		if next.IsZero() {
+			if sched != nil {
+				j.log.Error("the backup schedule has no time left: no more scheduled backups", "schedule", spec)
+			}
+			if j.cfg.Schedules == nil {
+				return
+			}
+			if !j.waitChange(ctx, seen) {
+				return
+			}
+			continue
+		}
+		changed := false
 		for {
 			d := next.Sub(j.cfg.Clock())
 			if d <= 0 {
 				break
 			}
-			// Wake at least every minute: a clock that stepped is noticed.
-			if err := j.cfg.Sleep(ctx, min(d, time.Minute)); err != nil {
+			// Wake at least every PollEvery: a clock that stepped, or a changed
+			// schedule, is noticed.
+			if err := j.cfg.Sleep(ctx, min(d, j.cfg.PollEvery)); err != nil {
 				return
 			}
+			if changed = j.changedSince(ctx, seen); changed {
+				break
+			}
 		}
-		j.scheduled(ctx, next)
+		if !changed {
+			j.scheduled(ctx, sched, next)
+		}
 	}
+}
+
+// waitChange sleeps PollEvery at a time until the schedule changed since the
+// count seen; false when ctx ended first.
+func (j *Job) waitChange(ctx context.Context, seen uint64) bool {
+	for {
+		if err := j.cfg.Sleep(ctx, j.cfg.PollEvery); err != nil {
+			return false
+		}
+		if j.changedSince(ctx, seen) {
+			return true
+		}
+	}
+}
+
+// changedSince refreshes the schedule and reports whether it was replaced since
+// the count seen, by this refresh or another (Refresh after a change in the
+// admin web).
+func (j *Job) changedSince(ctx context.Context, seen uint64) bool {
+	j.Refresh(ctx)
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.changes != seen
+}
+
+// Refresh reads the stored schedule (JobConfig.Schedules) and reports whether
+// it differs from the one in force, which it then replaces; Run follows it at
+// once. Run calls it at every wake; the admin web after it changed the
+// schedule, so that this replica need not wait for its next wake. A failed read
+// is logged once, until a read answers again, and keeps the schedule in force; a
+// stored text that does not parse is logged and means no scheduled backups.
+// Without Schedules it does nothing.
+func (j *Job) Refresh(ctx context.Context) bool {
+	if j.cfg.Schedules == nil {
+		return false
+	}
+	j.mu.Lock()
+	j.reads++
+	read := j.reads
+	j.mu.Unlock()
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	rec, err := j.cfg.Schedules.BackupSchedule(rctx)
+	cancel()
+	j.mu.Lock()
+	if read < j.applied {
+		j.mu.Unlock()
+		return false
+	}
+	j.applied = read
+	if err != nil {
+		first, spec := j.readErr == nil, j.spec
+		j.readErr = err
+		j.mu.Unlock()
+		if first && ctx.Err() == nil {
+			j.log.Warn("cannot read the backup schedule from the store: the one read last stays in force", "schedule", spec, "err", err)
+		}
+		return false
+	}
+	j.readErr = nil
+	if rec.Version != 0 && rec.Version == j.version {
+		j.mu.Unlock()
+		return false
+	}
+	var sched Schedule
+	spec := ""
+	if !rec.Off() {
+		if sched, spec, err = ParseSchedule(rec.Spec, j.cfg.Clock()); err != nil {
+			j.log.Error("the stored backup schedule is not one: no scheduled backups until it is changed (admin web, Backups)",
+				"version", rec.Version, "err", err)
+			sched, spec = nil, ""
+		}
+	}
+	changed := spec != j.spec || (sched == nil) != (j.sched == nil)
+	j.sched, j.spec, j.version = sched, spec, rec.Version
+	if changed {
+		j.changes++
+		// Under the lock, so that the observer sees the changes in their order.
+		if j.cfg.ScheduleChanged != nil {
+			j.cfg.ScheduleChanged(spec)
+		}
+	}
+	j.mu.Unlock()
+	if changed {
+		if spec == "" {
+			j.log.Info("backup schedule from the store: off, manual backups only", "version", rec.Version, "by", rec.UpdatedBy)
+		} else {
+			j.log.Info("backup schedule from the store", "schedule", spec, "next", sched.Next(j.cfg.Clock().UTC()),
+				"version", rec.Version, "by", rec.UpdatedBy)
+		}
+	}
+	return changed
 }
 
 // keepUntil returns until when the job lock of the scheduled run at is kept
 // (lock-at-least-for): at + nine tenths of the gap to the schedule's next time,
 // at most maxDedupWindow. It is counted from the schedule's time, not from when
 // the lock was taken, so that a run that started late does not hold off the next.
-func (j *Job) keepUntil(at time.Time) time.Time {
+func keepUntil(sched Schedule, at time.Time) time.Time {
 	window := maxDedupWindow
-	if after := j.cfg.Schedule.Next(at); !after.IsZero() {
+	if after := sched.Next(at); !after.IsZero() {
 		window = min(after.Sub(at)*9/10, maxDedupWindow)
 	}
 	return at.Add(window)
 }
 
-// scheduled is the run of the scheduled time at.
-func (j *Job) scheduled(ctx context.Context, at time.Time) {
-	_, err := j.run(ctx, "system", j.keepUntil(at))
+// scheduled is the run of the scheduled time at of sched.
+func (j *Job) scheduled(ctx context.Context, sched Schedule, at time.Time) {
+	_, err := j.run(ctx, "system", keepUntil(sched, at))
 	var busy *BusyError
 	if errors.As(err, &busy) {
 		j.log.Info("scheduled backup skipped: another run holds the job lock", "job", JobName, "holder", busy.Lock.Owner,

@@ -213,9 +213,9 @@ func TestJobOneReplicaPerScheduledTime(t *testing.T) {
 	ctx := context.Background()
 	at := t0.Add(10 * time.Minute)
 	a.clk.Set(at)
-	a.job.scheduled(ctx, at)
+	a.job.scheduled(ctx, a.job.cfg.Schedule, at)
 	a.clk.Advance(5 * time.Second) // replica b's clock is a little behind; its tick comes later
-	b.scheduled(ctx, at)
+	b.scheduled(ctx, a.job.cfg.Schedule, at)
 	if st := b.Status(); st.Last != nil {
 		t.Fatalf("replica b ran too: %+v", st.Last)
 	}
@@ -225,9 +225,9 @@ func TestJobOneReplicaPerScheduledTime(t *testing.T) {
 	// The next time, b is first.
 	at = at.Add(10 * time.Minute)
 	a.clk.Set(at)
-	b.scheduled(ctx, at)
+	b.scheduled(ctx, a.job.cfg.Schedule, at)
 	a.clk.Advance(2 * time.Second)
-	a.job.scheduled(ctx, at)
+	a.job.scheduled(ctx, a.job.cfg.Schedule, at)
 	if st := b.Status(); st.Last == nil || !st.Last.OK() || !st.Last.Started.Equal(at) {
 		t.Fatalf("replica b at %s: %+v", at, st.Last)
 	}

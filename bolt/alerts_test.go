@@ -13,3 +13,9 @@ func TestAlertStore(t *testing.T) {
 		return open(t, filepath.Join(t.TempDir(), "idkeeper.db"), nil)
 	})
 }
+
+func TestBackupScheduleStore(t *testing.T) {
+	storetest.RunBackupSchedule(t, func(t *testing.T) idkeeper.BackupScheduleStore {
+		return open(t, filepath.Join(t.TempDir(), "idkeeper.db"), nil)
+	})
+}

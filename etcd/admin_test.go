@@ -27,6 +27,13 @@ func TestAlertStore(t *testing.T) {
 	})
 }
 
+func TestBackupScheduleStore(t *testing.T) {
+	srv := etcdtest.Start(t)
+	storetest.RunBackupSchedule(t, func(t *testing.T) idkeeper.BackupScheduleStore {
+		return open(t, srv.Client(), etcd.Options{})
+	})
+}
+
 // A corrupt admin record is a store error, not a panic and not ErrNotFound.
 func TestCorruptAdminRecord(t *testing.T) {
 	srv := etcdtest.Start(t)

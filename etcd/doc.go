@@ -111,6 +111,8 @@
 //	audit/<seq>                JSON: an audit entry (16 hex digits of Seq)
 //	audithead                  JSON: seq, hash of the last audit entry ever appended (kept when pruned)
 //	alert/<name>               JSON: an alert's state (idkeeper.AlertState) with its Version
+//	setting/backup-schedule    JSON: the backup schedule (idkeeper.BackupSchedule) with its Version;
+//	                           no snapshot holds it
 //	idem/<scope>               JSON: an idempotency record (owner, fingerprint, marker token, state,
 //	                           outcome, metadata, body, createdAt, lockedUntil, expiresAt)
 //	idemexp/<expiresAt>/<scope>

@@ -56,6 +56,7 @@ type keys struct {
 	// the admin records, the alert state, snapshot staging, idempotency records
 	user, session, userSession, sessionSeen, sessionExp string
 	allow, audit, auditHead, alert, staging             string
+	backupSchedule                                      string // the backup schedule (backupschedule.go)
 	idem, idemExp, idemOwn                              string
 }
 
@@ -69,7 +70,7 @@ func newKeys(prefix string) keys {
 		user: prefix + "user/", session: prefix + "session/", userSession: prefix + "usersession/",
 		sessionSeen: prefix + "sessionseen/", sessionExp: prefix + "sessionexp/",
 		allow: prefix + "allow/", audit: prefix + "audit/", auditHead: prefix + "audithead",
-		alert: prefix + "alert/", staging: prefix + "staging/",
+		alert: prefix + "alert/", staging: prefix + "staging/", backupSchedule: prefix + "setting/backup-schedule",
 		idem: prefix + "idem/", idemExp: prefix + "idemexp/", idemOwn: prefix + "idemown/",
 	}
 }

@@ -27,3 +27,20 @@ func TestAlertStoreCluster(t *testing.T) {
 		return open(t, srv, redis.Options{Client: c})
 	})
 }
+
+func TestBackupScheduleStore(t *testing.T) {
+	srv := redistest.Start(t)
+	storetest.RunBackupSchedule(t, func(t *testing.T) idkeeper.BackupScheduleStore {
+		return open(t, srv, redis.Options{})
+	})
+}
+
+// On Redis Cluster the schedule stays in the slot of the store's hash tag.
+func TestBackupScheduleStoreCluster(t *testing.T) {
+	srv := redistest.Start(t, redistest.WithCluster())
+	c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: []string{srv.Addr()}})
+	t.Cleanup(func() { c.Close() })
+	storetest.RunBackupSchedule(t, func(t *testing.T) idkeeper.BackupScheduleStore {
+		return open(t, srv, redis.Options{Client: c})
+	})
+}

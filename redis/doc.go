@@ -103,6 +103,10 @@
 //
 //	{idkeeper}:alerts             hash: alert name → JSON (firing, since, lastSent, checked, summary, version)
 //
+// The settings kept in the store (backupschedule.go; not part of a snapshot):
+//
+//	{idkeeper}:settings           hash: "backup-schedule" → JSON (spec, updatedBy, updatedAt, version)
+//
 // Snapshots (snapshot.go) add, for as long as one is read or loaded:
 //
 //	{idkeeper}:snapshot:<r>:<name>  ReadSnapshot's copy of each durable key <name>, lapsing by itself

@@ -7,22 +7,22 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/robfig/cron/v3"
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/backup"
 )
 
 // The server's scheduled and manual backups (issue #12, docs/backup.md
-// "Scheduled and manual backups"): --backup-dir turns them on, --backup-schedule
-// runs them on a cron schedule (UTC) under the store's job lock "backup",
-// --backup-keep and --backup-max-age prune the folder after each one. The job
-// runs in the registry's process; its runs are in the audit log and in the
-// metrics below.
+// "Scheduled and manual backups"): --backup-dir turns them on; the schedule, a
+// cron schedule (UTC), is kept in the store (issue #30) and changed in the admin
+// web, --backup-schedule only seeds it when the store has none; every replica
+// with --backup-dir follows it and one takes each scheduled backup under the
+// store's job lock "backup"; --backup-keep and --backup-max-age prune the
+// folder after each one. The job runs in the registry's process; its runs are
+// in the audit log and in the metrics below.
 
 // Defaults of the backup flags.
 const (
@@ -41,8 +41,9 @@ type backupFlags struct {
 func (f *backupFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.dir, "backup-dir", "", "folder of the server's backups: manual ones from the admin web's Backups page and /admin/api/backups, "+
 		"scheduled ones with --backup-schedule (created, mode 0700, when missing); empty: no backups")
-	fs.StringVar(&f.schedule, "backup-schedule", "", `when to back up into --backup-dir: a cron expression in UTC, 5 fields `+
-		`(minute hour day-of-month month day-of-week: "0 3 * * *"), or @daily, @hourly, @weekly, @every 6h; empty: manual backups only`)
+	fs.StringVar(&f.schedule, "backup-schedule", "", `the first schedule of the backups into --backup-dir, written into the store when it has none `+
+		`(then the admin web's Backups page changes it): a cron expression in UTC, 5 fields `+
+		`(minute hour day-of-month month day-of-week: "0 3 * * *"), @daily, @hourly, @weekly, @every 6h, or off; empty: the store's schedule (none: manual backups only)`)
 	fs.IntVar(&f.keep, "backup-keep", DefaultBackupKeep, "keep the newest N backups of --backup-dir after each backup; 0: no limit by count")
 	fs.DurationVar(&f.maxAge, "backup-max-age", DefaultBackupMaxAge, "delete the backups of --backup-dir older than this after each backup, never the newest; 0: no limit by age")
 	fs.BoolVar(&f.gzip, "backup-gzip", true, "gzip-compress the backups of --backup-dir (NAME.idkbackup.gz)")
@@ -51,11 +52,14 @@ func (f *backupFlags) register(fs *flag.FlagSet) {
 // backupConfig is what the backup flags say; Dir "" means no backups.
 type backupConfig struct {
 	Dir      string
-	Spec     string        // the schedule as given; "" for manual backups only
-	Schedule cron.Schedule // nil without Spec
+	Spec     string          // --backup-schedule trimmed: the store's first schedule; "" to seed none
+	Schedule backup.Schedule // nil without Spec or for "off"
 	Keep     int
 	MaxAge   time.Duration
 	Gzip     bool
+	// PollEvery is how often the job reads the stored schedule; 0: a minute
+	// (tests shorten it).
+	PollEvery time.Duration
 }
 
 // config checks the flags: a schedule that does not parse, or never fires, is
@@ -78,33 +82,22 @@ func (f *backupFlags) config(now time.Time) (backupConfig, error) {
 	}
 	c.Dir = dir
 	if f.schedule != "" {
-		if c.Schedule, err = parseBackupSchedule(f.schedule, now); err != nil {
+		if c.Schedule, c.Spec, err = parseBackupSchedule(f.schedule, now); err != nil {
 			return c, err
 		}
-		c.Spec = strings.TrimSpace(f.schedule)
 	}
 	return c, nil
 }
 
-// backupCron parses the schedules: 5 fields and the descriptors, no seconds.
-var backupCron = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
-
-// parseBackupSchedule parses a --backup-schedule, evaluated in UTC, and checks
-// it fires after now.
-func parseBackupSchedule(spec string, now time.Time) (cron.Schedule, error) {
-	s := strings.TrimSpace(spec)
-	if strings.HasPrefix(s, "TZ=") || strings.HasPrefix(s, "CRON_TZ=") {
-		return nil, usagef("--backup-schedule %q: the schedule is always in UTC; drop the time zone and give the UTC times", spec)
+// parseBackupSchedule parses a --backup-schedule (backup.ParseSchedule: UTC,
+// "off" a nil Schedule) and returns it with its trimmed text; its error is a
+// usage error naming the flag.
+func parseBackupSchedule(spec string, now time.Time) (backup.Schedule, string, error) {
+	sched, text, err := backup.ParseSchedule(spec, now)
+	if e := (*idkeeper.Error)(nil); errors.As(err, &e) {
+		return nil, "", usagef("--backup-schedule %s", e.Message)
 	}
-	sched, err := backupCron.Parse(s)
-	if err != nil {
-		return nil, usagef("--backup-schedule %q: %v; want a cron expression of 5 fields in UTC (minute hour day-of-month "+
-			`month day-of-week, e.g. "0 3 * * *" for 03:00 every day) or @yearly, @monthly, @weekly, @daily, @hourly, @every 6h`, spec, err)
-	}
-	if sched.Next(now.UTC()).IsZero() {
-		return nil, usagef("--backup-schedule %q never fires: no such date in the next five years", spec)
-	}
-	return sched, nil
+	return sched, text, err
 }
 
 // backupMetrics are the backup job's metrics.
@@ -122,7 +115,7 @@ func newBackupMetrics(reg prometheus.Registerer) *backupMetrics {
 		bytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "idkeeper_backup_bytes",
 			Help: "The size on disk of the last successful backup (at start, of the folder's newest)."}),
 		scheduled: prometheus.NewGauge(prometheus.GaugeOpts{Name: "idkeeper_backup_scheduled",
-			Help: "1 when this server backs up on a schedule (--backup-schedule), 0 for manual backups only: an overdue backup is an alert only with a schedule."}),
+			Help: "1 when this server backs up on a schedule (the store's, set in the admin web or seeded by --backup-schedule), 0 for manual backups only: an overdue backup is an alert only with a schedule."}),
 		failures: prometheus.NewCounter(prometheus.CounterOpts{Name: "idkeeper_backup_failures_total",
 			Help: "Backups on this server that failed (scheduled or manual; not those skipped for another replica's lock)."}),
 	}
@@ -164,10 +157,15 @@ func startBackups(cfg backupConfig, store idkeeper.Store, kind, owner string, au
 	}
 	m := newBackupMetrics(promReg)
 	jc := backup.JobConfig{Folder: backup.Folder{Dir: cfg.Dir, Gzip: cfg.Gzip}, Store: ss, StoreKind: kind, Locker: store,
-		Owner: owner, Spec: cfg.Spec, Keep: cfg.Keep, MaxAge: cfg.MaxAge, Audit: audit, Logger: log,
-		Observe: func(r backup.Run) { m.observe(r); onRun(r) }}
-	if cfg.Schedule != nil {
-		jc.Schedule = cfg.Schedule
+		Owner: owner, Keep: cfg.Keep, MaxAge: cfg.MaxAge, Audit: audit, Logger: log,
+		Observe: func(r backup.Run) { m.observe(r); onRun(r) }, PollEvery: cfg.PollEvery,
+		ScheduleChanged: func(spec string) { m.scheduled.Set(map[bool]float64{true: 1}[spec != ""]) }}
+	bs, ok := store.(idkeeper.BackupScheduleStore)
+	if ok {
+		jc.Schedules = bs
+		seedBackupSchedule(context.Background(), bs, cfg.Spec, owner, audit, log)
+	} else if cfg.Schedule != nil {
+		jc.Schedule, jc.Spec = cfg.Schedule, cfg.Spec
 		m.scheduled.Set(1)
 	}
 	job, err := backup.NewJob(jc)
@@ -184,15 +182,19 @@ func startBackups(cfg backupConfig, store idkeeper.Store, kind, owner string, au
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	r := &backupRunner{job: job, stop: stop, done: make(chan struct{})}
+	// The stored schedule is read before Run, so that the log line and the
+	// admin web's first answers show it.
+	job.Refresh(ctx)
 	go func() {
 		defer close(r.done)
 		job.Run(ctx)
 	}()
 	st := job.Status()
-	if cfg.Spec == "" {
-		log.Info("backups: manual only (no --backup-schedule)", "dir", cfg.Dir, "keep", cfg.Keep, "maxAge", cfg.MaxAge)
+	if st.Spec == "" {
+		log.Info("backups: manual only, no schedule (the admin web's Backups page sets one)", "dir", cfg.Dir, "keep", cfg.Keep,
+			"maxAge", cfg.MaxAge)
 	} else {
-		log.Info("backups scheduled", "dir", cfg.Dir, "schedule", cfg.Spec, "next", st.Next, "keep", cfg.Keep, "maxAge", cfg.MaxAge)
+		log.Info("backups scheduled", "dir", cfg.Dir, "schedule", st.Spec, "next", st.Next, "keep", cfg.Keep, "maxAge", cfg.MaxAge)
 	}
 	return r, nil
 }

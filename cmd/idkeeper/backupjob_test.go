@@ -52,7 +52,7 @@ func TestBackupSettingsAreCheckedAtStart(t *testing.T) {
 	}
 	// The schedules that parse: 5 fields, descriptors, @every.
 	for _, spec := range []string{"0 3 * * *", "*/15 * * * 1-5", "@daily", "@hourly", "@weekly", "@every 6h", " @every 1s "} {
-		if _, err := parseBackupSchedule(spec, time.Now()); err != nil {
+		if _, _, err := parseBackupSchedule(spec, time.Now()); err != nil {
 			t.Errorf("%q: %v", spec, err)
 		}
 	}
@@ -132,14 +132,22 @@ func TestScheduledBackups(t *testing.T) {
 		}
 	}
 
-	// Without a schedule: manual backups only (every second of the schedule above
-	// had its backup, so a manual one there would meet its name).
+	// Restarted without the flag, the server keeps the store's schedule; turned
+	// off through the API, it backs up manually only (every second of the schedule
+	// above had its backup, so a manual one there would meet its name).
 	s, code = startInProcess(t, []string{"--store", store, "--backup-dir", folder, "--backup-keep", "0"},
 		map[string]string{AdminKeyEnv: adminKey})
 	if s.base == "" {
 		t.Fatalf("server exited with %d:\n%s", code, s.logs)
 	}
 	c = s.client(adminKey)
+	if list := c.do("GET", "/admin/api/backups", "", 200); list["schedule"] != "@every 1s" || list["nextRun"] == nil {
+		t.Fatalf("list after a restart without --backup-schedule %v", list)
+	}
+	if off := c.do("PUT", "/admin/api/backups/schedule", `{"schedule":"off","version":1}`, 200); off["schedule"] != "off" ||
+		off["version"] != 2.0 {
+		t.Fatalf("PUT off: %v", off)
+	}
 	if list := c.do("GET", "/admin/api/backups", "", 200); list["schedule"] != "" || list["nextRun"] != nil || list["keep"] != 0.0 {
 		t.Fatalf("list %v", list)
 	}
@@ -188,7 +196,7 @@ func TestScheduledBackups(t *testing.T) {
 	if code := s.stop(); code != exitOK {
 		t.Fatalf("exit %d:\n%s", code, s.logs)
 	}
-	if logs := s.logs.String(); !strings.Contains(logs, `"msg":"backups: manual only (no --backup-schedule)"`) ||
+	if logs := s.logs.String(); !strings.Contains(logs, `"msg":"backup schedule from the store: off, manual backups only"`) ||
 		!strings.Contains(logs, `"by":"key:`) {
 		t.Errorf("the log:\n%s", logs)
 	}

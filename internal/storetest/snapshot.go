@@ -30,6 +30,7 @@ func RunSnapshot(t *testing.T, open Factory) {
 		{"Large", testSnapshotLarge},
 		{"Pool", testSnapshotPool},
 		{"DropsCoolingCharges", testSnapshotDropsCharges},
+		{"KeepsBackupSchedule", testSnapshotKeepsSchedule},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, open) })
 	}

@@ -45,3 +45,29 @@ type Backups struct {
 	LastSuccess *string      `json:"lastSuccess"`
 	Backups     []BackupFile `json:"backups"`
 }
+
+// BackupSchedule is the 200 body of GET and PUT /admin/api/backups/schedule: the
+// schedule of the scheduled backups kept in the store, for every replica.
+type BackupSchedule struct {
+	// Schedule is the cron expression (UTC) or descriptor, or "off" (manual
+	// backups only), which a store that keeps none answers too.
+	Schedule string `json:"schedule"`
+	// Version is the store's: send it back with a change (0: none stored yet).
+	Version   uint64  `json:"version"`
+	UpdatedBy string  `json:"updatedBy"` // "user:NAME", "key:ID", "flag:REPLICA" for a --backup-schedule seed; "" when none stored
+	UpdatedAt *string `json:"updatedAt"` // null when none stored
+	// NextRuns are its next five times, UTC; empty when off.
+	NextRuns []string `json:"nextRuns"`
+	// RunsHere tells whether the replica that answers takes scheduled backups
+	// (it was started with --backup-dir); Replica names it (its job lock owner).
+	// Only such replicas run the schedule, one per time.
+	RunsHere bool   `json:"runsHere"`
+	Replica  string `json:"replica"`
+}
+
+// BackupScheduleRequest is the body of PUT /admin/api/backups/schedule.
+type BackupScheduleRequest struct {
+	Schedule string `json:"schedule"` // as BackupSchedule.Schedule: a cron expression (UTC), a descriptor, or "off"
+	// Version is the Version read; the header If-Match may carry it instead.
+	Version *uint64 `json:"version"`
+}
