@@ -118,6 +118,14 @@ func TestFormTokenOnce(t *testing.T) {
 			}
 			return url.Values{"node": {itoa(int(ls[0].NodeID))}, "token": {itoa(int(ls[0].FencingToken))}}
 		}},
+		{name: "backup schedule", path: "/admin/backups/schedule", action: idkeeper.AuditBackupSchedule,
+			setup: func() url.Values {
+				cur, err := e.store.BackupSchedule(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return url.Values{"schedule": {"17 4 * * *"}, "version": {itoa(int(cur.Version))}}
+			}},
 		{name: "back up now", path: "/admin/backups", action: backup.AuditCreate,
 			setup: func() url.Values { return url.Values{} }},
 		{name: "delete backup", path: "/admin/backups/delete", action: backup.AuditDelete, setup: func() url.Values {
