@@ -92,12 +92,10 @@ type KernelSource struct {
 
 	clock func() time.Time // time.Now unless a test shifts it
 
-	mu      sync.Mutex
-	last    *kernelSample // the last reading that vouched; nil after one that did not
-	logged  string        // the reason last logged; "synced" once synced was logged
-	syncedC chan struct{}
-	cancel  context.CancelFunc
-	done    chan struct{}
+	mu     sync.Mutex
+	last   *kernelSample // the last reading that vouched; nil after one that did not
+	logged string        // the reason last logged; "synced" once synced was logged
+	run    poller
 }
 
 // kernelSample is a reading that vouched, anchored on the monotonic clock.
@@ -202,14 +200,10 @@ func (s *KernelSource) logState(r KernelReading, err error) {
 	s.mu.Lock()
 	changed := state != s.logged
 	s.logged = state
-	if err == nil && s.syncedC != nil {
-		select {
-		case <-s.syncedC:
-		default:
-			close(s.syncedC)
-		}
-	}
 	s.mu.Unlock()
+	if err == nil {
+		s.run.synced()
+	}
 	switch {
 	case !changed:
 	case err == nil:
@@ -220,77 +214,26 @@ func (s *KernelSource) logState(r KernelReading, err error) {
 	}
 }
 
-// Start starts reading on a goroutine, the first reading at once. It does not
-// wait for a reading that vouches: see Wait. Error: Start called twice.
-func (s *KernelSource) Start(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.done != nil {
-		return errors.New("clockcheck: KernelSource started already")
-	}
-	if s.syncedC == nil {
-		s.syncedC = make(chan struct{})
-	}
-	ctx, s.cancel = context.WithCancel(ctx)
-	s.done = make(chan struct{})
-	go s.loop(ctx)
-	return nil
-}
-
-// Wait blocks until a reading has vouched once and returns nil, or until ctx
-// ends and returns ctx's error.
-func (s *KernelSource) Wait(ctx context.Context) error {
-	s.mu.Lock()
-	if s.syncedC == nil {
-		s.syncedC = make(chan struct{})
-	}
-	c := s.syncedC
-	s.mu.Unlock()
-	select {
-	case <-c:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// Close stops reading and waits for the goroutine. The last reading stays, aging.
-func (s *KernelSource) Close() error {
-	s.mu.Lock()
-	cancel, done := s.cancel, s.done
-	s.mu.Unlock()
-	if cancel != nil {
-		cancel()
-		<-done
-	}
-	return nil
-}
-
-func (s *KernelSource) loop(ctx context.Context) {
-	defer close(s.done)
-	poll := s.PollInterval
-	if poll <= 0 {
-		poll = DefaultPollInterval
-	}
-	retry := min(poll, 4*time.Second)
-	for {
-		wait := poll
-		if err := s.Poll(); err != nil {
-			wait = retry
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-	}
-}
-
 func (s *KernelSource) logger() *slog.Logger {
 	if s.Logger != nil {
 		return s.Logger
 	}
 	return slog.Default()
+}
+
+// Start starts reading on a goroutine, the first reading at once, then every
+// PollInterval (after one that does not vouch, min(PollInterval, 4 s)). It does
+// not wait for a reading that vouches: see Wait. Error: Start called twice.
+func (s *KernelSource) Start(ctx context.Context) error {
+	return s.run.start(ctx, "KernelSource", s.PollInterval, func(context.Context) error { return s.Poll() }, nil)
+}
+
+// Wait blocks until a reading has vouched once and returns nil, or until ctx
+// ends and returns ctx's error.
+func (s *KernelSource) Wait(ctx context.Context) error { return s.run.wait(ctx) }
+
+// Close stops reading and waits for the goroutine. The last reading stays, aging.
+func (s *KernelSource) Close() error {
+	s.run.stop()
+	return nil
 }

@@ -55,12 +55,10 @@ type NTPSource struct {
 	// Default slog.Default().
 	Logger *slog.Logger
 
-	mu      sync.Mutex
-	best    *ntpSample
-	synced  bool // as last logged
-	syncedC chan struct{}
-	cancel  context.CancelFunc
-	done    chan struct{}
+	mu     sync.Mutex
+	best   *ntpSample
+	synced bool // as last logged
+	run    poller
 }
 
 // ntpSample is one valid NTP answer, anchored on the monotonic clock.
@@ -111,70 +109,17 @@ func (s *NTPSource) Start(ctx context.Context) error {
 	if len(s.Servers) == 0 {
 		return errors.New("clockcheck: NTPSource has no servers")
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.done != nil {
-		return errors.New("clockcheck: NTPSource started already")
-	}
-	if s.syncedC == nil {
-		s.syncedC = make(chan struct{})
-	}
-	ctx, s.cancel = context.WithCancel(ctx)
-	s.done = make(chan struct{})
-	go s.loop(ctx)
-	return nil
+	return s.run.start(ctx, "NTPSource", s.PollInterval, s.Poll, s.logSync)
 }
 
 // Wait blocks until the source has been synced once (it is, or was since, after
 // a valid sample) and returns nil, or until ctx ends and returns ctx's error.
-func (s *NTPSource) Wait(ctx context.Context) error {
-	s.mu.Lock()
-	if s.syncedC == nil {
-		s.syncedC = make(chan struct{})
-	}
-	c := s.syncedC
-	s.mu.Unlock()
-	select {
-	case <-c:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (s *NTPSource) Wait(ctx context.Context) error { return s.run.wait(ctx) }
 
 // Close stops polling and waits for the goroutine. The last sample stays, aging.
 func (s *NTPSource) Close() error {
-	s.mu.Lock()
-	cancel, done := s.cancel, s.done
-	s.mu.Unlock()
-	if cancel != nil {
-		cancel()
-		<-done
-	}
+	s.run.stop()
 	return nil
-}
-
-func (s *NTPSource) loop(ctx context.Context) {
-	defer close(s.done)
-	poll := s.PollInterval
-	if poll <= 0 {
-		poll = DefaultPollInterval
-	}
-	retry := min(poll, 4*time.Second)
-	for {
-		wait := poll
-		if err := s.Poll(ctx); err != nil {
-			wait = retry
-		}
-		s.logSync()
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-	}
 }
 
 // Poll queries every server once, concurrently, and keeps the best valid sample.
@@ -260,14 +205,10 @@ func (s *NTPSource) logSync() {
 	if s.best != nil {
 		server = s.best.server
 	}
-	if synced && s.syncedC != nil {
-		select {
-		case <-s.syncedC:
-		default:
-			close(s.syncedC)
-		}
-	}
 	s.mu.Unlock()
+	if synced {
+		s.run.synced()
+	}
 	switch {
 	case changed && synced:
 		s.logger().Info("NTP source synced", "server", server, "uncertainty", unc)
