@@ -88,28 +88,6 @@ func loopbackHost(host string) bool {
 	return err == nil && a.Unmap().IsLoopback()
 }
 
-// ntpServersFlag is a repeatable flag; from the environment (one Set) it takes a
-// comma-separated list.
-type ntpServersFlag struct{ v *[]string }
-
-func (f ntpServersFlag) String() string {
-	if f.v == nil {
-		return ""
-	}
-	return strings.Join(*f.v, ",")
-}
-
-func (f ntpServersFlag) Set(v string) error {
-	for s := range strings.SplitSeq(v, ",") {
-		s = strings.TrimSpace(s)
-		if s == "" {
-			return errors.New("empty server name")
-		}
-		*f.v = append(*f.v, s)
-	}
-	return nil
-}
-
 // clockAgentFlags binds the clock-agent command's flags.
 type clockAgentFlags struct {
 	cfg        clockAgentConfig
@@ -129,7 +107,7 @@ func (f *clockAgentFlags) register(fs *flag.FlagSet) {
 	fs.Var(choiceFlag{&c.Source, []string{sourceNTP, sourceKernel}}, "source", "where the time comes from: ntp (the --ntp-server servers) or "+
 		"kernel (this host's kernel clock, as chrony, ntpd or systemd-timesyncd discipline it: answered synced=0 while the kernel says "+
 		"TIME_ERROR or STA_UNSYNC, or its maximum error is over 16s)")
-	fs.Var(ntpServersFlag{&c.NTPServers}, "ntp-server", "NTP server to take the time from, HOST or HOST:PORT; repeat it (or, in the environment, separate by commas); "+
+	fs.Var(listFlag{v: &c.NTPServers, what: "server name"}, "ntp-server", "NTP server to take the time from, HOST or HOST:PORT; repeat it (or, in the environment, separate by commas); "+
 		"at least one with --source ntp, none on the command line with --source kernel (the environment's is then ignored)")
 	fs.DurationVar(&c.PollInterval, "poll-interval", clockcheck.DefaultPollInterval, "time between two queries of every NTP server, or two readings of the kernel's "+
 		"clock state (--source kernel); after a round that does not vouch, min(this, 4s); 1s..1h")

@@ -200,3 +200,33 @@ func (l *logFlags) logger(w io.Writer) *slog.Logger {
 	redis.RouteClientLogs(log)
 	return log
 }
+
+// listFlag is a repeatable flag whose values append to v; each value, and so
+// the environment's one value, may hold several separated by commas (a value
+// holding a comma can therefore not be given). An empty element is an error
+// naming what, or skipped when skipEmpty.
+type listFlag struct {
+	v         *[]string
+	what      string
+	skipEmpty bool
+}
+
+func (f listFlag) String() string {
+	if f.v == nil {
+		return ""
+	}
+	return strings.Join(*f.v, ",")
+}
+
+func (f listFlag) Set(v string) error {
+	for e := range strings.SplitSeq(v, ",") {
+		e = strings.TrimSpace(e)
+		switch {
+		case e != "":
+			*f.v = append(*f.v, e)
+		case !f.skipEmpty:
+			return errors.New("empty " + f.what)
+		}
+	}
+	return nil
+}

@@ -84,7 +84,7 @@ type gatewayFlags struct {
 func (f *gatewayFlags) register(fs *flag.FlagSet) {
 	c := &f.cfg
 	fs.StringVar(&c.Listen, "listen", "", "address to serve the gateway on, host:port; default "+GatewayLoopbackListen+" (loopback only) without consumer keys, "+GatewayOpenListen+" with them")
-	fs.Var(serverURLsFlag{&c.ServerURLs}, "server", "the registry's base URL, e.g. http://idkeeper:8080 (required); several replicas of one deployment: repeat the flag or separate the URLs with commas, and the gateway fails over between them (at most "+strconv.Itoa(idkclient.MaxServerURLs)+")")
+	fs.Var(listFlag{v: &c.ServerURLs, skipEmpty: true}, "server", "the registry's base URL, e.g. http://idkeeper:8080 (required); several replicas of one deployment: repeat the flag or separate the URLs with commas, and the gateway fails over between them (at most "+strconv.Itoa(idkclient.MaxServerURLs)+")")
 	f.apiKey = secretVar(fs, &c.APIKey, "api-key", "", "registry API key to lease node IDs with (required; prefer --api-key-file or IDKEEPER_API_KEY: a flag shows in ps)", always)
 	fs.IntVar(&c.NodeIDs, "node-ids", 1, "node IDs to lease, each good for 1,024,000 IDs/s; 1.."+strconv.Itoa(idkeeper.MaxCount))
 	fs.IntVar(&c.GCPercent, "gc-percent", DefaultGCPercent, "the Go garbage collector's target for this process, as GOGC (which, when set, wins): heap growth in percent of the live heap before a collection; 0: Go's own (100); "+strconv.Itoa(minGCPercent)+".."+strconv.Itoa(maxGCPercent))

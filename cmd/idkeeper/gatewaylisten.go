@@ -54,26 +54,6 @@ func loopbackOnly(listen string) bool {
 	return err == nil && ip.IsLoopback()
 }
 
-// serverURLsFlag is --server: one URL, repeated or comma-separated, appended in
-// order.
-type serverURLsFlag struct{ urls *[]string }
-
-func (f serverURLsFlag) String() string {
-	if f.urls == nil {
-		return ""
-	}
-	return strings.Join(*f.urls, ",")
-}
-
-func (f serverURLsFlag) Set(v string) error {
-	for u := range strings.SplitSeq(v, ",") {
-		if u = strings.TrimSpace(u); u != "" {
-			*f.urls = append(*f.urls, u)
-		}
-	}
-	return nil
-}
-
 // checkServerURLs checks the gateway's --server list: 1..MaxServerURLs distinct
 // http(s) URLs.
 func checkServerURLs(urls []string) error {

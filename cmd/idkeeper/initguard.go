@@ -51,33 +51,10 @@ import (
 //   - A state file that saw no generation (the registry waited for init) and a
 //     directory without state files do not count: a new deployment.
 
-// unlessSeenFlag is init's repeatable --unless-seen PATH; from the environment
-// (IDKEEPER_UNLESS_SEEN) it takes a comma-separated list, so a path holding a
-// comma can be given on the command line only.
-type unlessSeenFlag struct{ v *[]string }
-
-func (f unlessSeenFlag) String() string {
-	if f.v == nil {
-		return ""
-	}
-	return strings.Join(*f.v, ",")
-}
-
-func (f unlessSeenFlag) Set(v string) error {
-	for p := range strings.SplitSeq(v, ",") {
-		p = strings.TrimSpace(p)
-		if p == "" {
-			return errors.New("empty path")
-		}
-		*f.v = append(*f.v, p)
-	}
-	return nil
-}
-
 // registerUnlessSeen defines init's --unless-seen on fs and returns its values.
 func registerUnlessSeen(fs *flag.FlagSet) *[]string {
 	paths := new([]string)
-	fs.Var(unlessSeenFlag{paths}, "unless-seen", "initialise an empty store only if no replica state file here saw it: "+
+	fs.Var(listFlag{v: paths, what: "path"}, "unless-seen", "initialise an empty store only if no replica state file here saw it: "+
 		"a registry's state volume (DIR) or state file (FILE), which must exist; repeat it for every replica (docs/deploy.md)")
 	return paths
 }
