@@ -137,11 +137,12 @@ func (g *Gateway) recordAnswer(resp *http.Response) error {
 		}
 		first := kind == history.EvAllocAnswer && !g.acq[gen] && len(e.Leases) > 0 && g.layout != nil
 		g.acq[gen] = g.acq[gen] || first
-		l := g.layout
-		g.mu.Unlock()
 		if first {
-			g.write(history.Event{T: e.T, Ev: history.EvAcquired, S: gen, G: 1, Leases: e.Leases, Layout: l})
+			// Written before the lock is released: the consumer writes progress
+			// events once acq is set, and none may come before this one.
+			g.write(history.Event{T: e.T, Ev: history.EvAcquired, S: gen, G: 1, Leases: e.Leases, Layout: g.layout})
 		}
+		g.mu.Unlock()
 	}
 	g.write(e)
 	return nil
