@@ -252,8 +252,8 @@ func TestRedisFailover(t *testing.T) {
 			if e.obs.resetCount(true) != 1 || cnt.Quarantined != 30 {
 				t.Fatalf("failover without replica acknowledgement: resets %v, counts %+v; want a reset", e.obs.resets, cnt)
 			}
-			if !strings.Contains(e.logs.String(), "WaitReplicas 0") {
-				t.Fatalf("the reset's reason does not name WaitReplicas:\n%s", e.logs)
+			if !strings.Contains(e.logs.String(), "--redis-wait-replicas 0") {
+				t.Fatalf("the reset's reason does not name --redis-wait-replicas:\n%s", e.logs)
 			}
 		})
 	}

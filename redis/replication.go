@@ -69,10 +69,10 @@ func (s *Store) ReplicationChangeSafe(ctx context.Context, prev string) (safe bo
 		return false, fmt.Sprintf("the node is a %s, not a master", role), nil
 	case cur2 == prev && s.waitReplicas >= 1:
 		return true, fmt.Sprintf("failover: a replica of %s was promoted, and every grant and renewal "+
-			"was acknowledged by %d replica(s) (the wait for replicas: `idkeeper server --redis-wait-replicas`, Options.WaitReplicas)", prev, s.waitReplicas), nil
+			"was acknowledged by %d replica(s) (`--redis-wait-replicas`: redis.Options.WaitReplicas in Go)", prev, s.waitReplicas), nil
 	case cur2 == prev:
 		return false, fmt.Sprintf("failover: a replica of %s was promoted, but grants and renewals are "+
-			"not acknowledged by replicas (no wait for replicas: `idkeeper server --redis-wait-replicas` 0, Options.WaitReplicas): it may have missed the latest", prev), nil
+			"not acknowledged by replicas (`--redis-wait-replicas 0`: redis.Options.WaitReplicas in Go): it may have missed the latest", prev), nil
 	case cur2 != "" && cur2 != noReplID:
 		return false, fmt.Sprintf("the node was promoted from a replica of %s, not of %s", cur2, prev), nil
 	}
