@@ -90,7 +90,7 @@ func TestReplicationChangeSafeOnFailover(t *testing.T) {
 		why  string
 	}{
 		{"WaitReplicas1", 1, prev, true, "acknowledged by 1 replica"},
-		{"WaitReplicas0", 0, prev, false, "WaitReplicas 0"},
+		{"WaitReplicas0", 0, prev, false, "--redis-wait-replicas 0"},
 		{"OtherDataSet", 1, otherReplID, false, "not of " + otherReplID},
 	} {
 		t.Run(c.name, func(t *testing.T) {
