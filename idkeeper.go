@@ -10,7 +10,9 @@
 //
 //   - the domain vocabulary: NodeID, Requester, Lease, Grant, Layout, Generation,
 //     the error codes of the domain (Error, ErrorCode; their HTTP status is the
-//     http adapter's business, internal/problem);
+//     http adapter's business, internal/problem). Requester, ClientInfo, Code and
+//     Error are package protocol's, re-exported here under the same names, so that
+//     the client library shares them without importing the engine;
 //   - the Store contract every storage adapter implements (LeaseStore, LockStore,
 //     KeyStore, SkewStore), the argument checks every store shares (storecheck.go),
 //     the optional ReplicatedStore, and the IdempotencyStore contract;
@@ -18,22 +20,20 @@
 //     receipts (signed with Config.ReceiptSecret), the replica's own state
 //     (StateKeeper), store-reset recovery and the cleanup job.
 //
-// It uses the standard library only; adapters (bolt, redis, http, client, …)
+// It uses the standard library only (and the module's std-only snowflake and
+// protocol); adapters (bolt, redis, http, client, …)
 // import it, never the other way round.
 package idkeeper
 
 import (
 	"crypto/rand"
-	"encoding/base64"
 	"encoding/hex"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
+	"github.com/idkeeper/idkeeper/protocol"
 	"github.com/idkeeper/idkeeper/snowflake"
 )
 
@@ -46,90 +46,23 @@ var DefaultLayout = snowflake.DefaultLayout
 // NodeID identifies one node slot of the layout: 0..2^NodeBits−1.
 type NodeID int
 
-// MaxMachineIDLen is the longest machine ID a Requester may carry, in bytes.
-const MaxMachineIDLen = 256
+// Bounds of a Requester (protocol's).
+const (
+	MaxMachineIDLen = protocol.MaxMachineIDLen // the longest machine ID, in bytes
+	MaxInstanceLen  = protocol.MaxInstanceLen  // the longest instance, in bytes
+)
 
-// MaxInstanceLen is the longest instance a Requester may carry, in bytes.
-const MaxInstanceLen = 64
-
-// Requester identifies one client session (DESIGN §3): the machine it runs on, the
-// PID and start time of its process, and the session's instance. Machine ID, PID
-// and start time alone collide: container images bake one machine ID, every
-// container is PID 1, start times share the host's boot time at 10 ms resolution,
-// and two sessions of one process share all three. The instance, random per session
-// (NewInstance), tells them apart, so the idempotent Alloc never hands one lease to
-// two live generators.
-type Requester struct {
-	MachineID string
-	PID       int
-	StartedAt time.Time // kept to the millisecond
-	// Instance is the session's random instance: base64url characters (A–Z, a–z,
-	// 0–9, '-', '_'), at most MaxInstanceLen. Empty for callers that manage their own
-	// identity; the client library always sets one.
-	Instance string
-}
+// Requester identifies one client session (DESIGN §3): machine ID, PID, start time
+// and the session's random instance. It is protocol.Requester, where its rules
+// (Validate, ValidateStored, Key) are written, shared with the client library.
+type Requester = protocol.Requester
 
 // NewInstance returns a fresh random instance: 128 bits as 22 base64url characters.
-func NewInstance() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on Linux
-	return base64.RawURLEncoding.EncodeToString(b[:])
-}
+func NewInstance() string { return protocol.NewInstance() }
 
-// Validate returns an INVALID_REQUEST Error naming the first bad field: an empty or
-// over-long machine ID, one with invalid UTF-8 or a character that is not text
-// (Unicode categories Cc, Cf, Zl and Zp: controls, bidi overrides, zero-width
-// characters, line and paragraph separators), a PID below 1, a zero start time, or
-// an instance that is too long or holds a character outside base64url. It is the
-// rule for every requester a caller sends.
-func (r Requester) Validate() error { return r.validate(notText) }
-
-// ValidateStored is Validate with the rule of the records written before issue #29,
-// which refused only C0 controls and DEL in a machine ID: for requesters read back
-// from a store or a backup, so that a record kept by an older version never makes a
-// restore fail.
-func (r Requester) ValidateStored() error { return r.validate(isControl) }
-
-func (r Requester) validate(bad func(rune) bool) error {
-	switch {
-	case r.MachineID == "":
-		return Invalidf("requester.machineId", "requester.machineId is required")
-	case len(r.MachineID) > MaxMachineIDLen:
-		return Invalidf("requester.machineId", "requester.machineId is longer than %d bytes", MaxMachineIDLen)
-	case !utf8.ValidString(r.MachineID) || strings.ContainsFunc(r.MachineID, bad):
-		return Invalidf("requester.machineId", "requester.machineId must be printable UTF-8, without control, format (bidi, zero-width) or line-separator characters")
-	case r.PID < 1:
-		return Invalidf("requester.pid", "requester.pid must be at least 1")
-	case r.StartedAt.IsZero():
-		return Invalidf("requester.startedAt", "requester.startedAt is required")
-	case len(r.Instance) > MaxInstanceLen:
-		return Invalidf("requester.instance", "requester.instance is longer than %d characters", MaxInstanceLen)
-	case strings.ContainsFunc(r.Instance, notBase64URL):
-		return Invalidf("requester.instance", "requester.instance must hold base64url characters only (A-Z a-z 0-9 - _)")
-	}
-	return nil
-}
-
-// isControl reports a C0 control or DEL: the rule of records written before issue #29.
-func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
-
-// notText reports a rune that must not appear in text a caller sends: Unicode
-// categories Cc (controls, C1 included, e.g. U+0085), Cf (format: bidi overrides
-// such as U+202E, zero-width characters such as U+200B), Zl and Zp (U+2028,
-// U+2029). Such text would reorder, hide or break lines in pages, the audit log and
-// the logs.
-func notText(r rune) bool { return unicode.In(r, unicode.Cc, unicode.Cf, unicode.Zl, unicode.Zp) }
-
-func notBase64URL(r rune) bool {
-	return !('A' <= r && r <= 'Z' || 'a' <= r && r <= 'z' || '0' <= r && r <= '9' || r == '-' || r == '_')
-}
-
-// Key is the requester's canonical identity, stable across processes and stores:
-// "<pid>/<startedAt unix ms>/<instance>/<machine ID>". Two requesters are the same
-// session exactly when their keys are equal.
-func (r Requester) Key() string {
-	return strconv.Itoa(r.PID) + "/" + strconv.FormatInt(r.StartedAt.UnixMilli(), 10) + "/" + r.Instance + "/" + r.MachineID
-}
+// notText reports a rune that must not appear in text a caller sends
+// (protocol.NotText: Unicode categories Cc, Cf, Zl and Zp).
+func notText(r rune) bool { return protocol.NotText(r) }
 
 // ParseRequesterKey is the inverse of Requester.Key.
 func ParseRequesterKey(key string) (Requester, error) {
@@ -154,21 +87,6 @@ func ParseRequesterKey(key string) (Requester, error) {
 		return bad(err)
 	}
 	return Requester{MachineID: machine, PID: p, StartedAt: time.UnixMilli(m).UTC(), Instance: instance}, nil
-}
-
-// String is the requester's key.
-func (r Requester) String() string { return r.Key() }
-
-// LogValue implements slog.LogValuer: a requester is logged as a group of fields,
-// key (Key, as the audit log names it), machineId, pid, startedAt and instance
-// (left out when empty), never as one string to pick apart.
-func (r Requester) LogValue() slog.Value {
-	attrs := []slog.Attr{slog.String("key", r.Key()), slog.String("machineId", r.MachineID), slog.Int("pid", r.PID),
-		slog.Time("startedAt", r.StartedAt)}
-	if r.Instance != "" {
-		attrs = append(attrs, slog.String("instance", r.Instance))
-	}
-	return slog.GroupValue(attrs...)
 }
 
 // Lease is one node ID held by one requester. All times are UTC to the millisecond
@@ -359,5 +277,5 @@ func (k APIKey) Expired(now time.Time) bool { return !k.ExpiresAt.IsZero() && !n
 type Clock func() time.Time
 
 // Millis truncates t to the millisecond in UTC: every time the registry stores or
-// sends has this precision.
-func Millis(t time.Time) time.Time { return t.UTC().Truncate(time.Millisecond) }
+// sends has this precision (protocol.Millis).
+func Millis(t time.Time) time.Time { return protocol.Millis(t) }

@@ -14,10 +14,12 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
-// MaxCount is the largest number of node IDs one Alloc may ask for.
-const MaxCount = 4096
+// MaxCount is the largest number of node IDs one Alloc may ask for (protocol.MaxCount).
+const MaxCount = protocol.MaxCount
 
 // CleanupJob is the name of the cleanup job's lock.
 const CleanupJob = "cleanup"

@@ -9,6 +9,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/discord"
+	"github.com/idkeeper/idkeeper/internal/wire"
 )
 
 // Message colours: Discord embeds' side bar.
@@ -130,7 +131,7 @@ func (a *Alerter) embed(title, description string, color int, fields ...discord.
 		Title:       a.cfg.Title + ": " + title,
 		Description: description,
 		Color:       color,
-		Timestamp:   a.cfg.Clock().UTC().Format("2006-01-02T15:04:05.000Z"),
+		Timestamp:   wire.FormatTime(a.cfg.Clock()),
 		Fields:      fields,
 		Footer:      &discord.Footer{Text: "sent by registry " + clean(a.cfg.Owner, 200, false)},
 	}}}

@@ -28,6 +28,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/internal/wire"
 )
 
 // The file format.
@@ -50,7 +51,7 @@ const (
 
 // timeLayout is every time of the file: RFC 3339, milliseconds, UTC. A zero time
 // is an absent member.
-const timeLayout = "2006-01-02T15:04:05.000Z"
+const timeLayout = wire.TimeFormat
 
 // maxText bounds the strings that the root types leave unbounded (who created a
 // key, a lease's key ID, a password hash), in bytes.
@@ -270,7 +271,7 @@ func parseTime(member, s string) (time.Time, error) {
 		return time.Time{}, nil
 	}
 	t, err := time.Parse(timeLayout, s)
-	if err != nil || t.IsZero() || t.Format(timeLayout) != s {
+	if err != nil || t.IsZero() || t.UTC().Format(timeLayout) != s {
 		return time.Time{}, fmt.Errorf("%s %q is not a time as YYYY-MM-DDThh:mm:ss.mmmZ", member, s)
 	}
 	return t, nil

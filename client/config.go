@@ -15,10 +15,8 @@ import (
 	"strings"
 	"time"
 
-	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
-
-	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/internal/wire"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // Defaults of Config (DESIGN §4).
@@ -72,15 +70,20 @@ type Config struct {
 	// most 4096.
 	MaxCount int
 	// HTTPClient sends the requests. Default: a client of its own with dial, TLS
-	// handshake and response-header timeouts, TLSConfig for https://, the
-	// environment's proxy settings, and OpenTelemetry tracing (a client span per
-	// request, its context sent as W3C traceparent, by the global tracer provider
-	// and propagator: nothing unless the program installs them; a given client is
-	// used as it is). RequestTimeout bounds each request on top of
+	// handshake and response-header timeouts, TLSConfig for https:// and the
+	// environment's proxy settings, its transport wrapped by WrapTransport when set;
+	// a given client is used as it is. RequestTimeout bounds each request on top of
 	// whatever timeout it has. Whatever client is given, the session never follows
 	// a redirect: it would send the API key to wherever the redirect points; a 3xx
 	// answer is an error like any other non-200.
 	HTTPClient *http.Client
+	// WrapTransport, when set, wraps the default HTTPClient's transport: the hook
+	// for instrumentation from outside, e.g. tracing.Transport (package tracing)
+	// for an OpenTelemetry client span per request with its context sent as W3C
+	// traceparent. The library itself imports no tracing: without it, requests are
+	// not traced. Ignored when HTTPClient is set (wrap that client's transport).
+	// It is called once, by New, and must not return nil.
+	WrapTransport func(http.RoundTripper) http.RoundTripper
 	// TLSConfig configures the default HTTPClient's TLS for an https:// ServerURL,
 	// e.g. RootCAs holding a private CA bundle (see CABundle). Ignored when
 	// HTTPClient is set. Default: the system's roots.
@@ -115,7 +118,7 @@ type Config struct {
 	// time. Zero: ProcessRequester(). Whatever it holds, the session sets its
 	// Instance to a fresh random one of its own (DESIGN §3), so sessions never share
 	// a requester.
-	Requester idkeeper.Requester
+	Requester protocol.Requester
 	// Host is the host name sent with Alloc for the lease history, which answers
 	// "which process minted this ID" (idkeeper decode --origin): os.Hostname()
 	// when empty; "-" sends none. At most 253 bytes of printable UTF-8.
@@ -147,14 +150,14 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Count == 0 {
 		c.Count = 1
 	}
-	if c.Count < 1 || c.Count > idkeeper.MaxCount {
-		return c, fmt.Errorf("idkeeper client: Config.Count %d is outside 1..%d", c.Count, idkeeper.MaxCount)
+	if c.Count < 1 || c.Count > protocol.MaxCount {
+		return c, fmt.Errorf("idkeeper client: Config.Count %d is outside 1..%d", c.Count, protocol.MaxCount)
 	}
-	if c.MaxCount != 0 && (c.MaxCount < c.Count || c.MaxCount > idkeeper.MaxCount) {
+	if c.MaxCount != 0 && (c.MaxCount < c.Count || c.MaxCount > protocol.MaxCount) {
 		return c, fmt.Errorf("idkeeper client: Config.MaxCount %d is outside Count..%d (%d..%d); 0 turns node IDs on demand off",
-			c.MaxCount, idkeeper.MaxCount, c.Count, idkeeper.MaxCount)
+			c.MaxCount, protocol.MaxCount, c.Count, protocol.MaxCount)
 	}
-	if c.Requester != (idkeeper.Requester{}) {
+	if c.Requester != (protocol.Requester{}) {
 		r := c.Requester
 		r.Instance = ""
 		if err := r.Validate(); err != nil {
@@ -168,11 +171,14 @@ func (c Config) withDefaults() (Config, error) {
 		c.Host = ""
 	}
 	c.Labels = maps.Clone(c.Labels)
-	if err := (idkeeper.ClientInfo{Host: c.Host, Labels: c.Labels}).Validate(); err != nil {
-		return c, fmt.Errorf("idkeeper client: Config.Host or Config.Labels: %s", idkeeper.ErrorMessage(err))
+	if err := (protocol.ClientInfo{Host: c.Host, Labels: c.Labels}).Validate(); err != nil {
+		return c, fmt.Errorf("idkeeper client: Config.Host or Config.Labels: %s", protocol.ErrorMessage(err))
 	}
 	if c.HTTPClient == nil {
-		c.HTTPClient = defaultHTTPClient(c.TLSConfig)
+		c.HTTPClient = defaultHTTPClient(c.TLSConfig, c.WrapTransport)
+		if c.HTTPClient.Transport == nil {
+			return c, errors.New("idkeeper client: Config.WrapTransport returned a nil transport")
+		}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -262,8 +268,9 @@ const (
 // defaultHTTPClient is the client a session uses when Config.HTTPClient is nil: its
 // own transport (keep-alive to the registry, the environment's proxy) with
 // timeouts at every step, so that a registry that stops answering costs a retry,
-// never a stuck renewal.
-func defaultHTTPClient(tlsCfg *tls.Config) *http.Client {
+// never a stuck renewal. wrap, when not nil, wraps that transport
+// (Config.WrapTransport).
+func defaultHTTPClient(tlsCfg *tls.Config, wrap func(http.RoundTripper) http.RoundTripper) *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.DialContext = (&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext
 	t.TLSHandshakeTimeout = tlsHandshakeTimeout
@@ -271,9 +278,10 @@ func defaultHTTPClient(tlsCfg *tls.Config) *http.Client {
 	if tlsCfg != nil {
 		t.TLSClientConfig = tlsCfg.Clone()
 	}
-	return &http.Client{Transport: otelhttp.NewTransport(t, otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
-		return "idkeeper " + r.Method + " " + r.URL.Path
-	}))}
+	if wrap == nil {
+		return &http.Client{Transport: t}
+	}
+	return &http.Client{Transport: wrap(t)}
 }
 
 // CABundle returns a TLS configuration that trusts the certificates of the PEM

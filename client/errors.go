@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // Errors of a Session. Issuing also returns the generator's errors unchanged:
@@ -40,13 +40,13 @@ var errLeaseExpired = fmt.Errorf("%w: the lease expired on the local monotonic c
 // of its problem+json body (Code empty when the body was not problem+json), and the
 // body itself as received (at most 4 KiB) for logs.
 //
-// A ServerError with a Code unwraps to the *idkeeper.Error the server sent, so that
-// idkeeper.ErrorCode and errors.As work on both sides of the wire.
+// A ServerError with a Code unwraps to the *protocol.Error (idkeeper.Error) the
+// server sent, so that ErrorCode and errors.As work on both sides of the wire.
 type ServerError struct {
 	Op     string // "alloc", "renew" or "remove"
 	Server string // the base URL of the replica that answered, any password redacted
 	Status int
-	Code   idkeeper.Code
+	Code   protocol.Code
 	Detail string // the problem's detail, else its title
 	Field  string // the request member at fault, for INVALID_REQUEST
 	// Details are the problem's extension members (such as "remaining" of
@@ -97,13 +97,13 @@ func (e *ServerError) Error() string {
 	return b.String()
 }
 
-// Unwrap returns the server's error as an *idkeeper.Error with the problem's code,
+// Unwrap returns the server's error as a *protocol.Error with the problem's code,
 // detail (as Message), field and details; nil when the answer carried no code.
 func (e *ServerError) Unwrap() error {
 	if e.Code == "" {
 		return nil
 	}
-	return &idkeeper.Error{Code: e.Code, Message: e.Detail, Field: e.Field, Details: e.Details}
+	return &protocol.Error{Code: e.Code, Message: e.Detail, Field: e.Field, Details: e.Details}
 }
 
 // transient reports whether an Alloc failing with e is worth retrying: a server or
@@ -115,8 +115,8 @@ func (e *ServerError) transient() bool {
 	switch {
 	case e.Status >= 500, e.Status == 429, e.Status == 408:
 		return true
-	case e.Code == idkeeper.CodeClockSkewTooLarge, e.Code == idkeeper.CodeNodeIDsExhausted,
-		e.Code == idkeeper.CodeAPIKeyQuotaExceeded:
+	case e.Code == protocol.CodeClockSkewTooLarge, e.Code == protocol.CodeNodeIDsExhausted,
+		e.Code == protocol.CodeAPIKeyQuotaExceeded:
 		// Other holders may give node IDs (or the key's quota) back.
 		return true
 	}

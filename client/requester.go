@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // machineIDFiles are read in order; the first non-empty one names the machine.
@@ -23,14 +23,14 @@ var packageInit = time.Now()
 // architecture Linux runs Go on.
 const userHZ = 100
 
-var processRequester = sync.OnceValues(func() (idkeeper.Requester, error) {
+var processRequester = sync.OnceValues(func() (protocol.Requester, error) {
 	machine, err := machineID(machineIDFiles, os.Hostname)
 	if err != nil {
-		return idkeeper.Requester{}, err
+		return protocol.Requester{}, err
 	}
-	r := idkeeper.Requester{MachineID: machine, PID: os.Getpid(), StartedAt: processStart()}
+	r := protocol.Requester{MachineID: machine, PID: os.Getpid(), StartedAt: processStart()}
 	if err := r.Validate(); err != nil {
-		return idkeeper.Requester{}, fmt.Errorf("idkeeper client: this process's identity: %w", err)
+		return protocol.Requester{}, fmt.Errorf("idkeeper client: this process's identity: %w", err)
 	}
 	return r, nil
 })
@@ -44,8 +44,8 @@ var processRequester = sync.OnceValues(func() (idkeeper.Requester, error) {
 // These three alone do not tell sessions apart (DESIGN §3): container images bake
 // one machine ID, every container is PID 1, start times share the host's boot time
 // at 10 ms resolution, and two sessions of one process share all three. Every
-// Session therefore adds a random instance of its own (idkeeper.NewInstance).
-func ProcessRequester() (idkeeper.Requester, error) { return processRequester() }
+// Session therefore adds a random instance of its own (protocol.NewInstance).
+func ProcessRequester() (protocol.Requester, error) { return processRequester() }
 
 // machineID returns the trimmed content of the first non-empty file of paths, else
 // the host name.
@@ -55,7 +55,7 @@ func machineID(paths []string, hostname func() (string, error)) (string, error) 
 		if err != nil {
 			continue
 		}
-		if id := string(bytes.TrimSpace(b)); id != "" && len(id) <= idkeeper.MaxMachineIDLen {
+		if id := string(bytes.TrimSpace(b)); id != "" && len(id) <= protocol.MaxMachineIDLen {
 			return id, nil
 		}
 	}
@@ -77,7 +77,7 @@ func processStart() time.Time {
 			return t
 		}
 	}
-	return idkeeper.Millis(packageInit)
+	return protocol.Millis(packageInit)
 }
 
 // parseStart computes the start time from /proc/self/stat (field 22, starttime, in

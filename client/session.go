@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/protocol"
 	"github.com/idkeeper/idkeeper/snowflake"
 )
 
@@ -76,7 +76,7 @@ type Session struct {
 	state       state
 	opened      bool // Open has returned nil: losses go to OnFatal from then on
 	closing     bool
-	requester   idkeeper.Requester
+	requester   protocol.Requester
 	layout      snowflake.Layout
 	leases      []Lease
 	renewTimer  Timer
@@ -186,7 +186,7 @@ func (s *Session) Open(ctx context.Context) error {
 
 func (s *Session) open(ctx context.Context) error {
 	r := s.cfg.Requester
-	if r == (idkeeper.Requester{}) {
+	if r == (protocol.Requester{}) {
 		var err error
 		if r, err = ProcessRequester(); err != nil {
 			return err
@@ -195,7 +195,7 @@ func (s *Session) open(ctx context.Context) error {
 	// The session's own instance, kept across its Alloc retries and never reused:
 	// no other session, of this process or of a twin container, can be answered
 	// this session's lease by the idempotent Alloc, nor remove it.
-	r.Instance = idkeeper.NewInstance()
+	r.Instance = protocol.NewInstance()
 	s.mu.Lock()
 	s.requester = r
 	s.mu.Unlock()
@@ -469,7 +469,7 @@ func (s *Session) Err() error {
 
 // Requester is the identity the session uses, its own instance included; zero
 // before Open.
-func (s *Session) Requester() idkeeper.Requester {
+func (s *Session) Requester() protocol.Requester {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.requester

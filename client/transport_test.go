@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -98,5 +99,54 @@ func TestHTTPSWithACABundle(t *testing.T) {
 	os.WriteFile(empty, []byte("not a certificate\n"), 0o600)
 	if _, err := client.CABundle(empty); err == nil || !strings.Contains(err.Error(), "no PEM certificate") {
 		t.Fatalf("CABundle of a file without certificates: %v", err)
+	}
+}
+
+// roundTripFunc is an http.RoundTripper of a function.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// Config.WrapTransport wraps the default client's transport (instrumentation such
+// as tracing.Transport plugs in there): every request of the session goes through
+// the wrapper, to the registry over the transport it was given. A wrapper that
+// returns nil is refused by New; with an HTTPClient of the program's the wrapper
+// is never called.
+func TestConfig_WrapTransport(t *testing.T) {
+	srv := registrytest.Start(t, registrytest.Options{APIKey: testKey})
+	var wraps, sent atomic.Int32
+	var paths sync.Map
+	wrap := func(rt http.RoundTripper) http.RoundTripper {
+		wraps.Add(1)
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			sent.Add(1)
+			paths.Store(r.URL.Path, true)
+			return rt.RoundTrip(r)
+		})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	s, err := client.Start(ctx, client.Config{ServerURL: srv.URL, APIKey: testKey, Requester: requester(),
+		WrapTransport: wrap, OnFatal: func(error) {}})
+	if err != nil {
+		t.Fatalf("Start through the wrapped transport: %v", err)
+	}
+	if _, err := s.NextID(); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if _, ok := paths.Load(allocPath); wraps.Load() != 1 || sent.Load() < 2 || !ok {
+		t.Fatalf("wrapped %d times, %d requests through the wrapper (Alloc among them: %v), want 1 and Alloc and Remove",
+			wraps.Load(), sent.Load(), ok)
+	}
+
+	if _, err := client.New(client.Config{ServerURL: srv.URL, APIKey: testKey,
+		WrapTransport: func(http.RoundTripper) http.RoundTripper { return nil }}); err == nil ||
+		!strings.Contains(err.Error(), "WrapTransport returned a nil transport") {
+		t.Fatalf("New with a wrapper returning nil: %v", err)
+	}
+	if _, err := client.New(client.Config{ServerURL: srv.URL, APIKey: testKey, HTTPClient: &http.Client{},
+		WrapTransport: wrap}); err != nil || wraps.Load() != 1 {
+		t.Fatalf("New with an HTTPClient: %v; the wrapper was called %d times, want only the first session's", err, wraps.Load())
 	}
 }

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/internal/wire"
+	"github.com/idkeeper/idkeeper/protocol"
 	"github.com/idkeeper/idkeeper/snowflake"
 )
 
@@ -56,7 +56,7 @@ type api struct {
 	client  *wire.Client // sent with Alloc for the lease history; nil: nothing
 }
 
-func requesterOf(r idkeeper.Requester) wire.Requester {
+func requesterOf(r protocol.Requester) wire.Requester {
 	return wire.Requester{MachineID: r.MachineID, PID: r.PID, StartedAt: wire.FormatTime(r.StartedAt), Instance: r.Instance}
 }
 
@@ -70,7 +70,7 @@ func noRedirects(hc *http.Client) *http.Client {
 	return &c
 }
 
-func (a *api) alloc(ctx context.Context, r idkeeper.Requester, count int, clientNow time.Time) (grant, error) {
+func (a *api) alloc(ctx context.Context, r protocol.Requester, count int, clientNow time.Time) (grant, error) {
 	body := wire.AllocRequest{Requester: requesterOf(r), Count: count, ClientUtcNow: wire.FormatTime(clientNow), Client: a.client}
 	var ans wire.AllocResponse
 	if err := a.post(ctx, "alloc", "/v1/leases", body, &ans); err != nil {
@@ -89,7 +89,7 @@ func (a *api) alloc(ctx context.Context, r idkeeper.Requester, count int, client
 	return g, err
 }
 
-func (a *api) renew(ctx context.Context, r idkeeper.Requester, clientNow time.Time, tokens []uint64, receipts []string) (grant, error) {
+func (a *api) renew(ctx context.Context, r protocol.Requester, clientNow time.Time, tokens []uint64, receipts []string) (grant, error) {
 	body := wire.RenewRequest{Requester: requesterOf(r), ClientUtcNow: wire.FormatTime(clientNow), FencingTokens: tokens, Receipts: receipts}
 	var ans wire.RenewResponse
 	if err := a.post(ctx, "renew", "/v1/leases/renew", body, &ans); err != nil {
@@ -99,7 +99,7 @@ func (a *api) renew(ctx context.Context, r idkeeper.Requester, clientNow time.Ti
 }
 
 // remove releases the requester's leases; a zero mintedUpTo is left out.
-func (a *api) remove(ctx context.Context, r idkeeper.Requester, mintedUpTo time.Time) (int, error) {
+func (a *api) remove(ctx context.Context, r protocol.Requester, mintedUpTo time.Time) (int, error) {
 	body := wire.RemoveRequest{Requester: requesterOf(r)}
 	if !mintedUpTo.IsZero() {
 		body.MintedUpTo = wire.FormatTime(mintedUpTo)
@@ -214,7 +214,7 @@ func serverError(op string, resp *http.Response, data []byte) *ServerError {
 	if strings.Contains(resp.Header.Get("Content-Type"), "json") {
 		var p wire.Problem
 		if json.Unmarshal(data, &p) == nil {
-			e.Code, e.Detail, e.Field = idkeeper.Code(p.Code), p.Detail, p.Field
+			e.Code, e.Detail, e.Field = protocol.Code(p.Code), p.Detail, p.Field
 			if e.Detail == "" {
 				e.Detail = p.Title
 			}

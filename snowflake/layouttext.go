@@ -12,9 +12,13 @@ import (
 // under running clients.
 const MinLifetimeYears = 10
 
-// epochFormat is the epoch's form in Layout.String: RFC 3339 in UTC, always to the
-// millisecond, as the API's wire times.
-const epochFormat = "2006-01-02T15:04:05.000Z"
+// TimeFormat is the layout of every time IdKeeper writes: RFC 3339 to the
+// millisecond, "Z" for UTC, e.g. "2026-01-01T00:00:00.000Z". It is the epoch's form
+// in Layout.String and, through internal/wire (wire.TimeFormat, wire.FormatTime),
+// the form of every time of the HTTP APIs, backups, alerts and the command line.
+// It is defined here, at the bottom of the import graph, so that it is defined
+// once.
+const TimeFormat = "2006-01-02T15:04:05.000Z07:00"
 
 // dateFormat is the date form of an epoch: midnight UTC of that day.
 const dateFormat = "2006-01-02"
@@ -32,7 +36,7 @@ func (l Layout) Widths() string {
 // same widths and the same epoch instant (in UTC, so == holds when l.Epoch is in UTC
 // and carries no monotonic reading, as DefaultLayout's and ParseLayout's do).
 func (l Layout) String() string {
-	return l.Widths() + "@" + l.Epoch.UTC().Format(epochFormat)
+	return l.Widths() + "@" + l.Epoch.UTC().Format(TimeFormat)
 }
 
 // ParseLayout reads a layout from the text of its widths and of its epoch, as the
@@ -190,12 +194,12 @@ func (l Layout) ValidateNew(now time.Time) error {
 	}
 	if l.Epoch.After(now) {
 		return fmt.Errorf("%w %s: the epoch %s is after now (%s): no ID can be minted before it",
-			ErrInvalidLayout, l, l.Epoch.UTC().Format(epochFormat), now.UTC().Format(epochFormat))
+			ErrInvalidLayout, l, l.Epoch.UTC().Format(TimeFormat), now.UTC().Format(TimeFormat))
 	}
 	if least := now.UTC().AddDate(MinLifetimeYears, 0, 0); l.End().Before(least) {
 		return fmt.Errorf("%w %s: its range ends at %s, less than %d years after now (%s); "+
 			"give more timestamp bits or a later epoch",
-			ErrInvalidLayout, l, l.End().Format(epochFormat), MinLifetimeYears, now.UTC().Format(epochFormat))
+			ErrInvalidLayout, l, l.End().Format(TimeFormat), MinLifetimeYears, now.UTC().Format(TimeFormat))
 	}
 	return nil
 }

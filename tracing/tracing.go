@@ -1,6 +1,7 @@
 // Package tracing wires OpenTelemetry tracing into IdKeeper (issue #14): the
 // HTTP APIs (registry, admin, gateway), the registry's store calls, and the
-// client library's calls, whose trace context the registry continues.
+// client library's calls (Transport, plugged in with client.Config.WrapTransport),
+// whose trace context the registry continues.
 //
 // Tracing is off unless the standard OpenTelemetry environment variables ask
 // for it: OTEL_TRACES_EXPORTER=otlp, or an OTLP endpoint
@@ -122,6 +123,17 @@ func Handler(h http.Handler, operation string) http.Handler {
 			return r.Pattern
 		}
 		return r.Method + " " + r.URL.Path
+	}))
+}
+
+// Transport traces every request sent through rt as a client span named
+// "idkeeper <method> <path>" ("idkeeper POST /v1/leases") and sends its context
+// in the W3C traceparent header (the global tracer provider and propagator: see
+// Install). It is the client library's hook, client.Config.WrapTransport, for an
+// embedder that traces: the library imports no OpenTelemetry itself.
+func Transport(rt http.RoundTripper) http.RoundTripper {
+	return otelhttp.NewTransport(rt, otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
+		return "idkeeper " + r.Method + " " + r.URL.Path
 	}))
 }
 

@@ -63,7 +63,7 @@ func TestOneTraceClientServerStore(t *testing.T) {
 		Wrap:   func(h http.Handler) http.Handler { return tracing.Handler(h, "idkeeper-server") },
 	})
 	sess, err := client.New(client.Config{ServerURL: srv.URL, APIKey: srv.APIKey, Count: 1,
-		Logger: slog.New(slog.DiscardHandler)})
+		WrapTransport: tracing.Transport, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

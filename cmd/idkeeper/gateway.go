@@ -403,6 +403,16 @@ func startGateway(cfg gatewayConfig) (_ *gatewayServer, err error) {
 	}
 
 	warnOpenGateway(log, cfg.Listen, cfg.ConsumerKeys)
+	// Before the session: its requests to the registry are traced through
+	// WrapTransport when tracing is on.
+	if g.traces, err = startTracing(os.LookupEnv, "idkeeper-gateway", cfg.Version, log); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = g.traces.close().close()
+		}
+	}()
 	g.sess, err = idkclient.New(idkclient.Config{
 		ServerURL:  cfg.ServerURL,
 		ServerURLs: cfg.ServerURLs,
@@ -413,8 +423,9 @@ func startGateway(cfg gatewayConfig) (_ *gatewayServer, err error) {
 		// Zero (a config built in code) keeps the library's defaults.
 		BackoffInitial: cfg.AllocBackoffInitial, BackoffMax: cfg.AllocBackoffMax,
 		MinRetryInterval: cfg.RenewRetryMin, RenewLoopDuration: cfg.RenewRetryMax,
-		Requester: cfg.Requester,
-		TLSConfig: cfg.ServerTLS,
+		Requester:     cfg.Requester,
+		TLSConfig:     cfg.ServerTLS,
+		WrapTransport: g.traces.transport,
 		OnFatal: func(err error) {
 			select {
 			case g.fatal <- err:
@@ -438,9 +449,6 @@ func startGateway(cfg gatewayConfig) (_ *gatewayServer, err error) {
 	})
 	if err != nil {
 		return nil, usageError{err}
-	}
-	if g.traces, err = startTracing(os.LookupEnv, "idkeeper-gateway", cfg.Version, log); err != nil {
-		return nil, err
 	}
 	g.api, g.metrics = lns.serve("the gateway", g.traces.handler(gw.Handler(), "idkeeper-gateway"), promReg, log)
 	go func() {

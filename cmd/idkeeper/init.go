@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/internal/wire"
 )
 
 const initUsage = `Usage: idkeeper init --store … [--nodes N | --node-range FIRST-LAST] [--layout T/N/S] [--epoch DATE]
@@ -84,7 +85,7 @@ func runInit(ctx context.Context, args []string, env lookupEnv, stdout, stderr i
 		fmt.Fprintf(stdout, "initialised %s: generation %d (%s), %s\n", redactURL(kf.store), g.Number, g.ID, spec)
 	} else {
 		fmt.Fprintf(stdout, "%s is initialised already: generation %d (%s, origin %s, since %s); nothing changed\n",
-			redactURL(kf.store), g.Number, g.ID, g.Origin, g.At.Format("2006-01-02T15:04:05Z"))
+			redactURL(kf.store), g.Number, g.ID, g.Origin, wire.FormatTime(g.At))
 	}
 	return nil
 }

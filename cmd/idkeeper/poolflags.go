@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/internal/wire"
 	"github.com/idkeeper/idkeeper/snowflake"
 )
 
@@ -135,7 +136,7 @@ func parseNodeRange(s string) (first, last int64, err error) {
 func poolFlagsOf(spec idkeeper.PoolSpec) string {
 	l := spec.LayoutOrDefault()
 	return fmt.Sprintf("--node-range %d-%d --layout %s --epoch %s", spec.First, spec.End()-1, l.Widths(),
-		l.Epoch.UTC().Format("2006-01-02T15:04:05.000Z"))
+		wire.FormatTime(l.Epoch))
 }
 
 // poolMismatch is the error a command reports for a store whose pool (stored) has

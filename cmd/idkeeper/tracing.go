@@ -40,6 +40,15 @@ func (t *traces) handler(h http.Handler, name string) http.Handler {
 	return tracing.Handler(h, name)
 }
 
+// transport traces the client library's requests through rt when tracing is on
+// (client.Config.WrapTransport); rt itself otherwise.
+func (t *traces) transport(rt http.RoundTripper) http.RoundTripper {
+	if t == nil || !t.on {
+		return rt
+	}
+	return tracing.Transport(rt)
+}
+
 // store is the registry's store-call tracer; nil when tracing is off.
 func (t *traces) store() idkeeper.Tracer {
 	if t == nil || !t.on {

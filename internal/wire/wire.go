@@ -18,11 +18,13 @@ import (
 	"reflect"
 	"strings"
 	"time"
+
+	"github.com/idkeeper/idkeeper/snowflake"
 )
 
 // TimeFormat is the layout of every time the APIs send: RFC 3339 in UTC with
-// milliseconds, e.g. TimeExample.
-const TimeFormat = "2006-01-02T15:04:05.000Z07:00"
+// milliseconds, e.g. TimeExample. It is snowflake.TimeFormat, defined there once.
+const TimeFormat = snowflake.TimeFormat
 
 // TimeExample is a time in TimeFormat, for messages and docs.
 const TimeExample = "2026-01-01T00:00:00.000Z"
