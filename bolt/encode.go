@@ -139,16 +139,7 @@ func decodeLease(b []byte) (leaseRec, error) {
 	}, nil
 }
 
-func (l leaseRec) lease(id uint32) (idkeeper.Lease, error) {
-	r, err := idkeeper.ParseRequesterKey(l.requester)
-	if err != nil {
-		return idkeeper.Lease{}, err
-	}
-	return idkeeper.Lease{
-		NodeID: idkeeper.NodeID(id), Requester: r, NotBefore: msTime(l.notBefore), ExpiresAt: msTime(l.expiresAt),
-		FencingToken: l.token, GrantedAt: msTime(l.grantedAt), RenewedAt: msTime(l.renewedAt), KeyID: l.keyID,
-	}, nil
-}
+func (l leaseRec) lease(id uint32) (idkeeper.Lease, error) { return l.tx().On(id) }
 
 // encodeGeneration is number u64 | at i64 | origin length u8 | origin | ID.
 func encodeGeneration(g idkeeper.Generation) []byte {

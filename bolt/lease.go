@@ -39,8 +39,7 @@ func (s *Store) Init(ctx context.Context, pool idkeeper.PoolSpec) (idkeeper.Init
 			res.Generation = g
 			return t.growTo(pool)
 		}
-		res = idkeeper.InitResult{Fresh: true, Generation: idkeeper.Generation{
-			ID: idkeeper.NewGenerationID(), Number: 1, Origin: idkeeper.OriginFresh, At: msTime(t.now)}}
+		res = idkeeper.InitResult{Fresh: true, Generation: leasetx.Fresh(t.now)}
 		if err := t.growTo(pool); err != nil {
 			return err
 		}
@@ -101,13 +100,7 @@ func (s *Store) Reset(ctx context.Context, p idkeeper.ResetParams) (idkeeper.Res
 		if err != nil {
 			return err
 		}
-		if !ok || cur.ID == p.Seen.ID {
-			res = idkeeper.ResetResult{NewGeneration: true, Generation: idkeeper.Generation{ID: idkeeper.NewGenerationID(),
-				Number: max(cur.Number, p.Seen.Number) + 1, Origin: idkeeper.OriginRecovered, At: msTime(t.now)}}
-		} else {
-			cur.Origin, cur.At = idkeeper.OriginRecovered, msTime(t.now)
-			res = idkeeper.ResetResult{Generation: cur}
-		}
+		res = leasetx.ResetGeneration(cur, ok, p.Seen, t.now)
 		return t.meta.Put(keyGeneration, encodeGeneration(res.Generation))
 	})
 	if err != nil {
@@ -388,22 +381,7 @@ func (s *Store) Reclaim(ctx context.Context, g idkeeper.Guard, grace time.Durati
 		}
 		cutoff := t.now - grace.Milliseconds()
 		for _, k := range collect(t.expiry, func(k []byte) bool { return keyTime(k) < cutoff }, -1) {
-			id := keyNode(k)
-			l, err := t.lease(id)
-			if err != nil {
-				return err
-			}
-			rec, err := t.node(id)
-			if err != nil {
-				return err
-			}
-			if err := t.release(id, &rec, l); err != nil {
-				return err
-			}
-			if err := t.dropHeld(l.requester, id); err != nil {
-				return err
-			}
-			if err := t.histLog().End(id, l.token, idkeeper.EndReclaimed); err != nil {
+			if err := leasetx.Reclaimed(rules{t}, keyNode(k)); err != nil {
 				return err
 			}
 			n++

@@ -39,7 +39,7 @@ func (r rules) Restore(id uint32, l leasetx.Lease) error {
 	return r.t.reqs.Put([]byte(l.Requester), encodeIDs(ids))
 }
 
-func (r rules) Contest(id uint32, l leasetx.Lease, n leasetx.Node) error {
+func (r rules) Free(id uint32, l leasetx.Lease, n leasetx.Node) error {
 	rec, err := r.t.node(id)
 	if err != nil {
 		return err

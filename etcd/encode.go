@@ -325,15 +325,7 @@ func (r nodeRec) state(id uint32) (idkeeper.NodeState, error) {
 	return st, nil
 }
 
-func (l leaseRec) lease(id uint32) (idkeeper.Lease, error) {
-	r, err := idkeeper.ParseRequesterKey(l.requester)
-	if err != nil {
-		return idkeeper.Lease{}, err
-	}
-	return idkeeper.Lease{NodeID: idkeeper.NodeID(id), Requester: r, NotBefore: msTime(l.notBefore),
-		ExpiresAt: msTime(l.expiresAt), FencingToken: l.token, GrantedAt: msTime(l.grantedAt),
-		RenewedAt: msTime(l.renewedAt), KeyID: l.keyID}, nil
-}
+func (l leaseRec) lease(id uint32) (idkeeper.Lease, error) { return l.tx().On(id) }
 
 // holding is a requester index entry: the leases a requester holds, by node ID
 // ascending, with their tokens (which locate their history records), and the API

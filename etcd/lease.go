@@ -50,8 +50,7 @@ func (s *Store) Init(ctx context.Context, pool idkeeper.PoolSpec) (idkeeper.Init
 			res = idkeeper.InitResult{Generation: g.generation()}
 			return t.growTo(pool)
 		}
-		res = idkeeper.InitResult{Fresh: true, Generation: idkeeper.Generation{
-			ID: idkeeper.NewGenerationID(), Number: 1, Origin: idkeeper.OriginFresh, At: msTime(t.now)}}
+		res = idkeeper.InitResult{Fresh: true, Generation: leasetx.Fresh(t.now)}
 		if err := t.growTo(pool); err != nil {
 			return err
 		}
@@ -101,13 +100,7 @@ func (s *Store) Reset(ctx context.Context, p idkeeper.ResetParams) (idkeeper.Res
 			}
 		}
 		cur := t.meta.Generation.generation()
-		if cur.IsZero() || cur.ID == p.Seen.ID {
-			res = idkeeper.ResetResult{NewGeneration: true, Generation: idkeeper.Generation{ID: idkeeper.NewGenerationID(),
-				Number: max(cur.Number, p.Seen.Number) + 1, Origin: idkeeper.OriginRecovered, At: msTime(t.now)}}
-		} else {
-			cur.Origin, cur.At = idkeeper.OriginRecovered, msTime(t.now)
-			res = idkeeper.ResetResult{Generation: cur}
-		}
+		res = leasetx.ResetGeneration(cur, !cur.IsZero(), p.Seen, t.now)
 		t.meta.Generation = genRecOf(res.Generation)
 		return nil
 	})
@@ -388,18 +381,7 @@ func (s *Store) Reclaim(ctx context.Context, g idkeeper.Guard, grace time.Durati
 				return err
 			}
 			for _, id := range ids {
-				r, err := t.node(id)
-				if err != nil {
-					return err
-				}
-				l := r.lease
-				if err := t.release(id, &r); err != nil {
-					return err
-				}
-				if err := t.dropHeld(l.requester, id); err != nil {
-					return err
-				}
-				if err := t.histLog().End(id, l.token, idkeeper.EndReclaimed); err != nil {
+				if err := leasetx.Reclaimed(rules{t}, id); err != nil {
 					return err
 				}
 			}

@@ -43,7 +43,13 @@ func (r rules) Restore(id uint32, l leasetx.Lease) error {
 	return nil
 }
 
-func (r rules) Contest(id uint32, l leasetx.Lease, n leasetx.Node) error {
+// Free reads ahead, in one round trip, the keys freeing the lease reads and
+// writes: its requester's index entry, its key's count and its history record.
+func (r rules) Free(id uint32, l leasetx.Lease, n leasetx.Node) error {
+	k := r.t.s.k
+	if err := r.t.fetch(k.req+l.Requester, k.keyHeld+l.KeyID, k.histKey(id, l.Token)); err != nil {
+		return err
+	}
 	rec, err := r.t.node(id)
 	if err != nil {
 		return err

@@ -6,7 +6,8 @@
 //
 // What lives here so far: the claim rule of Renew (Claims: restore or contest),
 // the quota and admission checks of a new grant (Admit), the watermark and
-// history rule of Remove (Removed) and the record loop of a snapshot load (Feed).
+// history rule of Remove (Removed), RevokeLease (Revoke), the end of a lease
+// Reclaim finds due (Reclaimed) and the record loop of a snapshot load (Feed).
 // Times are Unix milliseconds, as the stores keep them.
 package leasetx
 
@@ -54,11 +55,11 @@ type Tx interface {
 	// included), counts it against l.KeyID and adds it to the requester index
 	// entry of l.Requester.
 	Restore(id uint32, l Lease) error
-	// Contest deletes the lease l on the held node id, takes id out of the
-	// requester index entry of l.Requester, stores n's Watermark, QuarUntil,
-	// LastToken and Restorable in its record and puts the node at the back of
-	// the free order, in the index n calls for.
-	Contest(id uint32, l Lease, n Node) error
+	// Free deletes the lease l on the held node id, takes id out of the
+	// requester index entry of l.Requester and out of l.KeyID's count, stores
+	// n's Watermark, QuarUntil, LastToken and Restorable in its record and puts
+	// the node at the back of the free order, in the index n calls for.
+	Free(id uint32, l Lease, n Node) error
 	// History is the transaction's lease history.
 	History() histrec.Log
 }
@@ -123,7 +124,7 @@ func contest(t Tx, id uint32, n Node, l Lease, c idkeeper.Claim, p idkeeper.Rene
 	n.Watermark = max(n.Watermark, l.ExpiresAt, ms(c.ExpiresAt))
 	n.QuarUntil = max(n.QuarUntil, n.Watermark+p.Grace.Milliseconds())
 	n.LastToken, n.Restorable = c.Token, false
-	if err := t.Contest(id, l, n); err != nil {
+	if err := t.Free(id, l, n); err != nil {
 		return err
 	}
 	if err := t.History().End(id, l.Token, idkeeper.EndContested); err != nil {
