@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/internal/leasetx"
 )
 
 // zeroMs is the zero time.Time in Unix milliseconds: a never-set watermark or
@@ -50,13 +51,13 @@ func coolingKey(wm int64, seq uint64, id uint32) []byte {
 }
 
 // place names the index that holds a node.
-type place byte
+type place = leasetx.Place
 
 const (
-	placeHeld place = iota
-	placeReady
-	placeCooling
-	placeQuarantine
+	placeHeld       = leasetx.Held
+	placeReady      = leasetx.Ready
+	placeCooling    = leasetx.Cooling
+	placeQuarantine = leasetx.Quarantine
 )
 
 // nodeRec is the record of one node ID.

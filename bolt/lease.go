@@ -214,10 +214,9 @@ func (t *txn) take(id uint32, l leaseRec, fresh bool) error {
 	if err := t.unplace(id, &r); err != nil {
 		return err
 	}
-	if fresh {
-		l.notBefore = r.fenced() + 1
-	}
-	r.watermark, r.lastToken, r.restorable = max(r.watermark, l.expiresAt), l.token, false
+	n, tl := leasetx.Taken(r.tx(), l.tx(), fresh)
+	r.set(n)
+	l = leaseOf(tl)
 	if err := t.putNode(id, r); err != nil {
 		return err
 	}
@@ -245,11 +244,8 @@ func (t *txn) extend(id uint32, exp int64, renewed bool) error {
 		if err := t.expiry.Put(timeNodeKey(exp, id), nil); err != nil {
 			return err
 		}
-		l.expiresAt = exp
 	}
-	if renewed {
-		l.renewedAt = t.now
-	}
+	l = leaseOf(leasetx.Extended(l.tx(), exp, t.now, renewed))
 	if err := t.leases.Put(nodeKey(id), l.encode()); err != nil {
 		return err
 	}

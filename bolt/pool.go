@@ -7,6 +7,7 @@ import (
 	bbolt "go.etcd.io/bbolt"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/internal/leasetx"
 )
 
 func (t *txn) node(id uint32) (nodeRec, error) {
@@ -114,16 +115,14 @@ func (t *txn) unplace(id uint32, r *nodeRec) error {
 // for, and stores its record.
 func (t *txn) place(id uint32, r *nodeRec) error {
 	var err error
-	switch {
-	case r.quarUntil > t.now:
-		r.place = placeQuarantine
+	r.place = leasetx.FreePlace(r.quarUntil, r.fenced(), t.now)
+	switch r.place {
+	case placeQuarantine:
 		err = t.quar.Put(timeNodeKey(r.quarUntil, id), nil)
 		t.quarantineSize++
-	case r.fenced() < t.now:
-		r.place = placeReady
+	case placeReady:
 		err = t.ready.Put(seqNodeKey(r.freeSeq, id), nil)
 	default:
-		r.place = placeCooling
 		err = t.cooling.Put(coolingKey(r.fenced(), r.freeSeq, id), nil)
 		t.coolingSize++
 	}

@@ -44,7 +44,7 @@ func (r rules) Free(id uint32, l leasetx.Lease, n leasetx.Node) error {
 	if err != nil {
 		return err
 	}
-	rec.watermark, rec.quarUntil, rec.lastToken, rec.restorable = n.Watermark, n.QuarUntil, n.LastToken, n.Restorable
+	rec.set(n)
 	if err := r.t.release(id, &rec, leaseOf(l)); err != nil {
 		return err
 	}
@@ -53,8 +53,14 @@ func (r rules) Free(id uint32, l leasetx.Lease, n leasetx.Node) error {
 
 // tx is what the shared rules read of the record.
 func (r nodeRec) tx() leasetx.Node {
-	return leasetx.Node{Watermark: r.watermark, QuarUntil: r.quarUntil, LastToken: r.lastToken,
+	return leasetx.Node{Watermark: r.watermark, QuarUntil: r.quarUntil, Floor: r.floor, LastToken: r.lastToken,
 		Restorable: r.restorable, Held: r.place == placeHeld}
+}
+
+// set stores what the shared rules decide of the record: its watermark,
+// quarantine, last token and restorable flag (its place is the store's).
+func (r *nodeRec) set(n leasetx.Node) {
+	r.watermark, r.quarUntil, r.lastToken, r.restorable = n.Watermark, n.QuarUntil, n.LastToken, n.Restorable
 }
 
 func (l leaseRec) tx() leasetx.Lease {

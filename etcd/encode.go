@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/internal/leasetx"
 )
 
 // zeroMs is the zero time.Time in Unix milliseconds: a never-set watermark,
@@ -215,13 +216,13 @@ func decodeMeta(b []byte) (meta, error) {
 }
 
 // place names the index that holds a free node; placeHeld: none, a lease holds it.
-type place byte
+type place = leasetx.Place
 
 const (
-	placeHeld place = iota
-	placeReady
-	placeCooling
-	placeQuarantine
+	placeHeld       = leasetx.Held
+	placeReady      = leasetx.Ready
+	placeCooling    = leasetx.Cooling
+	placeQuarantine = leasetx.Quarantine
 )
 
 // nodeRec is the record of one node ID, with its lease while it is held.

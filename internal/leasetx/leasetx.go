@@ -24,12 +24,16 @@ import (
 type Node struct {
 	Watermark int64 // the store's own watermark, Unix ms
 	QuarUntil int64 // the end of its quarantine, Unix ms
+	Floor     int64 // what a Reset raised, Unix ms (read only: no rule here lowers or raises it)
 	LastToken uint64
 	// Restorable: a claim on the free node may restore its lease (a Reset set it).
 	Restorable bool
 	// Held: the node carries a lease.
 	Held bool
 }
+
+// Fenced is the node's effective watermark: max(Watermark, Floor).
+func (n Node) Fenced() int64 { return max(n.Watermark, n.Floor) }
 
 // Lease is a held node's lease as the stores keep it.
 type Lease struct {
