@@ -72,11 +72,7 @@ func (t *txn) adopt(p idkeeper.PoolSpec, shrinkOK bool) error {
 	if err != nil {
 		return err
 	}
-	check := idkeeper.CheckPoolChange
-	if shrinkOK {
-		check = idkeeper.CheckPoolReset
-	}
-	if err := check(stored, p); err != nil || stored.Nodes > 0 {
+	if record, err := leasetx.Adopt(stored, p, shrinkOK); err != nil || !record {
 		return err
 	}
 	t.meta.First, t.meta.Layout = uint64(p.First), idkeeper.FormatLayout(p.LayoutOrDefault())

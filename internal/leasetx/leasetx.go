@@ -7,7 +7,11 @@
 // What lives here so far: the claim rule of Renew (Claims: restore or contest),
 // the quota and admission checks of a new grant (Admit), the watermark and
 // history rule of Remove (Removed), RevokeLease (Revoke), the end of a lease
-// Reclaim finds due (Reclaimed) and the record loop of a snapshot load (Feed).
+// Reclaim finds due (Reclaimed), the generations of Init and Reset (Fresh,
+// ResetGeneration), the pool check (Adopt), the free index a node belongs in
+// (FreePlace, Place), the record rules of a grant and an extension (Taken,
+// Extended) and the record loop of a snapshot load (Feed). The stores keep their
+// indexes, their read-ahead and their loops over them.
 // Times are Unix milliseconds, as the stores keep them.
 package leasetx
 
