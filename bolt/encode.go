@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/internal/leasetx"
 )
 
 // zeroMs is the zero time.Time in Unix milliseconds: a never-set watermark or
@@ -50,13 +51,13 @@ func coolingKey(wm int64, seq uint64, id uint32) []byte {
 }
 
 // place names the index that holds a node.
-type place byte
+type place = leasetx.Place
 
 const (
-	placeHeld place = iota
-	placeReady
-	placeCooling
-	placeQuarantine
+	placeHeld       = leasetx.Held
+	placeReady      = leasetx.Ready
+	placeCooling    = leasetx.Cooling
+	placeQuarantine = leasetx.Quarantine
 )
 
 // nodeRec is the record of one node ID.
@@ -139,16 +140,7 @@ func decodeLease(b []byte) (leaseRec, error) {
 	}, nil
 }
 
-func (l leaseRec) lease(id uint32) (idkeeper.Lease, error) {
-	r, err := idkeeper.ParseRequesterKey(l.requester)
-	if err != nil {
-		return idkeeper.Lease{}, err
-	}
-	return idkeeper.Lease{
-		NodeID: idkeeper.NodeID(id), Requester: r, NotBefore: msTime(l.notBefore), ExpiresAt: msTime(l.expiresAt),
-		FencingToken: l.token, GrantedAt: msTime(l.grantedAt), RenewedAt: msTime(l.renewedAt), KeyID: l.keyID,
-	}, nil
-}
+func (l leaseRec) lease(id uint32) (idkeeper.Lease, error) { return l.tx().On(id) }
 
 // encodeGeneration is number u64 | at i64 | origin length u8 | origin | ID.
 func encodeGeneration(g idkeeper.Generation) []byte {

@@ -44,55 +44,32 @@ func decodeHist(k, v []byte) (idkeeper.HistoryRecord, error) {
 	return r.Record(binary.BigEndian.Uint32(k), binary.BigEndian.Uint64(k[4:])), nil
 }
 
-// histGet reads the record of (node, token); ok is false when there is none.
-func (t *txn) histGet(node uint32, token uint64) (histRec, bool, error) {
-	v := t.hist.Get(histKey(node, token))
-	if v == nil {
-		return histRec{}, false, nil
-	}
-	var r histRec
-	if err := json.Unmarshal(v, &r); err != nil {
-		return histRec{}, false, fmt.Errorf("history record of node %d token %d: %w", node, token, err)
-	}
-	return r, true, nil
-}
+// histRaw is the transaction's history buckets as histrec.JSONTable keeps them.
+type histRaw struct{ t *txn }
 
-// histPut writes a record and keeps the ended index in step with it: old is the
-// record as it was (nil: none).
-func (t *txn) histPut(node uint32, token uint64, r histRec, old *histRec) error {
-	if old != nil && old.End != "" {
-		if err := t.histEnded.Delete(endedKey(old.EndedAt, node, token)); err != nil {
-			return err
-		}
-	}
-	if r.End != "" {
-		if err := t.histEnded.Put(endedKey(r.EndedAt, node, token), nil); err != nil {
-			return err
-		}
-	}
-	v, err := json.Marshal(r)
-	if err != nil {
-		return err
-	}
-	return t.hist.Put(histKey(node, token), v)
+func (h histRaw) GetJSON(node uint32, token uint64) ([]byte, bool, error) {
+	v := h.t.hist.Get(histKey(node, token))
+	return v, v != nil, nil
+}
+func (h histRaw) PutJSON(node uint32, token uint64, v []byte) error {
+	return h.t.hist.Put(histKey(node, token), v)
+}
+func (h histRaw) PutEnded(ms int64, node uint32, token uint64) error {
+	return h.t.histEnded.Put(endedKey(ms, node, token), nil)
+}
+func (h histRaw) DeleteEnded(ms int64, node uint32, token uint64) error {
+	return h.t.histEnded.Delete(endedKey(ms, node, token))
 }
 
 func endedKey(ms int64, node uint32, token uint64) []byte {
 	return binary.BigEndian.AppendUint64(timeNodeKey(ms, node), token)
 }
 
-// histTable is the transaction's history as histrec.Log writes it.
-type histTable struct{ t *txn }
-
-func (h histTable) Get(node uint32, token uint64) (histRec, bool, error) {
-	return h.t.histGet(node, token)
-}
-func (h histTable) Put(node uint32, token uint64, r histRec, old *histRec) error {
-	return h.t.histPut(node, token, r, old)
-}
+// histTable is the transaction's lease history.
+func (t *txn) histTable() histrec.JSONTable { return histrec.JSONTable{Raw: histRaw{t}} }
 
 // histLog writes the lease history of this transaction's events.
-func (t *txn) histLog() histrec.Log { return histrec.Log{T: histTable{t}, Now: t.now} }
+func (t *txn) histLog() histrec.Log { return histrec.Log{T: t.histTable(), Now: t.now} }
 
 // LeaseAt implements idkeeper.HistoryStore.
 func (s *Store) LeaseAt(ctx context.Context, node idkeeper.NodeID, at time.Time) ([]idkeeper.HistoryRecord, error) {
@@ -212,5 +189,5 @@ func histRecords(t *txn, out func(idkeeper.SnapshotRecord) error) error {
 
 // history writes one record of a snapshot into the staging.
 func (l *loader) history(h *idkeeper.HistoryRecord) error {
-	return l.t.histPut(uint32(h.NodeID), h.Token, histrec.Of(*h), nil)
+	return l.t.histTable().Put(uint32(h.NodeID), h.Token, histrec.Of(*h), nil)
 }

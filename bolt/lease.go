@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/internal/leasetx"
 )
 
 // Status implements idkeeper.LeaseStore.
@@ -38,8 +39,7 @@ func (s *Store) Init(ctx context.Context, pool idkeeper.PoolSpec) (idkeeper.Init
 			res.Generation = g
 			return t.growTo(pool)
 		}
-		res = idkeeper.InitResult{Fresh: true, Generation: idkeeper.Generation{
-			ID: idkeeper.NewGenerationID(), Number: 1, Origin: idkeeper.OriginFresh, At: msTime(t.now)}}
+		res = idkeeper.InitResult{Fresh: true, Generation: leasetx.Fresh(t.now)}
 		if err := t.growTo(pool); err != nil {
 			return err
 		}
@@ -100,13 +100,7 @@ func (s *Store) Reset(ctx context.Context, p idkeeper.ResetParams) (idkeeper.Res
 		if err != nil {
 			return err
 		}
-		if !ok || cur.ID == p.Seen.ID {
-			res = idkeeper.ResetResult{NewGeneration: true, Generation: idkeeper.Generation{ID: idkeeper.NewGenerationID(),
-				Number: max(cur.Number, p.Seen.Number) + 1, Origin: idkeeper.OriginRecovered, At: msTime(t.now)}}
-		} else {
-			cur.Origin, cur.At = idkeeper.OriginRecovered, msTime(t.now)
-			res = idkeeper.ResetResult{Generation: cur}
-		}
+		res = leasetx.ResetGeneration(cur, ok, p.Seen, t.now)
 		return t.meta.Put(keyGeneration, encodeGeneration(res.Generation))
 	})
 	if err != nil {
@@ -147,20 +141,10 @@ func (s *Store) Alloc(ctx context.Context, g idkeeper.Guard, p idkeeper.AllocPar
 			}
 			return t.histExtendAll(gr.Leases)
 		}
-		if p.MaxNodes > 0 {
-			cool, err := t.keyCooling(p.KeyID)
-			if err != nil {
-				return err
-			}
-			if n := t.keyHeldBy(p.KeyID) + cool; n+p.Count > p.MaxNodes {
-				return idkeeper.QuotaExceededCooling(p.MaxNodes, n, cool, p.Count)
-			}
-		}
-		if free := int(t.nodeCount - t.held - t.quarantineSize); free < p.Count {
-			return idkeeper.Exhausted(p.Count, free)
-		}
-		if t.fence+uint64(p.Count) > idkeeper.MaxFencingToken {
-			return idkeeper.FenceCeiling(t.fence, p.Count)
+		keyHeld := func() (int, error) { return t.keyHeldBy(p.KeyID), nil }
+		cooling := func() (int, error) { return t.keyCooling(p.KeyID) }
+		if err := leasetx.Admit(p, keyHeld, cooling, int(t.nodeCount-t.held-t.quarantineSize), t.fence); err != nil {
+			return err
 		}
 		ids, err := t.pick(p.Count)
 		if err != nil {
@@ -230,10 +214,9 @@ func (t *txn) take(id uint32, l leaseRec, fresh bool) error {
 	if err := t.unplace(id, &r); err != nil {
 		return err
 	}
-	if fresh {
-		l.notBefore = r.fenced() + 1
-	}
-	r.watermark, r.lastToken, r.restorable = max(r.watermark, l.expiresAt), l.token, false
+	n, tl := leasetx.Taken(r.tx(), l.tx(), fresh)
+	r.set(n)
+	l = leaseOf(tl)
 	if err := t.putNode(id, r); err != nil {
 		return err
 	}
@@ -261,11 +244,8 @@ func (t *txn) extend(id uint32, exp int64, renewed bool) error {
 		if err := t.expiry.Put(timeNodeKey(exp, id), nil); err != nil {
 			return err
 		}
-		l.expiresAt = exp
 	}
-	if renewed {
-		l.renewedAt = t.now
-	}
+	l = leaseOf(leasetx.Extended(l.tx(), exp, t.now, renewed))
 	if err := t.leases.Put(nodeKey(id), l.encode()); err != nil {
 		return err
 	}
@@ -308,7 +288,7 @@ func (s *Store) Renew(ctx context.Context, g idkeeper.Guard, p idkeeper.RenewPar
 		if _, err := t.owned(key, p.KeyID); err != nil {
 			return err
 		}
-		restored, contested, err := t.claims(key, p)
+		restored, contested, err := leasetx.Claims(rules{t}, key, p)
 		if err != nil {
 			return err
 		}
@@ -328,85 +308,6 @@ func (s *Store) Renew(ctx context.Context, g idkeeper.Guard, p idkeeper.RenewPar
 		return t.histExtendAll(gr.Leases)
 	})
 	return gr, err
-}
-
-// claims handles a Renew's claims (idkeeper.LeaseStore.Renew), in node ID order,
-// updating the requester index of the requester with key.
-func (t *txn) claims(key string, p idkeeper.RenewParams) (restored, contested []idkeeper.NodeID, err error) {
-	cs := slices.Clone(p.Claims)
-	slices.SortFunc(cs, func(a, b idkeeper.Claim) int { return int(a.NodeID - b.NodeID) })
-	for _, c := range cs {
-		if !c.Possible() || !t.inPool(c.NodeID) || timeMs(c.ExpiresAt) < t.now {
-			continue
-		}
-		id := uint32(c.NodeID)
-		r, err := t.node(id)
-		if err != nil {
-			return nil, nil, err
-		}
-		if c.Token <= r.lastToken {
-			continue
-		}
-		if r.place == placeHeld {
-			l, err := t.lease(id)
-			if err != nil {
-				return nil, nil, err
-			}
-			if l.requester == key {
-				continue
-			}
-			if err := t.contest(id, l, c, p.Grace); err != nil {
-				return nil, nil, err
-			}
-			if err := t.histLog().End(id, l.token, idkeeper.EndContested); err != nil {
-				return nil, nil, err
-			}
-			if err := t.histLog().Claim(c, p.Requester, p.KeyID, nil); err != nil {
-				return nil, nil, err
-			}
-			contested = append(contested, c.NodeID)
-			continue
-		}
-		if !r.restorable {
-			continue
-		}
-		exp := max(timeMs(c.ExpiresAt), t.now+p.Duration.Milliseconds())
-		l := leaseRec{notBefore: max(timeMs(c.NotBefore), r.watermark+1), expiresAt: exp, grantedAt: t.now,
-			renewedAt: zeroMs, token: c.Token, requester: key, keyID: p.KeyID}
-		if err := t.take(id, l, false); err != nil {
-			return nil, nil, err
-		}
-		if err := t.histLog().Claim(c, p.Requester, p.KeyID, &exp); err != nil {
-			return nil, nil, err
-		}
-		ids, err := t.heldBy(key)
-		if err != nil {
-			return nil, nil, err
-		}
-		ids = append(ids, id)
-		slices.Sort(ids)
-		if err := t.reqs.Put([]byte(key), encodeIDs(ids)); err != nil {
-			return nil, nil, err
-		}
-		restored = append(restored, c.NodeID)
-	}
-	return restored, contested, nil
-}
-
-// contest stops both claims on a held node: l's lease is deleted and the node
-// quarantined past both windows + grace.
-func (t *txn) contest(id uint32, l leaseRec, c idkeeper.Claim, grace time.Duration) error {
-	rec, err := t.node(id)
-	if err != nil {
-		return err
-	}
-	rec.watermark = max(rec.watermark, l.expiresAt, timeMs(c.ExpiresAt))
-	rec.quarUntil = max(rec.quarUntil, rec.watermark+grace.Milliseconds())
-	rec.lastToken, rec.restorable = c.Token, false
-	if err := t.release(id, &rec, l); err != nil {
-		return err
-	}
-	return t.dropHeld(l.requester, id)
 }
 
 // Remove implements idkeeper.LeaseStore.
@@ -433,20 +334,8 @@ func (s *Store) Remove(ctx context.Context, g idkeeper.Guard, p idkeeper.RemoveP
 			if err != nil {
 				return err
 			}
-			if err := t.histLog().Edit(id, l.token, func(r *histRec) {
-				r.End, r.EndedAt = string(idkeeper.EndRemoved), t.now
-				if !p.MintedUpTo.IsZero() {
-					r.WindowEnd, r.MintedUpTo = max(min(timeMs(p.MintedUpTo), l.expiresAt), l.notBefore-1), timeMs(p.MintedUpTo)
-				}
-			}); err != nil {
+			if rec.watermark, err = leasetx.Removed(t.histLog(), id, rec.tx(), l.tx(), p.MintedUpTo); err != nil {
 				return err
-			}
-			if !p.MintedUpTo.IsZero() {
-				wm := max(min(timeMs(p.MintedUpTo), l.expiresAt), l.notBefore-1)
-				if rec.quarUntil > t.now {
-					wm = max(wm, rec.quarUntil)
-				}
-				rec.watermark = wm
 			}
 			if err := t.release(id, &rec, l); err != nil {
 				return err
@@ -488,22 +377,7 @@ func (s *Store) Reclaim(ctx context.Context, g idkeeper.Guard, grace time.Durati
 		}
 		cutoff := t.now - grace.Milliseconds()
 		for _, k := range collect(t.expiry, func(k []byte) bool { return keyTime(k) < cutoff }, -1) {
-			id := keyNode(k)
-			l, err := t.lease(id)
-			if err != nil {
-				return err
-			}
-			rec, err := t.node(id)
-			if err != nil {
-				return err
-			}
-			if err := t.release(id, &rec, l); err != nil {
-				return err
-			}
-			if err := t.dropHeld(l.requester, id); err != nil {
-				return err
-			}
-			if err := t.histLog().End(id, l.token, idkeeper.EndReclaimed); err != nil {
+			if err := leasetx.Reclaimed(rules{t}, keyNode(k)); err != nil {
 				return err
 			}
 			n++

@@ -7,6 +7,7 @@ import (
 	bbolt "go.etcd.io/bbolt"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/internal/leasetx"
 )
 
 func (t *txn) node(id uint32) (nodeRec, error) {
@@ -61,11 +62,7 @@ func (t *txn) adopt(p idkeeper.PoolSpec, shrinkOK bool) error {
 	if err != nil {
 		return err
 	}
-	check := idkeeper.CheckPoolChange
-	if shrinkOK {
-		check = idkeeper.CheckPoolReset
-	}
-	if err := check(stored, p); err != nil || stored.Nodes > 0 {
+	if record, err := leasetx.Adopt(stored, p, shrinkOK); err != nil || !record {
 		return err
 	}
 	t.first = uint64(p.First)
@@ -114,16 +111,14 @@ func (t *txn) unplace(id uint32, r *nodeRec) error {
 // for, and stores its record.
 func (t *txn) place(id uint32, r *nodeRec) error {
 	var err error
-	switch {
-	case r.quarUntil > t.now:
-		r.place = placeQuarantine
+	r.place = leasetx.FreePlace(r.quarUntil, r.fenced(), t.now)
+	switch r.place {
+	case placeQuarantine:
 		err = t.quar.Put(timeNodeKey(r.quarUntil, id), nil)
 		t.quarantineSize++
-	case r.fenced() < t.now:
-		r.place = placeReady
+	case placeReady:
 		err = t.ready.Put(seqNodeKey(r.freeSeq, id), nil)
 	default:
-		r.place = placeCooling
 		err = t.cooling.Put(coolingKey(r.fenced(), r.freeSeq, id), nil)
 		t.coolingSize++
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/internal/leasetx"
 )
 
 // RevokeLease implements idkeeper.LeaseStore: one transaction that checks the
@@ -17,37 +18,9 @@ func (s *Store) RevokeLease(ctx context.Context, g idkeeper.Guard, node idkeeper
 	}
 	var out idkeeper.Lease
 	err := s.update(ctx, &g, func(t *txn) error {
-		if !t.inPool(node) {
-			return idkeeper.ErrNotFound
-		}
-		id := uint32(node)
-		rec, err := t.node(id)
-		if err != nil {
-			return err
-		}
-		if rec.place != placeHeld {
-			return idkeeper.ErrNotFound
-		}
-		l, err := t.lease(id)
-		if err != nil {
-			return err
-		}
-		if l.token != token {
-			return idkeeper.ErrNotFound
-		}
-		if out, err = l.lease(id); err != nil {
-			return err
-		}
-		rec.watermark = max(rec.watermark, l.expiresAt)
-		rec.quarUntil = max(rec.quarUntil, l.expiresAt+grace.Milliseconds())
-		rec.restorable = false
-		if err := t.release(id, &rec, l); err != nil {
-			return err
-		}
-		if err := t.histLog().End(id, l.token, idkeeper.EndRevoked); err != nil {
-			return err
-		}
-		return t.dropHeld(l.requester, id)
+		var err error
+		out, err = leasetx.Revoke(rules{t}, node, token, grace)
+		return err
 	})
 	if err != nil {
 		return idkeeper.Lease{}, err

@@ -5,13 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"math"
 
 	bbolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/internal/leasetx"
 )
 
 var _ idkeeper.SnapshotStore = (*Store)(nil)
@@ -26,9 +26,9 @@ var snapshotBuckets = [][]byte{bucketNodes, bucketLeases, bucketRequesters, buck
 	bucketUsers, bucketSessions, bucketUserSessions, bucketAllow, bucketAudit, bucketHistory, bucketHistoryEnded,
 	bucketKeyCool}
 
-// snapshotCtxEvery is how many records a snapshot reads or writes between two
+// snapshotCtxEvery is how many records a snapshot emits between two
 // checks of its context.
-const snapshotCtxEvery = 1024
+const snapshotCtxEvery = leasetx.CtxEvery
 
 // ReadSnapshot implements idkeeper.SnapshotStore in one read transaction: the
 // snapshot is one consistent view of the file, whatever writes while emit runs.
@@ -239,28 +239,8 @@ func (s *Store) LoadSnapshot(ctx context.Context, meta idkeeper.SnapshotMeta, sr
 			st.drop()
 		}
 	}()
-	records := 0
-	for {
-		rec, err := src.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return err // an error of src, returned as it is
-		}
-		if err := chk.Check(rec); err != nil {
-			return err
-		}
-		if records++; records%snapshotCtxEvery == 0 {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-		}
-		if err := st.add(rec); err != nil {
-			return err
-		}
-	}
-	if err := chk.Done(); err != nil {
+	records, err := leasetx.Feed(ctx, chk, src, st.add)
+	if err != nil {
 		return err
 	}
 	if err := st.flush(true); err != nil {

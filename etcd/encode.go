@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/internal/leasetx"
 )
 
 // zeroMs is the zero time.Time in Unix milliseconds: a never-set watermark,
@@ -215,13 +216,13 @@ func decodeMeta(b []byte) (meta, error) {
 }
 
 // place names the index that holds a free node; placeHeld: none, a lease holds it.
-type place byte
+type place = leasetx.Place
 
 const (
-	placeHeld place = iota
-	placeReady
-	placeCooling
-	placeQuarantine
+	placeHeld       = leasetx.Held
+	placeReady      = leasetx.Ready
+	placeCooling    = leasetx.Cooling
+	placeQuarantine = leasetx.Quarantine
 )
 
 // nodeRec is the record of one node ID, with its lease while it is held.
@@ -325,15 +326,7 @@ func (r nodeRec) state(id uint32) (idkeeper.NodeState, error) {
 	return st, nil
 }
 
-func (l leaseRec) lease(id uint32) (idkeeper.Lease, error) {
-	r, err := idkeeper.ParseRequesterKey(l.requester)
-	if err != nil {
-		return idkeeper.Lease{}, err
-	}
-	return idkeeper.Lease{NodeID: idkeeper.NodeID(id), Requester: r, NotBefore: msTime(l.notBefore),
-		ExpiresAt: msTime(l.expiresAt), FencingToken: l.token, GrantedAt: msTime(l.grantedAt),
-		RenewedAt: msTime(l.renewedAt), KeyID: l.keyID}, nil
-}
+func (l leaseRec) lease(id uint32) (idkeeper.Lease, error) { return l.tx().On(id) }
 
 // holding is a requester index entry: the leases a requester holds, by node ID
 // ascending, with their tokens (which locate their history records), and the API

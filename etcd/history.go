@@ -51,48 +51,29 @@ func (k keys) histIDs(key string) (uint32, uint64, error) {
 	return node, token, nil
 }
 
-// histGet reads the record of (node, token); ok is false when there is none.
-func (t *txn) histGet(node uint32, token uint64) (histRec, bool, error) {
-	v, ok, err := t.get(t.s.k.histKey(node, token))
-	if err != nil || !ok {
-		return histRec{}, false, err
-	}
-	var r histRec
-	if err := json.Unmarshal(v, &r); err != nil {
-		return histRec{}, false, fmt.Errorf("history record of node %d token %d: %w", node, token, err)
-	}
-	return r, true, nil
-}
+// histRaw is the transaction's history keys as histrec.JSONTable keeps them.
+type histRaw struct{ t *txn }
 
-// histPut writes a record and keeps the ended index in step with it: old is the
-// record as it was (nil: none).
-func (t *txn) histPut(node uint32, token uint64, r histRec, old *histRec) error {
-	if old != nil && old.End != "" {
-		t.del(t.s.k.histEndKey(old.EndedAt, node, token))
-	}
-	if r.End != "" {
-		t.put(t.s.k.histEndKey(r.EndedAt, node, token), "")
-	}
-	v, err := jsonString(r)
-	if err != nil {
-		return err
-	}
-	t.put(t.s.k.histKey(node, token), v)
+func (h histRaw) GetJSON(node uint32, token uint64) ([]byte, bool, error) {
+	return h.t.get(h.t.s.k.histKey(node, token))
+}
+func (h histRaw) PutJSON(node uint32, token uint64, v []byte) error {
+	h.t.put(h.t.s.k.histKey(node, token), string(v))
+	return nil
+}
+func (h histRaw) PutEnded(ms int64, node uint32, token uint64) error {
+	h.t.put(h.t.s.k.histEndKey(ms, node, token), "")
+	return nil
+}
+func (h histRaw) DeleteEnded(ms int64, node uint32, token uint64) error {
+	h.t.del(h.t.s.k.histEndKey(ms, node, token))
 	return nil
 }
 
-// histTable is the transaction's history as histrec.Log writes it.
-type histTable struct{ t *txn }
-
-func (h histTable) Get(node uint32, token uint64) (histRec, bool, error) {
-	return h.t.histGet(node, token)
-}
-func (h histTable) Put(node uint32, token uint64, r histRec, old *histRec) error {
-	return h.t.histPut(node, token, r, old)
-}
-
 // histLog writes the lease history of this transaction's events.
-func (t *txn) histLog() histrec.Log { return histrec.Log{T: histTable{t}, Now: t.now} }
+func (t *txn) histLog() histrec.Log {
+	return histrec.Log{T: histrec.JSONTable{Raw: histRaw{t}}, Now: t.now}
+}
 
 // LeaseAt implements idkeeper.HistoryStore: one range read of the node's records
 // (with the default retention and a busy fleet, a handful per node).

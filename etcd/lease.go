@@ -2,12 +2,12 @@ package etcd
 
 import (
 	"context"
-	"slices"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/internal/leasetx"
 )
 
 // Status implements idkeeper.LeaseStore: one read of the meta record.
@@ -50,8 +50,7 @@ func (s *Store) Init(ctx context.Context, pool idkeeper.PoolSpec) (idkeeper.Init
 			res = idkeeper.InitResult{Generation: g.generation()}
 			return t.growTo(pool)
 		}
-		res = idkeeper.InitResult{Fresh: true, Generation: idkeeper.Generation{
-			ID: idkeeper.NewGenerationID(), Number: 1, Origin: idkeeper.OriginFresh, At: msTime(t.now)}}
+		res = idkeeper.InitResult{Fresh: true, Generation: leasetx.Fresh(t.now)}
 		if err := t.growTo(pool); err != nil {
 			return err
 		}
@@ -101,13 +100,7 @@ func (s *Store) Reset(ctx context.Context, p idkeeper.ResetParams) (idkeeper.Res
 			}
 		}
 		cur := t.meta.Generation.generation()
-		if cur.IsZero() || cur.ID == p.Seen.ID {
-			res = idkeeper.ResetResult{NewGeneration: true, Generation: idkeeper.Generation{ID: idkeeper.NewGenerationID(),
-				Number: max(cur.Number, p.Seen.Number) + 1, Origin: idkeeper.OriginRecovered, At: msTime(t.now)}}
-		} else {
-			cur.Origin, cur.At = idkeeper.OriginRecovered, msTime(t.now)
-			res = idkeeper.ResetResult{Generation: cur}
-		}
+		res = leasetx.ResetGeneration(cur, !cur.IsZero(), p.Seen, t.now)
 		t.meta.Generation = genRecOf(res.Generation)
 		return nil
 	})
@@ -189,27 +182,16 @@ func (s *Store) Alloc(ctx context.Context, g idkeeper.Guard, p idkeeper.AllocPar
 			gr, err = t.grant(h.ids)
 			return err
 		}
-		if p.MaxNodes > 0 {
-			n, err := t.keyHeld(p.KeyID)
-			if err != nil {
-				return err
-			}
-			cool, err := t.keyCooling(p.KeyID)
-			if err != nil {
-				return err
-			}
-			if n += cool; n+p.Count > p.MaxNodes {
-				return idkeeper.QuotaExceededCooling(p.MaxNodes, n, cool, p.Count)
-			}
+		keyHeld := func() (int, error) { return t.keyHeld(p.KeyID) }
+		cooling := func() (int, error) { return t.keyCooling(p.KeyID) }
+		if err := leasetx.CheckQuota(p, keyHeld, cooling); err != nil {
+			return err
 		}
 		if more, err := t.promote(); err != nil || more {
 			return cmpErr(err, errPartial)
 		}
-		if free := int(t.meta.Nodes - t.meta.Held - t.meta.Quarantined); free < p.Count {
-			return idkeeper.Exhausted(p.Count, free)
-		}
-		if t.meta.Fence+uint64(p.Count) > idkeeper.MaxFencingToken {
-			return idkeeper.FenceCeiling(t.meta.Fence, p.Count)
+		if err := leasetx.AdmitFree(p, int(t.meta.Nodes-t.meta.Held-t.meta.Quarantined), t.meta.Fence); err != nil {
+			return err
 		}
 		if readyStart > t.meta.ReadyFrom {
 			// Another Store put a ready entry below where the first read started.
@@ -285,7 +267,7 @@ func (s *Store) Renew(ctx context.Context, g idkeeper.Guard, p idkeeper.RenewPar
 		if err := t.fetchHeld(h, claimed...); err != nil {
 			return err
 		}
-		restored, contested, err := t.claims(key, p)
+		restored, contested, err := leasetx.Claims(rules{t}, key, p)
 		if err != nil {
 			return err
 		}
@@ -308,75 +290,6 @@ func (s *Store) Renew(ctx context.Context, g idkeeper.Guard, p idkeeper.RenewPar
 		return nil
 	})
 	return gr, err
-}
-
-// claims handles a Renew's claims (idkeeper.LeaseStore.Renew), in node ID order,
-// updating the requester index of the requester with key.
-func (t *txn) claims(key string, p idkeeper.RenewParams) (restored, contested []idkeeper.NodeID, err error) {
-	cs := slices.Clone(p.Claims)
-	slices.SortStableFunc(cs, func(a, b idkeeper.Claim) int { return int(a.NodeID - b.NodeID) })
-	for _, c := range cs {
-		if !c.Possible() || !t.meta.inPool(c.NodeID) || timeMs(c.ExpiresAt) < t.now {
-			continue
-		}
-		id := uint32(c.NodeID)
-		r, err := t.node(id)
-		if err != nil {
-			return nil, nil, err
-		}
-		if c.Token <= r.lastToken {
-			continue
-		}
-		if l := r.lease; l != nil {
-			if l.requester == key {
-				continue
-			}
-			if err := t.contest(id, r, c, p.Grace); err != nil {
-				return nil, nil, err
-			}
-			if err := t.histLog().End(id, l.token, idkeeper.EndContested); err != nil {
-				return nil, nil, err
-			}
-			if err := t.histLog().Claim(c, p.Requester, p.KeyID, nil); err != nil {
-				return nil, nil, err
-			}
-			contested = append(contested, c.NodeID)
-			continue
-		}
-		if !r.restorable {
-			continue
-		}
-		exp := max(timeMs(c.ExpiresAt), t.now+p.Duration.Milliseconds())
-		l := leaseRec{notBefore: max(timeMs(c.NotBefore), r.watermark+1), expiresAt: exp, grantedAt: t.now,
-			renewedAt: zeroMs, token: c.Token, requester: key, keyID: p.KeyID}
-		if err := t.take(id, l, false); err != nil {
-			return nil, nil, err
-		}
-		if err := t.histLog().Claim(c, p.Requester, p.KeyID, &exp); err != nil {
-			return nil, nil, err
-		}
-		h, _, err := t.holding(key)
-		if err != nil {
-			return nil, nil, err
-		}
-		h.keyID = p.KeyID
-		t.putHolding(key, h.with(id, c.Token))
-		restored = append(restored, c.NodeID)
-	}
-	return restored, contested, nil
-}
-
-// contest stops both claims on the held node id: its lease is deleted and the
-// node quarantined past both windows + grace.
-func (t *txn) contest(id uint32, r nodeRec, c idkeeper.Claim, grace time.Duration) error {
-	l := r.lease
-	r.watermark = max(r.watermark, l.expiresAt, timeMs(c.ExpiresAt))
-	r.quarUntil = max(r.quarUntil, r.watermark+grace.Milliseconds())
-	r.lastToken, r.restorable = c.Token, false
-	if err := t.release(id, &r); err != nil {
-		return err
-	}
-	return t.dropHeld(l.requester, id)
 }
 
 // Remove implements idkeeper.LeaseStore: three round trips, as Renew.
@@ -408,20 +321,8 @@ func (s *Store) Remove(ctx context.Context, g idkeeper.Guard, p idkeeper.RemoveP
 			if l == nil {
 				return errNoLease(id)
 			}
-			if err := t.histLog().Edit(id, l.token, func(hr *histRec) {
-				hr.End, hr.EndedAt = string(idkeeper.EndRemoved), t.now
-				if !p.MintedUpTo.IsZero() {
-					hr.WindowEnd, hr.MintedUpTo = max(min(timeMs(p.MintedUpTo), l.expiresAt), l.notBefore-1), timeMs(p.MintedUpTo)
-				}
-			}); err != nil {
+			if r.watermark, err = leasetx.Removed(t.histLog(), id, r.tx(), l.tx(), p.MintedUpTo); err != nil {
 				return err
-			}
-			if !p.MintedUpTo.IsZero() {
-				wm := max(min(timeMs(p.MintedUpTo), l.expiresAt), l.notBefore-1)
-				if r.quarUntil > t.now {
-					wm = max(wm, r.quarUntil)
-				}
-				r.watermark = wm
 			}
 			if err := t.release(id, &r); err != nil {
 				return err
@@ -480,18 +381,7 @@ func (s *Store) Reclaim(ctx context.Context, g idkeeper.Guard, grace time.Durati
 				return err
 			}
 			for _, id := range ids {
-				r, err := t.node(id)
-				if err != nil {
-					return err
-				}
-				l := r.lease
-				if err := t.release(id, &r); err != nil {
-					return err
-				}
-				if err := t.dropHeld(l.requester, id); err != nil {
-					return err
-				}
-				if err := t.histLog().End(id, l.token, idkeeper.EndReclaimed); err != nil {
+				if err := leasetx.Reclaimed(rules{t}, id); err != nil {
 					return err
 				}
 			}

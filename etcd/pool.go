@@ -9,6 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/internal/leasetx"
 )
 
 // The node pool inside a transaction: node records, the free indexes and the
@@ -71,11 +72,7 @@ func (t *txn) adopt(p idkeeper.PoolSpec, shrinkOK bool) error {
 	if err != nil {
 		return err
 	}
-	check := idkeeper.CheckPoolChange
-	if shrinkOK {
-		check = idkeeper.CheckPoolReset
-	}
-	if err := check(stored, p); err != nil || stored.Nodes > 0 {
+	if record, err := leasetx.Adopt(stored, p, shrinkOK); err != nil || !record {
 		return err
 	}
 	t.meta.First, t.meta.Layout = uint64(p.First), idkeeper.FormatLayout(p.LayoutOrDefault())
@@ -127,14 +124,11 @@ func (t *txn) unplace(id uint32, r *nodeRec) {
 // for, and stores its record.
 func (t *txn) place(id uint32, r *nodeRec) {
 	r.lease = nil
-	switch {
-	case r.quarUntil > t.now:
-		r.place = placeQuarantine
+	r.place = leasetx.FreePlace(r.quarUntil, r.fenced(), t.now)
+	switch r.place {
+	case placeQuarantine:
 		t.meta.Quarantined++
-	case r.fenced() < t.now:
-		r.place = placeReady
-	default:
-		r.place = placeCooling
+	case placeCooling:
 		t.meta.Cooling++
 	}
 	t.putNode(id, *r)
@@ -316,10 +310,9 @@ func (t *txn) take(id uint32, l leaseRec, fresh bool) error {
 		return err
 	}
 	t.unplace(id, &r)
-	if fresh {
-		l.notBefore = r.fenced() + 1
-	}
-	r.watermark, r.lastToken, r.restorable = max(r.watermark, l.expiresAt), l.token, false
+	n, tl := leasetx.Taken(r.tx(), l.tx(), fresh)
+	r.set(n)
+	l = leaseOf(tl)
 	r.lease = &l
 	t.putNode(id, r)
 	t.meta.Held++
@@ -339,11 +332,8 @@ func (t *txn) extend(id uint32, exp int64, renewed bool) (leaseRec, error) {
 	l := *r.lease
 	if exp > l.expiresAt {
 		t.del(t.s.k.expiryKey(l.expiresAt, id))
-		l.expiresAt = exp
 	}
-	if renewed {
-		l.renewedAt = t.now
-	}
+	l = leaseOf(leasetx.Extended(l.tx(), exp, t.now, renewed))
 	r.lease, r.watermark = &l, max(r.watermark, l.expiresAt)
 	t.putNode(id, r)
 	return l, nil

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/internal/leasetx"
 )
 
 // RevokeLease implements idkeeper.LeaseStore: one transaction that checks the
@@ -18,34 +19,9 @@ func (s *Store) RevokeLease(ctx context.Context, g idkeeper.Guard, node idkeeper
 	}
 	var out idkeeper.Lease
 	err := s.update(ctx, "revoke lease", &g, nil, func(t *txn) error {
-		if !t.meta.inPool(node) {
-			return idkeeper.ErrNotFound
-		}
-		id := uint32(node)
-		r, err := t.node(id)
-		if err != nil {
-			return err
-		}
-		l := r.lease
-		if l == nil || l.token != token {
-			return idkeeper.ErrNotFound
-		}
-		if out, err = l.lease(id); err != nil {
-			return err
-		}
-		if err := t.fetch(s.k.req+l.requester, s.k.keyHeld+l.keyID, s.k.histKey(id, l.token)); err != nil {
-			return err
-		}
-		r.watermark = max(r.watermark, l.expiresAt)
-		r.quarUntil = max(r.quarUntil, l.expiresAt+grace.Milliseconds())
-		r.restorable = false
-		if err := t.release(id, &r); err != nil {
-			return err
-		}
-		if err := t.histLog().End(id, l.token, idkeeper.EndRevoked); err != nil {
-			return err
-		}
-		return t.dropHeld(l.requester, id)
+		var err error
+		out, err = leasetx.Revoke(rules{t}, node, token, grace)
+		return err
 	})
 	if err != nil {
 		return idkeeper.Lease{}, err

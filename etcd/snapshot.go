@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"strconv"
 	"strings"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/internal/histrec"
+	"github.com/idkeeper/idkeeper/internal/leasetx"
 )
 
 // Snapshots (idkeeper.SnapshotStore); the package doc ("Snapshots") describes
@@ -28,9 +28,6 @@ const (
 	// stageBatch is the most keys one staging transaction writes: under etcd's
 	// default --max-txn-ops (128).
 	stageBatch = 100
-	// snapshotCtxEvery is how many records a load reads between two checks of
-	// its context.
-	snapshotCtxEvery = 1024
 	// swapTries bounds the swaps a load tries while other writers change the
 	// durable keys under it.
 	swapTries = 20
@@ -250,28 +247,8 @@ func (s *Store) LoadSnapshot(ctx context.Context, sm idkeeper.SnapshotMeta, src 
 			l.drop()
 		}
 	}()
-	records := 0
-	for {
-		rec, err := src.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return err // an error of src, returned as it is
-		}
-		if err := chk.Check(rec); err != nil {
-			return err
-		}
-		if records++; records%snapshotCtxEvery == 0 {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-		}
-		if err := l.add(rec); err != nil {
-			return err
-		}
-	}
-	if err := chk.Done(); err != nil {
+	records, err := leasetx.Feed(ctx, chk, src, l.add)
+	if err != nil {
 		return err
 	}
 	if err := l.finish(); err != nil {

@@ -4,6 +4,8 @@
 package histrec
 
 import (
+	"encoding/json"
+	"fmt"
 	"maps"
 	"time"
 
@@ -139,4 +141,53 @@ func (g Log) Claim(c idkeeper.Claim, req idkeeper.Requester, keyID string, resto
 		return g.T.Put(node, c.Token, Claim(nil, c, req, keyID, g.Now, restoredExp), nil)
 	}
 	return g.T.Put(node, c.Token, Claim(&r, c, req, keyID, g.Now, restoredExp), &r)
+}
+
+// Raw is one store transaction's history as JSONTable keeps it: each record's
+// JSON under (node, token), and an index entry per ended record under (endedAt,
+// node, token). Reads see the transaction's own writes.
+type Raw interface {
+	// GetJSON reads the record of (node, token); ok is false when there is none.
+	GetJSON(node uint32, token uint64) (v []byte, ok bool, err error)
+	PutJSON(node uint32, token uint64, v []byte) error
+	PutEnded(endedAt int64, node uint32, token uint64) error
+	DeleteEnded(endedAt int64, node uint32, token uint64) error
+}
+
+// JSONTable is the Table of a store that keeps Rec as its JSON (the tags of
+// Rec: the stored format) beside an index of the ended records, which Put keeps
+// in step.
+type JSONTable struct{ Raw Raw }
+
+// Get implements Table.
+func (j JSONTable) Get(node uint32, token uint64) (Rec, bool, error) {
+	v, ok, err := j.Raw.GetJSON(node, token)
+	if err != nil || !ok {
+		return Rec{}, false, err
+	}
+	var r Rec
+	if err := json.Unmarshal(v, &r); err != nil {
+		return Rec{}, false, fmt.Errorf("history record of node %d token %d: %w", node, token, err)
+	}
+	return r, true, nil
+}
+
+// Put implements Table: old's ended entry, when it has one, goes; r's, when
+// it has one, comes.
+func (j JSONTable) Put(node uint32, token uint64, r Rec, old *Rec) error {
+	if old != nil && old.End != "" {
+		if err := j.Raw.DeleteEnded(old.EndedAt, node, token); err != nil {
+			return err
+		}
+	}
+	if r.End != "" {
+		if err := j.Raw.PutEnded(r.EndedAt, node, token); err != nil {
+			return err
+		}
+	}
+	v, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return j.Raw.PutJSON(node, token, v)
 }

@@ -1,0 +1,215 @@
+// Package leasetx holds the lease rules of the stores that run Go inside one
+// transaction (bolt, etcd; the SQL store next), written once over Tx: each store
+// adapts its own transaction and keeps its own encodings, and the rules here
+// decide. Redis keeps its Lua scripts; the contract suite (internal/storetest)
+// and its reference store judge both.
+//
+// What lives here so far: the claim rule of Renew (Claims: restore or contest),
+// the quota and admission checks of a new grant (Admit), the watermark and
+// history rule of Remove (Removed), RevokeLease (Revoke), the end of a lease
+// Reclaim finds due (Reclaimed), the generations of Init and Reset (Fresh,
+// ResetGeneration), the pool check (Adopt), the free index a node belongs in
+// (FreePlace, Place), the record rules of a grant and an extension (Taken,
+// Extended) and the record loop of a snapshot load (Feed). The stores keep their
+// indexes, their read-ahead and their loops over them.
+// Times are Unix milliseconds, as the stores keep them.
+package leasetx
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/internal/histrec"
+)
+
+// Node is what the rules read and decide of a node ID's record.
+type Node struct {
+	Watermark int64 // the store's own watermark, Unix ms
+	QuarUntil int64 // the end of its quarantine, Unix ms
+	Floor     int64 // what a Reset raised, Unix ms (read only: no rule here lowers or raises it)
+	LastToken uint64
+	// Restorable: a claim on the free node may restore its lease (a Reset set it).
+	Restorable bool
+	// Held: the node carries a lease.
+	Held bool
+}
+
+// Fenced is the node's effective watermark: max(Watermark, Floor).
+func (n Node) Fenced() int64 { return max(n.Watermark, n.Floor) }
+
+// Lease is a held node's lease as the stores keep it.
+type Lease struct {
+	NotBefore, ExpiresAt, GrantedAt, RenewedAt int64 // Unix ms
+	Token                                      uint64
+	Requester                                  string // idkeeper.Requester.Key
+	KeyID                                      string // the owner
+}
+
+// Tx is one store transaction as the rules use it: every read sees the
+// transaction's own writes, and nothing is written unless the transaction
+// commits.
+type Tx interface {
+	// Now is the transaction's instant, Unix ms.
+	Now() int64
+	// InPool reports whether id lies in the stored pool.
+	InPool(id idkeeper.NodeID) bool
+	// Node reads the record of id, a node of the pool.
+	Node(id uint32) (Node, error)
+	// Lease reads the lease on the held node id.
+	Lease(id uint32) (Lease, error)
+	// Restore gives the free node id to l's requester as l is (its NotBefore
+	// included), counts it against l.KeyID and adds it to the requester index
+	// entry of l.Requester.
+	Restore(id uint32, l Lease) error
+	// Free deletes the lease l on the held node id, takes id out of the
+	// requester index entry of l.Requester and out of l.KeyID's count, stores
+	// n's Watermark, QuarUntil, LastToken and Restorable in its record and puts
+	// the node at the back of the free order, in the index n calls for.
+	Free(id uint32, l Lease, n Node) error
+	// History is the transaction's lease history.
+	History() histrec.Log
+}
+
+// Claims handles the claims of a Renew by the requester with key
+// (idkeeper.LeaseStore.Renew), in node ID order: a claim on a free restorable
+// node whose token is newer than the node's last restores its lease; a newer
+// claim on a node another requester holds stops both (the lease is deleted, the
+// node quarantined past both windows + p.Grace). Every other claim is ignored.
+// It returns the node IDs restored and contested, in node ID order.
+func Claims(t Tx, key string, p idkeeper.RenewParams) (restored, contested []idkeeper.NodeID, err error) {
+	cs := slices.Clone(p.Claims)
+	slices.SortStableFunc(cs, func(a, b idkeeper.Claim) int { return cmp.Compare(a.NodeID, b.NodeID) })
+	now := t.Now()
+	for _, c := range cs {
+		if !c.Possible() || !t.InPool(c.NodeID) || ms(c.ExpiresAt) < now {
+			continue
+		}
+		id := uint32(c.NodeID)
+		n, err := t.Node(id)
+		if err != nil {
+			return nil, nil, err
+		}
+		if c.Token <= n.LastToken {
+			continue
+		}
+		if n.Held {
+			l, err := t.Lease(id)
+			if err != nil {
+				return nil, nil, err
+			}
+			if l.Requester == key {
+				continue
+			}
+			if err := contest(t, id, n, l, c, p); err != nil {
+				return nil, nil, err
+			}
+			contested = append(contested, c.NodeID)
+			continue
+		}
+		if !n.Restorable {
+			continue
+		}
+		exp := max(ms(c.ExpiresAt), now+p.Duration.Milliseconds())
+		l := Lease{NotBefore: max(ms(c.NotBefore), n.Watermark+1), ExpiresAt: exp, GrantedAt: now,
+			RenewedAt: zeroMs, Token: c.Token, Requester: key, KeyID: p.KeyID}
+		if err := t.Restore(id, l); err != nil {
+			return nil, nil, err
+		}
+		if err := t.History().Claim(c, p.Requester, p.KeyID, &exp); err != nil {
+			return nil, nil, err
+		}
+		restored = append(restored, c.NodeID)
+	}
+	return restored, contested, nil
+}
+
+// contest stops both claims on the held node id: l's lease is deleted and the
+// node quarantined past both windows + grace; the history ends l contested and
+// records c's grant, contested too.
+func contest(t Tx, id uint32, n Node, l Lease, c idkeeper.Claim, p idkeeper.RenewParams) error {
+	n.Watermark = max(n.Watermark, l.ExpiresAt, ms(c.ExpiresAt))
+	n.QuarUntil = max(n.QuarUntil, n.Watermark+p.Grace.Milliseconds())
+	n.LastToken, n.Restorable = c.Token, false
+	if err := t.Free(id, l, n); err != nil {
+		return err
+	}
+	if err := t.History().End(id, l.Token, idkeeper.EndContested); err != nil {
+		return err
+	}
+	return t.History().Claim(c, p.Requester, p.KeyID, nil)
+}
+
+// Admit checks a new grant of p.Count node IDs (idkeeper.LeaseStore.Alloc) in
+// the contract's order: CheckQuota, then AdmitFree.
+func Admit(p idkeeper.AllocParams, held, cooling func() (int, error), free int, fence uint64) error {
+	if err := CheckQuota(p, held, cooling); err != nil {
+		return err
+	}
+	return AdmitFree(p, free, fence)
+}
+
+// CheckQuota checks the key's quota: when p.MaxNodes is set, the node IDs the
+// key's leases hold (held) and its cooling charges (cooling) plus p.Count may
+// not pass it (QUOTA_EXCEEDED). held and cooling are read only then.
+func CheckQuota(p idkeeper.AllocParams, held, cooling func() (int, error)) error {
+	if p.MaxNodes <= 0 {
+		return nil
+	}
+	n, err := held()
+	if err != nil {
+		return err
+	}
+	cool, err := cooling()
+	if err != nil {
+		return err
+	}
+	if n += cool; n+p.Count > p.MaxNodes {
+		return idkeeper.QuotaExceededCooling(p.MaxNodes, n, cool, p.Count)
+	}
+	return nil
+}
+
+// AdmitFree checks the free node IDs (free: EXHAUSTED below p.Count), then the
+// fencing counter (fence: the ceiling may not be passed). A store that moves the
+// nodes time has freed between the quota and this check calls CheckQuota and
+// AdmitFree itself.
+func AdmitFree(p idkeeper.AllocParams, free int, fence uint64) error {
+	if free < p.Count {
+		return idkeeper.Exhausted(p.Count, free)
+	}
+	if fence+uint64(p.Count) > idkeeper.MaxFencingToken {
+		return idkeeper.FenceCeiling(fence, p.Count)
+	}
+	return nil
+}
+
+// Removed ends the lease l on node id, removed at now
+// (idkeeper.LeaseStore.Remove): its history record ends removed, and, when the
+// requester reported mintedUpTo, the record's window ends there (within the
+// lease) and the node's watermark becomes that end, or the node's quarantine
+// while it lasts. It returns the watermark to store (n.Watermark when none was
+// reported).
+func Removed(h histrec.Log, id uint32, n Node, l Lease, mintedUpTo time.Time) (int64, error) {
+	minted := !mintedUpTo.IsZero()
+	end := max(min(ms(mintedUpTo), l.ExpiresAt), l.NotBefore-1)
+	err := h.Edit(id, l.Token, func(r *histrec.Rec) {
+		r.End, r.EndedAt = string(idkeeper.EndRemoved), h.Now
+		if minted {
+			r.WindowEnd, r.MintedUpTo = end, ms(mintedUpTo)
+		}
+	})
+	if err != nil || !minted {
+		return n.Watermark, err
+	}
+	if n.QuarUntil > h.Now {
+		end = max(end, n.QuarUntil)
+	}
+	return end, nil
+}
+
+// zeroMs is the zero time.Time in Unix ms: a lease never renewed.
+var zeroMs = time.Time{}.UnixMilli()
+
+func ms(t time.Time) int64 { return idkeeper.Millis(t).UnixMilli() }
