@@ -10,7 +10,7 @@ import (
 
 // The records of the admin web (issue #10): accounts, their server-side sessions,
 // the IP allow-list kept in the store, and the audit log. An AdminStore keeps them;
-// bolt and redis implement it, internal/storetest.RunAdmin is its contract suite.
+// bolt and redis implement it, internal/harness/storetest.RunAdmin is its contract suite.
 
 // Role is what an account may do. Each role may do everything the roles below it
 // may: RoleAdmin > RoleOperator > RoleViewer.

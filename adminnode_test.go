@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
-	"github.com/idkeeper/idkeeper/internal/storetest"
+	"github.com/idkeeper/idkeeper/internal/harness/storetest"
 )
 
 // Node shows one node ID's state through its life: free, leased, in grace,

@@ -62,7 +62,7 @@ func (s AlertState) Validate() error {
 }
 
 // AlertStore keeps the alert jobs' state. Times are kept to the millisecond.
-// bolt and redis implement it; internal/storetest.RunAlerts is its contract
+// bolt and redis implement it; internal/harness/storetest.RunAlerts is its contract
 // suite.
 type AlertStore interface {
 	// AlertState returns the stored state of the alert name, or a state with

@@ -61,7 +61,7 @@ func (s BackupSchedule) Validate() error {
 
 // BackupScheduleStore keeps the backup schedule: one record per store. Every
 // method is atomic and safe for concurrent use by several processes sharing the
-// store. bolt, redis and etcd implement it; internal/storetest.RunBackupSchedule
+// store. bolt, redis and etcd implement it; internal/harness/storetest.RunBackupSchedule
 // is its contract suite.
 type BackupScheduleStore interface {
 	// BackupSchedule returns the stored schedule, or the zero BackupSchedule

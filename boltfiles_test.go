@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/idkeeper/idkeeper/bolt"
-	"github.com/idkeeper/idkeeper/internal/fakeclock"
+	"github.com/idkeeper/idkeeper/internal/harness/fakeclock"
 )
 
 // boltFiles opens bbolt files in one test directory on one fake clock.

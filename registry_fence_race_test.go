@@ -8,7 +8,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/bolt"
-	"github.com/idkeeper/idkeeper/internal/fakeclock"
+	"github.com/idkeeper/idkeeper/internal/harness/fakeclock"
 )
 
 // heldRenew is a Store whose Renew, once armed, stops after the store answered and

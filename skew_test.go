@@ -11,7 +11,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/bolt"
-	"github.com/idkeeper/idkeeper/internal/fakeclock"
+	"github.com/idkeeper/idkeeper/internal/harness/fakeclock"
 )
 
 // skewSpy is a store that notes every RecordSkew, with the clock's time, and

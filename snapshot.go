@@ -55,7 +55,7 @@ type SnapshotSource interface {
 }
 
 // SnapshotStore is a Store whose whole durable state can be read and replaced:
-// bolt and redis implement it. internal/storetest.RunSnapshot is its contract.
+// bolt and redis implement it. internal/harness/storetest.RunSnapshot is its contract.
 type SnapshotStore interface {
 	// ReadSnapshot calls meta once, then emit for every record in the order
 	// SnapshotRecord states, from one consistent view of the store where the store

@@ -22,7 +22,7 @@ type IdentifiedStore interface {
 
 // Store is the persistence contract the Registry runs on. Implementations: bolt
 // (bbolt, embedded), redis and etcd (issue #17: the lease store so far; its admin
-// records, snapshots and command-line form come next). internal/storetest is the
+// records, snapshots and command-line form come next). internal/harness/storetest is the
 // one suite every implementation passes; a behaviour difference between stores
 // is a bug.
 //

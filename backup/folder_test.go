@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
-	"github.com/idkeeper/idkeeper/internal/fakeclock"
+	"github.com/idkeeper/idkeeper/internal/harness/fakeclock"
 )
 
 // names returns the names of es.

@@ -14,7 +14,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/idkeeper/idkeeper"
-	"github.com/idkeeper/idkeeper/internal/fakeclock"
+	"github.com/idkeeper/idkeeper/internal/harness/fakeclock"
 )
 
 // auditBook collects the entries a Job appends.

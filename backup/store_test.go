@@ -21,8 +21,8 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/bolt"
-	"github.com/idkeeper/idkeeper/internal/fakeclock"
-	"github.com/idkeeper/idkeeper/internal/redistest"
+	"github.com/idkeeper/idkeeper/internal/harness/fakeclock"
+	"github.com/idkeeper/idkeeper/internal/harness/redistest"
 	"github.com/idkeeper/idkeeper/redis"
 )
 
@@ -106,7 +106,7 @@ func openBoltDump(t testing.TB, clk *fakeclock.Clock) (store, func() string) {
 }
 
 // openRedisDump opens a store with a prefix of its own on srv (a private
-// redis-server of internal/redistest, never the machine's Redis) and returns it
+// redis-server of internal/harness/redistest, never the machine's Redis) and returns it
 // with a function that dumps every key of that prefix (names, types, DUMP bytes).
 func openRedisDump(t testing.TB, srv *redistest.Server, clk *fakeclock.Clock) (store, func() string) {
 	t.Helper()

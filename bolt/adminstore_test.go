@@ -13,7 +13,7 @@ import (
 	bbolt "go.etcd.io/bbolt"
 
 	"github.com/idkeeper/idkeeper"
-	"github.com/idkeeper/idkeeper/internal/storetest"
+	"github.com/idkeeper/idkeeper/internal/harness/storetest"
 )
 
 func TestAdminStore(t *testing.T) {

@@ -15,8 +15,8 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/bolt"
-	"github.com/idkeeper/idkeeper/internal/fakeclock"
-	"github.com/idkeeper/idkeeper/internal/storetest"
+	"github.com/idkeeper/idkeeper/internal/harness/fakeclock"
+	"github.com/idkeeper/idkeeper/internal/harness/storetest"
 )
 
 // The contract suite's wipe cases skip a store that is not a Wiper: a renamed

@@ -12,8 +12,8 @@ import (
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/bolt"
 	"github.com/idkeeper/idkeeper/idempotency"
-	"github.com/idkeeper/idkeeper/internal/fakeclock"
-	"github.com/idkeeper/idkeeper/internal/idemtest"
+	"github.com/idkeeper/idkeeper/internal/harness/fakeclock"
+	"github.com/idkeeper/idkeeper/internal/harness/idemtest"
 )
 
 // The idempotency suite's purge cases skip a store that is not a Purger: a renamed

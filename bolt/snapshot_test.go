@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/idkeeper/idkeeper"
-	"github.com/idkeeper/idkeeper/internal/storetest"
+	"github.com/idkeeper/idkeeper/internal/harness/storetest"
 )
 
 func TestSnapshot(t *testing.T) {

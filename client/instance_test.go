@@ -11,7 +11,7 @@ import (
 	"github.com/idkeeper/idkeeper/bolt"
 	"github.com/idkeeper/idkeeper/client"
 	"github.com/idkeeper/idkeeper/client/clienttest"
-	"github.com/idkeeper/idkeeper/internal/storetest"
+	"github.com/idkeeper/idkeeper/internal/harness/storetest"
 )
 
 // Issue #8 item 1: a second session of one process never reuses the first one's

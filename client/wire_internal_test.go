@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
-	"github.com/idkeeper/idkeeper/internal/registrytest"
+	"github.com/idkeeper/idkeeper/internal/harness/registrytest"
 )
 
 // TestServerErrorUnwraps: a refusal of a real registry comes out of the client as

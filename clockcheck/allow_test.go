@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idkeeper/idkeeper/internal/registrytest"
+	"github.com/idkeeper/idkeeper/internal/harness/registrytest"
 )
 
 // dialFrom opens a connection to addr from the loopback address src (Linux's

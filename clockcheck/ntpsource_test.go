@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idkeeper/idkeeper/internal/ntptest"
+	"github.com/idkeeper/idkeeper/internal/harness/ntptest"
 )
 
 func TestNTPSourceSyncs(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idkeeper/idkeeper/internal/ntptest"
+	"github.com/idkeeper/idkeeper/internal/harness/ntptest"
 )
 
 var testSecret = []byte("test-secret-0123456789abcdefghij")

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idkeeper/idkeeper/internal/ntptest"
+	"github.com/idkeeper/idkeeper/internal/harness/ntptest"
 )
 
 // rig is the whole path on loopback: an SNTP responder feeding an NTPSource,

@@ -13,8 +13,8 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/etcd"
-	"github.com/idkeeper/idkeeper/internal/etcdtest"
-	"github.com/idkeeper/idkeeper/internal/storetest"
+	"github.com/idkeeper/idkeeper/internal/harness/etcdtest"
+	"github.com/idkeeper/idkeeper/internal/harness/storetest"
 )
 
 // The contract suite's wipe cases skip a store that is not a Wiper: a renamed

@@ -10,7 +10,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/etcd"
-	"github.com/idkeeper/idkeeper/internal/etcdtest"
+	"github.com/idkeeper/idkeeper/internal/harness/etcdtest"
 )
 
 // TestLeaderKilledLosesNoGrant (issue #17): two stores, as two registry

@@ -7,9 +7,9 @@ import (
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/etcd"
 	"github.com/idkeeper/idkeeper/idempotency"
-	"github.com/idkeeper/idkeeper/internal/etcdtest"
-	"github.com/idkeeper/idkeeper/internal/fakeclock"
-	"github.com/idkeeper/idkeeper/internal/idemtest"
+	"github.com/idkeeper/idkeeper/internal/harness/etcdtest"
+	"github.com/idkeeper/idkeeper/internal/harness/fakeclock"
+	"github.com/idkeeper/idkeeper/internal/harness/idemtest"
 )
 
 // The idempotency suite's purge cases skip a store that is not a Purger: a renamed

@@ -10,8 +10,8 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/etcd"
-	"github.com/idkeeper/idkeeper/internal/etcdtest"
-	"github.com/idkeeper/idkeeper/internal/storetest"
+	"github.com/idkeeper/idkeeper/internal/harness/etcdtest"
+	"github.com/idkeeper/idkeeper/internal/harness/storetest"
 )
 
 func TestSnapshot(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/etcd"
-	"github.com/idkeeper/idkeeper/internal/etcdtest"
+	"github.com/idkeeper/idkeeper/internal/harness/etcdtest"
 )
 
 func TestParseURL(t *testing.T) {

@@ -19,7 +19,7 @@ import (
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/client"
 	"github.com/idkeeper/idkeeper/gateway"
-	"github.com/idkeeper/idkeeper/internal/registrytest"
+	"github.com/idkeeper/idkeeper/internal/harness/registrytest"
 	"github.com/prometheus/client_golang/prometheus"
 )
 

@@ -16,10 +16,10 @@ import (
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/bolt"
 	idkhttp "github.com/idkeeper/idkeeper/http"
-	"github.com/idkeeper/idkeeper/internal/fakeclock"
+	"github.com/idkeeper/idkeeper/internal/harness/fakeclock"
+	"github.com/idkeeper/idkeeper/internal/harness/redistest"
+	"github.com/idkeeper/idkeeper/internal/harness/registrytest"
 	"github.com/idkeeper/idkeeper/internal/problem"
-	"github.com/idkeeper/idkeeper/internal/redistest"
-	"github.com/idkeeper/idkeeper/internal/registrytest"
 	"github.com/idkeeper/idkeeper/internal/wire"
 	"github.com/idkeeper/idkeeper/redis"
 	"github.com/prometheus/client_golang/prometheus"
@@ -70,7 +70,7 @@ func newBolt(t testing.TB, opts ...option) *harness {
 	return newHarness(t, clk, st, nil, opts...)
 }
 
-// newRedis serves a registry on a private redis-server (internal/redistest).
+// newRedis serves a registry on a private redis-server (internal/harness/redistest).
 func newRedis(t testing.TB, opts ...option) *harness {
 	t.Helper()
 	clk := fakeclock.New(start)

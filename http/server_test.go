@@ -15,7 +15,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	idkhttp "github.com/idkeeper/idkeeper/http"
-	"github.com/idkeeper/idkeeper/internal/registrytest"
+	"github.com/idkeeper/idkeeper/internal/harness/registrytest"
 	"github.com/prometheus/client_golang/prometheus"
 )
 

@@ -17,8 +17,8 @@ import (
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/bolt"
 	"github.com/idkeeper/idkeeper/idempotency"
-	"github.com/idkeeper/idkeeper/internal/fakeclock"
-	"github.com/idkeeper/idkeeper/internal/redistest"
+	"github.com/idkeeper/idkeeper/internal/harness/fakeclock"
+	"github.com/idkeeper/idkeeper/internal/harness/redistest"
 	"github.com/idkeeper/idkeeper/redis"
 )
 

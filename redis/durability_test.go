@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idkeeper/idkeeper/internal/redistest"
+	"github.com/idkeeper/idkeeper/internal/harness/redistest"
 	"github.com/idkeeper/idkeeper/redis"
 )
 

@@ -14,7 +14,7 @@ import (
 	"github.com/idkeeper/idkeeper/client"
 	"github.com/idkeeper/idkeeper/client/clientmetrics"
 	"github.com/idkeeper/idkeeper/client/clienttest"
-	"github.com/idkeeper/idkeeper/internal/registrytest"
+	"github.com/idkeeper/idkeeper/internal/harness/registrytest"
 	"github.com/idkeeper/idkeeper/snowflake"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper/clockcheck"
-	"github.com/idkeeper/idkeeper/internal/ntptest"
+	"github.com/idkeeper/idkeeper/internal/harness/ntptest"
 )
 
 // Agent is a running agent and the NTP server it follows.

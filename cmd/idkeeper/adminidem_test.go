@@ -10,7 +10,7 @@ import (
 
 	"github.com/idkeeper/idkeeper/admin"
 	"github.com/idkeeper/idkeeper/idempotency"
-	"github.com/idkeeper/idkeeper/internal/redistest"
+	"github.com/idkeeper/idkeeper/internal/harness/redistest"
 	"github.com/idkeeper/idkeeper/internal/wire"
 )
 

@@ -178,7 +178,7 @@ func runBackupImport(ctx context.Context, args []string, env lookupEnv, stdout, 
 	fs.DurationVar(&lease, "lease-duration", idkeeper.DefaultLeaseDuration, "the servers' --lease-duration: the quarantine lasts it + grace")
 	fs.DurationVar(&grace, "cleanup-grace", idkeeper.DefaultGrace, "the servers' --cleanup-grace")
 	// Hidden, test only: the fault-injection suite imports into servers that run
-	// with --unsafe-short-leases (internal/chaos, scenario restore-old-backup).
+	// with --unsafe-short-leases (internal/harness/chaos, scenario restore-old-backup).
 	var unsafe unsafeFlags
 	unsafe.register(fs)
 	if err := parseFlags(fs, args, env); err != nil {

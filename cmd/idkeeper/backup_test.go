@@ -12,7 +12,7 @@ import (
 
 	"github.com/idkeeper/idkeeper/backup"
 	"github.com/idkeeper/idkeeper/bolt"
-	"github.com/idkeeper/idkeeper/internal/redistest"
+	"github.com/idkeeper/idkeeper/internal/harness/redistest"
 )
 
 // snapshotOf is the bolt file at path exported with a fixed time: equal for two

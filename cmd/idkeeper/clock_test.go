@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper/clockcheck/clockchecktest"
-	"github.com/idkeeper/idkeeper/internal/redistest"
+	"github.com/idkeeper/idkeeper/internal/harness/redistest"
 )
 
 const clockSecretForTests = "clock-secret-for-the-cmd-tests-0123456789"

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper/clockcheck"
-	"github.com/idkeeper/idkeeper/internal/ntptest"
+	"github.com/idkeeper/idkeeper/internal/harness/ntptest"
 )
 
 const clockAgentSecret = "clock-agent-test-secret-0123456789abcdef"

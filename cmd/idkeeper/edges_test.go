@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idkeeper/idkeeper/internal/tlsfiles/tlstest"
+	"github.com/idkeeper/idkeeper/internal/harness/tlstest"
 )
 
 // runCommand runs a long-running command in this process and waits for the log

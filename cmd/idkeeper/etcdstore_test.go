@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idkeeper/idkeeper/internal/etcdtest"
+	"github.com/idkeeper/idkeeper/internal/harness/etcdtest"
 )
 
 // The etcd URL form from the command line (issue #17): init and apikey work on

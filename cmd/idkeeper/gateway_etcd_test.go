@@ -15,7 +15,7 @@ import (
 
 	"github.com/idkeeper/idkeeper/etcd"
 	"github.com/idkeeper/idkeeper/idempotency"
-	"github.com/idkeeper/idkeeper/internal/etcdtest"
+	"github.com/idkeeper/idkeeper/internal/harness/etcdtest"
 )
 
 // gatewayProc is an in-process `idkeeper gateway` started by startGatewayCmd.

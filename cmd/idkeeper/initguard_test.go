@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/idkeeper/idkeeper"
-	"github.com/idkeeper/idkeeper/internal/redistest"
+	"github.com/idkeeper/idkeeper/internal/harness/redistest"
 	"github.com/idkeeper/idkeeper/localstate"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/idkeeper/idkeeper"
-	"github.com/idkeeper/idkeeper/internal/redistest"
+	"github.com/idkeeper/idkeeper/internal/harness/redistest"
 )
 
 // quotaStores are a bolt file and a Redis, each initialised with a pool of 16

@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
-	"github.com/idkeeper/idkeeper/internal/redistest"
+	"github.com/idkeeper/idkeeper/internal/harness/redistest"
 )
 
 // serverProcess is the real binary serving as a registry replica, its JSON log

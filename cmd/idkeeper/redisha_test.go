@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idkeeper/idkeeper/internal/redistest"
+	"github.com/idkeeper/idkeeper/internal/harness/redistest"
 )
 
 // The server runs on Redis Sentinel from the command line (issue #15): the

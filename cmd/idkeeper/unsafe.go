@@ -13,7 +13,7 @@ var hiddenFlags = map[string]bool{"unsafe-short-leases": true}
 // unsafeFlags are the server's test-only settings, hidden from its usage.
 type unsafeFlags struct {
 	// shortLeases allows, on the registry's config (internal/shortlease), first-lease
-	// and lease-duration down to 1 s, so that fault-injection tests (internal/chaos)
+	// and lease-duration down to 1 s, so that fault-injection tests (internal/harness/chaos)
 	// complete in minutes. Never in production: a lease of seconds turns every GC
 	// pause or network hiccup into a lost lease.
 	shortLeases bool

@@ -1,7 +1,7 @@
 // Package leasetx holds the lease rules of the stores that run Go inside one
 // transaction (bolt, etcd; the SQL store next), written once over Tx: each store
 // adapts its own transaction and keeps its own encodings, and the rules here
-// decide. Redis keeps its Lua scripts; the contract suite (internal/storetest)
+// decide. Redis keeps its Lua scripts; the contract suite (internal/harness/storetest)
 // and its reference store judge both.
 //
 // What lives here so far: the claim rule of Renew (Claims: restore or contest),

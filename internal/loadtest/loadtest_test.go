@@ -12,8 +12,8 @@ import (
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/client"
 	"github.com/idkeeper/idkeeper/gateway"
+	"github.com/idkeeper/idkeeper/internal/harness/registrytest"
 	"github.com/idkeeper/idkeeper/internal/loadtest"
-	"github.com/idkeeper/idkeeper/internal/registrytest"
 )
 
 const key = "idk_loadtest-0123456789abcdefghijklmnop"

@@ -1,9 +1,9 @@
 // Package shortlease lets this module's own programs allow leases of seconds,
 // which an idkeeper.Config refuses: first-lease and lease-duration down to 1 s, so
-// that the fault-injection suite (internal/chaos) runs in minutes. It is left out
+// that the fault-injection suite (internal/harness/chaos) runs in minutes. It is left out
 // of the public API on purpose: a lease of seconds turns every GC pause or network
 // hiccup into a lost lease. Its callers are the hidden --unsafe-short-leases of
-// cmd/idkeeper and the chaos programs under internal/chaos/cmd.
+// cmd/idkeeper and the chaos programs under internal/harness/chaos/cmd.
 //
 // Standard library only: package idkeeper imports it to install the switch, and
 // package backup to install the option of its restore plans (ImportOption).

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idkeeper/idkeeper/internal/harness/tlstest"
 	"github.com/idkeeper/idkeeper/internal/tlsfiles"
-	"github.com/idkeeper/idkeeper/internal/tlsfiles/tlstest"
 )
 
 // serial dials addr over TLS, trusting pool, and returns the server certificate's
