@@ -205,10 +205,19 @@ func (b *browser) submit(sel string) int64 {
 	return resp.Status
 }
 
-// fill types v into the field sel, replacing what it holds.
+// fill types v into the field sel, replacing what it holds. It types into the
+// node itself (KeyEventNode) rather than through chromedp.SendKeys, which reads
+// the node's attributes outside the node's lock while DOM events update them: a
+// data race the race detector reports (chromedp v0.23.1, query.go).
 func (b *browser) fill(sel, v string) {
 	b.t.Helper()
-	b.do("fill "+sel, chromedp.Clear(chromedp.CSS(sel)), chromedp.SendKeys(chromedp.CSS(sel), v))
+	typeInto := chromedp.QueryAfter(chromedp.CSS(sel), func(ctx context.Context, t *chromedp.Target, nodes []*chromedp.Node) (chromedp.Void, error) {
+		if len(nodes) == 0 {
+			return chromedp.Void{}, fmt.Errorf("no node %s", sel)
+		}
+		return chromedp.KeyEventNode(nodes[0], v)(ctx, t)
+	}, chromedp.NodeVisible)
+	b.do("fill "+sel, chromedp.Clear(chromedp.CSS(sel)), typeInto)
 }
 
 // text is the visible text of sel.
