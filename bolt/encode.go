@@ -103,26 +103,24 @@ func (r nodeRec) state(id uint32) idkeeper.NodeState {
 		QuarantinedUntil: msTime(r.quarUntil), LastToken: r.lastToken, Restorable: r.restorable}
 }
 
-// leaseRec is the record of one lease.
-type leaseRec struct {
-	notBefore, expiresAt, grantedAt, renewedAt int64 // Unix ms
-	token                                      uint64
-	requester                                  string // Requester.Key
-	keyID                                      string // the owner
-}
+// leaseRec is the record of one lease: the shared rules' lease (leasetx.Lease),
+// which encodeLease and decodeLease give its bytes.
+type leaseRec = leasetx.Lease
 
 const leaseFixedLen = 42
 
-func (l leaseRec) encode() []byte {
-	b := make([]byte, 0, leaseFixedLen+len(l.requester)+len(l.keyID))
-	b = binary.BigEndian.AppendUint64(b, uint64(l.notBefore))
-	b = binary.BigEndian.AppendUint64(b, uint64(l.expiresAt))
-	b = binary.BigEndian.AppendUint64(b, l.token)
-	b = binary.BigEndian.AppendUint64(b, uint64(l.grantedAt))
-	b = binary.BigEndian.AppendUint64(b, uint64(l.renewedAt))
-	b = binary.BigEndian.AppendUint16(b, uint16(len(l.requester)))
-	b = append(b, l.requester...)
-	return append(b, l.keyID...)
+// encodeLease is notBefore | expiresAt | token | grantedAt | renewedAt (8 bytes
+// each, big-endian) | requester key length (2 bytes) | requester key | key ID.
+func encodeLease(l leaseRec) []byte {
+	b := make([]byte, 0, leaseFixedLen+len(l.Requester)+len(l.KeyID))
+	b = binary.BigEndian.AppendUint64(b, uint64(l.NotBefore))
+	b = binary.BigEndian.AppendUint64(b, uint64(l.ExpiresAt))
+	b = binary.BigEndian.AppendUint64(b, l.Token)
+	b = binary.BigEndian.AppendUint64(b, uint64(l.GrantedAt))
+	b = binary.BigEndian.AppendUint64(b, uint64(l.RenewedAt))
+	b = binary.BigEndian.AppendUint16(b, uint16(len(l.Requester)))
+	b = append(b, l.Requester...)
+	return append(b, l.KeyID...)
 }
 
 func decodeLease(b []byte) (leaseRec, error) {
@@ -134,13 +132,11 @@ func decodeLease(b []byte) (leaseRec, error) {
 		return leaseRec{}, fmt.Errorf("corrupt lease record of %d bytes", len(b))
 	}
 	return leaseRec{
-		notBefore: getI64(b, 0), expiresAt: getI64(b, 8), token: binary.BigEndian.Uint64(b[16:]),
-		grantedAt: getI64(b, 24), renewedAt: getI64(b, 32), requester: string(b[leaseFixedLen : leaseFixedLen+n]),
-		keyID: string(b[leaseFixedLen+n:]),
+		NotBefore: getI64(b, 0), ExpiresAt: getI64(b, 8), Token: binary.BigEndian.Uint64(b[16:]),
+		GrantedAt: getI64(b, 24), RenewedAt: getI64(b, 32), Requester: string(b[leaseFixedLen : leaseFixedLen+n]),
+		KeyID: string(b[leaseFixedLen+n:]),
 	}, nil
 }
-
-func (l leaseRec) lease(id uint32) (idkeeper.Lease, error) { return l.tx().On(id) }
 
 // encodeGeneration is number u64 | at i64 | origin length u8 | origin | ID.
 func encodeGeneration(g idkeeper.Generation) []byte {

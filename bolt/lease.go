@@ -152,8 +152,8 @@ func (s *Store) Alloc(ctx context.Context, g idkeeper.Guard, p idkeeper.AllocPar
 		}
 		for _, id := range ids {
 			t.fence++
-			if err := t.take(id, leaseRec{expiresAt: exp, grantedAt: t.now, renewedAt: zeroMs, token: t.fence,
-				requester: key, keyID: p.KeyID}, true); err != nil {
+			if err := t.take(id, leaseRec{ExpiresAt: exp, GrantedAt: t.now, RenewedAt: zeroMs, Token: t.fence,
+				Requester: key, KeyID: p.KeyID}, true); err != nil {
 				return err
 			}
 		}
@@ -196,7 +196,7 @@ func (t *txn) owned(key, keyID string) ([]uint32, error) {
 		if err != nil {
 			return nil, err
 		}
-		if l.keyID != keyID {
+		if l.KeyID != keyID {
 			return nil, idkeeper.NotOwned()
 		}
 	}
@@ -214,20 +214,19 @@ func (t *txn) take(id uint32, l leaseRec, fresh bool) error {
 	if err := t.unplace(id, &r); err != nil {
 		return err
 	}
-	n, tl := leasetx.Taken(r.tx(), l.tx(), fresh)
+	n, l := leasetx.Taken(r.tx(), l, fresh)
 	r.set(n)
-	l = leaseOf(tl)
 	if err := t.putNode(id, r); err != nil {
 		return err
 	}
-	if err := t.leases.Put(nodeKey(id), l.encode()); err != nil {
+	if err := t.leases.Put(nodeKey(id), encodeLease(l)); err != nil {
 		return err
 	}
 	t.held++
-	if err := t.keyHolds(l.keyID, 1); err != nil {
+	if err := t.keyHolds(l.KeyID, 1); err != nil {
 		return err
 	}
-	return t.expiry.Put(timeNodeKey(l.expiresAt, id), nil)
+	return t.expiry.Put(timeNodeKey(l.ExpiresAt, id), nil)
 }
 
 // extend raises a lease's expiry to at least exp and the node's watermark with it;
@@ -237,19 +236,19 @@ func (t *txn) extend(id uint32, exp int64, renewed bool) error {
 	if err != nil {
 		return err
 	}
-	if exp > l.expiresAt {
-		if err := t.expiry.Delete(timeNodeKey(l.expiresAt, id)); err != nil {
+	if exp > l.ExpiresAt {
+		if err := t.expiry.Delete(timeNodeKey(l.ExpiresAt, id)); err != nil {
 			return err
 		}
 		if err := t.expiry.Put(timeNodeKey(exp, id), nil); err != nil {
 			return err
 		}
 	}
-	l = leaseOf(leasetx.Extended(l.tx(), exp, t.now, renewed))
-	if err := t.leases.Put(nodeKey(id), l.encode()); err != nil {
+	l = leasetx.Extended(l, exp, t.now, renewed)
+	if err := t.leases.Put(nodeKey(id), encodeLease(l)); err != nil {
 		return err
 	}
-	return t.modify(id, func(r *nodeRec) { r.watermark = max(r.watermark, l.expiresAt) })
+	return t.modify(id, func(r *nodeRec) { r.watermark = max(r.watermark, l.ExpiresAt) })
 }
 
 // heldBy returns the node IDs the requester with key holds, sorted.
@@ -268,7 +267,7 @@ func (t *txn) grant(ids []uint32) (idkeeper.Grant, error) {
 		if err != nil {
 			return idkeeper.Grant{}, err
 		}
-		l, err := rec.lease(id)
+		l, err := rec.On(id)
 		if err != nil {
 			return idkeeper.Grant{}, err
 		}
@@ -334,7 +333,7 @@ func (s *Store) Remove(ctx context.Context, g idkeeper.Guard, p idkeeper.RemoveP
 			if err != nil {
 				return err
 			}
-			if rec.watermark, err = leasetx.Removed(t.histLog(), id, rec.tx(), l.tx(), p.MintedUpTo); err != nil {
+			if rec.watermark, err = leasetx.Removed(t.histLog(), id, rec.tx(), l, p.MintedUpTo); err != nil {
 				return err
 			}
 			if err := t.release(id, &rec, l); err != nil {
@@ -356,10 +355,10 @@ func (t *txn) release(id uint32, r *nodeRec, l leaseRec) error {
 	if err := t.leases.Delete(nodeKey(id)); err != nil {
 		return err
 	}
-	if err := t.expiry.Delete(timeNodeKey(l.expiresAt, id)); err != nil {
+	if err := t.expiry.Delete(timeNodeKey(l.ExpiresAt, id)); err != nil {
 		return err
 	}
-	if err := t.keyHolds(l.keyID, -1); err != nil {
+	if err := t.keyHolds(l.KeyID, -1); err != nil {
 		return err
 	}
 	t.held--

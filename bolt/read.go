@@ -73,7 +73,7 @@ func (s *Store) Leases(ctx context.Context) ([]idkeeper.Lease, error) {
 			if err != nil {
 				return err
 			}
-			l, err := rec.lease(keyNode(k))
+			l, err := rec.On(keyNode(k))
 			out = append(out, l)
 			return err
 		})
@@ -100,7 +100,7 @@ func (s *Store) Node(ctx context.Context, id idkeeper.NodeID) (idkeeper.NodeStat
 		if err != nil {
 			return err
 		}
-		l, err := rec.lease(uint32(id))
+		l, err := rec.On(uint32(id))
 		st.Lease = &l
 		return err
 	})

@@ -21,13 +21,10 @@ func (r rules) Node(id uint32) (leasetx.Node, error) {
 	return n.tx(), err
 }
 
-func (r rules) Lease(id uint32) (leasetx.Lease, error) {
-	l, err := r.t.lease(id)
-	return l.tx(), err
-}
+func (r rules) Lease(id uint32) (leasetx.Lease, error) { return r.t.lease(id) }
 
 func (r rules) Restore(id uint32, l leasetx.Lease) error {
-	if err := r.t.take(id, leaseOf(l), false); err != nil {
+	if err := r.t.take(id, l, false); err != nil {
 		return err
 	}
 	ids, err := r.t.heldBy(l.Requester)
@@ -45,7 +42,7 @@ func (r rules) Free(id uint32, l leasetx.Lease, n leasetx.Node) error {
 		return err
 	}
 	rec.set(n)
-	if err := r.t.release(id, &rec, leaseOf(l)); err != nil {
+	if err := r.t.release(id, &rec, l); err != nil {
 		return err
 	}
 	return r.t.dropHeld(l.Requester, id)
@@ -61,14 +58,4 @@ func (r nodeRec) tx() leasetx.Node {
 // quarantine, last token and restorable flag (its place is the store's).
 func (r *nodeRec) set(n leasetx.Node) {
 	r.watermark, r.quarUntil, r.lastToken, r.restorable = n.Watermark, n.QuarUntil, n.LastToken, n.Restorable
-}
-
-func (l leaseRec) tx() leasetx.Lease {
-	return leasetx.Lease{NotBefore: l.notBefore, ExpiresAt: l.expiresAt, GrantedAt: l.grantedAt, RenewedAt: l.renewedAt,
-		Token: l.token, Requester: l.requester, KeyID: l.keyID}
-}
-
-func leaseOf(l leasetx.Lease) leaseRec {
-	return leaseRec{notBefore: l.NotBefore, expiresAt: l.ExpiresAt, grantedAt: l.GrantedAt, renewedAt: l.RenewedAt,
-		token: l.Token, requester: l.Requester, keyID: l.KeyID}
 }

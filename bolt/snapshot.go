@@ -85,7 +85,7 @@ func (s *Store) ReadSnapshot(ctx context.Context, meta func(idkeeper.SnapshotMet
 				if err != nil {
 					return err
 				}
-				l, err := rec.lease(id)
+				l, err := rec.On(id)
 				if err != nil {
 					return err
 				}
@@ -526,26 +526,26 @@ func (l *loader) node(n *idkeeper.NodeState) error {
 		return idkeeper.Invalidf("snapshot", "the lease of node %d names an API key ID of %d bytes: this store keeps at most %d",
 			id, len(ls.KeyID), bbolt.MaxKeySize-1)
 	}
-	lr := leaseRec{notBefore: timeMs(ls.NotBefore), expiresAt: timeMs(ls.ExpiresAt), grantedAt: timeMs(ls.GrantedAt),
-		renewedAt: timeMs(ls.RenewedAt), token: ls.FencingToken, requester: ls.Requester.Key(), keyID: ls.KeyID}
-	if len(lr.requester) > math.MaxUint16 {
-		return idkeeper.Invalidf("snapshot", "the lease of node %d has a requester key of %d bytes", id, len(lr.requester))
+	lr := leaseRec{NotBefore: timeMs(ls.NotBefore), ExpiresAt: timeMs(ls.ExpiresAt), GrantedAt: timeMs(ls.GrantedAt),
+		RenewedAt: timeMs(ls.RenewedAt), Token: ls.FencingToken, Requester: ls.Requester.Key(), KeyID: ls.KeyID}
+	if len(lr.Requester) > math.MaxUint16 {
+		return idkeeper.Invalidf("snapshot", "the lease of node %d has a requester key of %d bytes", id, len(lr.Requester))
 	}
 	r.place = placeHeld
 	if err := t.putNode(id, r); err != nil {
 		return err
 	}
-	if err := t.leases.Put(nodeKey(id), lr.encode()); err != nil {
+	if err := t.leases.Put(nodeKey(id), encodeLease(lr)); err != nil {
 		return err
 	}
-	if err := t.expiry.Put(timeNodeKey(lr.expiresAt, id), nil); err != nil {
+	if err := t.expiry.Put(timeNodeKey(lr.ExpiresAt, id), nil); err != nil {
 		return err
 	}
 	t.held++
-	if err := t.keyHolds(lr.keyID, 1); err != nil {
+	if err := t.keyHolds(lr.KeyID, 1); err != nil {
 		return err
 	}
-	ids, err := t.heldBy(lr.requester)
+	ids, err := t.heldBy(lr.Requester)
 	if err != nil {
 		return err
 	}
@@ -554,11 +554,11 @@ func (l *loader) node(n *idkeeper.NodeState) error {
 		if err != nil {
 			return err
 		}
-		if other.keyID != lr.keyID {
+		if other.KeyID != lr.KeyID {
 			return idkeeper.Invalidf("snapshot", "requester %s holds node %d with API key %q and node %d with %q: "+
-				"a requester's leases belong to one key", ls.Requester, ids[0], other.keyID, id, lr.keyID)
+				"a requester's leases belong to one key", ls.Requester, ids[0], other.KeyID, id, lr.KeyID)
 		}
 	}
 	// Nodes come in NodeID order, so appending keeps the entry sorted.
-	return t.reqs.Put([]byte(lr.requester), encodeIDs(append(ids, id)))
+	return t.reqs.Put([]byte(lr.Requester), encodeIDs(append(ids, id)))
 }

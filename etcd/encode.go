@@ -107,7 +107,7 @@ func (k keys) entry(id uint32, r nodeRec) string {
 	case placeQuarantine:
 		return k.quarKey(r.quarUntil, id)
 	}
-	return k.expiryKey(r.lease.expiresAt, id)
+	return k.expiryKey(r.lease.ExpiresAt, id)
 }
 
 // before is the end of a range of index entries whose leading time is below ms.
@@ -240,13 +240,9 @@ type nodeRec struct {
 // fenced is the node's effective watermark: max(watermark, floor).
 func (r nodeRec) fenced() int64 { return max(r.watermark, r.floor) }
 
-// leaseRec is a held node's lease.
-type leaseRec struct {
-	notBefore, expiresAt, grantedAt, renewedAt int64 // Unix ms
-	token                                      uint64
-	requester                                  string // Requester.Key
-	keyID                                      string // the owner
-}
+// leaseRec is a held node's lease: the shared rules' lease (leasetx.Lease),
+// which nodeRec.encode and decodeNode give its bytes.
+type leaseRec = leasetx.Lease
 
 const (
 	nodeFixedLen  = 42
@@ -260,7 +256,7 @@ const (
 func (r nodeRec) encode() string {
 	n := nodeFixedLen
 	if r.lease != nil {
-		n += leaseFixedLen + len(r.lease.requester) + len(r.lease.keyID)
+		n += leaseFixedLen + len(r.lease.Requester) + len(r.lease.KeyID)
 	}
 	b := make([]byte, 0, n)
 	for _, v := range []uint64{uint64(r.watermark), uint64(r.quarUntil), uint64(r.floor), r.freeSeq, r.lastToken} {
@@ -268,12 +264,12 @@ func (r nodeRec) encode() string {
 	}
 	b = append(b, byte(r.place), boolByte(r.restorable))
 	if l := r.lease; l != nil {
-		for _, v := range []uint64{uint64(l.notBefore), uint64(l.expiresAt), l.token, uint64(l.grantedAt), uint64(l.renewedAt)} {
+		for _, v := range []uint64{uint64(l.NotBefore), uint64(l.ExpiresAt), l.Token, uint64(l.GrantedAt), uint64(l.RenewedAt)} {
 			b = binary.BigEndian.AppendUint64(b, v)
 		}
-		b = binary.BigEndian.AppendUint16(b, uint16(len(l.requester)))
-		b = append(b, l.requester...)
-		b = append(b, l.keyID...)
+		b = binary.BigEndian.AppendUint16(b, uint16(len(l.Requester)))
+		b = append(b, l.Requester...)
+		b = append(b, l.KeyID...)
 	}
 	return string(b)
 }
@@ -308,8 +304,8 @@ func decodeNode(b []byte) (nodeRec, error) {
 	if len(rest) < leaseFixedLen+n {
 		return nodeRec{}, fmt.Errorf("corrupt node record: a requester key of %d bytes in %d", n, len(rest))
 	}
-	r.lease = &leaseRec{notBefore: i64(rest, 0), expiresAt: i64(rest, 8), token: u64(rest, 16), grantedAt: i64(rest, 24),
-		renewedAt: i64(rest, 32), requester: string(rest[leaseFixedLen : leaseFixedLen+n]), keyID: string(rest[leaseFixedLen+n:])}
+	r.lease = &leaseRec{NotBefore: i64(rest, 0), ExpiresAt: i64(rest, 8), Token: u64(rest, 16), GrantedAt: i64(rest, 24),
+		RenewedAt: i64(rest, 32), Requester: string(rest[leaseFixedLen : leaseFixedLen+n]), KeyID: string(rest[leaseFixedLen+n:])}
 	return r, nil
 }
 
@@ -317,7 +313,7 @@ func (r nodeRec) state(id uint32) (idkeeper.NodeState, error) {
 	st := idkeeper.NodeState{NodeID: idkeeper.NodeID(id), Watermark: msTime(r.watermark), Floor: msTime(r.floor),
 		QuarantinedUntil: msTime(r.quarUntil), LastToken: r.lastToken, Restorable: r.restorable}
 	if r.lease != nil {
-		l, err := r.lease.lease(id)
+		l, err := r.lease.On(id)
 		if err != nil {
 			return idkeeper.NodeState{}, err
 		}
@@ -325,8 +321,6 @@ func (r nodeRec) state(id uint32) (idkeeper.NodeState, error) {
 	}
 	return st, nil
 }
-
-func (l leaseRec) lease(id uint32) (idkeeper.Lease, error) { return l.tx().On(id) }
 
 // holding is a requester index entry: the leases a requester holds, by node ID
 // ascending, with their tokens (which locate their history records), and the API

@@ -72,10 +72,10 @@ func (s *Store) CheckForTest(ctx context.Context) error {
 		switch r.place {
 		case placeHeld:
 			held++
-			h := reqs[r.lease.requester]
-			h.keyID = r.lease.keyID
-			reqs[r.lease.requester] = h.with(id, r.lease.token)
-			keyHeld[r.lease.keyID]++
+			h := reqs[r.lease.Requester]
+			h.keyID = r.lease.KeyID
+			reqs[r.lease.Requester] = h.with(id, r.lease.Token)
+			keyHeld[r.lease.KeyID]++
 		case placeQuarantine:
 			quar++
 		case placeCooling:

@@ -1,6 +1,7 @@
 package etcd
 
 import (
+	"cmp"
 	"context"
 	"time"
 
@@ -175,7 +176,7 @@ func (s *Store) Alloc(ctx context.Context, g idkeeper.Guard, p idkeeper.AllocPar
 				if err != nil {
 					return err
 				}
-				if err := t.histLog().Extend(id, h.tokens[i], l.expiresAt); err != nil {
+				if err := t.histLog().Extend(id, h.tokens[i], l.ExpiresAt); err != nil {
 					return err
 				}
 			}
@@ -188,7 +189,7 @@ func (s *Store) Alloc(ctx context.Context, g idkeeper.Guard, p idkeeper.AllocPar
 			return err
 		}
 		if more, err := t.promote(); err != nil || more {
-			return cmpErr(err, errPartial)
+			return cmp.Or(err, errPartial)
 		}
 		if err := leasetx.AdmitFree(p, int(t.meta.Nodes-t.meta.Held-t.meta.Quarantined), t.meta.Fence); err != nil {
 			return err
@@ -216,8 +217,8 @@ func (s *Store) Alloc(ctx context.Context, g idkeeper.Guard, p idkeeper.AllocPar
 		h = holding{keyID: p.KeyID}
 		for _, id := range ids {
 			t.meta.Fence++
-			if err := t.take(id, leaseRec{expiresAt: exp, grantedAt: t.now, renewedAt: zeroMs, token: t.meta.Fence,
-				requester: key, keyID: p.KeyID}, true); err != nil {
+			if err := t.take(id, leaseRec{ExpiresAt: exp, GrantedAt: t.now, RenewedAt: zeroMs, Token: t.meta.Fence,
+				Requester: key, KeyID: p.KeyID}, true); err != nil {
 				return err
 			}
 			h = h.with(id, t.meta.Fence)
@@ -234,14 +235,6 @@ func (s *Store) Alloc(ctx context.Context, g idkeeper.Guard, p idkeeper.AllocPar
 		return nil
 	})
 	return gr, err
-}
-
-// cmpErr is err, or alt when err is nil.
-func cmpErr(err, alt error) error {
-	if err != nil {
-		return err
-	}
-	return alt
 }
 
 // Renew implements idkeeper.LeaseStore: three round trips (the requester's index
@@ -279,7 +272,7 @@ func (s *Store) Renew(ctx context.Context, g idkeeper.Guard, p idkeeper.RenewPar
 			if err != nil {
 				return err
 			}
-			if err := t.histLog().Extend(id, h.tokens[i], l.expiresAt); err != nil {
+			if err := t.histLog().Extend(id, h.tokens[i], l.ExpiresAt); err != nil {
 				return err
 			}
 		}
@@ -321,7 +314,7 @@ func (s *Store) Remove(ctx context.Context, g idkeeper.Guard, p idkeeper.RemoveP
 			if l == nil {
 				return errNoLease(id)
 			}
-			if r.watermark, err = leasetx.Removed(t.histLog(), id, r.tx(), l.tx(), p.MintedUpTo); err != nil {
+			if r.watermark, err = leasetx.Removed(t.histLog(), id, r.tx(), *l, p.MintedUpTo); err != nil {
 				return err
 			}
 			if err := t.release(id, &r); err != nil {
@@ -349,7 +342,7 @@ func (s *Store) Reclaim(ctx context.Context, g idkeeper.Guard, grace time.Durati
 		err := s.update(ctx, "reclaim", &g, first, func(t *txn) error {
 			n, full = 0, false
 			if more, err := t.promote(); err != nil || more {
-				return cmpErr(err, errPartial)
+				return cmp.Or(err, errPartial)
 			}
 			if err := t.cacheEntries(2); err != nil {
 				return err
@@ -375,7 +368,7 @@ func (s *Store) Reclaim(ctx context.Context, g idkeeper.Guard, grace time.Durati
 				if r.lease == nil {
 					return errNoLease(id)
 				}
-				more = append(more, s.k.req+r.lease.requester, s.k.keyHeld+r.lease.keyID, s.k.histKey(id, r.lease.token))
+				more = append(more, s.k.req+r.lease.Requester, s.k.keyHeld+r.lease.KeyID, s.k.histKey(id, r.lease.Token))
 			}
 			if err := t.fetch(more...); err != nil {
 				return err

@@ -310,13 +310,12 @@ func (t *txn) take(id uint32, l leaseRec, fresh bool) error {
 		return err
 	}
 	t.unplace(id, &r)
-	n, tl := leasetx.Taken(r.tx(), l.tx(), fresh)
+	n, l := leasetx.Taken(r.tx(), l, fresh)
 	r.set(n)
-	l = leaseOf(tl)
 	r.lease = &l
 	t.putNode(id, r)
 	t.meta.Held++
-	return t.keyHolds(l.keyID, 1)
+	return t.keyHolds(l.KeyID, 1)
 }
 
 // extend raises the lease on id to expire at least at exp, and the node's
@@ -330,11 +329,11 @@ func (t *txn) extend(id uint32, exp int64, renewed bool) (leaseRec, error) {
 		return leaseRec{}, fmt.Errorf("node %d is in a requester index but holds no lease", id)
 	}
 	l := *r.lease
-	if exp > l.expiresAt {
-		t.del(t.s.k.expiryKey(l.expiresAt, id))
+	if exp > l.ExpiresAt {
+		t.del(t.s.k.expiryKey(l.ExpiresAt, id))
 	}
-	l = leaseOf(leasetx.Extended(l.tx(), exp, t.now, renewed))
-	r.lease, r.watermark = &l, max(r.watermark, l.expiresAt)
+	l = leasetx.Extended(l, exp, t.now, renewed)
+	r.lease, r.watermark = &l, max(r.watermark, l.ExpiresAt)
 	t.putNode(id, r)
 	return l, nil
 }
@@ -343,8 +342,8 @@ func (t *txn) extend(id uint32, exp int64, renewed bool) (leaseRec, error) {
 // order. The caller updates the requester index.
 func (t *txn) release(id uint32, r *nodeRec) error {
 	l := r.lease
-	t.del(t.s.k.expiryKey(l.expiresAt, id))
-	if err := t.keyHolds(l.keyID, -1); err != nil {
+	t.del(t.s.k.expiryKey(l.ExpiresAt, id))
+	if err := t.keyHolds(l.KeyID, -1); err != nil {
 		return err
 	}
 	t.meta.Held--
@@ -365,7 +364,7 @@ func (t *txn) leases(ids []uint32) ([]idkeeper.Lease, error) {
 		if r.lease == nil {
 			return nil, fmt.Errorf("node %d holds no lease", id)
 		}
-		l, err := r.lease.lease(id)
+		l, err := r.lease.On(id)
 		if err != nil {
 			return nil, err
 		}

@@ -90,7 +90,7 @@ func (s *Store) Leases(ctx context.Context) ([]idkeeper.Lease, error) {
 		if err != nil {
 			return nil, err
 		}
-		l, err := r.lease.lease(id)
+		l, err := r.lease.On(id)
 		if err != nil {
 			return nil, err
 		}

@@ -27,11 +27,11 @@ func (r rules) Lease(id uint32) (leasetx.Lease, error) {
 	if n.lease == nil {
 		return leasetx.Lease{}, errNoLease(id)
 	}
-	return n.lease.tx(), nil
+	return *n.lease, nil
 }
 
 func (r rules) Restore(id uint32, l leasetx.Lease) error {
-	if err := r.t.take(id, leaseOf(l), false); err != nil {
+	if err := r.t.take(id, l, false); err != nil {
 		return err
 	}
 	h, _, err := r.t.holding(l.Requester)
@@ -71,14 +71,4 @@ func (r nodeRec) tx() leasetx.Node {
 // quarantine, last token and restorable flag (its place is the store's).
 func (r *nodeRec) set(n leasetx.Node) {
 	r.watermark, r.quarUntil, r.lastToken, r.restorable = n.Watermark, n.QuarUntil, n.LastToken, n.Restorable
-}
-
-func (l leaseRec) tx() leasetx.Lease {
-	return leasetx.Lease{NotBefore: l.notBefore, ExpiresAt: l.expiresAt, GrantedAt: l.grantedAt, RenewedAt: l.renewedAt,
-		Token: l.token, Requester: l.requester, KeyID: l.keyID}
-}
-
-func leaseOf(l leasetx.Lease) leaseRec {
-	return leaseRec{notBefore: l.NotBefore, expiresAt: l.ExpiresAt, grantedAt: l.GrantedAt, renewedAt: l.RenewedAt,
-		token: l.Token, requester: l.Requester, keyID: l.KeyID}
 }

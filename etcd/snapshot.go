@@ -437,19 +437,19 @@ func (l *loader) node(n *idkeeper.NodeState) error {
 		return l.putNode(id, r)
 	}
 	ls := n.Lease
-	lr := leaseRec{notBefore: timeMs(ls.NotBefore), expiresAt: timeMs(ls.ExpiresAt), grantedAt: timeMs(ls.GrantedAt),
-		renewedAt: timeMs(ls.RenewedAt), token: ls.FencingToken, requester: ls.Requester.Key(), keyID: ls.KeyID}
-	if len(lr.requester) > math.MaxUint16 {
-		return idkeeper.Invalidf("snapshot", "the lease of node %d has a requester key of %d bytes", id, len(lr.requester))
+	lr := leaseRec{NotBefore: timeMs(ls.NotBefore), ExpiresAt: timeMs(ls.ExpiresAt), GrantedAt: timeMs(ls.GrantedAt),
+		RenewedAt: timeMs(ls.RenewedAt), Token: ls.FencingToken, Requester: ls.Requester.Key(), KeyID: ls.KeyID}
+	if len(lr.Requester) > math.MaxUint16 {
+		return idkeeper.Invalidf("snapshot", "the lease of node %d has a requester key of %d bytes", id, len(lr.Requester))
 	}
-	h, ok := l.reqs[lr.requester]
-	if ok && h.keyID != lr.keyID {
+	h, ok := l.reqs[lr.Requester]
+	if ok && h.keyID != lr.KeyID {
 		return idkeeper.Invalidf("snapshot", "requester %s holds node %d with API key %q and node %d with %q: "+
-			"a requester's leases belong to one key", ls.Requester, h.ids[0], h.keyID, id, lr.keyID)
+			"a requester's leases belong to one key", ls.Requester, h.ids[0], h.keyID, id, lr.KeyID)
 	}
-	h.keyID = lr.keyID
-	l.reqs[lr.requester] = h.with(id, lr.token)
-	l.keyHeld[lr.keyID]++
+	h.keyID = lr.KeyID
+	l.reqs[lr.Requester] = h.with(id, lr.Token)
+	l.keyHeld[lr.KeyID]++
 	l.meta.Held++
 	r.place, r.lease = placeHeld, &lr
 	return l.putNode(id, r)

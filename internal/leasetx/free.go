@@ -1,6 +1,7 @@
 package leasetx
 
 import (
+	"cmp"
 	"time"
 
 	"github.com/idkeeper/idkeeper"
@@ -32,11 +33,11 @@ func Revoke(t Tx, node idkeeper.NodeID, token uint64, grace time.Duration) (idke
 	id := uint32(node)
 	n, err := t.Node(id)
 	if err != nil || !n.Held {
-		return idkeeper.Lease{}, cmpErr(err, idkeeper.ErrNotFound)
+		return idkeeper.Lease{}, cmp.Or[error](err, idkeeper.ErrNotFound)
 	}
 	l, err := t.Lease(id)
 	if err != nil || l.Token != token {
-		return idkeeper.Lease{}, cmpErr(err, idkeeper.ErrNotFound)
+		return idkeeper.Lease{}, cmp.Or[error](err, idkeeper.ErrNotFound)
 	}
 	out, err := l.On(id)
 	if err != nil {
@@ -70,14 +71,6 @@ func Reclaimed(t Tx, id uint32) error {
 		return err
 	}
 	return t.History().End(id, l.Token, idkeeper.EndReclaimed)
-}
-
-// cmpErr is err, or alt when err is nil.
-func cmpErr(err, alt error) error {
-	if err != nil {
-		return err
-	}
-	return alt
 }
 
 func msTime(ms int64) time.Time { return time.UnixMilli(ms).UTC() }

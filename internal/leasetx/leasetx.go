@@ -39,7 +39,8 @@ type Node struct {
 // Fenced is the node's effective watermark: max(Watermark, Floor).
 func (n Node) Fenced() int64 { return max(n.Watermark, n.Floor) }
 
-// Lease is a held node's lease as the stores keep it.
+// Lease is a held node's lease as the stores keep it: bolt and etcd use it as
+// their lease record and encode it themselves.
 type Lease struct {
 	NotBefore, ExpiresAt, GrantedAt, RenewedAt int64 // Unix ms
 	Token                                      uint64
