@@ -3,6 +3,8 @@ package idkeeper
 import (
 	"context"
 	"time"
+
+	"github.com/idkeeper/idkeeper/internal/plural"
 )
 
 // JobLockTimes returns the job lock's lock-at-most-for and lock-at-least-for for a job
@@ -22,7 +24,7 @@ func JobLockTimes(interval time.Duration) (atMostFor, atLeastFor time.Duration) 
 func (r *Registry) Cleanup(ctx context.Context) (reclaimed int, ran bool, err error) {
 	started, lock := r.cfg.Clock(), Lock{}
 	defer func() {
-		r.noteJob(CleanupJob, started, ran, err, "reclaimed "+plural(reclaimed, "lease", "leases"), heldBy(lock))
+		r.noteJob(CleanupJob, started, ran, err, "reclaimed "+plural.N(reclaimed, "lease", "leases"), heldBy(lock))
 	}()
 	if err = r.clockVerified(); err != nil {
 		return 0, false, err

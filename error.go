@@ -3,8 +3,8 @@ package idkeeper
 import (
 	"errors"
 	"fmt"
-	"strconv"
 
+	"github.com/idkeeper/idkeeper/internal/plural"
 	"github.com/idkeeper/idkeeper/protocol"
 )
 
@@ -106,7 +106,7 @@ func NotOwned() *Error {
 func Exhausted(requested, remaining int) *Error {
 	return &Error{
 		Code:    CodeNodeIDsExhausted,
-		Message: fmt.Sprintf("%s requested, %d allocatable", plural(requested, "node ID", "node IDs"), remaining),
+		Message: fmt.Sprintf("%s requested, %d allocatable", plural.N(requested, "node ID", "node IDs"), remaining),
 		Details: map[string]any{"requested": requested, "remaining": remaining},
 	}
 }
@@ -116,7 +116,7 @@ func Exhausted(requested, remaining int) *Error {
 func CountMismatch(held, requested int) *Error {
 	return &Error{
 		Code:    CodeRequesterCountMismatch,
-		Message: fmt.Sprintf("the requester holds %s and asked for %d; remove them first", plural(held, "node ID", "node IDs"), requested),
+		Message: fmt.Sprintf("the requester holds %s and asked for %d; remove them first", plural.N(held, "node ID", "node IDs"), requested),
 		Details: map[string]any{"held": held, "requested": requested},
 	}
 }
@@ -132,24 +132,15 @@ func QuotaExceeded(maxNodes, held, requested int) *Error {
 // requested more under maxNodes; cooling is the part of held that is cooling
 // after the key's Removes (LeaseStore.Remove).
 func QuotaExceededCooling(maxNodes, held, cooling, requested int) *Error {
-	msg := fmt.Sprintf("the API key may hold %s; it holds %d and asked for %d more", plural(maxNodes, "node ID", "node IDs"), held, requested)
+	msg := fmt.Sprintf("the API key may hold %s; it holds %d and asked for %d more", plural.N(maxNodes, "node ID", "node IDs"), held, requested)
 	if cooling > 0 {
 		msg = fmt.Sprintf("the API key may hold %s; it holds %d (%d of them cooling after its Removes, "+
 			"until their watermark passes: send mintedUpTo with Remove to release node IDs at once) and asked for %d more",
-			plural(maxNodes, "node ID", "node IDs"), held, cooling, requested)
+			plural.N(maxNodes, "node ID", "node IDs"), held, cooling, requested)
 	}
 	return &Error{
 		Code:    CodeAPIKeyQuotaExceeded,
 		Message: msg,
 		Details: map[string]any{"maxNodes": maxNodes, "held": held, "cooling": cooling, "requested": requested},
 	}
-}
-
-// plural is n and the noun: one when n is 1, else many ("1 node ID", "2 node
-// IDs"). internal/plural is the same for the packages that may import it.
-func plural(n int, one, many string) string {
-	if n == 1 || n == -1 {
-		return strconv.Itoa(n) + " " + one
-	}
-	return strconv.Itoa(n) + " " + many
 }

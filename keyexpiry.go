@@ -5,6 +5,8 @@ import (
 	"context"
 	"slices"
 	"time"
+
+	"github.com/idkeeper/idkeeper/internal/plural"
 )
 
 // KeyExpiryNotice is how long before its expiry an API key is announced: a key in
@@ -90,7 +92,7 @@ func (r *Registry) ExpiringKeys(ctx context.Context) (keys []KeyInfo, now time.T
 func (r *Registry) WarnExpiringKeys(ctx context.Context) (logged int, err error) {
 	started, serving := r.cfg.Clock(), r.Serving() == nil
 	defer func() {
-		r.noteJob(KeyExpiryJob, started, serving, err, "warned about "+plural(logged, "key", "keys"),
+		r.noteJob(KeyExpiryJob, started, serving, err, "warned about "+plural.N(logged, "key", "keys"),
 			"the registry did not serve: "+string(r.Phase()))
 	}()
 	if !serving {

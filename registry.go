@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idkeeper/idkeeper/internal/plural"
 	"github.com/idkeeper/idkeeper/protocol"
 )
 
@@ -157,7 +158,7 @@ func (r *Registry) Alloc(ctx context.Context, req AllocRequest) (g Grant, err er
 	if most := min(MaxCount, r.cfg.Nodes); req.Count > most {
 		msg := fmt.Sprintf("count %d is above the most one request may ask, %d", req.Count, MaxCount)
 		if most < MaxCount {
-			msg = fmt.Sprintf("count %d is larger than the pool of %s", req.Count, plural(most, "node ID", "node IDs"))
+			msg = fmt.Sprintf("count %d is larger than the pool of %s", req.Count, plural.N(most, "node ID", "node IDs"))
 		}
 		return Grant{}, &Error{Code: CodeCountTooLarge, Field: "count", Message: msg, Details: map[string]any{"maxCount": most}}
 	}

@@ -1,8 +1,7 @@
 // Package plural writes a count with its noun: "1 API key", "3 API keys",
 // "0 node IDs", for the messages and summaries that count things.
 //
-// It uses the standard library only. The root package, which imports nothing
-// but the standard library, has its own copy (plural in error.go).
+// It uses the standard library only, so the root package may import it too.
 package plural
 
 import "strconv"
