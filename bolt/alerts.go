@@ -57,26 +57,40 @@ func (s *Store) PutAlertState(ctx context.Context, st idkeeper.AlertState) error
 	if err := st.Validate(); err != nil {
 		return err
 	}
-	if st.Version == math.MaxUint64 {
+	return s.putVersioned(ctx, bucketAlerts, []byte(st.Name), st.Version,
+		func(v []byte) (uint64, error) {
+			old, err := decodeAlert(st.Name, v)
+			return old.Version, err
+		},
+		func(next uint64) []byte {
+			st.Version = next
+			return encodeAlert(st)
+		})
+}
+
+// putVersioned writes, in one transaction, the record at key of bucket when the
+// stored one's version (version reads it; 0 when there is none) is want; encode
+// makes the record of version want+1. ErrConflict, and nothing written, when the
+// stored version is another or want is the largest there is.
+func (s *Store) putVersioned(ctx context.Context, bucket, key []byte, want uint64,
+	version func([]byte) (uint64, error), encode func(next uint64) []byte) error {
+	if want == math.MaxUint64 {
 		return idkeeper.ErrConflict
 	}
 	return s.update(ctx, nil, func(t *txn) error {
-		b, err := writeBucket(t, bucketAlerts)
+		b, err := writeBucket(t, bucket)
 		if err != nil {
 			return err
 		}
 		var cur uint64
-		if v := b.Get([]byte(st.Name)); v != nil {
-			old, err := decodeAlert(st.Name, v)
-			if err != nil {
+		if v := b.Get(key); v != nil {
+			if cur, err = version(v); err != nil {
 				return err
 			}
-			cur = old.Version
 		}
-		if cur != st.Version {
+		if cur != want {
 			return idkeeper.ErrConflict
 		}
-		st.Version++
-		return b.Put([]byte(st.Name), encodeAlert(st))
+		return b.Put(key, encode(want+1))
 	})
 }

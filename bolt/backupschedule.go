@@ -2,7 +2,6 @@ package bolt
 
 import (
 	"context"
-	"math"
 
 	"github.com/idkeeper/idkeeper"
 )
@@ -50,26 +49,13 @@ func (s *Store) PutBackupSchedule(ctx context.Context, st idkeeper.BackupSchedul
 	if err := st.Validate(); err != nil {
 		return err
 	}
-	if st.Version == math.MaxUint64 {
-		return idkeeper.ErrConflict
-	}
-	return s.update(ctx, nil, func(t *txn) error {
-		b, err := writeBucket(t, bucketSettings)
-		if err != nil {
-			return err
-		}
-		var cur uint64
-		if v := b.Get(keyBackupSchedule); v != nil {
+	return s.putVersioned(ctx, bucketSettings, keyBackupSchedule, st.Version,
+		func(v []byte) (uint64, error) {
 			old, err := decodeSchedule(v)
-			if err != nil {
-				return err
-			}
-			cur = old.Version
-		}
-		if cur != st.Version {
-			return idkeeper.ErrConflict
-		}
-		st.Version++
-		return b.Put(keyBackupSchedule, encodeSchedule(st))
-	})
+			return old.Version, err
+		},
+		func(next uint64) []byte {
+			st.Version = next
+			return encodeSchedule(st)
+		})
 }
