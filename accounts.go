@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/idkeeper/idkeeper/audit"
 )
 
 // Bounds of a password, in bytes. Length is the rule, not composition (NIST SP
@@ -155,20 +157,6 @@ func (a *Accounts) checkNewPassword(field, pw string) error {
 	return nil
 }
 
-type remoteIPKey struct{}
-
-// WithRemoteIP returns ctx carrying the address of the request's client, which
-// Audit records in entries that name none.
-func WithRemoteIP(ctx context.Context, ip string) context.Context {
-	return context.WithValue(ctx, remoteIPKey{}, ip)
-}
-
-// RemoteIPFrom returns the address WithRemoteIP put in ctx, or "".
-func RemoteIPFrom(ctx context.Context) string {
-	ip, _ := ctx.Value(remoteIPKey{}).(string)
-	return ip
-}
-
 var (
 	errLoginFailed    = &Error{Code: CodeLoginFailed, Message: "unknown user name or wrong password"}
 	errSessionExpired = &Error{Code: CodeSessionExpired, Message: "the session has ended; log in again"}
@@ -202,7 +190,7 @@ func (a *Accounts) EnsureFirstAdmin(ctx context.Context, name, password string) 
 		return false, storeErr(err)
 	}
 	a.log.Info("first admin created", "user", name)
-	a.audit(ctx, AuditEntry{Actor: "system", Action: AuditUserCreate, Target: "user:" + name, Detail: "first admin, role admin"})
+	a.audit(ctx, audit.Entry{Actor: "system", Action: audit.UserCreate, Target: "user:" + name, Detail: "first admin, role admin"})
 	return true, nil
 }
 
@@ -258,7 +246,7 @@ func (a *Accounts) Login(ctx context.Context, name, password, remoteIP, userAgen
 			reason += "; further logins throttled for " + LoginThrottleWindow.String()
 			a.log.Warn("login throttled", "user", typed, "remoteIp", remoteIP)
 		}
-		a.audit(ctx, AuditEntry{Actor: "user:" + typed, Action: AuditLoginFailed, Target: "user:" + typed,
+		a.audit(ctx, audit.Entry{Actor: "user:" + typed, Action: audit.LoginFailed, Target: "user:" + typed,
 			RemoteIP: remoteIP, Detail: reason})
 		return "", AdminSession{}, errLoginFailed
 	}
@@ -269,7 +257,7 @@ func (a *Accounts) Login(ctx context.Context, name, password, remoteIP, userAgen
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on Linux
 	token = base64.RawURLEncoding.EncodeToString(b[:])
 	s = AdminSession{ID: SessionID(token), User: u.Name, Epoch: u.Epoch, CreatedAt: now, SeenAt: now,
-		ExpiresAt: now.Add(a.cfg.AbsoluteTimeout), RemoteIP: remoteIP, UserAgent: cut(textOnly(userAgent), MaxAuditFieldLen)}
+		ExpiresAt: now.Add(a.cfg.AbsoluteTimeout), RemoteIP: remoteIP, UserAgent: audit.Cut(textOnly(userAgent), audit.MaxFieldLen)}
 	if err := a.store.CreateSession(ctx, s); err != nil {
 		return "", AdminSession{}, storeErr(err)
 	}
@@ -289,7 +277,7 @@ func (a *Accounts) Login(ctx context.Context, name, password, remoteIP, userAgen
 	}); err != nil {
 		a.log.Warn("record the login time", "user", u.Name, "err", err)
 	}
-	a.audit(ctx, AuditEntry{Actor: "user:" + u.Name, Action: AuditLogin, Target: "user:" + u.Name,
+	a.audit(ctx, audit.Entry{Actor: "user:" + u.Name, Action: audit.Login, Target: "user:" + u.Name,
 		RemoteIP: remoteIP, Detail: s.UserAgent})
 	return token, s, nil
 }
@@ -369,7 +357,7 @@ func (a *Accounts) Logout(ctx context.Context, token string) error {
 	if err := a.store.DeleteSession(ctx, s.ID); err != nil {
 		return storeErr(err)
 	}
-	a.audit(ctx, AuditEntry{Actor: "user:" + s.User, Action: AuditLogout, Target: "user:" + s.User})
+	a.audit(ctx, audit.Entry{Actor: "user:" + s.User, Action: audit.Logout, Target: "user:" + s.User})
 	return nil
 }
 
@@ -381,16 +369,16 @@ func (a *Accounts) PruneSessions(ctx context.Context) (int, error) {
 	return n, storeErr(err)
 }
 
-// Audit appends e to the audit log, sealed after the log's head (AuditEntry.Seal),
+// Audit appends e to the audit log, sealed after the log's head (audit.Entry.Seal),
 // reading the head again when another entry came first, at most maxRetries times
-// and within ctx. A zero At is now; an empty RemoteIP is ctx's (WithRemoteIP).
+// and within ctx. A zero At is now; an empty RemoteIP is ctx's (audit.WithRemoteIP).
 // Errors: STORE_UNAVAILABLE, and the context's.
-func (a *Accounts) Audit(ctx context.Context, e AuditEntry) error {
+func (a *Accounts) Audit(ctx context.Context, e audit.Entry) error {
 	if e.At.IsZero() {
 		e.At = a.cfg.Clock()
 	}
 	if e.RemoteIP == "" {
-		e.RemoteIP = RemoteIPFrom(ctx)
+		e.RemoteIP = audit.RemoteIPFrom(ctx)
 	}
 	for range maxRetries {
 		seq, hash, err := a.store.AuditHead(ctx)
@@ -409,7 +397,7 @@ func (a *Accounts) Audit(ctx context.Context, e AuditEntry) error {
 }
 
 // audit is Audit for the changes above: a failure is logged, not returned.
-func (a *Accounts) audit(ctx context.Context, e AuditEntry) {
+func (a *Accounts) audit(ctx context.Context, e audit.Entry) {
 	if err := a.Audit(ctx, e); err != nil {
 		a.log.Error("append to the audit log", "action", e.Action, "actor", e.Actor, "target", e.Target, "err", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/bolt"
 	"github.com/idkeeper/idkeeper/password"
 )
@@ -16,7 +17,7 @@ import (
 // 20,000 failed logins then costs reads, not 20,000 synced writes.
 type unauditedStore struct{ *bolt.Store }
 
-func (unauditedStore) AppendAudit(context.Context, idkeeper.AuditEntry) error { return nil }
+func (unauditedStore) AppendAudit(context.Context, audit.Entry) error { return nil }
 
 // floodEnv is acctEnv's store and clock under Accounts that skip the audit log.
 func floodEnv(t *testing.T) (*acctEnv, *idkeeper.Accounts) {

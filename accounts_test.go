@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/bolt"
 	"github.com/idkeeper/idkeeper/internal/harness/fakeclock"
 	"github.com/idkeeper/idkeeper/password"
@@ -141,7 +142,7 @@ func (e *acctEnv) wantSession(t *testing.T, tok string, valid bool) {
 }
 
 // auditLog returns every entry after checking the chain against the head.
-func (e *acctEnv) auditLog(t *testing.T) []idkeeper.AuditEntry {
+func (e *acctEnv) auditLog(t *testing.T) []audit.Entry {
 	t.Helper()
 	all, err := e.store.AuditEntries(actx, 1, 1000)
 	if err != nil {
@@ -151,7 +152,7 @@ func (e *acctEnv) auditLog(t *testing.T) []idkeeper.AuditEntry {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := idkeeper.VerifyAudit(all, seq, hash); err != nil {
+	if err := audit.Verify(all, seq, hash); err != nil {
 		t.Fatalf("audit chain: %v", err)
 	}
 	return all
@@ -253,12 +254,12 @@ func TestLoginOneGenericError(t *testing.T) {
 			t.Fatalf("audit entry with a password: %+v", a)
 		}
 		switch a.Action {
-		case idkeeper.AuditLoginFailed:
+		case audit.LoginFailed:
 			failed++
 			if a.RemoteIP == "" || !strings.HasPrefix(a.Actor, "user:") || strings.ContainsAny(a.Actor, "\x00\n") {
 				t.Fatalf("failed login entry %+v", a)
 			}
-		case idkeeper.AuditLogin:
+		case audit.Login:
 			ok++
 			if a.Actor != "user:bob" || a.RemoteIP != "198.51.100.9" {
 				t.Fatalf("login entry %+v", a)
@@ -336,7 +337,7 @@ func TestSessionRotationAndLogout(t *testing.T) {
 	}
 	var logouts int
 	for _, x := range e.auditLog(t) {
-		if x.Action == idkeeper.AuditLogout && x.Actor == "user:root" {
+		if x.Action == audit.Logout && x.Actor == "user:root" {
 			logouts++
 		}
 	}
@@ -480,14 +481,14 @@ func TestLastAdminProtected(t *testing.T) {
 func TestAuditChainAndConcurrentAppends(t *testing.T) {
 	e := newAcctEnv(t)
 	e.addUser(t, "bob", idkeeper.RoleViewer)
-	ctx := idkeeper.WithRemoteIP(actx, "192.0.2.50")
+	ctx := audit.WithRemoteIP(actx, "192.0.2.50")
 	if _, err := e.acc.SetRole(ctx, e.root, "bob", idkeeper.RoleOperator); err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
 	for i := range 16 {
 		wg.Go(func() {
-			err := e.acc.Audit(actx, idkeeper.AuditEntry{Actor: "system", Action: idkeeper.AuditLeaseReclaim,
+			err := e.acc.Audit(actx, audit.Entry{Actor: "system", Action: audit.LeaseReclaim,
 				Target: "node:" + string(rune('0'+i%10))})
 			if err != nil {
 				t.Error(err)
@@ -496,7 +497,7 @@ func TestAuditChainAndConcurrentAppends(t *testing.T) {
 	}
 	wg.Wait()
 	log := e.auditLog(t)
-	want := []string{idkeeper.AuditUserCreate, idkeeper.AuditUserCreate, idkeeper.AuditUserUpdate}
+	want := []string{audit.UserCreate, audit.UserCreate, audit.UserUpdate}
 	if len(log) != len(want)+16 {
 		t.Fatalf("%d entries, want %d", len(log), len(want)+16)
 	}

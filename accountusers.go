@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/idkeeper/idkeeper/audit"
 )
 
 // The account management of Accounts: who may change which account, and how.
@@ -35,7 +37,7 @@ func (a *Accounts) CreateUser(ctx context.Context, actor User, name string, role
 		return User{}, storeErr(err)
 	}
 	u.Version = 1
-	a.audit(ctx, AuditEntry{Actor: actor.AuditActor(), Action: AuditUserCreate, Target: "user:" + name,
+	a.audit(ctx, audit.Entry{Actor: actor.AuditActor(), Action: audit.UserCreate, Target: "user:" + name,
 		Detail: "role " + string(role)})
 	return u, nil
 }
@@ -109,7 +111,7 @@ func (a *Accounts) adminChange(ctx context.Context, actor User, name string, dem
 		return u, err
 	}
 	a.endSessions(ctx, name)
-	a.audit(ctx, AuditEntry{Actor: actor.AuditActor(), Action: AuditUserUpdate, Target: "user:" + name, Detail: detail})
+	a.audit(ctx, audit.Entry{Actor: actor.AuditActor(), Action: audit.UserUpdate, Target: "user:" + name, Detail: detail})
 	return u, nil
 }
 
@@ -165,7 +167,7 @@ func (a *Accounts) ChangePassword(ctx context.Context, user User, old, newPasswo
 // ConfirmPassword checks that pw is the current password of user, who is logged
 // in and confirms a change with it (field names the request member; a restore
 // asks for it again, issue #29), and that the account holds at least role now.
-// It is throttled as a login of user from the address in ctx (WithRemoteIP): a
+// It is throttled as a login of user from the address in ctx (audit.WithRemoteIP): a
 // wrong password counts as a failed login (LoginPairFailures), and a slowed
 // account waits its turn first. Errors: INVALID_REQUEST naming field (empty,
 // wrong, or throttled with Details "retryAfterSeconds"); LOGIN_THROTTLE_FULL;
@@ -175,7 +177,7 @@ func (a *Accounts) ConfirmPassword(ctx context.Context, user User, field, pw str
 	if pw == "" {
 		return Invalidf(field, "give your password again to confirm")
 	}
-	at, err := a.throttle.begin(ctx, a.cfg.Clock, a.cfg.Sleep, user.Name, addressKey(RemoteIPFrom(ctx)))
+	at, err := a.throttle.begin(ctx, a.cfg.Clock, a.cfg.Sleep, user.Name, addressKey(audit.RemoteIPFrom(ctx)))
 	if err != nil {
 		var te *Error
 		if errors.As(err, &te) && te.Code == CodeLoginFailed {
@@ -199,7 +201,7 @@ func (a *Accounts) ConfirmPassword(ctx context.Context, user User, field, pw str
 	}
 	if !ok || len(pw) > MaxPasswordLen {
 		if at.end(a.cfg.Clock(), attemptFailed) {
-			a.log.Warn("password confirmation throttled", "user", user.Name, "remoteIp", RemoteIPFrom(ctx))
+			a.log.Warn("password confirmation throttled", "user", user.Name, "remoteIp", audit.RemoteIPFrom(ctx))
 		}
 		return Invalidf(field, "the current password is wrong")
 	}
@@ -227,7 +229,7 @@ func (a *Accounts) setPassword(ctx context.Context, actor, name, pw, detail stri
 		return User{}, err
 	}
 	a.endSessions(ctx, name)
-	a.audit(ctx, AuditEntry{Actor: actor, Action: AuditPasswordChange, Target: "user:" + name, Detail: detail})
+	a.audit(ctx, audit.Entry{Actor: actor, Action: audit.PasswordChange, Target: "user:" + name, Detail: detail})
 	return u, nil
 }
 

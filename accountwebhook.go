@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/url"
 	"strings"
+
+	"github.com/idkeeper/idkeeper/audit"
 )
 
 // SetWebhook sets the Discord webhook URL that user's alerts go to (User.Webhook),
@@ -12,7 +14,7 @@ import (
 // whatever its role; nobody sets another's. A URL must pass
 // AccountsConfig.ValidWebhook; without one, only clearing is possible. The
 // account's sessions stay (Epoch is not changed). The change is audited as
-// AuditUserWebhook with the URL masked, never its token; the same value is no
+// audit.UserWebhook with the URL masked, never its token; the same value is no
 // change and no entry. Errors: INVALID_REQUEST naming "url" (over MaxWebhookLen
 // bytes, refused by the validator, or no validator configured); SESSION_EXPIRED
 // when the account is gone or disabled; FORBIDDEN for an OperatorActor, which has
@@ -50,7 +52,7 @@ func (a *Accounts) SetWebhook(ctx context.Context, user User, webhook string) (U
 		return User{}, err
 	}
 	if detail != "" {
-		a.audit(ctx, AuditEntry{Actor: user.AuditActor(), Action: AuditUserWebhook, Target: "user:" + user.Name, Detail: detail})
+		a.audit(ctx, audit.Entry{Actor: user.AuditActor(), Action: audit.UserWebhook, Target: "user:" + user.Name, Detail: detail})
 	}
 	u.PasswordHash = ""
 	return u, nil

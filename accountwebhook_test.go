@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/discord"
 )
 
@@ -105,7 +106,7 @@ func TestSetWebhook(t *testing.T) {
 		if strings.Contains(a.Detail+a.Target+a.Actor, "tok_Zy") {
 			t.Fatalf("the audit log holds the token: %+v", a)
 		}
-		if a.Action == idkeeper.AuditUserWebhook {
+		if a.Action == audit.UserWebhook {
 			got = append(got, a.Actor+" "+a.Detail)
 		}
 	}
@@ -132,7 +133,7 @@ func TestSetWebhookMask(t *testing.T) {
 		}
 		log := e.auditLog(t)
 		last := log[len(log)-1]
-		if last.Action != idkeeper.AuditUserWebhook || last.Detail != "set "+discord.Mask(hook) {
+		if last.Action != audit.UserWebhook || last.Detail != "set "+discord.Mask(hook) {
 			t.Errorf("%s: audit detail %q, want %q", hook, last.Detail, "set "+discord.Mask(hook))
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/idkeeper/idkeeper/audit"
 )
 
 // The records of the admin web (issue #10): accounts, their server-side sessions,
@@ -44,11 +46,9 @@ func (r Role) rank() int {
 
 // Bounds of the admin records, in bytes.
 const (
-	MaxUserNameLen   = 64   // User.Name
-	MaxNoteLen       = 200  // AllowEntry.Note
-	MaxAuditTextLen  = 1024 // AuditEntry.Detail; Target, Actor and RemoteIP are cut at MaxAuditFieldLen
-	MaxAuditFieldLen = 256
-	MaxWebhookLen    = 512 // User.Webhook
+	MaxUserNameLen = 64  // User.Name
+	MaxNoteLen     = 200 // AllowEntry.Note
+	MaxWebhookLen  = 512 // User.Webhook
 )
 
 // User is an account of the admin web.
@@ -104,7 +104,7 @@ type AdminSession struct {
 	SeenAt    time.Time // the last request made with it (recorded at most once a minute)
 	ExpiresAt time.Time // absolute end; the idle end is SeenAt + the idle timeout
 	RemoteIP  string    // the address it logged in from
-	UserAgent string    // cut at MaxAuditFieldLen bytes
+	UserAgent string    // cut at audit.MaxFieldLen bytes
 }
 
 // AllowEntry is one entry of the IP allow-list kept in the store.
@@ -181,17 +181,17 @@ type AdminStore interface {
 	// + 1 and e.Prev its Hash (Seq 1 and Prev "" on an empty log, or after the last
 	// entry was pruned: the log remembers the last Seq and Hash it ever held). It
 	// returns ErrConflict, and writes nothing, when another entry came first: read
-	// the head again. The store keeps e as given; AuditEntry.Seal computes Hash.
-	AppendAudit(ctx context.Context, e AuditEntry) error
+	// the head again. The store keeps e as given; audit.Entry.Seal computes Hash.
+	AppendAudit(ctx context.Context, e audit.Entry) error
 	// AuditHead returns the Seq and Hash of the last entry ever appended (0 and ""
 	// for a log that never had one), pruned or not.
 	AuditHead(ctx context.Context) (seq uint64, hash string, err error)
 	// AuditEntries returns up to limit entries from Seq from (inclusive) upwards in
 	// Seq order, pruned ones left out; limit is 1..1000.
-	AuditEntries(ctx context.Context, from uint64, limit int) ([]AuditEntry, error)
+	AuditEntries(ctx context.Context, from uint64, limit int) ([]audit.Entry, error)
 	// AuditEntriesBefore returns up to limit entries with Seq below before, newest
 	// first; before 0 means from the newest; limit is 1..1000.
-	AuditEntriesBefore(ctx context.Context, before uint64, limit int) ([]AuditEntry, error)
+	AuditEntriesBefore(ctx context.Context, before uint64, limit int) ([]audit.Entry, error)
 	// PruneAudit deletes entries from the oldest upwards, in Seq order, while their
 	// At is before before, stopping at the first that is not (so what stays is one
 	// unbroken run up to the head, even after a clock stepped back) or after limit

@@ -18,12 +18,6 @@ const (
 // StateAlerts are the names of the state-based alerts, in the order operators see them.
 var StateAlerts = []string{AlertCapacity, AlertClockSkew}
 
-// Audit actions of alert deliveries: one entry per webhook per alert message.
-const (
-	AuditAlertSent   = "alert.sent"
-	AuditAlertFailed = "alert.failed"
-)
-
 // MaxAlertNameLen bounds AlertState.Name; MaxAlertSummaryLen bounds its Summary,
 // in bytes.
 const (

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/idkeeper/idkeeper/audit"
 )
 
 // The registry's part of the audit log (issue #10): every lease grant, removal,
@@ -21,7 +23,7 @@ import (
 // Auditor appends one entry to the audit log: sealed after the log's head, At
 // and RemoteIP kept as given when set. *Accounts satisfies it (Accounts.Audit).
 type Auditor interface {
-	Audit(ctx context.Context, e AuditEntry) error
+	Audit(ctx context.Context, e audit.Entry) error
 }
 
 // SessionPruner deletes the admin web's ended sessions and returns how many;
@@ -56,21 +58,6 @@ const (
 	retentionFirst    = time.Minute      // the retention job's first run after Open
 )
 
-type actorKey struct{}
-
-// WithActor returns ctx carrying who acts, as the audit log names them: "user:NAME"
-// for an admin web user, "key:ID" for an API key. Registry.RevokeLease records
-// the actor of its ctx (and the address of WithRemoteIP); without one, "system".
-func WithActor(ctx context.Context, actor string) context.Context {
-	return context.WithValue(ctx, actorKey{}, actor)
-}
-
-// ActorFrom returns the actor WithActor put in ctx, or "".
-func ActorFrom(ctx context.Context) string {
-	a, _ := ctx.Value(actorKey{}).(string)
-	return a
-}
-
 // auditLog appends the registry's entries in the background, in order, through an
 // Auditor. add never blocks: a full queue drops the entry, counts it and logs at
 // most once per auditDropLogEvery. A nil *auditLog records nothing.
@@ -80,7 +67,7 @@ type auditLog struct {
 	obs   Observer
 	clock Clock
 
-	ch       chan AuditEntry
+	ch       chan audit.Entry
 	stop     chan struct{}
 	done     chan struct{}
 	started  atomic.Bool
@@ -100,11 +87,11 @@ func newAuditLog(cfg Config) *auditLog {
 		return nil
 	}
 	return &auditLog{to: cfg.Audit, log: cfg.Logger, obs: cfg.Observer, clock: cfg.Clock,
-		ch: make(chan AuditEntry, AuditQueueSize), stop: make(chan struct{}), done: make(chan struct{})}
+		ch: make(chan audit.Entry, AuditQueueSize), stop: make(chan struct{}), done: make(chan struct{})}
 }
 
-// add queues e: At now when zero, RemoteIP ctx's (WithRemoteIP) when empty.
-func (a *auditLog) add(ctx context.Context, e AuditEntry) {
+// add queues e: At now when zero, RemoteIP ctx's (audit.WithRemoteIP) when empty.
+func (a *auditLog) add(ctx context.Context, e audit.Entry) {
 	if a == nil {
 		return
 	}
@@ -112,7 +99,7 @@ func (a *auditLog) add(ctx context.Context, e AuditEntry) {
 		e.At = a.clock()
 	}
 	if e.RemoteIP == "" {
-		e.RemoteIP = RemoteIPFrom(ctx)
+		e.RemoteIP = audit.RemoteIPFrom(ctx)
 	}
 	if !a.stopped.Load() {
 		select {
@@ -173,7 +160,7 @@ func (a *auditLog) run() {
 	}
 }
 
-func (a *auditLog) write(ctx context.Context, e AuditEntry) {
+func (a *auditLog) write(ctx context.Context, e audit.Entry) {
 	ctx, cancel := context.WithTimeout(ctx, auditWriteTimeout)
 	defer cancel()
 	if err := a.to.Audit(ctx, e); err != nil {
@@ -212,7 +199,7 @@ func (a *auditLog) reportDrops(final bool) {
 func actorOfKey(id string) string { return "key:" + id }
 
 // auditNodes is ids as an audit target: "node:17", or "nodes:0-99,105,107-110",
-// cut at a range boundary to MaxAuditFieldLen bytes with the count of node IDs
+// cut at a range boundary to audit.MaxFieldLen bytes with the count of node IDs
 // left out.
 func auditNodes(ids []NodeID) string {
 	if len(ids) == 1 {
@@ -221,7 +208,7 @@ func auditNodes(ids []NodeID) string {
 	sorted := slices.Sorted(slices.Values(ids))
 	var b strings.Builder
 	b.WriteString("nodes:")
-	const room = MaxAuditFieldLen - len(",… (+4096 more)")
+	const room = audit.MaxFieldLen - len(",… (+4096 more)")
 	shown := 0
 	for i := 0; i < len(sorted); {
 		j := i
@@ -232,7 +219,7 @@ func auditNodes(ids []NodeID) string {
 		if sorted[j] != sorted[i] {
 			r += "-" + strconv.Itoa(int(sorted[j]))
 		}
-		if b.Len()+1+len(r) > room && j+1 < len(sorted) || b.Len()+1+len(r) > MaxAuditFieldLen {
+		if b.Len()+1+len(r) > room && j+1 < len(sorted) || b.Len()+1+len(r) > audit.MaxFieldLen {
 			fmt.Fprintf(&b, ",… (+%d more)", len(sorted)-shown)
 			break
 		}
@@ -272,7 +259,7 @@ func (r *Registry) auditGrant(ctx context.Context, req AllocRequest, g Grant, kn
 	if hi != lo {
 		tokens += "-" + fmt.Sprint(hi)
 	}
-	r.audit.add(ctx, AuditEntry{Actor: actorOfKey(req.Key.ID), Action: AuditLeaseGrant, Target: auditNodes(ids),
+	r.audit.add(ctx, audit.Entry{Actor: actorOfKey(req.Key.ID), Action: audit.LeaseGrant, Target: auditNodes(ids),
 		RemoteIP: req.RemoteIP, Detail: fmt.Sprintf("count %d, tokens %s, requester %s", len(ids), tokens, req.Requester.Key())})
 }
 
@@ -285,7 +272,7 @@ func (r *Registry) auditRemove(ctx context.Context, req RemoveRequest, n int) {
 	if !req.MintedUpTo.IsZero() {
 		upTo = Millis(req.MintedUpTo).Format(time.RFC3339Nano)
 	}
-	r.audit.add(ctx, AuditEntry{Actor: actorOfKey(req.KeyID), Action: AuditLeaseRemove,
+	r.audit.add(ctx, audit.Entry{Actor: actorOfKey(req.KeyID), Action: audit.LeaseRemove,
 		Target: "requester:" + req.Requester.Key(), RemoteIP: req.RemoteIP,
 		Detail: fmt.Sprintf("count %d, mintedUpTo %s", n, upTo)})
 }
@@ -297,27 +284,27 @@ func (r *Registry) auditRenew(ctx context.Context, req RenewRequest, g Grant) {
 		return
 	}
 	if len(g.Restored) > 0 {
-		r.audit.add(ctx, AuditEntry{Actor: actorOfKey(req.KeyID), Action: AuditLeaseRestore, Target: auditNodes(g.Restored),
+		r.audit.add(ctx, audit.Entry{Actor: actorOfKey(req.KeyID), Action: audit.LeaseRestore, Target: auditNodes(g.Restored),
 			RemoteIP: req.RemoteIP, Detail: fmt.Sprintf("restored %d from receipts after a store reset, requester %s",
 				len(g.Restored), req.Requester.Key())})
 	}
 	if len(g.Contested) > 0 {
-		r.audit.add(ctx, AuditEntry{Actor: actorOfKey(req.KeyID), Action: AuditLeaseRestore, Target: auditNodes(g.Contested),
+		r.audit.add(ctx, audit.Entry{Actor: actorOfKey(req.KeyID), Action: audit.LeaseRestore, Target: auditNodes(g.Contested),
 			RemoteIP: req.RemoteIP, Detail: fmt.Sprintf("contested %d: claimed twice after a store reset, both holders "+
 				"stopped, quarantined; requester %s", len(g.Contested), req.Requester.Key())})
 	}
 }
 
-// auditRevoke records an operator's revocation of l, by ctx's actor (WithActor).
+// auditRevoke records an operator's revocation of l, by ctx's actor (audit.WithActor).
 func (r *Registry) auditRevoke(ctx context.Context, l Lease) {
 	if r.audit == nil {
 		return
 	}
-	actor := ActorFrom(ctx)
+	actor := audit.ActorFrom(ctx)
 	if actor == "" {
 		actor = "system"
 	}
-	r.audit.add(ctx, AuditEntry{Actor: actor, Action: AuditLeaseRevoke, Target: auditNodes([]NodeID{l.NodeID}),
+	r.audit.add(ctx, audit.Entry{Actor: actor, Action: audit.LeaseRevoke, Target: auditNodes([]NodeID{l.NodeID}),
 		Detail: fmt.Sprintf("token %d, requester %s, key %s, expires %s, quarantined until %s", l.FencingToken,
 			l.Requester.Key(), l.KeyID, l.ExpiresAt.Format(time.RFC3339Nano), l.ExpiresAt.Add(r.cfg.Grace).Format(time.RFC3339Nano))})
 }
@@ -332,7 +319,7 @@ func (r *Registry) auditSkew(ctx context.Context, keyID string, who Requester, s
 	if suppressed > 0 {
 		d += fmt.Sprintf("; %d more skew observations since the previous entry", suppressed)
 	}
-	r.audit.add(ctx, AuditEntry{Actor: actorOfKey(keyID), Action: AuditSkewReject, Target: "requester:" + who.Key(),
+	r.audit.add(ctx, audit.Entry{Actor: actorOfKey(keyID), Action: audit.SkewReject, Target: "requester:" + who.Key(),
 		RemoteIP: remoteIP, Detail: d})
 }
 
@@ -377,7 +364,7 @@ func (r *Registry) auditReclaim(ctx context.Context, n int, seen []NodeID) {
 			d += fmt.Sprintf("; the %d node IDs listed were past it when the run began", len(seen))
 		}
 	}
-	r.audit.add(ctx, AuditEntry{Actor: "system", Action: AuditLeaseReclaim, Target: target, Detail: d})
+	r.audit.add(ctx, audit.Entry{Actor: "system", Action: audit.LeaseReclaim, Target: target, Detail: d})
 }
 
 // PruneAdminRecords runs the retention job once under its job lock: it deletes

@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/idkeeper/idkeeper/audit"
 )
 
 // An audit target lists node IDs as ranges, cut at a range boundary to the
@@ -20,7 +22,7 @@ func TestAuditNodes(t *testing.T) {
 		every2 = append(every2, NodeID(2*i))
 	}
 	got := auditNodes(every2)
-	if len(got) > MaxAuditFieldLen || !strings.HasPrefix(got, "nodes:0,2,4,") || !strings.HasSuffix(got, " more)") {
+	if len(got) > audit.MaxFieldLen || !strings.HasPrefix(got, "nodes:0,2,4,") || !strings.HasSuffix(got, " more)") {
 		t.Fatalf("%d bytes: %s", len(got), got)
 	}
 	shown := strings.Count(got, ",") // ranges shown, and the "…" part

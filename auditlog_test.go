@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/bolt"
 	"github.com/idkeeper/idkeeper/internal/harness/fakeclock"
 	"github.com/idkeeper/idkeeper/internal/harness/storetest"
@@ -34,7 +35,7 @@ func auditStore(t *testing.T, clk *fakeclock.Clock) (*bolt.Store, *idkeeper.Acco
 
 // waitAudit waits until the log holds n entries (the appender is asynchronous)
 // and returns them after checking the chain.
-func waitAudit(t *testing.T, st idkeeper.AdminStore, n int) []idkeeper.AuditEntry {
+func waitAudit(t *testing.T, st idkeeper.AdminStore, n int) []audit.Entry {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -50,7 +51,7 @@ func waitAudit(t *testing.T, st idkeeper.AdminStore, n int) []idkeeper.AuditEntr
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := idkeeper.VerifyAudit(es, seq, hash); err != nil {
+			if err := audit.Verify(es, seq, hash); err != nil {
 				t.Fatalf("the chain does not verify: %v", err)
 			}
 			return es
@@ -59,7 +60,7 @@ func waitAudit(t *testing.T, st idkeeper.AdminStore, n int) []idkeeper.AuditEntr
 	}
 }
 
-func wantEntry(t *testing.T, e idkeeper.AuditEntry, action, actor, target, remoteIP string, detail ...string) {
+func wantEntry(t *testing.T, e audit.Entry, action, actor, target, remoteIP string, detail ...string) {
 	t.Helper()
 	if e.Action != action || e.Actor != actor || e.Target != target || e.RemoteIP != remoteIP {
 		t.Fatalf("entry %d = %s by %s on %s from %q; want %s by %s on %s from %q (%+v)", e.Seq, e.Action, e.Actor,
@@ -97,7 +98,7 @@ func TestRegistryAuditsLeaseEvents(t *testing.T) {
 	}
 	es := waitAudit(t, admin, 1)
 	tok := g.Leases[0].FencingToken
-	wantEntry(t, es[0], idkeeper.AuditLeaseGrant, "key:k1", "nodes:0-2", "10.0.0.1",
+	wantEntry(t, es[0], audit.LeaseGrant, "key:k1", "nodes:0-2", "10.0.0.1",
 		"count 3", fmt.Sprintf("tokens %d-%d", tok, tok+2), "requester "+who(1).Key())
 	if !es[0].At.Equal(t0) {
 		t.Fatalf("grant at %s, want %s", es[0].At, t0)
@@ -110,7 +111,7 @@ func TestRegistryAuditsLeaseEvents(t *testing.T) {
 		wantCode(t, err, idkeeper.CodeClockSkewTooLarge)
 	}
 	es = waitAudit(t, admin, 2)
-	wantEntry(t, es[1], idkeeper.AuditSkewReject, "key:k1", "requester:"+who(2).Key(), "10.0.0.2", "behind by 1h0m0s", "more than 10m0s")
+	wantEntry(t, es[1], audit.SkewReject, "key:k1", "requester:"+who(2).Key(), "10.0.0.2", "behind by 1h0m0s", "more than 10m0s")
 
 	// Remove.
 	mint := clk.Now()
@@ -118,7 +119,7 @@ func TestRegistryAuditsLeaseEvents(t *testing.T) {
 		t.Fatalf("remove: %d %v", n, err)
 	}
 	es = waitAudit(t, admin, 3)
-	wantEntry(t, es[2], idkeeper.AuditLeaseRemove, "key:k1", "requester:"+who(1).Key(), "10.0.0.1", "count 3", "mintedUpTo "+mint.Format(time.RFC3339Nano))
+	wantEntry(t, es[2], audit.LeaseRemove, "key:k1", "requester:"+who(1).Key(), "10.0.0.1", "count 3", "mintedUpTo "+mint.Format(time.RFC3339Nano))
 
 	// Revoke, by the operator in the context.
 	g, err = e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: who(3), Count: 1, Key: key})
@@ -126,13 +127,13 @@ func TestRegistryAuditsLeaseEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := g.Leases[0]
-	octx := idkeeper.WithActor(idkeeper.WithRemoteIP(ctx, "192.0.2.7"), "user:bob")
+	octx := audit.WithActor(audit.WithRemoteIP(ctx, "192.0.2.7"), "user:bob")
 	if _, err := e.reg.RevokeLease(octx, l.NodeID, l.FencingToken); err != nil {
 		t.Fatal(err)
 	}
 	es = waitAudit(t, admin, 5)
-	wantEntry(t, es[3], idkeeper.AuditLeaseGrant, "key:k1", fmt.Sprintf("node:%d", l.NodeID), "", "count 1")
-	wantEntry(t, es[4], idkeeper.AuditLeaseRevoke, "user:bob", fmt.Sprintf("node:%d", l.NodeID), "192.0.2.7",
+	wantEntry(t, es[3], audit.LeaseGrant, "key:k1", fmt.Sprintf("node:%d", l.NodeID), "", "count 1")
+	wantEntry(t, es[4], audit.LeaseRevoke, "user:bob", fmt.Sprintf("node:%d", l.NodeID), "192.0.2.7",
 		fmt.Sprintf("token %d", l.FencingToken), "key k1")
 
 	// Reclaim: two leases left to expire, by the system.
@@ -145,7 +146,7 @@ func TestRegistryAuditsLeaseEvents(t *testing.T) {
 		t.Fatalf("cleanup: %d %v %v", n, ran, err)
 	}
 	es = waitAudit(t, admin, 7)
-	wantEntry(t, es[6], idkeeper.AuditLeaseReclaim, "system", "nodes:"+nodeList(g), "", "count 2")
+	wantEntry(t, es[6], audit.LeaseReclaim, "system", "nodes:"+nodeList(g), "", "count 2")
 	for i := 1; i < len(es); i++ {
 		if es[i].At.Before(es[i-1].At) {
 			t.Fatalf("entries out of order: %+v", es)
@@ -190,8 +191,8 @@ func TestRegistryAuditsRestores(t *testing.T) {
 		t.Fatal(err)
 	}
 	es := waitAudit(t, admin, 4)
-	wantEntry(t, es[2], idkeeper.AuditLeaseRestore, "key:key-a", "nodes:"+nodeList(g1), "10.1.1.1", "restored 2", who(1).Key())
-	wantEntry(t, es[3], idkeeper.AuditLeaseRestore, "key:key-a", "node:"+nodeList(g2), "", "restored 1")
+	wantEntry(t, es[2], audit.LeaseRestore, "key:key-a", "nodes:"+nodeList(g1), "10.1.1.1", "restored 2", who(1).Key())
+	wantEntry(t, es[3], audit.LeaseRestore, "key:key-a", "node:"+nodeList(g2), "", "restored 1")
 }
 
 // nodeList is the node IDs of g's leases as an audit target lists them, after
@@ -222,7 +223,7 @@ type blockingAuditor struct {
 	once    sync.Once
 }
 
-func (b *blockingAuditor) Audit(ctx context.Context, e idkeeper.AuditEntry) error {
+func (b *blockingAuditor) Audit(ctx context.Context, e audit.Entry) error {
 	b.once.Do(func() { close(b.arrived) })
 	select {
 	case <-b.release:
@@ -298,7 +299,7 @@ func TestAuditQueueFullDropsWithoutBlocking(t *testing.T) {
 	}
 	es := waitAudit(t, admin, 3)
 	for i, e := range es {
-		if e.Action != idkeeper.AuditLeaseGrant || !strings.Contains(e.Detail, who(i+1).Key()) {
+		if e.Action != audit.LeaseGrant || !strings.Contains(e.Detail, who(i+1).Key()) {
 			t.Fatalf("entry %d = %+v, want the grant of %s", i+1, e, who(i+1).Key())
 		}
 	}
@@ -321,7 +322,7 @@ func TestRetentionJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk.Advance(48 * time.Hour)
-	if err := acc.Audit(ctx, idkeeper.AuditEntry{Actor: "system", Action: "test.later"}); err != nil { // entry 3
+	if err := acc.Audit(ctx, audit.Entry{Actor: "system", Action: "test.later"}); err != nil { // entry 3
 		t.Fatal(err)
 	}
 	lease, err := bolt.Open(filepath.Join(t.TempDir(), "idk.db"), bolt.Options{Clock: clk.Now})

@@ -3,6 +3,8 @@ package idkeeper
 import (
 	"context"
 	"time"
+
+	"github.com/idkeeper/idkeeper/audit"
 )
 
 // The schedule of the scheduled backups (issue #30), kept in the store so that
@@ -20,10 +22,6 @@ const BackupScheduleOff = "off"
 
 // MaxBackupScheduleLen bounds BackupSchedule.Spec, in bytes.
 const MaxBackupScheduleLen = 128
-
-// AuditBackupSchedule is the audit action of a change of the backup schedule;
-// its Detail names the old and the new Spec.
-const AuditBackupSchedule = "backup.schedule"
 
 // BackupSchedule is the stored schedule of the scheduled backups.
 type BackupSchedule struct {
@@ -48,13 +46,13 @@ func (s BackupSchedule) Off() bool { return s.Spec == "" || s.Spec == BackupSche
 
 // Validate reports a Spec or UpdatedBy out of bounds as an INVALID_REQUEST error
 // naming "schedule" or "updatedBy": Spec 1..MaxBackupScheduleLen bytes of text
-// (CleanText, no surrounding spaces), UpdatedBy at most MaxAuditFieldLen bytes.
+// (CleanText, no surrounding spaces), UpdatedBy at most audit.MaxFieldLen bytes.
 func (s BackupSchedule) Validate() error {
 	if clean, ok := CleanText(s.Spec, MaxBackupScheduleLen); !ok || clean != s.Spec || s.Spec == "" {
 		return Invalidf("schedule", "a backup schedule has 1 to %d bytes of text without surrounding spaces", MaxBackupScheduleLen)
 	}
-	if len(s.UpdatedBy) > MaxAuditFieldLen {
-		return Invalidf("updatedBy", "updatedBy has at most %d bytes", MaxAuditFieldLen)
+	if len(s.UpdatedBy) > audit.MaxFieldLen {
+		return Invalidf("updatedBy", "updatedBy has at most %d bytes", audit.MaxFieldLen)
 	}
 	return nil
 }

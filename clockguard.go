@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/idkeeper/idkeeper/audit"
 )
 
 // The cluster clock check of DESIGN §8 as the registry sees it: a verifier (the
@@ -16,10 +18,6 @@ const (
 	MinClockDelta = 2 * time.Millisecond
 	MaxClockDelta = time.Minute
 )
-
-// AuditClockUnverified is the audit action of a replica that failed closed on
-// its clock check.
-const AuditClockUnverified = "clock.unverified"
 
 // ClockVerifier vouches for the clocks: Err is nil while every error bound is
 // within Δ/2, else why not. A failure of the clock itself is latched (DESIGN §8:
@@ -64,7 +62,7 @@ type transient interface{ Transient() bool }
 func (r *Registry) ClockFailed(ctx context.Context, err error) {
 	r.log.Error("the clock check failed: this registry grants, renews and reclaims nothing, hands back its job locks "+
 		"and stops; a fresh process must verify its clock before it serves", "err", err, "owner", r.cfg.Owner, "delta", r.cfg.ClockDelta)
-	r.audit.add(ctx, AuditEntry{Actor: "system", Action: AuditClockUnverified, Target: "replica:" + r.cfg.Owner, Detail: err.Error()})
+	r.audit.add(ctx, audit.Entry{Actor: "system", Action: audit.ClockUnverified, Target: "replica:" + r.cfg.Owner, Detail: err.Error()})
 	if _, lerr := r.ReleaseJobLocks(ctx); lerr != nil {
 		r.log.Warn("hand back the job locks after the clock check failed", "err", lerr)
 	}

@@ -3,6 +3,8 @@ package idkeeper
 import (
 	"context"
 	"time"
+
+	"github.com/idkeeper/idkeeper/audit"
 )
 
 // SetSkewBookSize sets how many requesters r's clock-skew book keeps.
@@ -28,7 +30,7 @@ const SkewEvery = skewEvery
 // SetAuditQueue makes r's audit queue hold n entries; call it before Open.
 func SetAuditQueue(r *Registry, n int) {
 	if r.audit != nil {
-		r.audit.ch = make(chan AuditEntry, n)
+		r.audit.ch = make(chan audit.Entry, n)
 	}
 }
 

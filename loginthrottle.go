@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/idkeeper/idkeeper/audit"
 )
 
 // The login throttle, per process (each replica counts on its own). A login's
@@ -365,7 +367,7 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 func addressKey(remote string) string {
 	ip, err := netip.ParseAddr(remote)
 	if err != nil {
-		return cutBytes(remote, MaxAuditFieldLen)
+		return cutBytes(remote, audit.MaxFieldLen)
 	}
 	ip = ip.Unmap()
 	if ip.Is6() {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/audit"
 )
 
 // TestStoredRequesterTextKept: a requester read back from a store or a backup is
@@ -47,7 +48,7 @@ func TestOtherTextRefused(t *testing.T) {
 		if ie := (*idkeeper.Error)(nil); !errors.As(err, &ie) || ie.Code != idkeeper.CodeInvalidRequest || ie.Field != "description" {
 			t.Errorf("U+%04X: CreateKey = %v, want INVALID_REQUEST on description", r, err)
 		}
-		if got := (idkeeper.AuditEntry{Detail: bad}).Seal(0, "").Detail; got != "a b" {
+		if got := (audit.Entry{Detail: bad}).Seal(0, "").Detail; got != "a b" {
 			t.Errorf("U+%04X: audit detail kept as %q", r, got)
 		}
 	}

@@ -16,8 +16,8 @@ import (
 // reset that kept the revocation (one that lost it undoes it, which costs no safety:
 // the lease was real). Errors: NOT_FOUND when the node ID holds no lease with that
 // token (another lease, none, outside the pool), and the 503s of Serving and
-// STORE_UNAVAILABLE. The revocation is audited as ctx's actor (WithActor; "system"
-// without one) from ctx's address (WithRemoteIP).
+// STORE_UNAVAILABLE. The revocation is audited as ctx's actor (audit.WithActor; "system"
+// without one) from ctx's address (audit.WithRemoteIP).
 func (r *Registry) RevokeLease(ctx context.Context, node NodeID, token uint64) (l Lease, err error) {
 	if err := r.Serving(); err != nil {
 		return Lease{}, err

@@ -3,6 +3,8 @@ package idkeeper
 import (
 	"context"
 	"time"
+
+	"github.com/idkeeper/idkeeper/audit"
 )
 
 // Snapshots (issue #12): a store's whole durable state, read record by record
@@ -43,7 +45,7 @@ type SnapshotRecord struct {
 	Key     *APIKey
 	User    *User
 	Allow   *AllowEntry
-	Audit   *AuditEntry
+	Audit   *audit.Entry
 	History *HistoryRecord
 }
 

@@ -1,6 +1,10 @@
 package idkeeper
 
-import "net/netip"
+import (
+	"net/netip"
+
+	"github.com/idkeeper/idkeeper/audit"
+)
 
 // SnapshotChecker checks a snapshot as a SnapshotStore's LoadSnapshot reads it:
 // its meta (NewSnapshotChecker), then every record in the order it comes (Check),
@@ -17,7 +21,7 @@ type SnapshotChecker struct {
 	user   string
 	allow  netip.Prefix
 	audits int // audit entries checked
-	last   AuditEntry
+	last   audit.Entry
 	hist   HistoryRecord // the last history record checked
 }
 

@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/backup"
 	"github.com/idkeeper/idkeeper/discord"
 	"github.com/idkeeper/idkeeper/idempotency"
@@ -280,7 +281,7 @@ func (h *Handler) writeProblem(w http.ResponseWriter, r *http.Request, err error
 
 // audit appends e to the audit log (Accounts.Audit: the actor's address from the
 // context). A failure is logged at error level; the change it records stands.
-func (h *Handler) audit(ctx context.Context, e idkeeper.AuditEntry) {
+func (h *Handler) audit(ctx context.Context, e audit.Entry) {
 	if err := h.acct.Audit(ctx, e); err != nil {
 		h.log.Error("append to the audit log", "action", e.Action, "actor", e.Actor, "target", e.Target, "err", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/internal/clientip"
 	"github.com/idkeeper/idkeeper/internal/wire"
 )
@@ -99,7 +100,7 @@ func (h *Handler) addAllowEntry(w http.ResponseWriter, r *http.Request, p *princ
 	}
 	h.refresh(r)
 	h.log.Info("allow-list entry added", "prefix", prefix.String(), "note", note, "by", p.actor, "remoteIp", p.remote)
-	h.audit(r.Context(), idkeeper.AuditEntry{Actor: p.actor, Action: idkeeper.AuditAllowAdd, Target: "ip:" + prefix.String(), Detail: note})
+	h.audit(r.Context(), audit.Entry{Actor: p.actor, Action: audit.AllowAdd, Target: "ip:" + prefix.String(), Detail: note})
 	return created{location: APIPrefix + "allowlist",
 		body: wire.AllowEntry{Prefix: prefix.String(), Note: note, CreatedBy: e.CreatedBy, CreatedAt: wire.FormatTime(e.CreatedAt)}}, nil
 }
@@ -147,6 +148,6 @@ func (h *Handler) removeAllowEntry(w http.ResponseWriter, r *http.Request, p *pr
 	}
 	h.refresh(r)
 	h.log.Info("allow-list entry removed", "prefix", prefix.String(), "by", p.actor, "remoteIp", p.remote)
-	h.audit(ctx, idkeeper.AuditEntry{Actor: p.actor, Action: idkeeper.AuditAllowRemove, Target: "ip:" + prefix.String()})
+	h.audit(ctx, audit.Entry{Actor: p.actor, Action: audit.AllowRemove, Target: "ip:" + prefix.String()})
 	return noContent{}, nil
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/internal/wire"
 )
 
@@ -63,9 +64,9 @@ func TestAllowListAppliesAtOnce(t *testing.T) {
 		for _, x := range e.auditAll("Cookie", tok) {
 			switch {
 			case x.Actor != "user:alice" || x.RemoteIP != "127.0.0.1":
-			case x.Action == idkeeper.AuditAllowAdd && (x.Target == "ip:192.0.2.0/24" && x.Detail == "office" || x.Target == "ip:127.0.0.1/32"):
+			case x.Action == audit.AllowAdd && (x.Target == "ip:192.0.2.0/24" && x.Detail == "office" || x.Target == "ip:127.0.0.1/32"):
 				adds++
-			case x.Action == idkeeper.AuditAllowRemove:
+			case x.Action == audit.AllowRemove:
 				removes++
 			}
 		}

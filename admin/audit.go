@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/internal/wire"
 )
 
@@ -23,7 +24,7 @@ const (
 // auditMatch reports whether e passes the filters: action is an action
 // ("apikey.create") or, without a dot, a family of them ("apikey"); actor an
 // actor ("user:bob", "key:ID", "system").
-func auditMatch(e idkeeper.AuditEntry, action, actor string) bool {
+func auditMatch(e audit.Entry, action, actor string) bool {
 	switch {
 	case actor != "" && e.Actor != actor:
 		return false

@@ -331,7 +331,7 @@ func nodesWire(rs backup.NodeRanges) wire.RestoreNodes {
 }
 
 // detail is the restore as the audit log's entry tells it (cut at
-// idkeeper.MaxAuditTextLen).
+// audit.MaxTextLen).
 func (lr *lastRestore) detail() string {
 	return fmt.Sprintf("restored %s (sha256 %s, taken %s on %s, generation #%d): the store's generation is now #%d; "+
 		"node IDs %s quarantined until %s; %d leases kept (node IDs %s)", lr.Counts, lr.SHA256,

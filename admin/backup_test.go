@@ -15,6 +15,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/admin"
+	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/backup"
 	"github.com/idkeeper/idkeeper/internal/wire"
 )
@@ -79,7 +80,7 @@ func backupLines(t *testing.T, data []byte) (backup.Header, []string, string) {
 func (e *env) settle(targets ...string) {
 	e.t.Helper()
 	for _, target := range targets {
-		e.waitAudit(idkeeper.AuditLeaseGrant, target)
+		e.waitAudit(audit.LeaseGrant, target)
 	}
 }
 
@@ -227,7 +228,7 @@ func TestRestoreAPI(t *testing.T) {
 		if sum != want || sum.Records.Audit < 2 {
 			t.Fatalf("restore answered\n%+v\nwant\n%+v", sum, want)
 		}
-		entry := e.waitAudit(idkeeper.AuditBackupRestore, "store")
+		entry := e.waitAudit(audit.BackupRestore, "store")
 		if entry.Actor != "user:root" || !strings.Contains(entry.Detail, "node IDs 2-127 quarantined until "+ts(until)) ||
 			!strings.Contains(entry.Detail, "2 leases kept (node IDs 0-1)") || !strings.Contains(entry.Detail, want.SHA256) {
 			t.Fatalf("audit entry %+v", entry)
@@ -338,7 +339,7 @@ func TestRestoreRefusals(t *testing.T) {
 		}
 	}
 	for _, x := range e.auditAll("Cookie", tok) {
-		if x.Action == idkeeper.AuditBackupRestore {
+		if x.Action == audit.BackupRestore {
 			t.Fatalf("a refused restore was audited: %+v", x)
 		}
 	}

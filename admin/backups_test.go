@@ -27,7 +27,7 @@ import (
 // days, over st. With clock, every reading is a second
 // later than the one before, so that backups made at one instant of a fake
 // clock get names of their own; without, the real clock.
-func testBackups(t *testing.T, st idkeeper.Store, audit idkeeper.Auditor, clock func() time.Time) *backup.Job {
+func testBackups(t *testing.T, st idkeeper.Store, auditor idkeeper.Auditor, clock func() time.Time) *backup.Job {
 	t.Helper()
 	ss, ok := st.(idkeeper.SnapshotStore)
 	if !ok {
@@ -44,7 +44,7 @@ func testBackups(t *testing.T, st idkeeper.Store, audit idkeeper.Auditor, clock 
 	}
 	j, err := backup.NewJob(backup.JobConfig{Folder: backup.Folder{Dir: filepath.Join(t.TempDir(), "backups"), Gzip: true},
 		Store: ss, StoreKind: "bolt", Locker: st, Owner: "admin-tests", Schedules: bs, Keep: 14,
-		MaxAge: 720 * time.Hour, Audit: audit, Logger: slog.New(slog.DiscardHandler), Clock: clock})
+		MaxAge: 720 * time.Hour, Audit: auditor, Logger: slog.New(slog.DiscardHandler), Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}

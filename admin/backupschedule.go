@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/backup"
 	"github.com/idkeeper/idkeeper/internal/jsonbody"
 	"github.com/idkeeper/idkeeper/internal/wire"
@@ -183,7 +184,7 @@ func (h *Handler) putSchedule(w http.ResponseWriter, r *http.Request, p *princip
 			from = "none (off)"
 		}
 		h.log.Info("backup schedule changed through the admin API", "from", old, "to", spec, "by", p.actor, "remoteIp", p.remote)
-		h.audit(r.Context(), idkeeper.AuditEntry{Actor: p.actor, Action: idkeeper.AuditBackupSchedule, Target: "backup-schedule",
+		h.audit(r.Context(), audit.Entry{Actor: p.actor, Action: audit.BackupSchedule, Target: "backup-schedule",
 			Detail: fmt.Sprintf("%s → %q", from, spec)})
 		if j := h.cfg.Backups; j != nil {
 			j.Refresh(r.Context())

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/internal/wire"
 )
 
@@ -106,7 +107,7 @@ func TestBackupScheduleAPI(t *testing.T) {
 		}
 		var got []string
 		for _, a := range e.auditAll(key...) {
-			if a.Action == idkeeper.AuditBackupSchedule {
+			if a.Action == audit.BackupSchedule {
 				got = append(got, a.Actor+" "+a.Target+" "+a.Detail)
 			}
 		}
@@ -137,7 +138,7 @@ func TestBackupScheduleWithoutBackupDir(t *testing.T) {
 	if s.Schedule != "@weekly" || s.Version != 1 || s.RunsHere || len(s.NextRuns) != 5 {
 		t.Fatalf("after the first change: %+v", s)
 	}
-	if es := e.auditAll(admin...); len(es) == 0 || es[0].Action != idkeeper.AuditBackupSchedule || es[0].Detail != `none (off) → "@weekly"` {
+	if es := e.auditAll(admin...); len(es) == 0 || es[0].Action != audit.BackupSchedule || es[0].Detail != `none (off) → "@weekly"` {
 		t.Fatalf("the newest audit entry: %+v", es[0])
 	}
 	p := e.do("GET", "/admin/backups", "", admin...)

@@ -14,8 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/admin"
+	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/backup"
 	"github.com/idkeeper/idkeeper/bolt"
 	"github.com/idkeeper/idkeeper/discord"
@@ -27,7 +30,6 @@ import (
 	"github.com/idkeeper/idkeeper/internal/wire"
 	"github.com/idkeeper/idkeeper/password"
 	"github.com/idkeeper/idkeeper/redis"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // start is the fake clock's start in every test.
@@ -367,7 +369,7 @@ func (e *env) auditAll(hdr ...string) []wire.AuditEntry {
 
 // waitAudit waits until the audit log holds an entry with action and target: the
 // registry appends its entries in the background.
-func (e *env) waitAudit(action, target string) idkeeper.AuditEntry {
+func (e *env) waitAudit(action, target string) audit.Entry {
 	e.t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/idempotency"
 	"github.com/idkeeper/idkeeper/internal/jsonbody"
 	"github.com/idkeeper/idkeeper/internal/wire"
@@ -216,7 +217,7 @@ func (h *Handler) createKey(w http.ResponseWriter, r *http.Request, p *principal
 	detail := fmt.Sprintf("description %q, admin %t, expires %s, maxNodes %d", k.Description, k.Admin, expiry(k.ExpiresAt), k.MaxNodes)
 	h.log.Info("API key created through the admin API", "keyId", k.ID, "description", k.Description, "admin", k.Admin,
 		"expiresAt", expiry(k.ExpiresAt), "maxNodes", k.MaxNodes, "by", p.actor, "remoteIp", p.remote)
-	h.audit(r.Context(), idkeeper.AuditEntry{Actor: p.actor, Action: idkeeper.AuditKeyCreate, Target: "key:" + k.ID, Detail: detail})
+	h.audit(r.Context(), audit.Entry{Actor: p.actor, Action: audit.KeyCreate, Target: "key:" + k.ID, Detail: detail})
 	return created{
 		location: APIPrefix + "keys/" + url.PathEscape(k.ID),
 		body:     wire.CreateAPIKeyResponse{Key: keyJSON(h.reg.NewKeyInfo(k), h.reg.Now()), Secret: secret, SecretShown: true},
@@ -248,7 +249,7 @@ func (h *Handler) updateKey(w http.ResponseWriter, r *http.Request, p *principal
 	if u.MaxNodes != nil {
 		parts = append(parts, fmt.Sprintf("maxNodes %d", k.Key.MaxNodes))
 	}
-	h.audit(r.Context(), idkeeper.AuditEntry{Actor: p.actor, Action: idkeeper.AuditKeyUpdate, Target: "key:" + k.Key.ID,
+	h.audit(r.Context(), audit.Entry{Actor: p.actor, Action: audit.KeyUpdate, Target: "key:" + k.Key.ID,
 		Detail: strings.Join(parts, ", ")})
 	return keyJSON(k, h.reg.Now()), nil
 }
@@ -267,7 +268,7 @@ func (h *Handler) revokeKey(_ http.ResponseWriter, r *http.Request, p *principal
 	if !already {
 		h.log.Info("API key revoked through the admin API", "keyId", k.Key.ID, "description", k.Key.Description,
 			"nodesHeld", k.NodesHeld, "by", p.actor, "remoteIp", p.remote)
-		h.audit(r.Context(), idkeeper.AuditEntry{Actor: p.actor, Action: idkeeper.AuditKeyRevoke, Target: "key:" + k.Key.ID,
+		h.audit(r.Context(), audit.Entry{Actor: p.actor, Action: audit.KeyRevoke, Target: "key:" + k.Key.ID,
 			Detail: fmt.Sprintf("description %q; %s", k.Key.Description, leases)})
 	}
 	return wire.RevokeAPIKeyResponse{Key: keyJSON(k, h.reg.Now()), AlreadyRevoked: already, Leases: leases}, nil

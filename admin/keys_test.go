@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/internal/wire"
 )
 
@@ -197,7 +198,7 @@ func TestKeyUpdate(t *testing.T) {
 		e.do("POST", "/admin/api/keys/"+plainID, `{"maxNodes":1}`, "Cookie", tok).problem(t, idkeeper.CodeConflict)
 		var n int
 		for _, x := range e.auditAll("Cookie", tok) {
-			if x.Action == idkeeper.AuditKeyUpdate && x.Target == "key:"+plainID && x.Actor == "user:alice" && x.RemoteIP == "127.0.0.1" {
+			if x.Action == audit.KeyUpdate && x.Target == "key:"+plainID && x.Actor == "user:alice" && x.RemoteIP == "127.0.0.1" {
 				n++
 			}
 		}

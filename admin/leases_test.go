@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/internal/wire"
 )
 
@@ -131,14 +132,14 @@ func TestRevokeLease(t *testing.T) {
 		}
 		e.do("POST", path, fmt.Sprintf(`{"fencingToken":%d}`, token), "Cookie", tok).problem(t, idkeeper.CodeNotFound)
 
-		x := e.waitAudit(idkeeper.AuditLeaseRevoke, "node:"+strconv.FormatInt(node, 10))
+		x := e.waitAudit(audit.LeaseRevoke, "node:"+strconv.FormatInt(node, 10))
 		if x.Actor != "user:olga" || x.RemoteIP != "127.0.0.1" {
 			t.Fatalf("audited as %+v", x)
 		}
 		n := 0
 		es, _ := e.store.AuditEntriesBefore(context.Background(), 0, 1000)
 		for _, y := range es {
-			if y.Action == idkeeper.AuditLeaseRevoke {
+			if y.Action == audit.LeaseRevoke {
 				n++
 			}
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/admin"
+	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/backup"
 	"github.com/idkeeper/idkeeper/internal/wire"
 )
@@ -169,7 +170,7 @@ func TestRestoreNeedsAdminSessionAndPassword(t *testing.T) {
 	if sum.Actor != "user:root" || sum.SHA256 != pv.SHA256 || sum.Quarantined.Count != 16 {
 		t.Fatalf("restore %+v", sum)
 	}
-	entry := e.waitAudit(idkeeper.AuditBackupRestore, "store")
+	entry := e.waitAudit(audit.BackupRestore, "store")
 	for _, w := range []string{"confirmed with the password", "16 node IDs quarantined until " + sum.QuarantineEnd,
 		"replaced 3 users (1 with a webhook), 3 API keys, 3 leases", pv.SHA256} {
 		if !strings.Contains(entry.Detail, w) {

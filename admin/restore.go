@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/backup"
 	"github.com/idkeeper/idkeeper/internal/jsonbody"
 	"github.com/idkeeper/idkeeper/internal/shortlease"
@@ -34,7 +35,7 @@ import (
 // RestorePreviewTTL is how long a preview may be confirmed.
 const RestorePreviewTTL = 15 * time.Minute
 
-// The audit actions of a restore's steps, besides idkeeper.AuditBackupRestore.
+// The audit actions of a restore's steps, besides audit.BackupRestore.
 const (
 	AuditRestorePreview = "backup.restore.preview"
 	AuditRestoreRefused = "backup.restore.refused"
@@ -226,7 +227,7 @@ func (h *Handler) previewRestore(w http.ResponseWriter, r *http.Request, p *prin
 	keep = true
 	h.log.Info("restore previewed through the admin API", "actor", p.actor, "preview", id, "sha256", sum.SHA256,
 		"quarantined", with.Free.Count())
-	h.audit(ctx, idkeeper.AuditEntry{Actor: p.actor, Action: AuditRestorePreview, Target: "store",
+	h.audit(ctx, audit.Entry{Actor: p.actor, Action: AuditRestorePreview, Target: "store",
 		Detail: fmt.Sprintf("previewed %s (sha256 %s, taken %s on %s): would replace %s; would quarantine %d node IDs until "+
 			"about %s", with.Counts, sum.SHA256, wire.FormatTime(hd.TakenAt), hd.Store, contentsText(live), with.Free.Count(),
 			wire.FormatTime(until))})
@@ -296,7 +297,7 @@ func (h *Handler) restoreBackup(w http.ResponseWriter, r *http.Request, p *princ
 		if idkeeper.ErrorCode(err) == idkeeper.CodeInvalidRequest && req.Password != "" {
 			h.log.Warn("restore refused: the password given to confirm it is wrong or throttled", "actor", p.actor,
 				"preview", req.Preview, "remoteIp", p.remote)
-			h.audit(r.Context(), idkeeper.AuditEntry{Actor: p.actor, Action: AuditRestoreRefused, Target: "store",
+			h.audit(r.Context(), audit.Entry{Actor: p.actor, Action: AuditRestoreRefused, Target: "store",
 				Detail: "preview " + req.Preview + ": the password given to confirm it is wrong or throttled; nothing was written"})
 		}
 		return nil, err
@@ -349,7 +350,7 @@ func (h *Handler) restoreBackup(w http.ResponseWriter, r *http.Request, p *princ
 	h.log.Warn("store restored from a backup through the admin API: node IDs free in the backup are quarantined until "+
 		sum.Until.UTC().Format(time.RFC3339), "actor", p.actor, "preview", req.Preview, "sha256", sum.SHA256,
 		"generation", sum.Generation.Number, "quarantined", sum.Quarantined.Count(), "kept", sum.Kept.Count())
-	h.audit(ctx, idkeeper.AuditEntry{Actor: p.actor, Action: idkeeper.AuditBackupRestore, Target: "store",
+	h.audit(ctx, audit.Entry{Actor: p.actor, Action: audit.BackupRestore, Target: "store",
 		Detail: fmt.Sprintf("confirmed with the password (preview %s); %d node IDs quarantined until %s; replaced %s; %s",
 			req.Preview, sum.Quarantined.Count(), wire.FormatTime(sum.Until), contentsText(staged.replaces), lr.detail())})
 	if err := h.allow.Refresh(ctx); err != nil {

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/idempotency"
 	"github.com/idkeeper/idkeeper/internal/clientip"
 )
@@ -155,7 +156,7 @@ func (h *Handler) wrap(rt route) http.Handler {
 		if p.ipErr != nil {
 			p.remote = r.RemoteAddr
 		}
-		ctx = idkeeper.WithRemoteIP(ctx, p.remote)
+		ctx = audit.WithRemoteIP(ctx, p.remote)
 		r = r.WithContext(context.WithValue(ctx, principalKey{}, p))
 		if rt.role != "" {
 			if err := h.authenticate(w, r, p); err != nil {
@@ -166,7 +167,7 @@ func (h *Handler) wrap(rt route) http.Handler {
 				h.writeProblem(w, r, err)
 				return
 			}
-			r = r.WithContext(idkeeper.WithActor(r.Context(), p.actor))
+			r = r.WithContext(audit.WithActor(r.Context(), p.actor))
 		}
 		inner.ServeHTTP(w, r)
 	})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/admin"
+	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/internal/wire"
 )
 
@@ -69,7 +70,7 @@ func TestLoginLogout(t *testing.T) {
 	// The logins are audited by Accounts, once each.
 	n := 0
 	for _, x := range e.auditAll("X-API-Key", adminKey) {
-		if x.Action == idkeeper.AuditLogin && x.Target == "user:alice" {
+		if x.Action == audit.Login && x.Target == "user:alice" {
 			n++
 			if x.RemoteIP != "127.0.0.1" {
 				t.Errorf("login audited from %q", x.RemoteIP)

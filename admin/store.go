@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/internal/wire"
 )
 
@@ -34,7 +35,7 @@ type resetReport struct {
 	// Restored are the lease.restore entries since the reset, newest first (at
 	// most MaxRestoredShown); RestoredMore counts the others. RestoredComplete is
 	// false when the log was not read back to the reset (MaxAuditScan entries).
-	Restored         []idkeeper.AuditEntry
+	Restored         []audit.Entry
 	RestoredMore     int
 	RestoredComplete bool
 	RestoredErr      error
@@ -66,7 +67,7 @@ func (h *Handler) resetReport(ctx context.Context, s idkeeper.StoreHealth) *rese
 // MaxAuditScan entries, for the lease.restore entries (leases restored from
 // receipts, node IDs contested): the first MaxRestoredShown, and how many more.
 // complete is false when it stopped at MaxAuditScan before since.
-func (h *Handler) restoredSince(ctx context.Context, since time.Time) (list []idkeeper.AuditEntry, more int, complete bool, err error) {
+func (h *Handler) restoredSince(ctx context.Context, since time.Time) (list []audit.Entry, more int, complete bool, err error) {
 	var before uint64
 	for scanned := 0; scanned < MaxAuditScan; {
 		n := min(MaxAuditLimit, MaxAuditScan-scanned)
@@ -80,7 +81,7 @@ func (h *Handler) restoredSince(ctx context.Context, since time.Time) (list []id
 			switch {
 			case e.At.Before(since):
 				return list, more, true, nil
-			case e.Action != idkeeper.AuditLeaseRestore:
+			case e.Action != audit.LeaseRestore:
 			case len(list) < MaxRestoredShown:
 				list = append(list, e)
 			default:
@@ -189,7 +190,7 @@ func (rep *resetReport) wire() *wire.StoreReset {
 }
 
 // auditJSON is e as the admin API shows it.
-func auditJSON(e idkeeper.AuditEntry) wire.AuditEntry {
+func auditJSON(e audit.Entry) wire.AuditEntry {
 	return wire.AuditEntry{Seq: e.Seq, At: wire.FormatTime(e.At), Actor: e.Actor, Action: e.Action, Target: e.Target,
 		RemoteIP: e.RemoteIP, Detail: e.Detail, Hash: e.Hash}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/admin"
+	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/internal/wire"
 )
 
@@ -174,7 +175,7 @@ func TestStoreResetReport(t *testing.T) {
 	if err != nil || len(rg.Restored) != 2 {
 		t.Fatalf("renew with receipts: %+v, %v", rg, err)
 	}
-	restored := e.waitAudit(idkeeper.AuditLeaseRestore, fmt.Sprintf("nodes:%d-%d", g.Leases[0].NodeID, g.Leases[1].NodeID))
+	restored := e.waitAudit(audit.LeaseRestore, fmt.Sprintf("nodes:%d-%d", g.Leases[0].NodeID, g.Leases[1].NodeID))
 
 	resetAt := start.Add(time.Second)
 	cfg := e.reg.Config()
@@ -209,7 +210,7 @@ func TestStoreResetReport(t *testing.T) {
 
 	// Many restorations: the first 50 are listed, the rest counted.
 	for i := range admin.MaxRestoredShown + 4 {
-		if err := e.acct.Audit(ctx, idkeeper.AuditEntry{Actor: "key:" + plainID, Action: idkeeper.AuditLeaseRestore,
+		if err := e.acct.Audit(ctx, audit.Entry{Actor: "key:" + plainID, Action: audit.LeaseRestore,
 			Target: fmt.Sprintf("node:%d", 10+i), Detail: "restored 1 from receipts after a store reset"}); err != nil {
 			t.Fatal(err)
 		}

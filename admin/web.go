@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/internal/clientip"
 	"github.com/idkeeper/idkeeper/internal/problem"
 	"github.com/idkeeper/idkeeper/internal/wire"
@@ -342,7 +343,7 @@ func (h *Handler) page(method string, role idkeeper.Role, fn pageFunc) http.Hand
 		ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
 		defer cancel()
 		p := h.newPrincipal(r)
-		r = r.WithContext(context.WithValue(idkeeper.WithRemoteIP(ctx, p.remote), principalKey{}, p))
+		r = r.WithContext(context.WithValue(audit.WithRemoteIP(ctx, p.remote), principalKey{}, p))
 		r.Header.Del(APIKeyHeader)
 		if err := h.authenticate(w, r, p); err != nil || p.user == nil {
 			code := idkeeper.ErrorCode(err)
@@ -365,7 +366,7 @@ func (h *Handler) page(method string, role idkeeper.Role, fn pageFunc) http.Hand
 				"This needs the role %s or above; you have the role %s.", role, p.role))
 			return
 		}
-		r = r.WithContext(idkeeper.WithActor(r.Context(), p.actor))
+		r = r.WithContext(audit.WithActor(r.Context(), p.actor))
 		fn(w, r, p)
 	})
 	if method == http.MethodGet {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/backup"
 	"github.com/idkeeper/idkeeper/internal/wire"
 )
@@ -277,16 +278,16 @@ var auditActions = func() []auditOption {
 	for _, f := range []string{"user", "apikey", "allowlist", "lease", "skew", "backup"} {
 		out = append(out, auditOption{f, "every " + f + ".… action"})
 	}
-	for _, a := range []string{idkeeper.AuditLogin, idkeeper.AuditLoginFailed, idkeeper.AuditLogout,
-		idkeeper.AuditUserCreate, idkeeper.AuditUserUpdate, idkeeper.AuditPasswordChange, idkeeper.AuditUserWebhook,
-		idkeeper.AuditWebhookTest, idkeeper.AuditKeyCreate,
-		idkeeper.AuditKeyUpdate, idkeeper.AuditKeyRevoke, idkeeper.AuditAllowAdd, idkeeper.AuditAllowRemove,
-		idkeeper.AuditLeaseGrant, idkeeper.AuditLeaseRemove, idkeeper.AuditLeaseReclaim, idkeeper.AuditLeaseRevoke,
-		idkeeper.AuditLeaseRestore, idkeeper.AuditSkewReject} {
+	for _, a := range []string{audit.Login, audit.LoginFailed, audit.Logout,
+		audit.UserCreate, audit.UserUpdate, audit.PasswordChange, audit.UserWebhook,
+		audit.WebhookTest, audit.KeyCreate,
+		audit.KeyUpdate, audit.KeyRevoke, audit.AllowAdd, audit.AllowRemove,
+		audit.LeaseGrant, audit.LeaseRemove, audit.LeaseReclaim, audit.LeaseRevoke,
+		audit.LeaseRestore, audit.SkewReject} {
 		out = append(out, auditOption{a, a})
 	}
-	for _, a := range []string{backup.AuditCreate, backup.AuditCreateFailed, backup.AuditDelete, idkeeper.AuditBackupSchedule, AuditRestorePreview,
-		idkeeper.AuditBackupRestore, AuditRestoreRefused} {
+	for _, a := range []string{backup.AuditCreate, backup.AuditCreateFailed, backup.AuditDelete, audit.BackupSchedule, AuditRestorePreview,
+		audit.BackupRestore, AuditRestoreRefused} {
 		out = append(out, auditOption{a, a})
 	}
 	return out

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/backup"
 )
 
@@ -77,39 +78,39 @@ func TestFormTokenOnce(t *testing.T) {
 		count      func() int        // the changes made, when action is ""
 	}
 	cases := []tc{
-		{name: "create key", path: "/admin/keys", action: idkeeper.AuditKeyCreate,
+		{name: "create key", path: "/admin/keys", action: audit.KeyCreate,
 			setup: func() url.Values { return url.Values{"description": {"twice"}} }},
-		{name: "update key", action: idkeeper.AuditKeyUpdate, setup: func() url.Values {
+		{name: "update key", action: audit.KeyUpdate, setup: func() url.Values {
 			id, _ := newKey("to update")
 			return url.Values{"maxNodes": {"3"}, "id": {id}}
 		}},
-		{name: "revoke key", action: idkeeper.AuditKeyRevoke, setup: func() url.Values {
+		{name: "revoke key", action: audit.KeyRevoke, setup: func() url.Values {
 			id, _ := newKey("to revoke")
 			return url.Values{"id": {id}}
 		}},
-		{name: "add allow-list entry", path: "/admin/allowlist", action: idkeeper.AuditAllowAdd,
+		{name: "add allow-list entry", path: "/admin/allowlist", action: audit.AllowAdd,
 			setup: func() url.Values { return url.Values{"prefix": {"10.1.0.0/16"}, "note": {"twice"}} }},
-		{name: "remove allow-list entry", path: "/admin/allowlist/remove", action: idkeeper.AuditAllowRemove,
+		{name: "remove allow-list entry", path: "/admin/allowlist/remove", action: audit.AllowRemove,
 			setup: func() url.Values { return url.Values{"prefix": {"10.1.0.0/16"}, "allowAll": {"true"}} }},
-		{name: "create user", path: "/admin/users", action: idkeeper.AuditUserCreate,
+		{name: "create user", path: "/admin/users", action: audit.UserCreate,
 			setup: func() url.Values { return url.Values{"name": {"twice"}, "role": {"viewer"}, "password": {webAdminPW}} }},
-		{name: "user role", path: "/admin/users/u-role/role", action: idkeeper.AuditUserUpdate,
+		{name: "user role", path: "/admin/users/u-role/role", action: audit.UserUpdate,
 			setup: func() url.Values { return url.Values{"role": {"operator"}} }},
-		{name: "disable user", path: "/admin/users/u-off/disable", action: idkeeper.AuditUserUpdate,
+		{name: "disable user", path: "/admin/users/u-off/disable", action: audit.UserUpdate,
 			setup: func() url.Values { return url.Values{} }},
-		{name: "enable user", path: "/admin/users/u-on/enable", action: idkeeper.AuditUserUpdate, setup: func() url.Values {
+		{name: "enable user", path: "/admin/users/u-on/enable", action: audit.UserUpdate, setup: func() url.Values {
 			if p := c.post("/admin/users/u-on/disable", url.Values{}); p.status != http.StatusSeeOther {
 				t.Fatalf("disable u-on: %d", p.status)
 			}
 			return url.Values{}
 		}},
-		{name: "reset password", path: "/admin/users/u-pw/password", action: idkeeper.AuditPasswordChange,
+		{name: "reset password", path: "/admin/users/u-pw/password", action: audit.PasswordChange,
 			setup: func() url.Values { return url.Values{"password": {"another-password-0123"}} }},
-		{name: "set webhook", path: "/admin/profile/webhook", action: idkeeper.AuditUserWebhook,
+		{name: "set webhook", path: "/admin/profile/webhook", action: audit.UserWebhook,
 			setup: func() url.Values { return url.Values{"url": {hook}} }},
-		{name: "remove webhook", path: "/admin/profile/webhook/remove", action: idkeeper.AuditUserWebhook,
+		{name: "remove webhook", path: "/admin/profile/webhook/remove", action: audit.UserWebhook,
 			setup: func() url.Values { return url.Values{} }},
-		{name: "revoke lease", path: "/admin/leases/revoke", action: idkeeper.AuditLeaseRevoke, setup: func() url.Values {
+		{name: "revoke lease", path: "/admin/leases/revoke", action: audit.LeaseRevoke, setup: func() url.Values {
 			_, secret := newKey("leases")
 			e.alloc(secret, "host-twice", 77, 1)
 			ls, err := e.reg.Leases(ctx)
@@ -118,7 +119,7 @@ func TestFormTokenOnce(t *testing.T) {
 			}
 			return url.Values{"node": {itoa(int(ls[0].NodeID))}, "token": {itoa(int(ls[0].FencingToken))}}
 		}},
-		{name: "backup schedule", path: "/admin/backups/schedule", action: idkeeper.AuditBackupSchedule,
+		{name: "backup schedule", path: "/admin/backups/schedule", action: audit.BackupSchedule,
 			setup: func() url.Values {
 				cur, err := e.store.BackupSchedule(ctx)
 				if err != nil {
@@ -141,7 +142,7 @@ func TestFormTokenOnce(t *testing.T) {
 		path := k.path
 		if id := form.Get("id"); id != "" {
 			path = "/admin/keys/" + id
-			if k.action == idkeeper.AuditKeyRevoke {
+			if k.action == audit.KeyRevoke {
 				path += "/revoke"
 			}
 			form.Del("id")
@@ -208,7 +209,7 @@ func TestFormTokenOnce(t *testing.T) {
 	}
 
 	// The own password: the change ends the session, so the second post is sent to the login page.
-	before := e.auditCount(idkeeper.AuditPasswordChange)
+	before := e.auditCount(audit.PasswordChange)
 	form := url.Values{"formToken": {c.formToken()}, "current": {webAdminPW}, "password": {"a-new-password-0123"}, "again": {"a-new-password-0123"}}
 	if p := c.postRaw("/admin/profile/password", form); p.status != http.StatusSeeOther || p.location() != "/admin/login" {
 		t.Fatalf("password: %d %q", p.status, p.location())
@@ -216,7 +217,7 @@ func TestFormTokenOnce(t *testing.T) {
 	if p := c.postRaw("/admin/profile/password", form); p.status != http.StatusSeeOther || !strings.HasPrefix(p.location(), "/admin/login") {
 		t.Errorf("password again: %d %q", p.status, p.location())
 	}
-	if n := e.auditCount(idkeeper.AuditPasswordChange) - before; n != 1 {
+	if n := e.auditCount(audit.PasswordChange) - before; n != 1 {
 		t.Errorf("%d password changes", n)
 	}
 }
@@ -321,14 +322,14 @@ func TestFormTokenRestoreConfirm(t *testing.T) {
 	form := url.Values{"preview": {field("preview")}, "sha256": {field("sha256")}, "password": {webAdminPW}}
 	checkPage(t, "confirm without a token", c.postRaw("/admin/restore/confirm", form), http.StatusBadRequest)
 	form.Set("formToken", field("formToken"))
-	before := e.auditCount(idkeeper.AuditBackupRestore)
+	before := e.auditCount(audit.BackupRestore)
 	if p := c.postRaw("/admin/restore/confirm", form); p.status != http.StatusSeeOther || p.location() != "/admin/login" {
 		t.Fatalf("confirm: %d %q %.300s", p.status, p.location(), p.body)
 	}
 	if p := c.postRaw("/admin/restore/confirm", form); p.status != http.StatusSeeOther || !strings.HasPrefix(p.location(), "/admin/login") {
 		t.Errorf("confirm again: %d %q", p.status, p.location())
 	}
-	if n := e.auditCount(idkeeper.AuditBackupRestore) - before; n != 1 {
+	if n := e.auditCount(audit.BackupRestore) - before; n != 1 {
 		t.Errorf("%d restores audited", n)
 	}
 }

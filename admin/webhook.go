@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/discord"
 	"github.com/idkeeper/idkeeper/internal/problem"
 	"github.com/idkeeper/idkeeper/internal/wire"
@@ -139,7 +140,7 @@ func (h *Handler) testWebhook(_ http.ResponseWriter, r *http.Request, p *princip
 	// Recorded even when the send used up the request's time.
 	actx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.cfg.Timeout)
 	defer cancel()
-	h.audit(actx, idkeeper.AuditEntry{Actor: p.actor, Action: idkeeper.AuditWebhookTest, Target: "user:" + u.Name,
+	h.audit(actx, audit.Entry{Actor: p.actor, Action: audit.WebhookTest, Target: "user:" + u.Name,
 		Detail: "test message to " + discord.Mask(u.Webhook) + ": " + outcome})
 	if err != nil {
 		return nil, &idkeeper.Error{Code: CodeWebhookTestFailed, Message: "Discord did not take the test message: " + out.Error,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/admin"
+	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/discord"
 	"github.com/idkeeper/idkeeper/discord/discordtest"
 )
@@ -135,7 +136,7 @@ func TestWebhookSetShowClear(t *testing.T) {
 		for _, a := range e.auditAll("Cookie", root) {
 			b, _ := json.Marshal(a)
 			noToken(t, "the audit log", b, hook)
-			if a.Action == idkeeper.AuditUserWebhook {
+			if a.Action == audit.UserWebhook {
 				if a.Actor != "user:vera" || a.Target != "user:vera" {
 					t.Errorf("audit entry %+v", a)
 				}
@@ -220,7 +221,7 @@ func TestWebhookTestMessage(t *testing.T) {
 		b, _ := json.Marshal(a)
 		noToken(t, "the audit log", b, hook)
 		noToken(t, "the audit log", b, gone)
-		if a.Action == idkeeper.AuditWebhookTest {
+		if a.Action == audit.WebhookTest {
 			tests = append(tests, a.Actor+" "+a.Detail)
 		}
 	}
@@ -356,7 +357,7 @@ func TestWebhookPages(t *testing.T) {
 	// The audit page names the changes, masked.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		p = boss.get("/admin/audit?action=" + idkeeper.AuditUserWebhook)
+		p = boss.get("/admin/audit?action=" + audit.UserWebhook)
 		if strings.Contains(p.body, "cleared") || time.Now().After(deadline) {
 			break
 		}

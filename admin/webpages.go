@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/internal/wire"
 )
 
@@ -116,7 +117,7 @@ func (h *Handler) loginPost(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
 	defer cancel()
 	p := h.newPrincipal(r)
-	r = r.WithContext(idkeeper.WithRemoteIP(ctx, p.remote))
+	r = r.WithContext(audit.WithRemoteIP(ctx, p.remote))
 	if err := h.parseForm(w, r); err != nil {
 		h.pageError(w, r, nil, err)
 		return
@@ -146,10 +147,10 @@ func (h *Handler) logoutPost(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
 	defer cancel()
 	p := h.newPrincipal(r)
-	r = r.WithContext(idkeeper.WithRemoteIP(ctx, p.remote))
+	r = r.WithContext(audit.WithRemoteIP(ctx, p.remote))
 	if c, err := r.Cookie(h.cookie); err == nil && c.Value != "" {
 		if u, _, err := h.acct.Authenticate(r.Context(), c.Value); err == nil {
-			r = r.WithContext(idkeeper.WithActor(r.Context(), idkeeper.CreatedByUser(u.Name)))
+			r = r.WithContext(audit.WithActor(r.Context(), idkeeper.CreatedByUser(u.Name)))
 		}
 	}
 	if _, err := h.callAPI(w, r, p, h.logout, struct{}{}); err != nil {

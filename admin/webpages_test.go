@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/audit"
 )
 
 // The pages over plain HTTP: auth and redirects, roles, forms, headers, and what
@@ -465,7 +466,7 @@ func TestPagesAccountsAndAllowList(t *testing.T) {
 		t.Errorf("audit empty filter: %s", p.body)
 	}
 	for i := range 60 {
-		if err := e.acct.Audit(context.Background(), idkeeper.AuditEntry{Actor: "system", Action: "test.fill", Target: itoa(i)}); err != nil {
+		if err := e.acct.Audit(context.Background(), audit.Entry{Actor: "system", Action: "test.fill", Target: itoa(i)}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/internal/wire"
 )
 
@@ -48,7 +49,7 @@ func TestPageTemplates(t *testing.T) {
 		Origin: idkeeper.OriginRecovered, At: now}, ClockOffset: 1500 * time.Millisecond}
 	reset := &resetReport{At: now, Generation: 3, QuarantineEnd: now.Add(time.Hour), Why: "the store is <empty>",
 		Quarantined:   []idkeeper.QuarantineGroup{{Until: now.Add(time.Hour), Nodes: []idkeeper.NodeID{0, 1, 2, 3, 4, 5, 7, 8}}},
-		QuarantinedAt: now, Restored: []idkeeper.AuditEntry{{Seq: 9, At: now, Actor: "key:k1", Action: idkeeper.AuditLeaseRestore,
+		QuarantinedAt: now, Restored: []audit.Entry{{Seq: 9, At: now, Actor: "key:k1", Action: audit.LeaseRestore,
 			Target: "node:6", Detail: "restored 1 from receipts after a store reset, requester host-<a>/42"}},
 		RestoredMore: 7, RestoredComplete: true}
 	for id := 9; id < 130; id++ {

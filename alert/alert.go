@@ -82,7 +82,7 @@ type Sender interface {
 type Config struct {
 	Store  Store
 	Sender Sender
-	// Audit, when set, gets one entry per delivery (idkeeper.AuditAlertSent or
+	// Audit, when set, gets one entry per delivery (audit.AlertSent or
 	// AuditAlertFailed). *idkeeper.Accounts satisfies it.
 	Audit idkeeper.Auditor
 	// Owner names this replica in job locks and messages (Registry.Config().Owner).

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/alert"
+	"github.com/idkeeper/idkeeper/audit"
 )
 
 // The capacity alert goes to every enabled user with a webhook when free node
@@ -80,9 +80,9 @@ func TestCapacityAlertRepeatsAndResolves(t *testing.T) {
 			if n := e.deliveries(0, alert.Capacity, "delivered"); n != 6 {
 				t.Errorf("deliveries counted %v, want 6", n)
 			}
-			sent := e.audit(idkeeper.AuditAlertSent)
+			sent := e.audit(audit.AlertSent)
 			if len(sent) != 6 {
-				t.Fatalf("%d audit entries %s, want 6", len(sent), idkeeper.AuditAlertSent)
+				t.Fatalf("%d audit entries %s, want 6", len(sent), audit.AlertSent)
 			}
 			for _, a := range sent {
 				if a.Actor != "system" || (a.Target != "user:ann" && a.Target != "user:bob") || !strings.Contains(a.Detail, "capacity alert") ||

@@ -7,7 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/discord"
 	"github.com/idkeeper/idkeeper/internal/wire"
 )
@@ -99,17 +99,17 @@ func (a *Alerter) send(ctx context.Context, alert, state string, m discord.Messa
 	results := a.cfg.Sender.Fanout(sctx, ts, m)
 	for i, res := range results {
 		t := ts[i]
-		e := idkeeper.AuditEntry{Actor: "system", Target: "user:" + t.Name}
+		e := audit.Entry{Actor: "system", Target: "user:" + t.Name}
 		if res.Err == nil {
 			reached = true
 			a.metrics.deliveries.WithLabelValues(alert, resultDelivered).Inc()
-			e.Action = idkeeper.AuditAlertSent
+			e.Action = audit.AlertSent
 			e.Detail = fmt.Sprintf("%s alert (%s) delivered to Discord webhook %s: HTTP %d after %d attempt(s)",
 				alert, state, res.WebhookID, res.Status, res.Attempts)
 			a.log.Info("alert delivered", "alert", alert, "state", state, "user", t.Name, "webhook", res.WebhookID, "attempts", res.Attempts)
 		} else {
 			a.metrics.deliveries.WithLabelValues(alert, resultFailed).Inc()
-			e.Action = idkeeper.AuditAlertFailed
+			e.Action = audit.AlertFailed
 			e.Detail = fmt.Sprintf("%s alert (%s) to Discord webhook %s failed after %d attempt(s): %v",
 				alert, state, res.WebhookID, res.Attempts, res.Err)
 			a.log.Warn("alert delivery failed", "alert", alert, "state", state, "user", t.Name, "webhook", res.WebhookID,

@@ -8,6 +8,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/alert"
+	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/discord/discordtest"
 )
 
@@ -110,7 +111,7 @@ func TestDeadWebhookDoesNotDelayOthers(t *testing.T) {
 	if d, f := e.deliveries(0, alert.Capacity, "delivered"), e.deliveries(0, alert.Capacity, "failed"); d != 1 || f != 1 {
 		t.Errorf("delivered %v failed %v, want 1 and 1", d, f)
 	}
-	failed := e.audit(idkeeper.AuditAlertFailed)
+	failed := e.audit(audit.AlertFailed)
 	if len(failed) != 1 || failed[0].Target != "user:ann" || !strings.Contains(failed[0].Detail, "webhook 1001") ||
 		strings.Contains(failed[0].Detail, "tok_") {
 		t.Errorf("failure audit %+v", failed)
@@ -134,7 +135,7 @@ func TestDeliveryRetries(t *testing.T) {
 	if len(e.fd.CallsTo(webhookID("ann"))) != 2 || len(e.fd.CallsTo(webhookID("bob"))) != 3 {
 		t.Errorf("calls: %s", titles(e.fd.Calls()))
 	}
-	sent := e.audit(idkeeper.AuditAlertSent)
+	sent := e.audit(audit.AlertSent)
 	if len(sent) != 2 {
 		t.Fatalf("audit %+v", sent)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/alert"
+	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/bolt"
 	"github.com/idkeeper/idkeeper/discord"
 	"github.com/idkeeper/idkeeper/discord/discordtest"
@@ -264,13 +265,13 @@ func (e *env) deliveries(i int, alertName, result string) float64 {
 
 // audit returns the audit entries of action, waiting a little for the registry's
 // background appends (an alert's are synchronous).
-func (e *env) audit(action string) []idkeeper.AuditEntry {
+func (e *env) audit(action string) []audit.Entry {
 	e.t.Helper()
 	all, err := e.rs[0].st.AuditEntries(context.Background(), 1, 1000)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	var out []idkeeper.AuditEntry
+	var out []audit.Entry
 	for _, a := range all {
 		if a.Action == action {
 			out = append(out, a)

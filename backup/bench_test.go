@@ -21,6 +21,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/bolt"
 	"github.com/idkeeper/idkeeper/internal/harness/redistest"
 	"github.com/idkeeper/idkeeper/redis"
@@ -53,7 +54,7 @@ type bigSource struct {
 	n     int
 	i     int // records returned
 	prev  string
-	last  idkeeper.AuditEntry
+	last  audit.Entry
 	keyID string
 }
 
@@ -77,9 +78,9 @@ func (g *bigSource) meta() idkeeper.SnapshotMeta {
 
 // audit is the i-th entry, before it is sealed: a lease grant, one every 10 s back
 // from now, with the fields a registry writes.
-func (g *bigSource) audit(i int) idkeeper.AuditEntry {
+func (g *bigSource) audit(i int) audit.Entry {
 	node := i % bigNodes
-	return idkeeper.AuditEntry{
+	return audit.Entry{
 		At:       g.now.Add(-time.Duration(g.n-i) * 10 * time.Second),
 		Actor:    "key:" + g.keyID,
 		Action:   "lease.grant",

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/idkeeper/idkeeper/internal/plural"
 	"math"
 	"time"
+
+	"github.com/idkeeper/idkeeper/audit"
+	"github.com/idkeeper/idkeeper/internal/plural"
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/discord"
@@ -138,7 +140,7 @@ func decodeRecord(kind string, line []byte, redacted bool) (idkeeper.SnapshotRec
 		a, err = decodeAllow(line)
 		rec.Allow = a
 	case kindAudit:
-		var e *idkeeper.AuditEntry
+		var e *audit.Entry
 		e, err = decodeAudit(line)
 		rec.Audit = e
 	case kindHistory:
@@ -201,7 +203,7 @@ func decodeNode(line []byte) (*idkeeper.NodeState, error) {
 		if err = ls.Requester.ValidateStored(); err != nil {
 			err = fmt.Errorf("lease: %w", err)
 		} else {
-			err = text("lease.keyId", ls.KeyID, idkeeper.MaxAuditFieldLen, false, true)
+			err = text("lease.keyId", ls.KeyID, audit.MaxFieldLen, false, true)
 		}
 	}
 	if err != nil {
@@ -216,7 +218,7 @@ func decodeKey(line []byte, redacted bool) (*idkeeper.APIKey, error) {
 	if err := strict(line, &l); err != nil {
 		return nil, err
 	}
-	if err := text("id", l.ID, idkeeper.MaxAuditFieldLen, true, true); err != nil {
+	if err := text("id", l.ID, audit.MaxFieldLen, true, true); err != nil {
 		return nil, err
 	}
 	hash, err := hex.DecodeString(l.Hash)
@@ -301,12 +303,12 @@ func decodeAllow(line []byte) (*idkeeper.AllowEntry, error) {
 	return a, nil
 }
 
-func decodeAudit(line []byte) (*idkeeper.AuditEntry, error) {
+func decodeAudit(line []byte) (*audit.Entry, error) {
 	var l auditLine
 	if err := strict(line, &l); err != nil {
 		return nil, err
 	}
-	e := &idkeeper.AuditEntry{Seq: l.Seq, Actor: l.Actor, Action: l.Action, Target: l.Target, RemoteIP: l.RemoteIP,
+	e := &audit.Entry{Seq: l.Seq, Actor: l.Actor, Action: l.Action, Target: l.Target, RemoteIP: l.RemoteIP,
 		Detail: l.Detail, Prev: l.Prev, Hash: l.Hash}
 	var err error
 	if l.Seq < 1 {
@@ -317,9 +319,9 @@ func decodeAudit(line []byte) (*idkeeper.AuditEntry, error) {
 	for _, f := range []struct {
 		name, v string
 		max     int
-	}{{"actor", e.Actor, idkeeper.MaxAuditFieldLen}, {"action", e.Action, idkeeper.MaxAuditFieldLen},
-		{"target", e.Target, idkeeper.MaxAuditFieldLen}, {"remoteIp", e.RemoteIP, idkeeper.MaxAuditFieldLen},
-		{"detail", e.Detail, idkeeper.MaxAuditTextLen}} {
+	}{{"actor", e.Actor, audit.MaxFieldLen}, {"action", e.Action, audit.MaxFieldLen},
+		{"target", e.Target, audit.MaxFieldLen}, {"remoteIp", e.RemoteIP, audit.MaxFieldLen},
+		{"detail", e.Detail, audit.MaxTextLen}} {
 		if err == nil {
 			err = text(f.name, f.v, f.max, false, false)
 		}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/audit"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -27,8 +28,8 @@ const annWebhook = "https://discord.com/api/webhooks/123456789012345678/tok_ann-
 // leased, node 2 quarantined), 2 API keys, 2 users, 2 allow-list entries, 2
 // audit entries up to the head and 2 lease history records (node 1's grants).
 func sample() (idkeeper.SnapshotMeta, []idkeeper.SnapshotRecord) {
-	a1 := idkeeper.AuditEntry{At: t0, Actor: "user:ann", Action: "apikey.create", Target: "key:0011", RemoteIP: "10.0.0.1", Detail: "billing <x> & \"y\""}.Seal(0, "")
-	a2 := idkeeper.AuditEntry{At: t0.Add(time.Second), Actor: "system", Action: "lease.grant", Target: "node:1"}.Seal(a1.Seq, a1.Hash)
+	a1 := audit.Entry{At: t0, Actor: "user:ann", Action: "apikey.create", Target: "key:0011", RemoteIP: "10.0.0.1", Detail: "billing <x> & \"y\""}.Seal(0, "")
+	a2 := audit.Entry{At: t0.Add(time.Second), Actor: "system", Action: "lease.grant", Target: "node:1"}.Seal(a1.Seq, a1.Hash)
 	meta := idkeeper.SnapshotMeta{Generation: idkeeper.Generation{ID: "0123456789abcdef0123456789abcdef", Number: 3,
 		Origin: idkeeper.OriginRecovered, At: t0.Add(-time.Hour)}, Fence: 42, Nodes: 4, Layout: idkeeper.DefaultLayout,
 		AuditSeq: a2.Seq, AuditHash: a2.Hash}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/audit"
 )
 
 // Scheduled and manual backups (issue #12): a Job writes backups into a Folder on
@@ -397,13 +398,13 @@ func (e *BusyError) Error() string {
 		JobName, e.Lock.Owner, e.Lock.Until.UTC().Format(time.RFC3339))
 }
 
-// Now writes a backup at once, for actor (ctx's idkeeper.ActorFrom when empty,
+// Now writes a backup at once, for actor (ctx's audit.ActorFrom when empty,
 // else "system"), under the job lock, and applies the retention. Errors: a
 // CONFLICT *idkeeper.Error wrapping a *BusyError when the lock is held; the
 // store's and the folder's, as the run records them.
 func (j *Job) Now(ctx context.Context, actor string) (Run, error) {
 	if actor == "" {
-		actor = idkeeper.ActorFrom(ctx)
+		actor = audit.ActorFrom(ctx)
 	}
 	if actor == "" {
 		actor = "system"
@@ -493,7 +494,7 @@ func (j *Job) prune(ctx context.Context) []string {
 	var names []string
 	for _, e := range gone {
 		names = append(names, e.Name)
-		j.audit(ctx, idkeeper.AuditEntry{Actor: "system", Action: AuditDelete, Target: "backup:" + e.Name,
+		j.audit(ctx, audit.Entry{Actor: "system", Action: AuditDelete, Target: "backup:" + e.Name,
 			Detail: fmt.Sprintf("retention (keep %d, max age %s): taken %s, %d bytes", j.cfg.Keep, j.cfg.MaxAge,
 				e.TakenAt.Format(time.RFC3339), e.Size)})
 	}
@@ -517,7 +518,7 @@ func (j *Job) finish(ctx context.Context, r Run) {
 		e := r.Entry
 		j.log.Info("backup written", "name", e.Name, "dir", j.cfg.Folder.Dir, "bytes", e.Size, "sha256", e.SHA256,
 			"records", e.Records, "took", r.Duration, "by", r.Actor)
-		j.audit(ctx, idkeeper.AuditEntry{Actor: r.Actor, Action: AuditCreate, Target: "backup:" + e.Name,
+		j.audit(ctx, audit.Entry{Actor: r.Actor, Action: AuditCreate, Target: "backup:" + e.Name,
 			Detail: fmt.Sprintf("%d bytes, sha256 %s, %d records, took %s", e.Size, e.SHA256, e.Records,
 				r.Duration.Round(time.Millisecond))})
 	} else {
@@ -527,7 +528,7 @@ func (j *Job) finish(ctx context.Context, r Run) {
 			j.log.Error("backup failed", "dir", j.cfg.Folder.Dir, "by", r.Actor, "err", r.Err)
 		}
 		// The entry's fields are cut to their bounds when it is sealed.
-		j.audit(ctx, idkeeper.AuditEntry{Actor: r.Actor, Action: AuditCreateFailed, Target: "backup-dir:" + j.cfg.Folder.Dir,
+		j.audit(ctx, audit.Entry{Actor: r.Actor, Action: AuditCreateFailed, Target: "backup-dir:" + j.cfg.Folder.Dir,
 			Detail: r.Err.Error()})
 	}
 	if j.cfg.Observe != nil {
@@ -539,7 +540,7 @@ func (j *Job) finish(ctx context.Context, r Run) {
 // Errors: NOT_FOUND (Folder.Delete).
 func (j *Job) Delete(ctx context.Context, name, actor string) (Entry, error) {
 	if actor == "" {
-		actor = idkeeper.ActorFrom(ctx)
+		actor = audit.ActorFrom(ctx)
 	}
 	e, err := j.cfg.Folder.Stat(name)
 	if err != nil {
@@ -549,14 +550,14 @@ func (j *Job) Delete(ctx context.Context, name, actor string) (Entry, error) {
 		return Entry{}, err
 	}
 	j.log.Info("backup deleted", "name", name, "by", actor)
-	j.audit(ctx, idkeeper.AuditEntry{Actor: actor, Action: AuditDelete, Target: "backup:" + name,
+	j.audit(ctx, audit.Entry{Actor: actor, Action: AuditDelete, Target: "backup:" + name,
 		Detail: fmt.Sprintf("taken %s, %d bytes, sha256 %s", e.TakenAt.Format(time.RFC3339), e.Size, e.SHA256)})
 	return e, nil
 }
 
 // audit appends e; a failure is logged. It outlives ctx's cancellation by a few
 // seconds, so that a run cut short is still recorded.
-func (j *Job) audit(ctx context.Context, e idkeeper.AuditEntry) {
+func (j *Job) audit(ctx context.Context, e audit.Entry) {
 	if j.cfg.Audit == nil {
 		return
 	}

@@ -14,17 +14,18 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/internal/harness/fakeclock"
 )
 
 // auditBook collects the entries a Job appends.
 type auditBook struct {
 	mu      sync.Mutex
-	entries []idkeeper.AuditEntry
+	entries []audit.Entry
 	fail    error
 }
 
-func (b *auditBook) Audit(_ context.Context, e idkeeper.AuditEntry) error {
+func (b *auditBook) Audit(_ context.Context, e audit.Entry) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.fail != nil {
@@ -260,7 +261,7 @@ func TestJobFailureIsCounted(t *testing.T) {
 	if st.Last == nil || st.Last.OK() || !st.LastGood.IsZero() {
 		t.Fatalf("Status %+v", st)
 	}
-	ctx := idkeeper.WithActor(context.Background(), "user:olga")
+	ctx := audit.WithActor(context.Background(), "user:olga")
 	if _, err := e.job.Now(ctx, ""); err == nil {
 		t.Fatal("Now succeeded into a file")
 	}
@@ -289,7 +290,7 @@ func TestJobFailureIsCounted(t *testing.T) {
 // keeps the lock after it; Delete is audited with its actor.
 func TestJobNowAndDelete(t *testing.T) {
 	e := newJobEnv(t, "", func(c *JobConfig) { c.Keep = 1 })
-	ctx := idkeeper.WithActor(context.Background(), "user:olga")
+	ctx := audit.WithActor(context.Background(), "user:olga")
 	if st := e.job.Status(); !st.Next.IsZero() || st.Spec != "" {
 		t.Fatalf("Status without a schedule: %+v", st)
 	}

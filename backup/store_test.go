@@ -20,6 +20,7 @@ import (
 	bbolt "go.etcd.io/bbolt"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/bolt"
 	"github.com/idkeeper/idkeeper/internal/harness/fakeclock"
 	"github.com/idkeeper/idkeeper/internal/harness/redistest"
@@ -222,7 +223,7 @@ func populate(t testing.TB, s store, clk *fakeclock.Clock) {
 	var seq uint64
 	var hash string
 	for i, a := range []string{"apikey.create", "lease.grant", "user.login"} {
-		e := idkeeper.AuditEntry{At: clk.Now().Add(time.Duration(i) * time.Second), Actor: "user:ann", Action: a, Target: "node:1", Detail: "ü <&>"}.Seal(seq, hash)
+		e := audit.Entry{At: clk.Now().Add(time.Duration(i) * time.Second), Actor: "user:ann", Action: a, Target: "node:1", Detail: "ü <&>"}.Seal(seq, hash)
 		if err := s.AppendAudit(ctx, e); err != nil {
 			t.Fatal(err)
 		}

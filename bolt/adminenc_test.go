@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/audit"
 )
 
 // Allow-list key order is netip.Prefix.Compare's order, and keys read back.
@@ -68,7 +69,7 @@ func TestAdminRecordsCorrupt(t *testing.T) {
 	sess := idkeeper.AdminSession{ID: "ab", User: "alice", Epoch: 3, CreatedAt: at, SeenAt: at, ExpiresAt: at.Add(time.Hour),
 		RemoteIP: "192.0.2.1", UserAgent: "bad \xff utf-8"}
 	allow := idkeeper.AllowEntry{Prefix: netip.MustParsePrefix("10.0.0.0/8"), Note: "n", CreatedBy: "alice", CreatedAt: at}
-	audit := idkeeper.AuditEntry{At: at, Actor: "user:alice", Action: "x", Detail: "\xc3"}.Seal(4, "prev")
+	audit := audit.Entry{At: at, Actor: "user:alice", Action: "x", Detail: "\xc3"}.Seal(4, "prev")
 	ak, sk := allowKey(allow.Prefix), auditKey(audit.Seq)
 
 	for _, c := range []struct {

@@ -13,6 +13,7 @@ import (
 	bbolt "go.etcd.io/bbolt"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/internal/harness/storetest"
 )
 
@@ -109,8 +110,8 @@ func TestAdminRecordsSurviveReopen(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "idkeeper.db")
 	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	s := open(t, path, nil)
-	e1 := idkeeper.AuditEntry{At: at, Action: idkeeper.AuditLogin}.Seal(0, "")
-	e2 := idkeeper.AuditEntry{At: at, Action: idkeeper.AuditLogout}.Seal(e1.Seq, e1.Hash)
+	e1 := audit.Entry{At: at, Action: audit.Login}.Seal(0, "")
+	e2 := audit.Entry{At: at, Action: audit.Logout}.Seal(e1.Seq, e1.Hash)
 	for _, err := range []error{
 		s.AppendAudit(ctx, e1), s.AppendAudit(ctx, e2),
 		s.CreateUser(ctx, idkeeper.User{Name: "alice", Role: idkeeper.RoleAdmin, CreatedAt: at}),
@@ -149,7 +150,7 @@ func TestCorruptAdminRecord(t *testing.T) {
 	if err := s.CreateUser(ctx, idkeeper.User{Name: "alice", Role: idkeeper.RoleAdmin}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.AppendAudit(ctx, idkeeper.AuditEntry{Action: "x"}.Seal(0, "")); err != nil {
+	if err := s.AppendAudit(ctx, audit.Entry{Action: "x"}.Seal(0, "")); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/audit"
 )
 
 // Bounds of the limit arguments of the audit reads and of PruneAudit.
@@ -19,22 +20,22 @@ const (
 func auditKey(seq uint64) []byte { return binary.BigEndian.AppendUint64(make([]byte, 0, 8), seq) }
 
 // encodeAudit is at | actor | action | target | remoteIP | detail | prev | hash.
-func encodeAudit(e idkeeper.AuditEntry) []byte {
+func encodeAudit(e audit.Entry) []byte {
 	w := newRec(16 + len(e.Actor) + len(e.Action) + len(e.Target) + len(e.RemoteIP) + len(e.Detail) + len(e.Prev) + len(e.Hash))
 	w = w.ms(timeMs(e.At)).str(e.Actor).str(e.Action).str(e.Target).str(e.RemoteIP).str(e.Detail)
 	return w.str(e.Prev).str(e.Hash)
 }
 
-func decodeAudit(k, v []byte) (idkeeper.AuditEntry, error) {
+func decodeAudit(k, v []byte) (audit.Entry, error) {
 	if len(k) != 8 {
-		return idkeeper.AuditEntry{}, fmt.Errorf("corrupt audit key %x", k)
+		return audit.Entry{}, fmt.Errorf("corrupt audit key %x", k)
 	}
 	seq := binary.BigEndian.Uint64(k)
 	r := readRec(fmt.Sprintf("audit entry %d", seq), v)
-	e := idkeeper.AuditEntry{Seq: seq, At: msTime(r.ms()), Actor: r.str(), Action: r.str(), Target: r.str(),
+	e := audit.Entry{Seq: seq, At: msTime(r.ms()), Actor: r.str(), Action: r.str(), Target: r.str(),
 		RemoteIP: r.str(), Detail: r.str(), Prev: r.str(), Hash: r.str()}
 	if err := r.end(); err != nil {
-		return idkeeper.AuditEntry{}, err
+		return audit.Entry{}, err
 	}
 	return e, nil
 }
@@ -58,7 +59,7 @@ func auditHead(t *txn) (uint64, string, error) {
 
 // AppendAudit implements idkeeper.AdminStore: it reads the head and writes the
 // entry and the new head in one transaction.
-func (s *Store) AppendAudit(ctx context.Context, e idkeeper.AuditEntry) error {
+func (s *Store) AppendAudit(ctx context.Context, e audit.Entry) error {
 	return s.update(ctx, nil, func(t *txn) error {
 		seq, hash, err := auditHead(t)
 		if err != nil {
@@ -97,8 +98,8 @@ func checkLimit(limit, most int) error {
 
 // auditRange reads up to limit entries from the cursor position (k, v) on, moving
 // with next.
-func auditRange(k, v []byte, next func() ([]byte, []byte), limit int) ([]idkeeper.AuditEntry, error) {
-	out := []idkeeper.AuditEntry{}
+func auditRange(k, v []byte, next func() ([]byte, []byte), limit int) ([]audit.Entry, error) {
+	out := []audit.Entry{}
 	for ; k != nil && len(out) < limit; k, v = next() {
 		e, err := decodeAudit(k, v)
 		if err != nil {
@@ -111,11 +112,11 @@ func auditRange(k, v []byte, next func() ([]byte, []byte), limit int) ([]idkeepe
 
 // AuditEntries implements idkeeper.AdminStore: O(log n + limit). A limit outside
 // 1..1000 is an INVALID_REQUEST error.
-func (s *Store) AuditEntries(ctx context.Context, from uint64, limit int) ([]idkeeper.AuditEntry, error) {
+func (s *Store) AuditEntries(ctx context.Context, from uint64, limit int) ([]audit.Entry, error) {
 	if err := checkLimit(limit, maxAuditPage); err != nil {
 		return nil, err
 	}
-	out := []idkeeper.AuditEntry{}
+	out := []audit.Entry{}
 	err := s.view(ctx, func(t *txn) error {
 		b := t.tx.Bucket(bucketAudit)
 		if b == nil {
@@ -135,11 +136,11 @@ func (s *Store) AuditEntries(ctx context.Context, from uint64, limit int) ([]idk
 
 // AuditEntriesBefore implements idkeeper.AdminStore: O(log n + limit). A limit
 // outside 1..1000 is an INVALID_REQUEST error.
-func (s *Store) AuditEntriesBefore(ctx context.Context, before uint64, limit int) ([]idkeeper.AuditEntry, error) {
+func (s *Store) AuditEntriesBefore(ctx context.Context, before uint64, limit int) ([]audit.Entry, error) {
 	if err := checkLimit(limit, maxAuditPage); err != nil {
 		return nil, err
 	}
-	out := []idkeeper.AuditEntry{}
+	out := []audit.Entry{}
 	err := s.view(ctx, func(t *txn) error {
 		b := t.tx.Bucket(bucketAudit)
 		if b == nil {

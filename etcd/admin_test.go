@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/etcd"
 	"github.com/idkeeper/idkeeper/internal/harness/etcdtest"
 	"github.com/idkeeper/idkeeper/internal/harness/storetest"
@@ -43,7 +44,7 @@ func TestCorruptAdminRecord(t *testing.T) {
 	if err := s.CreateUser(ctx, idkeeper.User{Name: "alice", Role: idkeeper.RoleAdmin}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.AppendAudit(ctx, idkeeper.AuditEntry{Action: "x"}.Seal(0, "")); err != nil {
+	if err := s.AppendAudit(ctx, audit.Entry{Action: "x"}.Seal(0, "")); err != nil {
 		t.Fatal(err)
 	}
 	for k, v := range map[string]string{"user/alice": "{1", "audit/0000000000000001": "\x01", "alert/capacity": "[",

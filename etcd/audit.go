@@ -10,6 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/audit"
 )
 
 // The audit log: audit/<seq> (16 hex digits) holds each entry, audithead the Seq
@@ -34,23 +35,23 @@ type headRec struct {
 	Hash string `json:"hash"`
 }
 
-func encodeAudit(e idkeeper.AuditEntry) (string, error) {
+func encodeAudit(e audit.Entry) (string, error) {
 	return jsonString(auditRec{At: timeMs(e.At), Actor: e.Actor, Action: e.Action, Target: e.Target,
 		RemoteIP: e.RemoteIP, Detail: e.Detail, Prev: e.Prev, Hash: e.Hash})
 }
 
 func (k keys) auditKey(seq uint64) string { return k.audit + hexU64(seq) }
 
-func (s *Store) decodeAudit(key string, v []byte) (idkeeper.AuditEntry, error) {
+func (s *Store) decodeAudit(key string, v []byte) (audit.Entry, error) {
 	var seq uint64
 	if _, err := fmt.Sscanf(key[len(s.k.audit):], "%016x", &seq); err != nil || len(key)-len(s.k.audit) != 16 {
-		return idkeeper.AuditEntry{}, fmt.Errorf("etcd: corrupt audit key %q", key)
+		return audit.Entry{}, fmt.Errorf("etcd: corrupt audit key %q", key)
 	}
 	var r auditRec
 	if err := json.Unmarshal(v, &r); err != nil {
-		return idkeeper.AuditEntry{}, fmt.Errorf("etcd: corrupt audit entry %d: %w", seq, err)
+		return audit.Entry{}, fmt.Errorf("etcd: corrupt audit entry %d: %w", seq, err)
 	}
-	return idkeeper.AuditEntry{Seq: seq, At: msTime(r.At), Actor: r.Actor, Action: r.Action, Target: r.Target,
+	return audit.Entry{Seq: seq, At: msTime(r.At), Actor: r.Actor, Action: r.Action, Target: r.Target,
 		RemoteIP: r.RemoteIP, Detail: r.Detail, Prev: r.Prev, Hash: r.Hash}, nil
 }
 
@@ -64,7 +65,7 @@ func decodeHead(v []byte) (headRec, error) {
 
 // AppendAudit implements idkeeper.AdminStore: the head read, then the entry and
 // the new head written in one transaction conditioned on the head's revision.
-func (s *Store) AppendAudit(ctx context.Context, e idkeeper.AuditEntry) error {
+func (s *Store) AppendAudit(ctx context.Context, e audit.Entry) error {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	resp, err := s.c.Get(ctx, s.k.auditHead)
@@ -123,14 +124,14 @@ func checkLimit(limit, most int) error {
 	return nil
 }
 
-func (s *Store) auditRange(ctx context.Context, op, from, end string, limit int, opts ...clientv3.OpOption) ([]idkeeper.AuditEntry, error) {
+func (s *Store) auditRange(ctx context.Context, op, from, end string, limit int, opts ...clientv3.OpOption) ([]audit.Entry, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	resp, err := s.c.Get(ctx, from, append([]clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(int64(limit))}, opts...)...)
 	if err != nil {
 		return nil, wrap(op, err)
 	}
-	out := make([]idkeeper.AuditEntry, 0, len(resp.Kvs))
+	out := make([]audit.Entry, 0, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
 		e, err := s.decodeAudit(string(kv.Key), kv.Value)
 		if err != nil {
@@ -143,7 +144,7 @@ func (s *Store) auditRange(ctx context.Context, op, from, end string, limit int,
 
 // AuditEntries implements idkeeper.AdminStore: one range read. A limit outside
 // 1..1000 is an INVALID_REQUEST error.
-func (s *Store) AuditEntries(ctx context.Context, from uint64, limit int) ([]idkeeper.AuditEntry, error) {
+func (s *Store) AuditEntries(ctx context.Context, from uint64, limit int) ([]audit.Entry, error) {
 	if err := checkLimit(limit, maxAuditPage); err != nil {
 		return nil, err
 	}
@@ -152,7 +153,7 @@ func (s *Store) AuditEntries(ctx context.Context, from uint64, limit int) ([]idk
 
 // AuditEntriesBefore implements idkeeper.AdminStore: one range read, descending.
 // A limit outside 1..1000 is an INVALID_REQUEST error.
-func (s *Store) AuditEntriesBefore(ctx context.Context, before uint64, limit int) ([]idkeeper.AuditEntry, error) {
+func (s *Store) AuditEntriesBefore(ctx context.Context, before uint64, limit int) ([]audit.Entry, error) {
 	if err := checkLimit(limit, maxAuditPage); err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/etcd"
 	"github.com/idkeeper/idkeeper/internal/harness/etcdtest"
 	"github.com/idkeeper/idkeeper/internal/harness/storetest"
@@ -80,7 +81,7 @@ func TestLoadSnapshotStagingAndSideRecords(t *testing.T) {
 	at := time.Now().UTC()
 	for _, err := range []error{
 		s.CreateUser(ctx, idkeeper.User{Name: "alice", Role: idkeeper.RoleAdmin, CreatedAt: at}),
-		s.AppendAudit(ctx, idkeeper.AuditEntry{At: at, Action: idkeeper.AuditLogin}.Seal(0, "")),
+		s.AppendAudit(ctx, audit.Entry{At: at, Action: audit.Login}.Seal(0, "")),
 	} {
 		if err != nil {
 			t.Fatal(err)
@@ -180,7 +181,7 @@ func TestLoadSnapshotSwapTooLarge(t *testing.T) {
 	at := time.Now().UTC()
 	seq, hash := uint64(0), ""
 	for range 60 {
-		e := idkeeper.AuditEntry{At: at, Action: idkeeper.AuditLogin}.Seal(seq, hash)
+		e := audit.Entry{At: at, Action: audit.Login}.Seal(seq, hash)
 		if err := s.AppendAudit(ctx, e); err != nil {
 			t.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/internal/harness/redistest"
 	"github.com/idkeeper/idkeeper/internal/harness/storetest"
 	"github.com/idkeeper/idkeeper/redis"
@@ -48,7 +49,7 @@ func TestAdminKeysShareOneHashTag(t *testing.T) {
 	must(s.CreateUser(ctx, idkeeper.User{Name: "alice", Role: idkeeper.RoleAdmin, CreatedAt: t0}))
 	must(s.CreateSession(ctx, idkeeper.AdminSession{ID: "s1", User: "{evil}", CreatedAt: t0, SeenAt: t0, ExpiresAt: t0.Add(time.Hour)}))
 	must(s.AddAllowEntry(ctx, idkeeper.AllowEntry{Prefix: netip.MustParsePrefix("10.0.0.0/8"), CreatedAt: t0}))
-	must(s.AppendAudit(ctx, idkeeper.AuditEntry{At: t0, Action: "x"}.Seal(0, "")))
+	must(s.AppendAudit(ctx, audit.Entry{At: t0, Action: "x"}.Seal(0, "")))
 	keys, err := rawClient(t, srv).Keys(ctx, "*").Result()
 	must(err)
 	if len(keys) != 9 {
@@ -167,7 +168,7 @@ func TestAdminPruneAuditBatches(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.AppendAudit(ctx, idkeeper.AuditEntry{At: at, Action: "x"}.Seal(seq, hash)); err != nil {
+		if err := s.AppendAudit(ctx, audit.Entry{At: at, Action: "x"}.Seal(seq, hash)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -192,7 +193,7 @@ func TestAdminPruneAuditBatches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := idkeeper.VerifyAudit(rest, seq, hash); err != nil {
+	if err := audit.Verify(rest, seq, hash); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.PruneAudit(ctx, t0, maxPrune+1); idkeeper.ErrorCode(err) != idkeeper.CodeInvalidRequest {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/audit"
 )
 
 var (
@@ -42,7 +43,7 @@ func (s *Store) auditKeys() (head, entries, index string) {
 // AppendAudit appends e when it extends the log (Seq is the head's + 1, Prev its
 // Hash), else returns ErrConflict and writes nothing: one script checks the head
 // and writes the entry, its index entry and the new head.
-func (s *Store) AppendAudit(ctx context.Context, e idkeeper.AuditEntry) error {
+func (s *Store) AppendAudit(ctx context.Context, e audit.Entry) error {
 	rec, err := encodeRecord("audit entry", auditRecord{Seq: e.Seq, At: ms(e.At), Actor: e.Actor, Action: e.Action,
 		Target: e.Target, RemoteIP: e.RemoteIP, Detail: e.Detail, Prev: e.Prev, Hash: e.Hash})
 	if err != nil {
@@ -89,7 +90,7 @@ func checkAuditLimit(limit, max int) error {
 
 // AuditEntries returns up to limit (1..1000) entries from Seq from upwards in Seq
 // order, pruned ones left out: one script, O(log n + limit).
-func (s *Store) AuditEntries(ctx context.Context, from uint64, limit int) ([]idkeeper.AuditEntry, error) {
+func (s *Store) AuditEntries(ctx context.Context, from uint64, limit int) ([]audit.Entry, error) {
 	if err := checkAuditLimit(limit, maxAuditPage); err != nil {
 		return nil, err
 	}
@@ -98,7 +99,7 @@ func (s *Store) AuditEntries(ctx context.Context, from uint64, limit int) ([]idk
 
 // AuditEntriesBefore returns up to limit (1..1000) entries with Seq below before
 // (0: from the newest), newest first: one script, O(log n + limit).
-func (s *Store) AuditEntriesBefore(ctx context.Context, before uint64, limit int) ([]idkeeper.AuditEntry, error) {
+func (s *Store) AuditEntriesBefore(ctx context.Context, before uint64, limit int) ([]audit.Entry, error) {
 	if err := checkAuditLimit(limit, maxAuditPage); err != nil {
 		return nil, err
 	}
@@ -111,7 +112,7 @@ func (s *Store) AuditEntriesBefore(ctx context.Context, before uint64, limit int
 
 // auditRange reads up to limit entries with Seq between lo and hi (ZRANGEBYSCORE
 // bounds), in Seq order or newest first, in one script.
-func (s *Store) auditRange(ctx context.Context, lo, hi string, limit int, newestFirst bool) ([]idkeeper.AuditEntry, error) {
+func (s *Store) auditRange(ctx context.Context, lo, hi string, limit int, newestFirst bool) ([]audit.Entry, error) {
 	_, entries, index := s.auditKeys()
 	rev := "0"
 	if newestFirst {
@@ -130,7 +131,7 @@ func (s *Store) auditRange(ctx context.Context, lo, hi string, limit int, newest
 	if len(seqs) != len(recs) || len(seqs) > limit {
 		return nil, fmt.Errorf("redis: audit entries: %d seqs, %d records", len(seqs), len(recs))
 	}
-	out := make([]idkeeper.AuditEntry, 0, len(seqs))
+	out := make([]audit.Entry, 0, len(seqs))
 	for i := range seqs {
 		member, _ := seqs[i].(string)
 		rec, ok := recs[i].(string)
@@ -146,15 +147,15 @@ func (s *Store) auditRange(ctx context.Context, lo, hi string, limit int, newest
 	return out, nil
 }
 
-func decodeAudit(member, rec string) (idkeeper.AuditEntry, error) {
+func decodeAudit(member, rec string) (audit.Entry, error) {
 	var r auditRecord
 	if err := decodeRecord("audit entry", member, rec, &r); err != nil {
-		return idkeeper.AuditEntry{}, err
+		return audit.Entry{}, err
 	}
 	if seq, err := strconv.ParseUint(member, 10, 64); err != nil || seq != r.Seq || seq == 0 {
-		return idkeeper.AuditEntry{}, fmt.Errorf("redis: malformed audit entry %q: it holds Seq %d", member, r.Seq)
+		return audit.Entry{}, fmt.Errorf("redis: malformed audit entry %q: it holds Seq %d", member, r.Seq)
 	}
-	return idkeeper.AuditEntry{Seq: r.Seq, At: fromMs(r.At), Actor: r.Actor, Action: r.Action, Target: r.Target,
+	return audit.Entry{Seq: r.Seq, At: fromMs(r.At), Actor: r.Actor, Action: r.Action, Target: r.Target,
 		RemoteIP: r.RemoteIP, Detail: r.Detail, Prev: r.Prev, Hash: r.Hash}, nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/internal/wire"
 )
 
@@ -99,7 +100,7 @@ func verifyAudit(ctx context.Context, as idkeeper.AdminStore, stdout io.Writer) 
 		return nil
 	}
 	var first uint64
-	var last *idkeeper.AuditEntry
+	var last *audit.Entry
 	for from := uint64(0); ; {
 		page, err := as.AuditEntries(ctx, from, auditPage)
 		if err != nil {
@@ -117,9 +118,9 @@ func verifyAudit(ctx context.Context, as idkeeper.AdminStore, stdout io.Writer) 
 		}
 		run := page
 		if last != nil {
-			run = append([]idkeeper.AuditEntry{*last}, page...)
+			run = append([]audit.Entry{*last}, page...)
 		}
-		if err := idkeeper.VerifyAudit(run, 0, ""); err != nil {
+		if err := audit.Verify(run, 0, ""); err != nil {
 			return err
 		}
 		last = &page[len(page)-1]
@@ -132,7 +133,7 @@ func verifyAudit(ctx context.Context, as idkeeper.AdminStore, stdout io.Writer) 
 		return fmt.Errorf("audit log: no entry is kept up to its head, entry %d: every entry was pruned by the "+
 			"retention, or deleted", headSeq)
 	}
-	if err := idkeeper.VerifyAudit([]idkeeper.AuditEntry{*last}, headSeq, headHash); err != nil {
+	if err := audit.Verify([]audit.Entry{*last}, headSeq, headHash); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "audit log intact: entries %d..%d\n", first, headSeq)
@@ -151,7 +152,7 @@ type auditRow struct {
 	Hash     string `json:"hash"`
 }
 
-func printAudit(w io.Writer, es []idkeeper.AuditEntry, format string) error {
+func printAudit(w io.Writer, es []audit.Entry, format string) error {
 	if format == "json" {
 		rows := make([]auditRow, len(es))
 		for i, e := range es {

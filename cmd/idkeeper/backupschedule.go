@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/audit"
 )
 
 // seedBackupSchedule makes --backup-schedule (spec; "" for none) the store's
@@ -16,7 +17,7 @@ import (
 // Version 0) — and audited. When the store has one already that differs, the
 // store's stays in force and a WARN says so and how to change it. A store that
 // does not answer is logged: the job reads the schedule again at its next wake.
-func seedBackupSchedule(ctx context.Context, bs idkeeper.BackupScheduleStore, spec, owner string, audit idkeeper.Auditor,
+func seedBackupSchedule(ctx context.Context, bs idkeeper.BackupScheduleStore, spec, owner string, auditor idkeeper.Auditor,
 	log *slog.Logger) {
 	if spec == "" {
 		return
@@ -26,16 +27,16 @@ func seedBackupSchedule(ctx context.Context, bs idkeeper.BackupScheduleStore, sp
 	cur, err := bs.BackupSchedule(ctx)
 	if err == nil && cur.Version == 0 {
 		by := "flag:" + owner
-		if len(by) > idkeeper.MaxAuditFieldLen {
-			by = by[:idkeeper.MaxAuditFieldLen]
+		if len(by) > audit.MaxFieldLen {
+			by = by[:audit.MaxFieldLen]
 		}
 		err = bs.PutBackupSchedule(ctx, idkeeper.BackupSchedule{Spec: spec, UpdatedBy: by, UpdatedAt: time.Now()})
 		if err == nil {
 			log.Info("backup schedule: --backup-schedule written into the store as its first schedule", "schedule", spec)
-			if audit != nil {
-				if aerr := audit.Audit(ctx, idkeeper.AuditEntry{Actor: "system", Action: idkeeper.AuditBackupSchedule,
+			if auditor != nil {
+				if aerr := auditor.Audit(ctx, audit.Entry{Actor: "system", Action: audit.BackupSchedule,
 					Target: "backup-schedule", Detail: fmt.Sprintf("none → %q: --backup-schedule of replica %s", spec, owner)}); aerr != nil {
-					log.Error("append to the audit log", "action", idkeeper.AuditBackupSchedule, "err", aerr)
+					log.Error("append to the audit log", "action", audit.BackupSchedule, "err", aerr)
 				}
 			}
 			return

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/backup"
 	"github.com/idkeeper/idkeeper/bolt"
 	"github.com/idkeeper/idkeeper/internal/harness/registrytest"
@@ -20,20 +21,20 @@ import (
 // auditList collects audit entries.
 type auditList struct {
 	mu sync.Mutex
-	es []idkeeper.AuditEntry
+	es []audit.Entry
 }
 
-func (a *auditList) Audit(_ context.Context, e idkeeper.AuditEntry) error {
+func (a *auditList) Audit(_ context.Context, e audit.Entry) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.es = append(a.es, e)
 	return nil
 }
 
-func (a *auditList) entries() []idkeeper.AuditEntry {
+func (a *auditList) entries() []audit.Entry {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return append([]idkeeper.AuditEntry(nil), a.es...)
+	return append([]audit.Entry(nil), a.es...)
 }
 
 func openScheduleStore(t *testing.T) *bolt.Store {
@@ -55,13 +56,13 @@ func openScheduleStore(t *testing.T) *bolt.Store {
 // where to change it; the seed is audited once.
 func TestBackupScheduleFlagSeedsOnce(t *testing.T) {
 	st := openScheduleStore(t)
-	audit := &auditList{}
+	auditor := &auditList{}
 	var logs [2]registrytest.SyncBuffer
 	specs := [2]string{"0 3 * * *", "@hourly"}
 	var wg sync.WaitGroup
 	for i := range 2 {
 		wg.Go(func() {
-			seedBackupSchedule(t.Context(), st, specs[i], []string{"replica-a", "replica-b"}[i], audit,
+			seedBackupSchedule(t.Context(), st, specs[i], []string{"replica-a", "replica-b"}[i], auditor,
 				slog.New(slog.NewJSONHandler(&logs[i], nil)))
 		})
 	}
@@ -87,22 +88,22 @@ func TestBackupScheduleFlagSeedsOnce(t *testing.T) {
 	if l := logs[winner].String(); strings.Contains(l, "WARN") || !strings.Contains(l, "written into the store") {
 		t.Errorf("the winning replica's log:\n%s", l)
 	}
-	es := audit.entries()
-	if len(es) != 1 || es[0].Action != idkeeper.AuditBackupSchedule || es[0].Actor != "system" ||
+	es := auditor.entries()
+	if len(es) != 1 || es[0].Action != audit.BackupSchedule || es[0].Actor != "system" ||
 		!strings.Contains(es[0].Detail, `none → "`+specs[winner]+`"`) {
 		t.Fatalf("audit entries %+v", es)
 	}
 	// A later start: with the store's schedule no word, with another a WARN;
 	// neither writes.
 	var same, other registrytest.SyncBuffer
-	seedBackupSchedule(t.Context(), st, specs[winner], "replica-c", audit, slog.New(slog.NewJSONHandler(&same, nil)))
-	seedBackupSchedule(t.Context(), st, "@weekly", "replica-d", audit, slog.New(slog.NewJSONHandler(&other, nil)))
-	seedBackupSchedule(t.Context(), st, "", "replica-e", audit, slog.New(slog.NewJSONHandler(&same, nil)))
+	seedBackupSchedule(t.Context(), st, specs[winner], "replica-c", auditor, slog.New(slog.NewJSONHandler(&same, nil)))
+	seedBackupSchedule(t.Context(), st, "@weekly", "replica-d", auditor, slog.New(slog.NewJSONHandler(&other, nil)))
+	seedBackupSchedule(t.Context(), st, "", "replica-e", auditor, slog.New(slog.NewJSONHandler(&same, nil)))
 	if same.String() != "" || !strings.Contains(other.String(), `"flag":"@weekly"`) {
 		t.Errorf("later starts logged %q and %q", same.String(), other.String())
 	}
-	if again, _ := st.BackupSchedule(t.Context()); again != got || len(audit.entries()) != 1 {
-		t.Fatalf("later starts changed the schedule: %+v, %d audit entries", again, len(audit.entries()))
+	if again, _ := st.BackupSchedule(t.Context()); again != got || len(auditor.entries()) != 1 {
+		t.Fatalf("later starts changed the schedule: %+v, %d audit entries", again, len(auditor.entries()))
 	}
 }
 

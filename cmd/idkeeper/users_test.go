@@ -13,6 +13,7 @@ import (
 	bbolt "go.etcd.io/bbolt"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/bolt"
 )
 
@@ -115,8 +116,8 @@ func TestUsersOnTheStore(t *testing.T) {
 	if err != nil || len(es) != 6 {
 		t.Fatalf("audit entries %+v, %v; want 6", es, err)
 	}
-	for i, want := range []string{idkeeper.AuditUserCreate, idkeeper.AuditUserCreate, idkeeper.AuditUserUpdate,
-		idkeeper.AuditUserUpdate, idkeeper.AuditUserUpdate, idkeeper.AuditPasswordChange} {
+	for i, want := range []string{audit.UserCreate, audit.UserCreate, audit.UserUpdate,
+		audit.UserUpdate, audit.UserUpdate, audit.PasswordChange} {
 		if es[i].Action != want || !strings.HasPrefix(es[i].Actor, "operator:") {
 			t.Fatalf("entry %d = %+v, want %s by the operator", i+1, es[i], want)
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/internal/harness/fakeclock"
 )
 
@@ -301,11 +302,11 @@ func testAllowList(t *testing.T, s idkeeper.AdminStore) {
 }
 
 // appendAudit appends an entry after the head, as the registry does.
-func appendAudit(t *testing.T, s idkeeper.AdminStore, at time.Time, action string) idkeeper.AuditEntry {
+func appendAudit(t *testing.T, s idkeeper.AdminStore, at time.Time, action string) audit.Entry {
 	t.Helper()
 	seq, hash, err := s.AuditHead(ctx0)
 	must(t, err)
-	e := idkeeper.AuditEntry{At: at, Actor: "user:alice", Action: action, Target: "node:7", RemoteIP: "192.0.2.1",
+	e := audit.Entry{At: at, Actor: "user:alice", Action: action, Target: "node:7", RemoteIP: "192.0.2.1",
 		Detail: "token 12"}.Seal(seq, hash)
 	must(t, s.AppendAudit(ctx0, e))
 	return e
@@ -317,18 +318,18 @@ func testAuditChain(t *testing.T, s idkeeper.AdminStore) {
 	if seq != 0 || hash != "" {
 		t.Fatalf("head of an empty log: %d %q", seq, hash)
 	}
-	e1 := appendAudit(t, s, t0, idkeeper.AuditLogin)
+	e1 := appendAudit(t, s, t0, audit.Login)
 	wantEqual(t, "first entry's Seq", e1.Seq, uint64(1))
 
 	// Entries that do not extend the log are refused and write nothing.
-	for name, e := range map[string]idkeeper.AuditEntry{
-		"same seq":   idkeeper.AuditEntry{At: t0, Action: "x"}.Seal(0, ""),
-		"gap":        idkeeper.AuditEntry{At: t0, Action: "x"}.Seal(2, e1.Hash),
-		"wrong prev": idkeeper.AuditEntry{At: t0, Action: "x"}.Seal(1, "00"),
+	for name, e := range map[string]audit.Entry{
+		"same seq":   audit.Entry{At: t0, Action: "x"}.Seal(0, ""),
+		"gap":        audit.Entry{At: t0, Action: "x"}.Seal(2, e1.Hash),
+		"wrong prev": audit.Entry{At: t0, Action: "x"}.Seal(1, "00"),
 	} {
 		wantErr(t, "AppendAudit, "+name, s.AppendAudit(ctx0, e), idkeeper.ErrConflict)
 	}
-	e2 := appendAudit(t, s, t0.Add(time.Second), idkeeper.AuditLeaseGrant)
+	e2 := appendAudit(t, s, t0.Add(time.Second), audit.LeaseGrant)
 	seq, hash, err = s.AuditHead(ctx0)
 	must(t, err)
 	if seq != 2 || hash != e2.Hash {
@@ -339,13 +340,13 @@ func testAuditChain(t *testing.T, s idkeeper.AdminStore) {
 	if len(got) != 2 || got[0] != e1 || got[1] != e2 {
 		t.Fatalf("AuditEntries:\n%+v\nwant %+v %+v", got, e1, e2)
 	}
-	must(t, idkeeper.VerifyAudit(got, seq, hash))
+	must(t, audit.Verify(got, seq, hash))
 }
 
 func testAuditPages(t *testing.T, s idkeeper.AdminStore) {
-	var all []idkeeper.AuditEntry
+	var all []audit.Entry
 	for i := range 25 {
-		all = append(all, appendAudit(t, s, t0.Add(time.Duration(i)*time.Minute), idkeeper.AuditLeaseGrant))
+		all = append(all, appendAudit(t, s, t0.Add(time.Duration(i)*time.Minute), audit.LeaseGrant))
 	}
 	page, err := s.AuditEntries(ctx0, 11, 10)
 	must(t, err)
@@ -377,7 +378,7 @@ func testAuditPages(t *testing.T, s idkeeper.AdminStore) {
 
 func testAuditPrune(t *testing.T, s idkeeper.AdminStore) {
 	for i := range 5 {
-		appendAudit(t, s, t0.Add(time.Duration(i)*time.Hour), idkeeper.AuditLeaseGrant)
+		appendAudit(t, s, t0.Add(time.Duration(i)*time.Hour), audit.LeaseGrant)
 	}
 	n, err := s.PruneAudit(ctx0, t0.Add(2*time.Hour), 1) // at most one
 	must(t, err)
@@ -392,7 +393,7 @@ func testAuditPrune(t *testing.T, s idkeeper.AdminStore) {
 	}
 	seq, hash, err := s.AuditHead(ctx0)
 	must(t, err)
-	must(t, idkeeper.VerifyAudit(rest, seq, hash))
+	must(t, audit.Verify(rest, seq, hash))
 
 	// Prune everything: the head stays, and the chain goes on from it.
 	n, err = s.PruneAudit(ctx0, t0.Add(100*time.Hour), 100)
@@ -403,7 +404,7 @@ func testAuditPrune(t *testing.T, s idkeeper.AdminStore) {
 	if seq2 != seq || hash2 != hash {
 		t.Fatalf("head after pruning every entry: %d %s, want %d %s", seq2, hash2, seq, hash)
 	}
-	e6 := appendAudit(t, s, t0.Add(101*time.Hour), idkeeper.AuditLogout)
+	e6 := appendAudit(t, s, t0.Add(101*time.Hour), audit.Logout)
 	if e6.Seq != 6 || e6.Prev != hash {
 		t.Fatalf("entry after a full prune: seq %d prev %s", e6.Seq, e6.Prev)
 	}
@@ -425,7 +426,7 @@ func testAuditConcurrent(t *testing.T, s idkeeper.AdminStore) {
 					errs <- err
 					return
 				}
-				e := idkeeper.AuditEntry{At: t0, Actor: fmt.Sprintf("worker:%d", w), Action: "x", Detail: fmt.Sprint(i)}.Seal(seq, hash)
+				e := audit.Entry{At: t0, Actor: fmt.Sprintf("worker:%d", w), Action: "x", Detail: fmt.Sprint(i)}.Seal(seq, hash)
 				switch err := s.AppendAudit(ctx0, e); {
 				case err == nil:
 					i++
@@ -446,5 +447,5 @@ func testAuditConcurrent(t *testing.T, s idkeeper.AdminStore) {
 	wantEqual(t, "entries", len(all), workers*each)
 	seq, hash, err := s.AuditHead(ctx0)
 	must(t, err)
-	must(t, idkeeper.VerifyAudit(all, seq, hash))
+	must(t, audit.Verify(all, seq, hash))
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/audit"
 )
 
 // BackupScheduleFactory opens a new, empty BackupScheduleStore. It registers the
@@ -70,7 +71,7 @@ func testScheduleValidate(t *testing.T, s idkeeper.BackupScheduleStore) {
 		{Spec: "@daily\n"},
 		{Spec: "0 3 * * *\x00"},
 		{Spec: strings.Repeat("*", idkeeper.MaxBackupScheduleLen+1)},
-		{Spec: "@daily", UpdatedBy: strings.Repeat("u", idkeeper.MaxAuditFieldLen+1)},
+		{Spec: "@daily", UpdatedBy: strings.Repeat("u", audit.MaxFieldLen+1)},
 	} {
 		if err := s.PutBackupSchedule(ctx0, bad); idkeeper.ErrorCode(err) != idkeeper.CodeInvalidRequest {
 			t.Errorf("PutBackupSchedule(spec %q, updatedBy %d bytes) = %v, want INVALID_REQUEST", bad.Spec, len(bad.UpdatedBy), err)
@@ -80,7 +81,7 @@ func testScheduleValidate(t *testing.T, s idkeeper.BackupScheduleStore) {
 	must(t, err)
 	wantEqual(t, "version after refused puts", got.Version, uint64(0))
 	must(t, s.PutBackupSchedule(ctx0, idkeeper.BackupSchedule{Spec: strings.Repeat("*", idkeeper.MaxBackupScheduleLen),
-		UpdatedBy: strings.Repeat("u", idkeeper.MaxAuditFieldLen)}))
+		UpdatedBy: strings.Repeat("u", audit.MaxFieldLen)}))
 }
 
 // Of replicas that seed the schedule together, exactly one wins; the others

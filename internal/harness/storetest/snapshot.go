@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/audit"
 )
 
 // RunSnapshot runs the contract suite of idkeeper.SnapshotStore as subtests of t,
@@ -162,7 +163,7 @@ func fmtAllow(a idkeeper.AllowEntry) string {
 	return fmt.Sprintf("allow %s: %q by %q at %s", a.Prefix, a.Note, a.CreatedBy, fmtTime(a.CreatedAt))
 }
 
-func fmtAudit(a idkeeper.AuditEntry) string {
+func fmtAudit(a audit.Entry) string {
 	return fmt.Sprintf("audit %d at %s: %q %q %q %q %q prev %s hash %s", a.Seq, fmtTime(a.At), a.Actor, a.Action,
 		a.Target, a.RemoteIP, a.Detail, a.Prev, a.Hash)
 }
@@ -304,7 +305,7 @@ func richState(t *testing.T, open Factory) *env {
 			CreatedBy: "alice", CreatedAt: now}), "AddAllowEntry")
 	}
 	for i := range 5 {
-		appendAudit(t, s, now.Add(time.Duration(i-5)*time.Hour), idkeeper.AuditLeaseGrant)
+		appendAudit(t, s, now.Add(time.Duration(i-5)*time.Hour), audit.LeaseGrant)
 	}
 	if n, err := s.PruneAudit(e.ctx, now.Add(-3*time.Hour-30*time.Minute), 100); err != nil || n != 2 {
 		t.Fatalf("PruneAudit = %d, %v; want 2", n, err)
@@ -335,7 +336,7 @@ func otherState(t *testing.T, open Factory, at time.Time) *env {
 	f.must(s.CreateSession(f.ctx, session("s-alice-2", "alice", now)), "CreateSession")
 	f.must(s.AddAllowEntry(f.ctx, idkeeper.AllowEntry{Prefix: netip.MustParsePrefix("172.16.0.0/12"), CreatedAt: now}), "AddAllowEntry")
 	for range 3 {
-		appendAudit(t, s, now, idkeeper.AuditLogin)
+		appendAudit(t, s, now, audit.Login)
 	}
 	if _, ok, err := s.TryLock(f.ctx, "retention", "replica-2", 24*time.Hour); err != nil || !ok {
 		t.Fatalf("TryLock = %v, %v", ok, err)
@@ -590,7 +591,7 @@ func testSnapshotReplaces(t *testing.T, open Factory) {
 	f.wantLocks("locks after the load", locks...)
 	f.wantSkews(skews...)
 	// The replaced store goes on from the snapshot's head.
-	appendAudit(t, s, f.now(), idkeeper.AuditLogin)
+	appendAudit(t, s, f.now(), audit.Login)
 	if seq, _, err := s.AuditHead(f.ctx); err != nil || seq != sn.meta.AuditSeq+1 {
 		t.Fatalf("AuditHead after an append = %d, %v; want %d", seq, err, sn.meta.AuditSeq+1)
 	}
@@ -825,7 +826,7 @@ func testSnapshotConsistent(t *testing.T, open Factory) {
 		if err := s.CreateUser(e.ctx, user("zz", idkeeper.RoleViewer)); err != nil {
 			return err
 		}
-		if err := s.AppendAudit(e.ctx, idkeeper.AuditEntry{At: now, Action: idkeeper.AuditLogin}.Seal(seq, hash)); err != nil {
+		if err := s.AppendAudit(e.ctx, audit.Entry{At: now, Action: audit.Login}.Seal(seq, hash)); err != nil {
 			return err
 		}
 		if n, err := s.PruneAudit(e.ctx, now, 1); err != nil || n != 1 {
@@ -970,7 +971,7 @@ func testSnapshotLarge(t *testing.T, open Factory) {
 		e.must(s.CreateAPIKey(e.ctx, newKey(fmt.Sprintf("key-%04d", i), e.now(), "")), "CreateAPIKey")
 	}
 	for range 1200 {
-		appendAudit(t, s, e.now(), idkeeper.AuditLeaseGrant)
+		appendAudit(t, s, e.now(), audit.LeaseGrant)
 	}
 	sn := e.readSnapshot()
 	if len(sn.recs) != 2500+1100+1200+1500 {
