@@ -3,7 +3,7 @@ package idkeeper
 // OperatorActor returns the actor of account changes made with direct access to
 // the store — the `idkeeper users` command on --store — named who (the operating
 // system's user, say). Whoever can open the store can change any record anyway:
-// Accounts lets this actor do what an enabled admin may (the rules that protect
+// account.Service lets this actor do what an enabled admin may (the rules that protect
 // the last enabled admin still hold), the audit log names it "operator:WHO", and
 // the accounts it adds have CreatedBy "operator:WHO". It is never stored. The
 // admin web must never use it: its actors are the users of its sessions. Its Name
@@ -22,8 +22,6 @@ func (u User) AuditActor() string {
 	return "user:" + u.Name
 }
 
-// addedBy is u as the CreatedBy of an account it adds: its name, or
-// "operator:WHO".
-func (u User) addedBy() string {
-	return u.Name // "operator:WHO" for an OperatorActor
-}
+// IsOperator reports whether u is an OperatorActor: the operator of the store,
+// not an account of the admin web.
+func (u User) IsOperator() bool { return u.operator }

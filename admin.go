@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/idkeeper/idkeeper/audit"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // The records of the admin web (issue #10): accounts, their server-side sessions,
@@ -68,7 +69,7 @@ type User struct {
 	PasswordChangedAt time.Time
 	LastLoginAt       time.Time // zero: never logged in
 	// Webhook is the Discord webhook URL the user's alerts go to; "" for none.
-	// The user sets it (Accounts.SetWebhook). It is stored as given, usable by
+	// The user sets it (account.Service.SetWebhook). It is stored as given, usable by
 	// the alert jobs, but its token is a secret: anyone holding the URL can post
 	// to the channel. It is shown only masked (discord.Mask) and never logged or
 	// put in the audit log.
@@ -125,14 +126,7 @@ func CleanText(s string, max int) (string, bool) {
 
 // textOnly is s with invalid UTF-8 and every character that is not text (notText)
 // replaced by '?': for what a browser sends (its User-Agent), kept and shown as is.
-func textOnly(s string) string {
-	return strings.Map(func(r rune) rune {
-		if notText(r) {
-			return '?'
-		}
-		return r
-	}, strings.ToValidUTF8(s, "?"))
-}
+func textOnly(s string) string { return protocol.TextOnly(s) }
 
 // AdminStore keeps the records of the admin web. Every method is atomic and safe
 // for concurrent use by several processes sharing the store. Times are stored to

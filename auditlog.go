@@ -21,13 +21,13 @@ import (
 // log and the admin web's ended sessions.
 
 // Auditor appends one entry to the audit log: sealed after the log's head, At
-// and RemoteIP kept as given when set. *Accounts satisfies it (Accounts.Audit).
+// and RemoteIP kept as given when set. *account.Service satisfies it (account.Service.Audit).
 type Auditor interface {
 	Audit(ctx context.Context, e audit.Entry) error
 }
 
 // SessionPruner deletes the admin web's ended sessions and returns how many;
-// *Accounts satisfies it (Accounts.PruneSessions).
+// *account.Service satisfies it (account.Service.PruneSessions).
 type SessionPruner interface {
 	PruneSessions(ctx context.Context) (int, error)
 }

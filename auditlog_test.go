@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/bolt"
 	"github.com/idkeeper/idkeeper/internal/harness/fakeclock"
@@ -19,14 +20,14 @@ import (
 )
 
 // auditStore opens a bolt file for the audit log and Accounts over it.
-func auditStore(t *testing.T, clk *fakeclock.Clock) (*bolt.Store, *idkeeper.Accounts) {
+func auditStore(t *testing.T, clk *fakeclock.Clock) (*bolt.Store, *account.Service) {
 	t.Helper()
 	st, err := bolt.Open(filepath.Join(t.TempDir(), "admin.db"), bolt.Options{Clock: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	acc, err := idkeeper.NewAccounts(st, password.Hasher{Params: cheapParams}, idkeeper.AccountsConfig{Clock: clk.Now, Logger: quiet})
+	acc, err := account.New(st, password.Hasher{Params: password.Params{Memory: 64, Time: 1, Threads: 1, SaltLen: 16, KeyLen: 32}}, account.Config{Clock: clk.Now, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,10 +316,10 @@ func TestRetentionJob(t *testing.T) {
 		!strings.Contains(err.Error(), "audit-retention") {
 		t.Fatalf("a negative retention: %v", err)
 	}
-	if ok, err := acc.EnsureFirstAdmin(ctx, "root", rootPW); !ok || err != nil { // entry 1
+	if ok, err := acc.EnsureFirstAdmin(ctx, "root", "root password 123"); !ok || err != nil { // entry 1
 		t.Fatal(ok, err)
 	}
-	if _, _, err := acc.Login(ctx, "root", rootPW, "10.0.0.1", "test"); err != nil { // entry 2, a session
+	if _, _, err := acc.Login(ctx, "root", "root password 123", "10.0.0.1", "test"); err != nil { // entry 2, a session
 		t.Fatal(err)
 	}
 	clk.Advance(48 * time.Hour)

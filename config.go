@@ -111,7 +111,7 @@ type Config struct {
 	// The entries are appended in order by a goroutine of their own (Open starts
 	// it, Close drains it), never on the request's path: when AuditQueueSize
 	// entries wait already, a new one is dropped and counted
-	// (Observer.AuditDropped). *Accounts satisfies it.
+	// (Observer.AuditDropped). *account.Service satisfies it.
 	Audit Auditor
 	// AdminStore, when set, is pruned by the retention job (PruneAdminRecords):
 	// audit entries older than AuditRetention go, once an hour, under a job lock.

@@ -2,7 +2,6 @@ package idkeeper
 
 import (
 	"context"
-	"time"
 
 	"github.com/idkeeper/idkeeper/audit"
 )
@@ -32,31 +31,4 @@ func SetAuditQueue(r *Registry, n int) {
 	if r.audit != nil {
 		r.audit.ch = make(chan audit.Entry, n)
 	}
-}
-
-// SetLoginThrottleCapacity makes a's login throttle remember at most n entries.
-func SetLoginThrottleCapacity(a *Accounts, n int) {
-	a.throttle.mu.Lock()
-	defer a.throttle.mu.Unlock()
-	a.throttle.capacity = n
-}
-
-// LoginThrottleLen is how many entries a's login throttle holds.
-func LoginThrottleLen(a *Accounts) int {
-	a.throttle.mu.Lock()
-	defer a.throttle.mu.Unlock()
-	return len(a.throttle.seen)
-}
-
-// LoginSlowDelay is the slow-down of a login of an account with n failures.
-func LoginSlowDelay(n int) time.Duration { return slowDelay(n) }
-
-// LoginQueueLen is how many slowed logins of account wait for their turn in a.
-func LoginQueueLen(a *Accounts, account string) int {
-	a.throttle.mu.Lock()
-	defer a.throttle.mu.Unlock()
-	if c := a.throttle.seen[throttleKey{'u', account, ""}]; c != nil {
-		return c.waiting
-	}
-	return 0
 }

@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/backup"
 	"github.com/idkeeper/idkeeper/discord"
@@ -58,7 +59,7 @@ const RetryAfterSeconds = 5
 // field of the others means its default.
 type Config struct {
 	Registry *idkeeper.Registry
-	Accounts *idkeeper.Accounts
+	Accounts *account.Service
 	// Store keeps the allow-list entries and the audit log (the store the
 	// Accounts use).
 	Store idkeeper.AdminStore
@@ -115,7 +116,7 @@ type Config struct {
 	// Discord, when set, sends the test message of a user's webhook (webhook.go;
 	// the Profile page's "Send test message"). Nil: the test answers 409
 	// ALERTS_NOT_CONFIGURED. Which webhook URLs a user may store is
-	// idkeeper.AccountsConfig.ValidWebhook's.
+	// account.Config.ValidWebhook's.
 	Discord *discord.Client
 }
 
@@ -123,7 +124,7 @@ type Config struct {
 type Handler struct {
 	cfg    Config
 	reg    *idkeeper.Registry
-	acct   *idkeeper.Accounts
+	acct   *account.Service
 	store  idkeeper.AdminStore
 	allow  *idkeeper.AllowList
 	log    *slog.Logger

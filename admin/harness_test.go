@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/admin"
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/backup"
@@ -53,7 +54,7 @@ type env struct {
 	clk    *fakeclock.Clock
 	store  fullStore
 	reg    *idkeeper.Registry
-	acct   *idkeeper.Accounts
+	acct   *account.Service
 	allow  *idkeeper.AllowList
 	h      *admin.Handler
 	srv    *httptest.Server
@@ -129,7 +130,7 @@ func newEnv(t *testing.T, opts ...func(*setup)) *env {
 	if _, err := st.Init(ctx, idkeeper.PoolSpec{First: s.first, Nodes: s.nodes, Layout: s.layout}); err != nil {
 		t.Fatal(err)
 	}
-	acct, err := idkeeper.NewAccounts(st, password.Hasher{Params: cheap}, idkeeper.AccountsConfig{Clock: clk.Now, Logger: quiet,
+	acct, err := account.New(st, password.Hasher{Params: cheap}, account.Config{Clock: clk.Now, Logger: quiet,
 		ValidWebhook: discord.ValidWebhookURL})
 	if err != nil {
 		t.Fatal(err)

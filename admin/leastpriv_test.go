@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/admin"
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/backup"
@@ -188,12 +189,12 @@ func TestRestorePasswordIsThrottled(t *testing.T) {
 	root := e.login("root", rootPW)
 	_, file := e.raw("GET", "/admin/api/backup", nil, "Cookie", root)
 	pv := e.preview(root, file).ok(t)
-	for range idkeeper.LoginPairFailures {
+	for range account.LoginPairFailures {
 		e.confirm(root, pv, "wrong-password-0000").problem(t, idkeeper.CodeInvalidRequest)
 	}
 	r := e.confirm(root, pv, rootPW).problem(t, idkeeper.CodeInvalidRequest)
 	if !strings.Contains(r.str("detail"), "too many wrong passwords") {
-		t.Fatalf("after %d wrong passwords: %s", idkeeper.LoginPairFailures, r.raw)
+		t.Fatalf("after %d wrong passwords: %s", account.LoginPairFailures, r.raw)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/admin"
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/internal/wire"
@@ -184,7 +185,7 @@ func TestSessionsDropped(t *testing.T) {
 func TestBruteForceThrottled(t *testing.T) {
 	e := newEnv(t)
 	e.user("alice", idkeeper.RoleViewer)
-	for i := range idkeeper.LoginPairFailures {
+	for i := range account.LoginPairFailures {
 		r := e.do("POST", "/admin/api/login", fmt.Sprintf(`{"name":"alice","password":"guess-number-%d"}`, i)).
 			problem(t, idkeeper.CodeLoginFailed)
 		if r.header.Get("Retry-After") != "" {
@@ -192,14 +193,14 @@ func TestBruteForceThrottled(t *testing.T) {
 		}
 	}
 	r := e.do("POST", "/admin/api/login", `{"name":"alice","password":"guess-number-6"}`).problem(t, idkeeper.CodeLoginFailed)
-	if s, _ := strconv.Atoi(r.header.Get("Retry-After")); s <= 0 || s > int(idkeeper.LoginThrottleWindow.Seconds()) {
+	if s, _ := strconv.Atoi(r.header.Get("Retry-After")); s <= 0 || s > int(account.LoginThrottleWindow.Seconds()) {
 		t.Fatalf("Retry-After %q", r.header.Get("Retry-After"))
 	}
 	r = e.do("POST", "/admin/api/login", `{"name":"alice","password":"`+userPW+`"}`).problem(t, idkeeper.CodeLoginFailed)
 	if r.header.Get("Retry-After") == "" || len(r.header.Values("Set-Cookie")) != 0 {
 		t.Fatalf("the right password while throttled: %v %s", r.header, r.raw)
 	}
-	e.clk.Advance(idkeeper.LoginThrottleWindow)
+	e.clk.Advance(account.LoginThrottleWindow)
 	e.login("alice", userPW)
 }
 
@@ -208,7 +209,7 @@ func TestBruteForceThrottled(t *testing.T) {
 // made-up addresses. From a trusted proxy the forwarded address counts.
 func TestSpoofedForwardedForIgnored(t *testing.T) {
 	e := newEnv(t)
-	for i := range idkeeper.LoginSourceFailures {
+	for i := range account.LoginSourceFailures {
 		e.do("POST", "/admin/api/login", fmt.Sprintf(`{"name":"nobody-%d","password":"guess-password"}`, i),
 			"X-Forwarded-For", fmt.Sprintf("203.0.113.%d", i+1)).problem(t, idkeeper.CodeLoginFailed)
 	}
@@ -226,7 +227,7 @@ func TestSpoofedForwardedForIgnored(t *testing.T) {
 	}
 
 	p := newEnv(t, func(s *setup) { s.trusted = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")} })
-	for i := range idkeeper.LoginSourceFailures {
+	for i := range account.LoginSourceFailures {
 		p.do("POST", "/admin/api/login", fmt.Sprintf(`{"name":"nobody-%d","password":"guess-password"}`, i),
 			"X-Forwarded-For", "203.0.113.1").problem(t, idkeeper.CodeLoginFailed)
 	}
@@ -248,7 +249,7 @@ func TestChangePasswordThrottled(t *testing.T) {
 	e := newEnv(t)
 	e.user("alice", idkeeper.RoleViewer)
 	tok := e.login("alice", userPW)
-	for range idkeeper.LoginPairFailures {
+	for range account.LoginPairFailures {
 		r := e.do("POST", "/admin/api/me/password", `{"oldPassword":"wrong-password-0","newPassword":"new-password-0123"}`,
 			"Cookie", tok).problem(t, idkeeper.CodeInvalidRequest)
 		if r.str("field") != "oldPassword" {

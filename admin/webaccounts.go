@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/backup"
 	"github.com/idkeeper/idkeeper/internal/wire"
@@ -21,7 +22,7 @@ import (
 // passwordBounds are the password lengths the forms state.
 type passwordBounds struct{ MinPassword, MaxPassword int }
 
-var pwBounds = passwordBounds{MinPassword: idkeeper.MinPasswordLen, MaxPassword: idkeeper.MaxPasswordLen}
+var pwBounds = passwordBounds{MinPassword: account.MinPasswordLen, MaxPassword: account.MaxPasswordLen}
 
 // usersView is the data of the users page.
 type usersView struct {

@@ -16,7 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/admin"
 	"github.com/idkeeper/idkeeper/backup"
 	"github.com/idkeeper/idkeeper/bolt"
@@ -25,7 +28,6 @@ import (
 	idkhttp "github.com/idkeeper/idkeeper/http"
 	"github.com/idkeeper/idkeeper/idempotency"
 	"github.com/idkeeper/idkeeper/password"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // The environment of the page tests (webpages_test.go, browser_test.go): a bolt
@@ -42,7 +44,7 @@ type webEnv struct {
 	t     *testing.T
 	store *bolt.Store
 	reg   *idkeeper.Registry
-	acct  *idkeeper.Accounts
+	acct  *account.Service
 	url   string // http://127.0.0.1:PORT
 	admin idkeeper.User
 	// started is the start time of the requesters the tests lease with.
@@ -73,8 +75,8 @@ func newWebEnvPool(t *testing.T, pool idkeeper.PoolSpec) *webEnv {
 	if _, err := st.Init(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
-	acct, err := idkeeper.NewAccounts(st, password.Hasher{Params: password.Params{Memory: 64, Time: 1, Threads: 1,
-		SaltLen: 16, KeyLen: 32}}, idkeeper.AccountsConfig{Logger: quiet, ValidWebhook: discord.ValidWebhookURL})
+	acct, err := account.New(st, password.Hasher{Params: password.Params{Memory: 64, Time: 1, Threads: 1,
+		SaltLen: 16, KeyLen: 32}}, account.Config{Logger: quiet, ValidWebhook: discord.ValidWebhookURL})
 	if err != nil {
 		t.Fatal(err)
 	}

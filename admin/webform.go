@@ -62,7 +62,7 @@ const (
 const secretCookie = "idkeeper_secret"
 
 // sessionKey derives a key of purpose from the session's cookie token: the store
-// holds only the token's hash (idkeeper.SessionID), so it cannot derive it.
+// holds only the token's hash (account.SessionID), so it cannot derive it.
 func sessionKey(session, purpose string) []byte {
 	m := hmac.New(sha256.New, []byte(session))
 	m.Write([]byte("idkeeper admin " + purpose + " v1"))

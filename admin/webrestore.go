@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/internal/wire"
 )
 
@@ -34,7 +35,7 @@ type restorePreviewView struct {
 func (h *Handler) renderRestorePreview(w http.ResponseWriter, r *http.Request, p *principal, status int, errMsg string,
 	pv wire.RestorePreview) {
 	v := h.baseView(w, r, p, "Restore a backup", "backups")
-	rv := restorePreviewView{P: pv, MaxPassword: idkeeper.MaxPasswordLen,
+	rv := restorePreviewView{P: pv, MaxPassword: account.MaxPasswordLen,
 		Lease: time.Duration(pv.LeaseDurationMs) * time.Millisecond, Grace: time.Duration(pv.GraceMs) * time.Millisecond}
 	rv.Until, _ = wire.ParseTime(pv.QuarantineEnd)
 	rv.ExpiresAt, _ = wire.ParseTime(pv.ExpiresAt)

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/alert"
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/bolt"
@@ -42,7 +43,7 @@ type store interface {
 type replica struct {
 	st    store
 	reg   *idkeeper.Registry
-	acct  *idkeeper.Accounts
+	acct  *account.Service
 	al    *alert.Alerter
 	prom  *prometheus.Registry
 	owner string
@@ -107,7 +108,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 				t.Fatal(err)
 			}
 		}
-		acct, err := idkeeper.NewAccounts(st, password.Hasher{Params: cheap}, idkeeper.AccountsConfig{Clock: e.clk.Now, Logger: quiet})
+		acct, err := account.New(st, password.Hasher{Params: cheap}, account.Config{Clock: e.clk.Now, Logger: quiet})
 		if err != nil {
 			t.Fatal(err)
 		}

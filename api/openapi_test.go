@@ -25,7 +25,11 @@ import (
 	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/robfig/cron/v3"
+
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/admin"
 	"github.com/idkeeper/idkeeper/api"
 	"github.com/idkeeper/idkeeper/backup"
@@ -37,8 +41,6 @@ import (
 	"github.com/idkeeper/idkeeper/internal/problem"
 	"github.com/idkeeper/idkeeper/password"
 	"github.com/idkeeper/idkeeper/snowflake"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/robfig/cron/v3"
 )
 
 // The servers a path item names in x-idkeeper-servers.
@@ -558,8 +560,8 @@ func startServers(t *testing.T) *servers {
 	if _, err := st.Init(ctx, idkeeper.PoolSpec{Nodes: 64}); err != nil {
 		t.Fatal(err)
 	}
-	acct, err := idkeeper.NewAccounts(st, password.Hasher{Params: password.Params{Memory: 64, Time: 1, Threads: 1, SaltLen: 16, KeyLen: 32}},
-		idkeeper.AccountsConfig{Logger: quiet, ValidWebhook: discord.ValidWebhookURL})
+	acct, err := account.New(st, password.Hasher{Params: password.Params{Memory: 64, Time: 1, Threads: 1, SaltLen: 16, KeyLen: 32}},
+		account.Config{Logger: quiet, ValidWebhook: discord.ValidWebhookURL})
 	if err != nil {
 		t.Fatal(err)
 	}

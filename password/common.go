@@ -63,6 +63,6 @@ func hasLetter(s string) bool {
 	return strings.IndexFunc(s, func(r rune) bool { return r >= 'a' && r <= 'z' }) >= 0
 }
 
-// IsCommon is the package's IsCommon: it lets idkeeper.Accounts refuse common
+// IsCommon is the package's IsCommon: it lets account.Service refuse common
 // passwords wherever a password is set.
 func (Hasher) IsCommon(pw string) bool { return IsCommon(pw) }

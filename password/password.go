@@ -5,7 +5,7 @@
 //	$argon2id$v=19$m=65536,t=3,p=4$<salt>$<key>
 //
 // with salt and key in unpadded standard base64. A Hasher satisfies
-// idkeeper.PasswordHasher; its zero value is ready, with the strong defaults.
+// account.PasswordHasher; its zero value is ready, with the strong defaults.
 package password
 
 import (
@@ -19,7 +19,7 @@ import (
 
 	"golang.org/x/crypto/argon2"
 
-	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
 )
 
 // The default parameters: RFC 9106 §4's second recommended option (for systems
@@ -52,8 +52,8 @@ const (
 
 // Bounds of a password, in bytes (CheckPolicy): the domain's.
 const (
-	MinLen = idkeeper.MinPasswordLen
-	MaxLen = idkeeper.MaxPasswordLen
+	MinLen = account.MinPasswordLen
+	MaxLen = account.MaxPasswordLen
 )
 
 // MaxConcurrent is how many Argon2id computations a process runs at once; more
@@ -75,7 +75,7 @@ var (
 )
 
 // CheckPolicy returns nil when pw may become a password: MinLen..MaxLen bytes,
-// the rule of idkeeper.CheckPassword. Length is the rule (NIST SP 800-63B
+// the rule of account.CheckPassword. Length is the rule (NIST SP 800-63B
 // §3.1.1.2 prefers length to composition rules; 12 is OWASP's floor for accounts
 // without a second factor, and these accounts manage the keys of every service).
 // The upper bound keeps forms and hashing bounded while admitting any passphrase
@@ -99,7 +99,7 @@ type Params struct {
 	KeyLen  uint32 // bytes: MinKeyLen..MaxKeyLen
 }
 
-var _ idkeeper.PasswordHasher = Hasher{}
+var _ account.PasswordHasher = Hasher{}
 
 // DefaultParams are the parameters of the zero Hasher.
 var DefaultParams = Params{DefaultMemory, DefaultTime, DefaultThreads, DefaultSaltLen, DefaultKeyLen}

@@ -85,6 +85,17 @@ func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
 // the logs.
 func NotText(r rune) bool { return unicode.In(r, unicode.Cc, unicode.Cf, unicode.Zl, unicode.Zp) }
 
+// TextOnly is s with invalid UTF-8 and every character that is not text (NotText)
+// replaced by '?': fit for a page, the audit log or a log line.
+func TextOnly(s string) string {
+	return strings.Map(func(r rune) rune {
+		if NotText(r) {
+			return '?'
+		}
+		return r
+	}, strings.ToValidUTF8(s, "?"))
+}
+
 func notBase64URL(r rune) bool {
 	return !('A' <= r && r <= 'Z' || 'a' <= r && r <= 'z' || '0' <= r && r <= '9' || r == '-' || r == '_')
 }

@@ -11,7 +11,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/admin"
 	"github.com/idkeeper/idkeeper/backup"
 	"github.com/idkeeper/idkeeper/bolt"
@@ -20,7 +23,6 @@ import (
 	"github.com/idkeeper/idkeeper/idempotency"
 	"github.com/idkeeper/idkeeper/password"
 	"github.com/idkeeper/idkeeper/redis"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // AdminPasswordEnv names the environment variable holding the first admin's
@@ -37,7 +39,7 @@ const DefaultAdminUser = "admin"
 // and the handler of /admin/, on the API listener or its own.
 type adminWeb struct {
 	store   idkeeper.AdminStore
-	acc     *idkeeper.Accounts
+	acc     *account.Service
 	allow   *idkeeper.AllowList
 	idem    *idempotency.Service // the Idempotency-Key records of the admin creates; nil: none
 	handler http.Handler
@@ -63,8 +65,8 @@ func checkAdminSettings(cfg serverConfig) error {
 		if !idkeeper.ValidUserName(cfg.AdminUser) {
 			return usagef("--admin-user %q: a user name is 1 to %d of a-z 0-9 . _ @ -", cfg.AdminUser, idkeeper.MaxUserNameLen)
 		}
-		if err := idkeeper.CheckPassword("password", cfg.AdminPassword); err != nil {
-			return usagef("%s: a password has %d to %d bytes", AdminPasswordEnv, idkeeper.MinPasswordLen, idkeeper.MaxPasswordLen)
+		if err := account.CheckPassword("password", cfg.AdminPassword); err != nil {
+			return usagef("%s: a password has %d to %d bytes", AdminPasswordEnv, account.MinPasswordLen, account.MaxPasswordLen)
 		}
 		if password.IsCommon(cfg.AdminPassword) {
 			return usagef("%s: the password is one of the most common ones (perhaps with digits or symbols added); "+
@@ -74,7 +76,7 @@ func checkAdminSettings(cfg serverConfig) error {
 	}
 	// NewAccounts checks its settings without touching the store: a nil store of
 	// the right type suffices for that.
-	if _, err := idkeeper.NewAccounts((*bolt.Store)(nil), password.Hasher{}, cfg.Accounts); err != nil {
+	if _, err := account.New((*bolt.Store)(nil), password.Hasher{}, cfg.Accounts); err != nil {
 		return usageError{err}
 	}
 	return nil
@@ -90,7 +92,7 @@ func newAdminWeb(store idkeeper.Store, cfg serverConfig, log *slog.Logger) (*adm
 	ac := cfg.Accounts
 	ac.Logger = log
 	ac.ValidWebhook = discord.ValidWebhookURL // users set their alerts' webhook on the profile page
-	acc, err := idkeeper.NewAccounts(as, password.Hasher{}, ac)
+	acc, err := account.New(as, password.Hasher{}, ac)
 	if err != nil {
 		return nil, usageError{err}
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
 	idkhttp "github.com/idkeeper/idkeeper/http"
 	"github.com/idkeeper/idkeeper/localstate"
 )
@@ -50,7 +51,7 @@ type serverConfig struct {
 	AdminListen string
 	// Accounts are the admin web's session timeouts; the Logger is set by
 	// startRegistryServer.
-	Accounts        idkeeper.AccountsConfig
+	Accounts        account.Config
 	ShutdownTimeout time.Duration
 	Version, Commit string
 	Logger          *slog.Logger
@@ -128,8 +129,8 @@ func (f *serverFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.auditRetention, "audit-retention", idkeeper.DefaultAuditRetention, "how long audit log entries are kept; at least 1h")
 	fs.DurationVar(&f.historyRetention, "history-retention", idkeeper.DefaultHistoryRetention,
 		"how long the lease history keeps a lease after it ended (which process minted an ID); at least 1h")
-	fs.DurationVar(&f.sessionIdle, "session-idle-timeout", idkeeper.DefaultIdleTimeout, "an admin web session unused this long ends; 1m..24h")
-	fs.DurationVar(&f.sessionAbsolute, "session-absolute-timeout", idkeeper.DefaultAbsoluteTimeout, "an admin web session ends this long after its login, however busy; session-idle-timeout..720h")
+	fs.DurationVar(&f.sessionIdle, "session-idle-timeout", account.DefaultIdleTimeout, "an admin web session unused this long ends; 1m..24h")
+	fs.DurationVar(&f.sessionAbsolute, "session-absolute-timeout", account.DefaultAbsoluteTimeout, "an admin web session ends this long after its login, however busy; session-idle-timeout..720h")
 	f.log.register(fs)
 	f.listen.register(fs)
 	f.unsafe.register(fs)
@@ -197,7 +198,7 @@ func (f *serverFlags) config(env lookupEnv, stderr io.Writer) (serverConfig, err
 	if f.sessionIdle <= 0 || f.sessionAbsolute <= 0 {
 		return c, usagef("--session-idle-timeout and --session-absolute-timeout must be positive")
 	}
-	c.Accounts = idkeeper.AccountsConfig{IdleTimeout: f.sessionIdle, AbsoluteTimeout: f.sessionAbsolute}
+	c.Accounts = account.Config{IdleTimeout: f.sessionIdle, AbsoluteTimeout: f.sessionAbsolute}
 	c.ShutdownTimeout = f.drain
 	c.Env = env
 	c.Logger = f.log.logger(stderr)

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/bolt"
 	"github.com/idkeeper/idkeeper/internal/wire"
 	"github.com/idkeeper/idkeeper/password"
@@ -145,7 +146,7 @@ func readPassword(file string) (string, error) {
 			return "", usagef("the password comes from --password-file or is piped into standard input, not typed on a terminal")
 		}
 	}
-	line, err := bufio.NewReaderSize(io.LimitReader(r, idkeeper.MaxPasswordLen+2), idkeeper.MaxPasswordLen+2).ReadString('\n')
+	line, err := bufio.NewReaderSize(io.LimitReader(r, account.MaxPasswordLen+2), account.MaxPasswordLen+2).ReadString('\n')
 	if err != nil && !errors.Is(err, io.EOF) {
 		return "", fmt.Errorf("read the password: %w", err)
 	}
@@ -153,11 +154,11 @@ func readPassword(file string) (string, error) {
 	if pw == "" {
 		return "", usagef("no password: give --password-file or pipe the password into standard input")
 	}
-	if err := idkeeper.CheckPassword("password", pw); err != nil {
+	if err := account.CheckPassword("password", pw); err != nil {
 		return "", usageError{err}
 	}
 	if password.IsCommon(pw) {
-		return "", usageError{idkeeper.PasswordTooCommon("password")}
+		return "", usageError{account.PasswordTooCommon("password")}
 	}
 	return pw, nil
 }
@@ -286,7 +287,7 @@ func (f *usersFlags) backend(ctx context.Context, stderr io.Writer) (usersBacken
 // operator (idkeeper.OperatorActor).
 type storeUsers struct {
 	s     idkeeper.Store
-	acc   *idkeeper.Accounts
+	acc   *account.Service
 	actor idkeeper.User
 }
 
@@ -296,7 +297,7 @@ func newStoreUsers(s idkeeper.Store, log *slog.Logger) (usersBackend, error) {
 		_ = s.Close()
 		return nil, errors.New("this store keeps no accounts")
 	}
-	acc, err := idkeeper.NewAccounts(as, password.Hasher{}, idkeeper.AccountsConfig{Logger: log})
+	acc, err := account.New(as, password.Hasher{}, account.Config{Logger: log})
 	if err != nil {
 		_ = s.Close()
 		return nil, err

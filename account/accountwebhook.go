@@ -1,10 +1,11 @@
-package idkeeper
+package account
 
 import (
 	"context"
 	"net/url"
 	"strings"
 
+	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/audit"
 )
 
@@ -12,25 +13,25 @@ import (
 // or clears it when webhook is "", and returns the account without its password
 // hash. Spaces around webhook are trimmed. Every enabled account may set its own,
 // whatever its role; nobody sets another's. A URL must pass
-// AccountsConfig.ValidWebhook; without one, only clearing is possible. The
+// Config.ValidWebhook; without one, only clearing is possible. The
 // account's sessions stay (Epoch is not changed). The change is audited as
 // audit.UserWebhook with the URL masked, never its token; the same value is no
 // change and no entry. Errors: INVALID_REQUEST naming "url" (over MaxWebhookLen
 // bytes, refused by the validator, or no validator configured); SESSION_EXPIRED
 // when the account is gone or disabled; FORBIDDEN for an OperatorActor, which has
 // no account.
-func (a *Accounts) SetWebhook(ctx context.Context, user User, webhook string) (User, error) {
-	if user.operator {
-		return User{}, Errorf(CodeForbidden, "a webhook belongs to an account: the operator of the store has none")
+func (a *Service) SetWebhook(ctx context.Context, user idkeeper.User, webhook string) (idkeeper.User, error) {
+	if user.IsOperator() {
+		return idkeeper.User{}, idkeeper.Errorf(idkeeper.CodeForbidden, "a webhook belongs to an account: the operator of the store has none")
 	}
 	webhook = strings.TrimSpace(webhook)
 	if webhook != "" {
 		if err := a.checkWebhook(webhook); err != nil {
-			return User{}, err
+			return idkeeper.User{}, err
 		}
 	}
 	detail := ""
-	u, err := a.update(ctx, user.Name, func(u *User) error {
+	u, err := a.update(ctx, user.Name, func(u *idkeeper.User) error {
 		detail = "" // a retry after a conflict reads again
 		if u.Disabled {
 			return errSessionExpired
@@ -46,10 +47,10 @@ func (a *Accounts) SetWebhook(ctx context.Context, user User, webhook string) (U
 		}
 		return nil
 	})
-	if ErrorCode(err) == CodeNotFound {
-		return User{}, errSessionExpired
+	if idkeeper.ErrorCode(err) == idkeeper.CodeNotFound {
+		return idkeeper.User{}, errSessionExpired
 	} else if err != nil {
-		return User{}, err
+		return idkeeper.User{}, err
 	}
 	if detail != "" {
 		a.audit(ctx, audit.Entry{Actor: user.AuditActor(), Action: audit.UserWebhook, Target: "user:" + user.Name, Detail: detail})
@@ -60,15 +61,15 @@ func (a *Accounts) SetWebhook(ctx context.Context, user User, webhook string) (U
 
 // checkWebhook returns nil when webhook may be stored, else an INVALID_REQUEST
 // Error naming "url" whose cause is the validator's error.
-func (a *Accounts) checkWebhook(webhook string) error {
-	if len(webhook) > MaxWebhookLen {
-		return Invalidf("url", "a webhook URL has at most %d bytes", MaxWebhookLen)
+func (a *Service) checkWebhook(webhook string) error {
+	if len(webhook) > idkeeper.MaxWebhookLen {
+		return idkeeper.Invalidf("url", "a webhook URL has at most %d bytes", idkeeper.MaxWebhookLen)
 	}
 	if a.cfg.ValidWebhook == nil {
-		return Invalidf("url", "this server takes no webhook URL: alerts are not configured")
+		return idkeeper.Invalidf("url", "this server takes no webhook URL: alerts are not configured")
 	}
 	if err := a.cfg.ValidWebhook(webhook); err != nil {
-		return &Error{Code: CodeInvalidRequest, Field: "url", Message: err.Error(), Err: err}
+		return &idkeeper.Error{Code: idkeeper.CodeInvalidRequest, Field: "url", Message: err.Error(), Err: err}
 	}
 	return nil
 }

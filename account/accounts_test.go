@@ -1,4 +1,4 @@
-package idkeeper_test
+package account_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/bolt"
 	"github.com/idkeeper/idkeeper/internal/harness/fakeclock"
@@ -33,7 +34,7 @@ func (h *countingHasher) Verify(hash, pw string) (bool, error) {
 }
 
 type acctEnv struct {
-	acc    *idkeeper.Accounts
+	acc    *account.Service
 	store  *bolt.Store
 	clk    *fakeclock.Clock
 	hasher *countingHasher
@@ -41,7 +42,7 @@ type acctEnv struct {
 	slept  *sleeper
 }
 
-// sleeper is AccountsConfig.Sleep for tests: it records each delay and advances
+// sleeper is Config.Sleep for tests: it records each delay and advances
 // the fake clock by it instead of waiting.
 type sleeper struct {
 	clk   *fakeclock.Clock
@@ -82,7 +83,7 @@ var (
 	quiet = slog.New(slog.DiscardHandler)
 )
 
-// newAcctEnv opens Accounts over a real bbolt file with a fake clock and the first
+// newAcctEnv opens a Service over a real bbolt file with a fake clock and the first
 // admin "root".
 func newAcctEnv(t *testing.T) *acctEnv {
 	t.Helper()
@@ -94,7 +95,7 @@ func newAcctEnv(t *testing.T) *acctEnv {
 	t.Cleanup(func() { st.Close() })
 	h := &countingHasher{Hasher: password.Hasher{Params: cheapParams}}
 	sl := &sleeper{clk: clk}
-	acc, err := idkeeper.NewAccounts(st, h, idkeeper.AccountsConfig{Clock: clk.Now, Logger: quiet, Sleep: sl.Sleep})
+	acc, err := account.New(st, h, account.Config{Clock: clk.Now, Logger: quiet, Sleep: sl.Sleep})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +136,7 @@ func (e *acctEnv) wantSession(t *testing.T, tok string, valid bool) {
 		t.Fatalf("Authenticate: %v, want a valid session", err)
 	case !valid:
 		wantCode(t, err, idkeeper.CodeSessionExpired)
-		if _, err := e.store.Session(actx, idkeeper.SessionID(tok)); !errors.Is(err, idkeeper.ErrNotFound) {
+		if _, err := e.store.Session(actx, account.SessionID(tok)); !errors.Is(err, idkeeper.ErrNotFound) {
 			t.Fatalf("an ended session is still stored: %v", err)
 		}
 	}
@@ -181,7 +182,7 @@ func TestEnsureFirstAdmin(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	acc, _ := idkeeper.NewAccounts(st, password.Hasher{Params: cheapParams}, idkeeper.AccountsConfig{Clock: e.clk.Now, Logger: quiet})
+	acc, _ := account.New(st, password.Hasher{Params: cheapParams}, account.Config{Clock: e.clk.Now, Logger: quiet})
 	_, err = acc.EnsureFirstAdmin(actx, "admin", "short")
 	wantCode(t, err, idkeeper.CodeInvalidRequest)
 	_, err = acc.EnsureFirstAdmin(actx, "Admin!", rootPW)
@@ -227,8 +228,8 @@ func TestLoginOneGenericError(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := e.clk.Now()
-	if len(tok) != 43 || s.ID != idkeeper.SessionID(tok) || s.User != "bob" || s.Epoch != bob.Epoch ||
-		!s.ExpiresAt.Equal(now.Add(idkeeper.DefaultAbsoluteTimeout)) || !s.SeenAt.Equal(now) ||
+	if len(tok) != 43 || s.ID != account.SessionID(tok) || s.User != "bob" || s.Epoch != bob.Epoch ||
+		!s.ExpiresAt.Equal(now.Add(account.DefaultAbsoluteTimeout)) || !s.SeenAt.Equal(now) ||
 		s.RemoteIP != "198.51.100.9" || s.UserAgent != "Mozilla/5.0" {
 		t.Fatalf("session %+v of token %q", s, tok)
 	}
@@ -273,7 +274,7 @@ func TestLoginOneGenericError(t *testing.T) {
 
 func TestSessionTimeouts(t *testing.T) {
 	e := newAcctEnv(t)
-	idle := idkeeper.DefaultIdleTimeout
+	idle := account.DefaultIdleTimeout
 
 	// Idle: each use within the idle timeout keeps it; one gap of it ends it.
 	tok := e.login(t, "root", rootPW, "192.0.2.1")
@@ -281,7 +282,7 @@ func TestSessionTimeouts(t *testing.T) {
 		e.clk.Advance(idle - time.Minute)
 		e.wantSession(t, tok, true)
 	}
-	s, _ := e.store.Session(actx, idkeeper.SessionID(tok))
+	s, _ := e.store.Session(actx, account.SessionID(tok))
 	if !s.SeenAt.Equal(e.clk.Now()) {
 		t.Fatalf("SeenAt %v, want %v", s.SeenAt, e.clk.Now())
 	}
@@ -297,11 +298,11 @@ func TestSessionTimeouts(t *testing.T) {
 	// Absolute: busy all along, it ends AbsoluteTimeout after the login.
 	tok = e.login(t, "root", rootPW, "192.0.2.1")
 	start := e.clk.Now()
-	for e.clk.Now().Before(start.Add(idkeeper.DefaultAbsoluteTimeout - 20*time.Minute)) {
+	for e.clk.Now().Before(start.Add(account.DefaultAbsoluteTimeout - 20*time.Minute)) {
 		e.clk.Advance(20 * time.Minute)
 		e.wantSession(t, tok, true)
 	}
-	e.clk.Set(start.Add(idkeeper.DefaultAbsoluteTimeout))
+	e.clk.Set(start.Add(account.DefaultAbsoluteTimeout))
 	e.wantSession(t, tok, false)
 
 	// PruneSessions drops idle ones nobody uses again.
@@ -313,7 +314,7 @@ func TestSessionTimeouts(t *testing.T) {
 	if n, err := e.acc.PruneSessions(actx); n != 1 || err != nil {
 		t.Fatalf("PruneSessions: %d, %v", n, err)
 	}
-	if _, err := e.store.Session(actx, idkeeper.SessionID(tok)); !errors.Is(err, idkeeper.ErrNotFound) {
+	if _, err := e.store.Session(actx, account.SessionID(tok)); !errors.Is(err, idkeeper.ErrNotFound) {
 		t.Fatalf("pruned session: %v", err)
 	}
 	e.wantSession(t, tok2, true)
@@ -322,7 +323,7 @@ func TestSessionTimeouts(t *testing.T) {
 func TestSessionRotationAndLogout(t *testing.T) {
 	e := newAcctEnv(t)
 	a, b := e.login(t, "root", rootPW, "192.0.2.1"), e.login(t, "root", rootPW, "192.0.2.1")
-	if a == b || idkeeper.SessionID(a) == idkeeper.SessionID(b) {
+	if a == b || account.SessionID(a) == account.SessionID(b) {
 		t.Fatal("two logins share a token")
 	}
 	e.wantSession(t, a, true)
@@ -522,7 +523,7 @@ func TestLoginRehashes(t *testing.T) {
 	e := newAcctEnv(t)
 	stronger := password.Hasher{Params: cheapParams}
 	stronger.Params.Time = 2
-	acc, err := idkeeper.NewAccounts(e.store, stronger, idkeeper.AccountsConfig{Clock: e.clk.Now, Logger: quiet})
+	acc, err := account.New(e.store, stronger, account.Config{Clock: e.clk.Now, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -539,18 +540,18 @@ func TestLoginRehashes(t *testing.T) {
 func TestAccountsConfigRanges(t *testing.T) {
 	e := newAcctEnv(t)
 	h := password.Hasher{}
-	for _, cfg := range []idkeeper.AccountsConfig{
+	for _, cfg := range []account.Config{
 		{IdleTimeout: time.Second},
 		{IdleTimeout: 25 * time.Hour},
 		{IdleTimeout: time.Hour, AbsoluteTimeout: time.Minute},
 		{AbsoluteTimeout: 31 * 24 * time.Hour},
 	} {
 		var re *idkeeper.RangeError
-		if _, err := idkeeper.NewAccounts(e.store, h, cfg); !errors.As(err, &re) {
+		if _, err := account.New(e.store, h, cfg); !errors.As(err, &re) {
 			t.Errorf("%+v: %v, want a RangeError", cfg, err)
 		}
 	}
-	acc, err := idkeeper.NewAccounts(e.store, h, idkeeper.AccountsConfig{IdleTimeout: 24 * time.Hour})
+	acc, err := account.New(e.store, h, account.Config{IdleTimeout: 24 * time.Hour})
 	if err != nil || acc.Config().AbsoluteTimeout != 24*time.Hour {
 		t.Fatalf("%v, %+v", err, acc.Config())
 	}

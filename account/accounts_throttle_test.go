@@ -1,4 +1,4 @@
-package idkeeper_test
+package account_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
 )
 
 // retryAfter is the "retryAfterSeconds" of a throttled refusal, 0 for none.
@@ -30,7 +31,7 @@ func retryAfter(err error) int {
 func TestLoginWrongPasswordsDoNotLockTheAccount(t *testing.T) {
 	e := newAcctEnv(t)
 	e.addUser(t, "bob", idkeeper.RoleViewer)
-	for i := range idkeeper.LoginPairFailures {
+	for i := range account.LoginPairFailures {
 		_, _, err := e.acc.Login(actx, "bob", "letmein-wrong", "203.0.113.1", "")
 		wantCode(t, err, idkeeper.CodeLoginFailed)
 		if retryAfter(err) != 0 {
@@ -49,8 +50,8 @@ func TestLoginWrongPasswordsDoNotLockTheAccount(t *testing.T) {
 	// The account is not locked: the right password from another source works,
 	// slowed down once the account has LoginSlowAfter failures.
 	e.login(t, "bob", bobPW, "203.0.113.2")
-	if sum, _ := e.slept.total(); sum != idkeeper.LoginSlowStep {
-		t.Fatalf("slowed down %v, want %v", sum, idkeeper.LoginSlowStep)
+	if sum, _ := e.slept.total(); sum != account.LoginSlowStep {
+		t.Fatalf("slowed down %v, want %v", sum, account.LoginSlowStep)
 	}
 	e.login(t, "root", rootPW, "203.0.113.1") // another account from the locked source
 
@@ -63,12 +64,12 @@ func TestLoginWrongPasswordsDoNotLockTheAccount(t *testing.T) {
 	e.login(t, "bob", bobPW, "198.51.100.99")
 
 	// The pair's lock ends with its window.
-	e.clk.Set(t0.Add(idkeeper.LoginThrottleWindow))
+	e.clk.Set(t0.Add(account.LoginThrottleWindow))
 	e.login(t, "bob", bobPW, "203.0.113.1")
 
 	// A success clears the pair's count.
 	for range 2 {
-		for range idkeeper.LoginPairFailures - 1 {
+		for range account.LoginPairFailures - 1 {
 			_, _, err := e.acc.Login(actx, "bob", "letmein-wrong", "203.0.113.5", "")
 			wantCode(t, err, idkeeper.CodeLoginFailed)
 		}
@@ -89,7 +90,7 @@ func TestLoginThrottlePerSource(t *testing.T) {
 	e := newAcctEnv(t)
 	e.addUser(t, "bob", idkeeper.RoleViewer)
 	// Spread over names, each below its pair's limit; IPv6 addresses count by /64.
-	for i := range idkeeper.LoginSourceFailures {
+	for i := range account.LoginSourceFailures {
 		ip := "2001:db8:1:2::" + string(rune('a'+i%6))
 		_, _, err := e.acc.Login(actx, "user"+string(rune('a'+i)), "letmein-wrong", ip, "")
 		wantCode(t, err, idkeeper.CodeLoginFailed)
@@ -102,7 +103,7 @@ func TestLoginThrottlePerSource(t *testing.T) {
 	}
 	e.login(t, "bob", bobPW, "2001:db8:1:3::1") // another /64
 	e.login(t, "bob", bobPW, "192.0.2.7")
-	e.clk.Advance(idkeeper.LoginThrottleWindow)
+	e.clk.Advance(account.LoginThrottleWindow)
 	e.login(t, "bob", bobPW, "2001:db8:1:2::1")
 }
 
@@ -121,8 +122,8 @@ func TestLoginThrottleConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if n := e.hasher.verifies.Load() - before; n != idkeeper.LoginPairFailures {
-		t.Fatalf("%d passwords checked, want %d", n, idkeeper.LoginPairFailures)
+	if n := e.hasher.verifies.Load() - before; n != account.LoginPairFailures {
+		t.Fatalf("%d passwords checked, want %d", n, account.LoginPairFailures)
 	}
 }
 
@@ -133,7 +134,7 @@ func TestLoginThrottleConcurrent(t *testing.T) {
 func TestLoginSlowDown(t *testing.T) {
 	for n, want := range map[int]time.Duration{0: 0, 4: 0, 5: 250 * time.Millisecond, 6: 500 * time.Millisecond,
 		7: time.Second, 8: 2 * time.Second, 9: 3 * time.Second, 1000: 3 * time.Second, 1 << 30: 3 * time.Second} {
-		if got := idkeeper.LoginSlowDelay(n); got != want {
+		if got := account.LoginSlowDelay(n); got != want {
 			t.Errorf("slowDelay(%d) = %v, want %v", n, got, want)
 		}
 	}
@@ -153,13 +154,13 @@ func TestLoginSlowDown(t *testing.T) {
 	// account, at most 3600 s / LoginSlowMax guesses an hour after the first few.
 	var want time.Duration
 	for n := range guesses {
-		want += idkeeper.LoginSlowDelay(n)
+		want += account.LoginSlowDelay(n)
 	}
 	sum, slowed := e.slept.total()
-	if sum != want || slowed != guesses-idkeeper.LoginSlowAfter {
-		t.Fatalf("slowed %d guesses by %v, want %d by %v", slowed, sum, guesses-idkeeper.LoginSlowAfter, want)
+	if sum != want || slowed != guesses-account.LoginSlowAfter {
+		t.Fatalf("slowed %d guesses by %v, want %d by %v", slowed, sum, guesses-account.LoginSlowAfter, want)
 	}
-	if took := e.clk.Now().Sub(start); took < time.Duration(guesses-idkeeper.LoginSlowAfter-4)*idkeeper.LoginSlowMax {
+	if took := e.clk.Now().Sub(start); took < time.Duration(guesses-account.LoginSlowAfter-4)*account.LoginSlowMax {
 		t.Fatalf("%d guesses in %v", guesses, took)
 	}
 	// Another account is not slowed; this one still is, for the right password
@@ -169,11 +170,11 @@ func TestLoginSlowDown(t *testing.T) {
 		t.Fatalf("root was slowed by %v", s-sum)
 	}
 	e.login(t, "bob", bobPW, "192.0.2.1")
-	if s, _ := e.slept.total(); s-sum != idkeeper.LoginSlowMax {
-		t.Fatalf("bob's right password slowed by %v, want %v", s-sum, idkeeper.LoginSlowMax)
+	if s, _ := e.slept.total(); s-sum != account.LoginSlowMax {
+		t.Fatalf("bob's right password slowed by %v, want %v", s-sum, account.LoginSlowMax)
 	}
 	// A window without failures ends the slow-down.
-	e.clk.Advance(idkeeper.LoginThrottleWindow)
+	e.clk.Advance(account.LoginThrottleWindow)
 	sum, _ = e.slept.total()
 	e.login(t, "bob", bobPW, "192.0.2.1")
 	if s, _ := e.slept.total(); s != sum {
@@ -204,14 +205,14 @@ func (b *blockingSleeper) Sleep(ctx context.Context, d time.Duration) error {
 func TestLoginSlowDownQueue(t *testing.T) {
 	e := newAcctEnv(t)
 	bs := &blockingSleeper{release: make(chan struct{})}
-	acc, err := idkeeper.NewAccounts(e.store, e.hasher, idkeeper.AccountsConfig{Clock: e.clk.Now, Logger: quiet, Sleep: bs.Sleep})
+	acc, err := account.New(e.store, e.hasher, account.Config{Clock: e.clk.Now, Logger: quiet, Sleep: bs.Sleep})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := acc.CreateUser(actx, e.root, "bob", idkeeper.RoleViewer, bobPW); err != nil {
 		t.Fatal(err)
 	}
-	for i := range idkeeper.LoginSlowAfter {
+	for i := range account.LoginSlowAfter {
 		_, _, err := acc.Login(actx, "bob", "letmein-wrong", fmt.Sprintf("192.0.2.%d", i+1), "")
 		wantCode(t, err, idkeeper.CodeLoginFailed)
 	}
@@ -230,10 +231,10 @@ func TestLoginSlowDownQueue(t *testing.T) {
 	login("198.51.100.1", bobPW)
 	waitFor(t, func() bool { return bs.entered.Load() == 1 })
 	before := e.hasher.verifies.Load()
-	for i := range idkeeper.LoginQueueFailed {
+	for i := range account.LoginQueueFailed {
 		login(fmt.Sprintf("198.51.100.%d", 10+i), bobPW)
 	}
-	waitFor(t, func() bool { return idkeeper.LoginQueueLen(acc, "bob") == idkeeper.LoginQueueFailed })
+	waitFor(t, func() bool { return account.LoginQueueLen(acc, "bob") == account.LoginQueueFailed })
 	// A waiting login whose request ends leaves the queue, refused as throttled.
 	ctx, cancel := context.WithCancel(actx)
 	cancel()
@@ -241,8 +242,8 @@ func TestLoginSlowDownQueue(t *testing.T) {
 	if idkeeper.ErrorCode(err) != idkeeper.CodeLoginFailed || retryAfter(err) == 0 {
 		t.Fatalf("an ended request: %v", err)
 	}
-	if n := idkeeper.LoginQueueLen(acc, "bob"); n != idkeeper.LoginQueueFailed {
-		t.Fatalf("%d waiting after a request ended, want %d", n, idkeeper.LoginQueueFailed)
+	if n := account.LoginQueueLen(acc, "bob"); n != account.LoginQueueFailed {
+		t.Fatalf("%d waiting after a request ended, want %d", n, account.LoginQueueFailed)
 	}
 	// Past LoginQueueFailed waiting, a source that has failed is refused at once ...
 	_, _, err = acc.Login(actx, "bob", bobPW, "192.0.2.1", "")
@@ -250,10 +251,10 @@ func TestLoginSlowDownQueue(t *testing.T) {
 		t.Fatalf("a failed source past the queue: %v", err)
 	}
 	// ... a clean one waits, up to LoginQueueMax; past it, it is refused too.
-	for i := idkeeper.LoginQueueFailed; i < idkeeper.LoginQueueMax; i++ {
+	for i := account.LoginQueueFailed; i < account.LoginQueueMax; i++ {
 		login(fmt.Sprintf("198.51.100.%d", 10+i), bobPW)
 	}
-	waitFor(t, func() bool { return idkeeper.LoginQueueLen(acc, "bob") == idkeeper.LoginQueueMax })
+	waitFor(t, func() bool { return account.LoginQueueLen(acc, "bob") == account.LoginQueueMax })
 	_, _, err = acc.Login(actx, "bob", bobPW, "198.51.100.200", "")
 	if idkeeper.ErrorCode(err) != idkeeper.CodeLoginFailed || retryAfter(err) == 0 {
 		t.Fatalf("a clean source past the full queue: %v", err)
@@ -264,12 +265,12 @@ func TestLoginSlowDownQueue(t *testing.T) {
 	// Released, every waiting login of a clean source with the right password
 	// logs in, one at a time.
 	close(bs.release)
-	for range 1 + idkeeper.LoginQueueMax {
+	for range 1 + account.LoginQueueMax {
 		if r := <-results; r.err != nil {
 			t.Fatalf("%s: %v", r.ip, r.err)
 		}
 	}
-	if idkeeper.LoginQueueLen(acc, "bob") != 0 {
+	if account.LoginQueueLen(acc, "bob") != 0 {
 		t.Fatal("the queue did not empty")
 	}
 }
@@ -294,7 +295,7 @@ func TestLoginKnownSourceSkipsTheQueue(t *testing.T) {
 	e := newAcctEnv(t)
 	bs := &blockingSleeper{release: make(chan struct{})}
 	defer close(bs.release)
-	acc, err := idkeeper.NewAccounts(e.store, e.hasher, idkeeper.AccountsConfig{Clock: e.clk.Now, Logger: quiet, Sleep: bs.Sleep})
+	acc, err := account.New(e.store, e.hasher, account.Config{Clock: e.clk.Now, Logger: quiet, Sleep: bs.Sleep})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,15 +307,15 @@ func TestLoginKnownSourceSkipsTheQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.clk.Advance(time.Hour)
-	for i := range idkeeper.LoginSlowAfter {
+	for i := range account.LoginSlowAfter {
 		_, _, err := acc.Login(actx, "bob", "letmein-wrong", fmt.Sprintf("2001:db8:9:%x::1", i), "")
 		wantCode(t, err, idkeeper.CodeLoginFailed)
 	}
 	// The flood holds the turn and fills the queue from fresh /64s.
-	for i := range idkeeper.LoginQueueMax + 1 {
+	for i := range account.LoginQueueMax + 1 {
 		go func() { _, _, _ = acc.Login(actx, "bob", "letmein-wrong", fmt.Sprintf("2001:db8:a:%x::1", i), "") }()
 	}
-	waitFor(t, func() bool { return idkeeper.LoginQueueLen(acc, "bob") == idkeeper.LoginQueueMax })
+	waitFor(t, func() bool { return account.LoginQueueLen(acc, "bob") == account.LoginQueueMax })
 	_, _, err = acc.Login(actx, "bob", bobPW, "198.51.100.9", "")
 	wantCode(t, err, idkeeper.CodeLoginFailed) // a stranger past the full queue
 	entered := bs.entered.Load()
@@ -325,14 +326,14 @@ func TestLoginKnownSourceSkipsTheQueue(t *testing.T) {
 		t.Fatal("the known source waited for the slow-down")
 	}
 	// A full table refuses new sources, not a known one.
-	idkeeper.SetLoginThrottleCapacity(acc, idkeeper.LoginThrottleLen(acc))
+	account.SetLoginThrottleCapacity(acc, account.LoginThrottleLen(acc))
 	_, _, err = acc.Login(actx, "bob", bobPW, "203.0.113.5", "")
 	wantCode(t, err, idkeeper.CodeLoginThrottleFull)
 	if _, _, err := acc.Login(actx, "bob", bobPW, home, ""); err != nil {
 		t.Fatalf("the owner from a known source, the table full: %v", err)
 	}
 	// A wrong password from the known source suspends its shortcut.
-	idkeeper.SetLoginThrottleCapacity(acc, 0)
+	account.SetLoginThrottleCapacity(acc, 0)
 	_, _, err = acc.Login(actx, "bob", "letmein-wrong", home, "")
 	wantCode(t, err, idkeeper.CodeLoginFailed)
 	if n := bs.entered.Load(); n != entered {

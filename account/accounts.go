@@ -1,4 +1,11 @@
-package idkeeper
+// Package account owns the admin web's accounts: users and their roles, logins
+// and the login throttle (per account and source, with a slow-down per account),
+// sessions and their timeouts, the password policy (length, common passwords) and
+// each user's Discord webhook. Service is that policy over the root package's
+// AdminStore; every change it makes is audited (package audit). The records
+// themselves (idkeeper.User, idkeeper.AdminSession) stay in the root, beside the
+// store contract that keeps them.
+package account
 
 import (
 	"context"
@@ -14,7 +21,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/audit"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // Bounds of a password, in bytes. Length is the rule, not composition (NIST SP
@@ -26,7 +35,7 @@ const (
 	MaxPasswordLen = 1024
 )
 
-// Defaults and bounds of AccountsConfig.
+// Defaults and bounds of Config.
 const (
 	DefaultIdleTimeout     = 30 * time.Minute
 	DefaultAbsoluteTimeout = 12 * time.Hour
@@ -51,10 +60,10 @@ type PasswordHasher interface {
 	Verify(hash, pw string) (bool, error)
 }
 
-// AccountsConfig configures Accounts. Zero fields mean the default.
-type AccountsConfig struct {
-	Clock  Clock        // time.Now
-	Logger *slog.Logger // slog.Default()
+// Config configures Service. Zero fields mean the default.
+type Config struct {
+	Clock  idkeeper.Clock // time.Now
+	Logger *slog.Logger   // slog.Default()
 	// IdleTimeout ends a session not used for that long: DefaultIdleTimeout,
 	// SessionTouchInterval..24 h.
 	IdleTimeout time.Duration
@@ -71,17 +80,17 @@ type AccountsConfig struct {
 	Sleep func(ctx context.Context, d time.Duration) error
 }
 
-// Accounts is the policy of the admin web's accounts over an AdminStore: logins
+// Service is the policy of the admin web's accounts over an AdminStore: logins
 // and their throttle, sessions and their timeouts, who may change which account,
 // and the audit log. Its methods are safe for concurrent use; store failures
 // come back as STORE_UNAVAILABLE.
 //
 // Every change is audited, after it is made: an audit entry that cannot be
 // appended is logged at error level, and the change stands.
-type Accounts struct {
-	store  AdminStore
+type Service struct {
+	store  idkeeper.AdminStore
 	hasher PasswordHasher
-	cfg    AccountsConfig
+	cfg    Config
 	log    *slog.Logger
 
 	throttle  throttle
@@ -90,11 +99,11 @@ type Accounts struct {
 	adminMu   sync.Mutex // serialises this process's changes of roles and disabling
 }
 
-// NewAccounts returns Accounts over store. It validates cfg (a *RangeError names a
+// New returns a Service over store. It validates cfg (a *RangeError names a
 // setting outside its range) and does no I/O.
-func NewAccounts(store AdminStore, hasher PasswordHasher, cfg AccountsConfig) (*Accounts, error) {
+func New(store idkeeper.AdminStore, hasher PasswordHasher, cfg Config) (*Service, error) {
 	if store == nil || hasher == nil {
-		return nil, errors.New("idkeeper: NewAccounts needs a store and a hasher")
+		return nil, errors.New("account: New needs a store and a hasher")
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
@@ -112,42 +121,42 @@ func NewAccounts(store AdminStore, hasher PasswordHasher, cfg AccountsConfig) (*
 		cfg.AbsoluteTimeout = max(DefaultAbsoluteTimeout, cfg.IdleTimeout)
 	}
 	if cfg.IdleTimeout < SessionTouchInterval || cfg.IdleTimeout > 24*time.Hour {
-		return nil, &RangeError{"session-idle-timeout", cfg.IdleTimeout.String(), SessionTouchInterval.String(), "24h0m0s"}
+		return nil, &idkeeper.RangeError{Setting: "session-idle-timeout", Value: cfg.IdleTimeout.String(), Min: SessionTouchInterval.String(), Max: "24h0m0s"}
 	}
 	if cfg.AbsoluteTimeout < cfg.IdleTimeout || cfg.AbsoluteTimeout > MaxAbsoluteTimeout {
-		return nil, &RangeError{"session-absolute-timeout", cfg.AbsoluteTimeout.String(),
-			"session-idle-timeout (" + cfg.IdleTimeout.String() + ")", MaxAbsoluteTimeout.String()}
+		return nil, &idkeeper.RangeError{Setting: "session-absolute-timeout", Value: cfg.AbsoluteTimeout.String(),
+			Min: "session-idle-timeout (" + cfg.IdleTimeout.String() + ")", Max: MaxAbsoluteTimeout.String()}
 	}
-	return &Accounts{store: store, hasher: hasher, cfg: cfg, log: cfg.Logger}, nil
+	return &Service{store: store, hasher: hasher, cfg: cfg, log: cfg.Logger}, nil
 }
 
 // LoginThrottleFullRefusals is how many logins this process refused with
 // LOGIN_THROTTLE_FULL: the login throttle's table was full of live entries.
-func (a *Accounts) LoginThrottleFullRefusals() uint64 { return a.throttle.full.Load() }
+func (a *Service) LoginThrottleFullRefusals() uint64 { return a.throttle.full.Load() }
 
 // Config returns the configuration with its defaults filled in.
-func (a *Accounts) Config() AccountsConfig { return a.cfg }
+func (a *Service) Config() Config { return a.cfg }
 
 // CheckPassword returns nil when pw may become a password (MinPasswordLen..
-// MaxPasswordLen bytes), or an INVALID_REQUEST Error naming field. Accounts also
+// MaxPasswordLen bytes), or an INVALID_REQUEST Error naming field. the Service also
 // refuse the common passwords its hasher knows (checkNewPassword).
 func CheckPassword(field, pw string) error {
 	if len(pw) < MinPasswordLen || len(pw) > MaxPasswordLen {
-		return Invalidf(field, "a password has %d to %d bytes", MinPasswordLen, MaxPasswordLen)
+		return idkeeper.Invalidf(field, "a password has %d to %d bytes", MinPasswordLen, MaxPasswordLen)
 	}
 	return nil
 }
 
 // PasswordTooCommon is the refusal of a new password that is on the list of
 // common passwords: PASSWORD_TOO_COMMON naming field.
-func PasswordTooCommon(field string) *Error {
-	return &Error{Code: CodePasswordTooCommon, Field: field,
+func PasswordTooCommon(field string) *idkeeper.Error {
+	return &idkeeper.Error{Code: idkeeper.CodePasswordTooCommon, Field: field,
 		Message: "this password is one of the most common ones (perhaps with digits or symbols added), among the first an attacker tries; choose another"}
 }
 
 // checkNewPassword is CheckPassword and, when the hasher has IsCommon(pw string)
 // bool (password.Hasher does), the list of common passwords: PasswordTooCommon.
-func (a *Accounts) checkNewPassword(field, pw string) error {
+func (a *Service) checkNewPassword(field, pw string) error {
 	if err := CheckPassword(field, pw); err != nil {
 		return err
 	}
@@ -158,9 +167,9 @@ func (a *Accounts) checkNewPassword(field, pw string) error {
 }
 
 var (
-	errLoginFailed    = &Error{Code: CodeLoginFailed, Message: "unknown user name or wrong password"}
-	errSessionExpired = &Error{Code: CodeSessionExpired, Message: "the session has ended; log in again"}
-	errNotAdmin       = &Error{Code: CodeForbidden, Message: "only an admin may manage accounts"}
+	errLoginFailed    = &idkeeper.Error{Code: idkeeper.CodeLoginFailed, Message: "unknown user name or wrong password"}
+	errSessionExpired = &idkeeper.Error{Code: idkeeper.CodeSessionExpired, Message: "the session has ended; log in again"}
+	errNotAdmin       = &idkeeper.Error{Code: idkeeper.CodeForbidden, Message: "only an admin may manage accounts"}
 	errUnchanged      = errors.New("unchanged")
 )
 
@@ -169,22 +178,22 @@ var (
 // it does nothing, whatever name and password are. Errors: INVALID_REQUEST for a
 // name or password (CheckPassword) that is not valid, PASSWORD_TOO_COMMON, when
 // it would create.
-func (a *Accounts) EnsureFirstAdmin(ctx context.Context, name, password string) (created bool, err error) {
+func (a *Service) EnsureFirstAdmin(ctx context.Context, name, password string) (created bool, err error) {
 	n, err := a.store.CountUsers(ctx)
 	if err != nil || n > 0 {
 		return false, storeErr(err)
 	}
-	if !ValidUserName(name) {
-		return false, Invalidf("name", "a user name is 1 to %d of a-z 0-9 . _ @ -", MaxUserNameLen)
+	if !idkeeper.ValidUserName(name) {
+		return false, idkeeper.Invalidf("name", "a user name is 1 to %d of a-z 0-9 . _ @ -", idkeeper.MaxUserNameLen)
 	}
 	if err := a.checkNewPassword("password", password); err != nil {
 		return false, err
 	}
-	u, err := a.newUser(name, RoleAdmin, password, "")
+	u, err := a.newUser(name, idkeeper.RoleAdmin, password, "")
 	if err != nil {
 		return false, err
 	}
-	if err := a.store.CreateUser(ctx, u); errors.Is(err, ErrConflict) {
+	if err := a.store.CreateUser(ctx, u); errors.Is(err, idkeeper.ErrConflict) {
 		return false, nil // another replica came first
 	} else if err != nil {
 		return false, storeErr(err)
@@ -204,23 +213,23 @@ func (a *Accounts) EnsureFirstAdmin(ctx context.Context, name, password string) 
 // LOGIN_THROTTLE_FULL. A login of a slowed account waits its turn and delay
 // first, within ctx. An unknown name costs one password check too, so timing
 // does not tell which names exist.
-func (a *Accounts) Login(ctx context.Context, name, password, remoteIP, userAgent string) (token string, s AdminSession, err error) {
+func (a *Service) Login(ctx context.Context, name, password, remoteIP, userAgent string) (token string, s idkeeper.AdminSession, err error) {
 	typed := cleanName(name)
 	at, err := a.throttle.begin(ctx, a.cfg.Clock, a.cfg.Sleep, typed, addressKey(remoteIP))
 	if err != nil {
-		if ErrorCode(err) == CodeLoginThrottleFull {
+		if idkeeper.ErrorCode(err) == idkeeper.CodeLoginThrottleFull {
 			a.log.Warn("login refused: the login throttle's table is full", "user", typed, "remoteIp", remoteIP)
 		} else {
 			a.log.Debug("login throttled", "user", typed, "remoteIp", remoteIP, "err", err)
 		}
-		return "", AdminSession{}, err
+		return "", idkeeper.AdminSession{}, err
 	}
-	u, known := User{}, false
-	if ValidUserName(name) {
+	u, known := idkeeper.User{}, false
+	if idkeeper.ValidUserName(name) {
 		u, err = a.store.User(ctx, name)
-		if err != nil && !errors.Is(err, ErrNotFound) {
+		if err != nil && !errors.Is(err, idkeeper.ErrNotFound) {
 			at.end(a.cfg.Clock(), attemptVoid)
-			return "", AdminSession{}, storeErr(err)
+			return "", idkeeper.AdminSession{}, storeErr(err)
 		}
 		known = err == nil
 	}
@@ -248,18 +257,18 @@ func (a *Accounts) Login(ctx context.Context, name, password, remoteIP, userAgen
 		}
 		a.audit(ctx, audit.Entry{Actor: "user:" + typed, Action: audit.LoginFailed, Target: "user:" + typed,
 			RemoteIP: remoteIP, Detail: reason})
-		return "", AdminSession{}, errLoginFailed
+		return "", idkeeper.AdminSession{}, errLoginFailed
 	}
 	at.end(a.cfg.Clock(), attemptSucceeded)
-	now := Millis(a.cfg.Clock())
+	now := idkeeper.Millis(a.cfg.Clock())
 
 	var b [32]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on Linux
 	token = base64.RawURLEncoding.EncodeToString(b[:])
-	s = AdminSession{ID: SessionID(token), User: u.Name, Epoch: u.Epoch, CreatedAt: now, SeenAt: now,
-		ExpiresAt: now.Add(a.cfg.AbsoluteTimeout), RemoteIP: remoteIP, UserAgent: audit.Cut(textOnly(userAgent), audit.MaxFieldLen)}
+	s = idkeeper.AdminSession{ID: SessionID(token), User: u.Name, Epoch: u.Epoch, CreatedAt: now, SeenAt: now,
+		ExpiresAt: now.Add(a.cfg.AbsoluteTimeout), RemoteIP: remoteIP, UserAgent: audit.Cut(protocol.TextOnly(userAgent), audit.MaxFieldLen)}
 	if err := a.store.CreateSession(ctx, s); err != nil {
-		return "", AdminSession{}, storeErr(err)
+		return "", idkeeper.AdminSession{}, storeErr(err)
 	}
 	rehash := ""
 	if r, ok := a.hasher.(interface{ NeedsRehash(string) bool }); ok && r.NeedsRehash(u.PasswordHash) {
@@ -268,7 +277,7 @@ func (a *Accounts) Login(ctx context.Context, name, password, remoteIP, userAgen
 		}
 	}
 	verified := u.PasswordHash
-	if _, err := a.update(ctx, u.Name, func(u *User) error {
+	if _, err := a.update(ctx, u.Name, func(u *idkeeper.User) error {
 		u.LastLoginAt = now
 		if rehash != "" && u.PasswordHash == verified {
 			u.PasswordHash = rehash
@@ -294,15 +303,15 @@ func SessionID(token string) string {
 // its last use, or when the user is gone, disabled or of another Epoch (a new
 // password, a new role): SESSION_EXPIRED for these and any unknown token. A valid
 // session's SeenAt is raised to now at most once per SessionTouchInterval.
-func (a *Accounts) Authenticate(ctx context.Context, token string) (User, AdminSession, error) {
+func (a *Service) Authenticate(ctx context.Context, token string) (idkeeper.User, idkeeper.AdminSession, error) {
 	if !validToken(token) {
-		return User{}, AdminSession{}, errSessionExpired
+		return idkeeper.User{}, idkeeper.AdminSession{}, errSessionExpired
 	}
 	s, err := a.store.Session(ctx, SessionID(token))
-	if errors.Is(err, ErrNotFound) {
-		return User{}, AdminSession{}, errSessionExpired
+	if errors.Is(err, idkeeper.ErrNotFound) {
+		return idkeeper.User{}, idkeeper.AdminSession{}, errSessionExpired
 	} else if err != nil {
-		return User{}, AdminSession{}, storeErr(err)
+		return idkeeper.User{}, idkeeper.AdminSession{}, storeErr(err)
 	}
 	now := a.cfg.Clock()
 	void := ""
@@ -312,14 +321,14 @@ func (a *Accounts) Authenticate(ctx context.Context, token string) (User, AdminS
 	case !now.Before(s.SeenAt.Add(a.cfg.IdleTimeout)):
 		void = "idle timeout"
 	}
-	var u User
+	var u idkeeper.User
 	if void == "" {
 		u, err = a.store.User(ctx, s.User)
 		switch {
-		case errors.Is(err, ErrNotFound):
+		case errors.Is(err, idkeeper.ErrNotFound):
 			void = "user removed"
 		case err != nil:
-			return User{}, AdminSession{}, storeErr(err)
+			return idkeeper.User{}, idkeeper.AdminSession{}, storeErr(err)
 		case u.Disabled:
 			void = "user disabled"
 		case u.Epoch != s.Epoch:
@@ -331,25 +340,25 @@ func (a *Accounts) Authenticate(ctx context.Context, token string) (User, AdminS
 			a.log.Warn("delete an ended session", "user", s.User, "err", err)
 		}
 		a.log.Debug("session ended", "user", s.User, "why", void)
-		return User{}, AdminSession{}, errSessionExpired
+		return idkeeper.User{}, idkeeper.AdminSession{}, errSessionExpired
 	}
 	if now.Sub(s.SeenAt) >= SessionTouchInterval {
-		if err := a.store.TouchSession(ctx, s.ID, Millis(now)); err != nil {
+		if err := a.store.TouchSession(ctx, s.ID, idkeeper.Millis(now)); err != nil {
 			a.log.Warn("touch a session", "user", s.User, "err", err)
 		} else {
-			s.SeenAt = Millis(now)
+			s.SeenAt = idkeeper.Millis(now)
 		}
 	}
 	return u, s, nil
 }
 
 // Logout ends the session of token; an unknown or ended one is no error.
-func (a *Accounts) Logout(ctx context.Context, token string) error {
+func (a *Service) Logout(ctx context.Context, token string) error {
 	if !validToken(token) {
 		return nil
 	}
 	s, err := a.store.Session(ctx, SessionID(token))
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, idkeeper.ErrNotFound) {
 		return nil
 	} else if err != nil {
 		return storeErr(err)
@@ -364,7 +373,7 @@ func (a *Accounts) Logout(ctx context.Context, token string) error {
 // PruneSessions deletes the sessions past their absolute or idle end and returns
 // how many: the periodic job's work. Sessions of disabled users or of an old
 // Epoch go at their next use (Authenticate) or when they time out.
-func (a *Accounts) PruneSessions(ctx context.Context) (int, error) {
+func (a *Service) PruneSessions(ctx context.Context) (int, error) {
 	n, err := a.store.PruneSessions(ctx, a.cfg.Clock(), a.cfg.IdleTimeout)
 	return n, storeErr(err)
 }
@@ -373,7 +382,7 @@ func (a *Accounts) PruneSessions(ctx context.Context) (int, error) {
 // reading the head again when another entry came first, at most maxRetries times
 // and within ctx. A zero At is now; an empty RemoteIP is ctx's (audit.WithRemoteIP).
 // Errors: STORE_UNAVAILABLE, and the context's.
-func (a *Accounts) Audit(ctx context.Context, e audit.Entry) error {
+func (a *Service) Audit(ctx context.Context, e audit.Entry) error {
 	if e.At.IsZero() {
 		e.At = a.cfg.Clock()
 	}
@@ -386,25 +395,25 @@ func (a *Accounts) Audit(ctx context.Context, e audit.Entry) error {
 			return storeErr(err)
 		}
 		err = a.store.AppendAudit(ctx, e.Seal(seq, hash))
-		if !errors.Is(err, ErrConflict) {
+		if !errors.Is(err, idkeeper.ErrConflict) {
 			return storeErr(err)
 		}
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 	}
-	return Unavailable(fmt.Errorf("append to the audit log: %d conflicts in a row", maxRetries))
+	return idkeeper.Unavailable(fmt.Errorf("append to the audit log: %d conflicts in a row", maxRetries))
 }
 
 // audit is Audit for the changes above: a failure is logged, not returned.
-func (a *Accounts) audit(ctx context.Context, e audit.Entry) {
+func (a *Service) audit(ctx context.Context, e audit.Entry) {
 	if err := a.Audit(ctx, e); err != nil {
 		a.log.Error("append to the audit log", "action", e.Action, "actor", e.Actor, "target", e.Target, "err", err)
 	}
 }
 
 // dummy returns a hash, made once, of a random password that nobody knows.
-func (a *Accounts) dummy() string {
+func (a *Service) dummy() string {
 	a.dummyOnce.Do(func() {
 		var b [16]byte
 		_, _ = rand.Read(b[:])
@@ -429,9 +438,9 @@ func validToken(token string) bool {
 // cleanName is a login name as typed, fit for the log and the audit: cut to
 // MaxUserNameLen bytes, characters that are not text (notText) and invalid UTF-8 as '?'.
 func cleanName(name string) string {
-	name = strings.ToValidUTF8(cutBytes(name, MaxUserNameLen), "?")
+	name = strings.ToValidUTF8(cutBytes(name, idkeeper.MaxUserNameLen), "?")
 	return strings.Map(func(r rune) rune {
-		if notText(r) || r == utf8.RuneError {
+		if protocol.NotText(r) || r == utf8.RuneError {
 			return '?'
 		}
 		return r
@@ -441,9 +450,9 @@ func cleanName(name string) string {
 func cutBytes(s string, n int) string { return s[:min(len(s), n)] }
 
 func storeErr(err error) error {
-	var e *Error
+	var e *idkeeper.Error
 	if err == nil || errors.As(err, &e) {
 		return err
 	}
-	return Unavailable(err)
+	return idkeeper.Unavailable(err)
 }

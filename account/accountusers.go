@@ -1,40 +1,41 @@
-package idkeeper
+package account
 
 import (
 	"context"
 	"errors"
 	"fmt"
 
+	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/audit"
 )
 
-// The account management of Accounts: who may change which account, and how.
+// The account management of Service: who may change which account, and how.
 
 // CreateUser adds the account name with role and password, created by actor, and
 // returns it. Errors: FORBIDDEN unless actor is an enabled admin; INVALID_REQUEST
 // naming "name", "role" or "password"; PASSWORD_TOO_COMMON; CONFLICT when the
 // name exists.
-func (a *Accounts) CreateUser(ctx context.Context, actor User, name string, role Role, password string) (User, error) {
+func (a *Service) CreateUser(ctx context.Context, actor idkeeper.User, name string, role idkeeper.Role, password string) (idkeeper.User, error) {
 	if _, err := a.authorize(ctx, actor); err != nil {
-		return User{}, err
+		return idkeeper.User{}, err
 	}
 	switch {
-	case !ValidUserName(name):
-		return User{}, Invalidf("name", "a user name is 1 to %d of a-z 0-9 . _ @ -", MaxUserNameLen)
+	case !idkeeper.ValidUserName(name):
+		return idkeeper.User{}, idkeeper.Invalidf("name", "a user name is 1 to %d of a-z 0-9 . _ @ -", idkeeper.MaxUserNameLen)
 	case !role.Valid():
-		return User{}, Invalidf("role", "the role is one of %s, %s, %s", RoleViewer, RoleOperator, RoleAdmin)
+		return idkeeper.User{}, idkeeper.Invalidf("role", "the role is one of %s, %s, %s", idkeeper.RoleViewer, idkeeper.RoleOperator, idkeeper.RoleAdmin)
 	}
 	if err := a.checkNewPassword("password", password); err != nil {
-		return User{}, err
+		return idkeeper.User{}, err
 	}
-	u, err := a.newUser(name, role, password, actor.addedBy())
+	u, err := a.newUser(name, role, password, actor.Name)
 	if err != nil {
-		return User{}, err
+		return idkeeper.User{}, err
 	}
-	if err := a.store.CreateUser(ctx, u); errors.Is(err, ErrConflict) {
-		return User{}, Errorf(CodeConflict, "a user named %q exists", name)
+	if err := a.store.CreateUser(ctx, u); errors.Is(err, idkeeper.ErrConflict) {
+		return idkeeper.User{}, idkeeper.Errorf(idkeeper.CodeConflict, "a user named %q exists", name)
 	} else if err != nil {
-		return User{}, storeErr(err)
+		return idkeeper.User{}, storeErr(err)
 	}
 	u.Version = 1
 	a.audit(ctx, audit.Entry{Actor: actor.AuditActor(), Action: audit.UserCreate, Target: "user:" + name,
@@ -46,11 +47,11 @@ func (a *Accounts) CreateUser(ctx context.Context, actor User, name string, role
 // unless actor is an enabled admin, or for an admin's own role; INVALID_REQUEST
 // ("role"); NOT_FOUND; CONFLICT when it would leave no enabled admin. The same
 // role is no change.
-func (a *Accounts) SetRole(ctx context.Context, actor User, name string, role Role) (User, error) {
+func (a *Service) SetRole(ctx context.Context, actor idkeeper.User, name string, role idkeeper.Role) (idkeeper.User, error) {
 	if !role.Valid() {
-		return User{}, Invalidf("role", "the role is one of %s, %s, %s", RoleViewer, RoleOperator, RoleAdmin)
+		return idkeeper.User{}, idkeeper.Invalidf("role", "the role is one of %s, %s, %s", idkeeper.RoleViewer, idkeeper.RoleOperator, idkeeper.RoleAdmin)
 	}
-	return a.adminChange(ctx, actor, name, role != RoleAdmin, "change their own role", func(u *User) (string, error) {
+	return a.adminChange(ctx, actor, name, role != idkeeper.RoleAdmin, "change their own role", func(u *idkeeper.User) (string, error) {
 		if u.Role == role {
 			return "", errUnchanged
 		}
@@ -64,8 +65,8 @@ func (a *Accounts) SetRole(ctx context.Context, actor User, name string, role Ro
 // Errors: FORBIDDEN unless actor is an enabled admin, or to disable oneself;
 // NOT_FOUND; CONFLICT when it would leave no enabled admin. The same state is no
 // change.
-func (a *Accounts) SetDisabled(ctx context.Context, actor User, name string, disabled bool) (User, error) {
-	return a.adminChange(ctx, actor, name, disabled, "disable themselves", func(u *User) (string, error) {
+func (a *Service) SetDisabled(ctx context.Context, actor idkeeper.User, name string, disabled bool) (idkeeper.User, error) {
+	return a.adminChange(ctx, actor, name, disabled, "disable themselves", func(u *idkeeper.User) (string, error) {
 		if u.Disabled == disabled {
 			return "", errUnchanged
 		}
@@ -82,19 +83,19 @@ func (a *Accounts) SetDisabled(ctx context.Context, actor User, name string, dis
 // actor's own account (selfWhat says what that would do) and for the last enabled
 // admin (which only replicas racing each other can reach: the actor is one).
 // A change ends the account's sessions (Epoch + 1).
-func (a *Accounts) adminChange(ctx context.Context, actor User, name string, demotes bool, selfWhat string,
-	change func(*User) (string, error)) (User, error) {
+func (a *Service) adminChange(ctx context.Context, actor idkeeper.User, name string, demotes bool, selfWhat string,
+	change func(*idkeeper.User) (string, error)) (idkeeper.User, error) {
 	a.adminMu.Lock() // so that two admins of one process cannot demote each other at once
 	defer a.adminMu.Unlock()
 	if _, err := a.authorize(ctx, actor); err != nil {
-		return User{}, err
+		return idkeeper.User{}, err
 	}
 	if demotes && name == actor.Name {
-		return User{}, Errorf(CodeForbidden, "an admin cannot %s", selfWhat)
+		return idkeeper.User{}, idkeeper.Errorf(idkeeper.CodeForbidden, "an admin cannot %s", selfWhat)
 	}
 	detail := ""
-	u, err := a.update(ctx, name, func(u *User) error {
-		if demotes && u.Role == RoleAdmin && !u.Disabled {
+	u, err := a.update(ctx, name, func(u *idkeeper.User) error {
+		if demotes && u.Role == idkeeper.RoleAdmin && !u.Disabled {
 			if err := a.otherAdmins(ctx, name); err != nil {
 				return err
 			}
@@ -116,32 +117,32 @@ func (a *Accounts) adminChange(ctx context.Context, actor User, name string, dem
 }
 
 // otherAdmins returns CONFLICT unless an enabled admin other than name exists.
-func (a *Accounts) otherAdmins(ctx context.Context, name string) error {
+func (a *Service) otherAdmins(ctx context.Context, name string) error {
 	all, err := a.store.Users(ctx)
 	if err != nil {
 		return storeErr(err)
 	}
 	for _, o := range all {
-		if o.Name != name && o.Role == RoleAdmin && !o.Disabled {
+		if o.Name != name && o.Role == idkeeper.RoleAdmin && !o.Disabled {
 			return nil
 		}
 	}
-	return Errorf(CodeConflict, "%q is the last enabled admin", name)
+	return idkeeper.Errorf(idkeeper.CodeConflict, "%q is the last enabled admin", name)
 }
 
 // ResetPassword gives the account name a new password, ending its sessions.
 // Errors: FORBIDDEN unless actor is an enabled admin, or for the actor's own
 // account (ChangePassword, with the old one, is for that); INVALID_REQUEST
 // ("password"); PASSWORD_TOO_COMMON; NOT_FOUND.
-func (a *Accounts) ResetPassword(ctx context.Context, actor User, name, newPassword string) (User, error) {
+func (a *Service) ResetPassword(ctx context.Context, actor idkeeper.User, name, newPassword string) (idkeeper.User, error) {
 	if _, err := a.authorize(ctx, actor); err != nil {
-		return User{}, err
+		return idkeeper.User{}, err
 	}
 	if name == actor.Name {
-		return User{}, Errorf(CodeForbidden, "change your own password with the current one")
+		return idkeeper.User{}, idkeeper.Errorf(idkeeper.CodeForbidden, "change your own password with the current one")
 	}
 	if err := a.checkNewPassword("password", newPassword); err != nil {
-		return User{}, err
+		return idkeeper.User{}, err
 	}
 	return a.setPassword(ctx, actor.AuditActor(), name, newPassword, "reset by an admin")
 }
@@ -151,15 +152,15 @@ func (a *Accounts) ResetPassword(ctx context.Context, actor User, name, newPassw
 // as ConfirmPassword checks it. Errors: ConfirmPassword's; INVALID_REQUEST naming
 // "newPassword" (CheckPassword, or equal to the old one); PASSWORD_TOO_COMMON
 // naming "newPassword".
-func (a *Accounts) ChangePassword(ctx context.Context, user User, old, newPassword string) (User, error) {
-	if err := a.ConfirmPassword(ctx, user, "oldPassword", old, RoleViewer); err != nil {
-		return User{}, err
+func (a *Service) ChangePassword(ctx context.Context, user idkeeper.User, old, newPassword string) (idkeeper.User, error) {
+	if err := a.ConfirmPassword(ctx, user, "oldPassword", old, idkeeper.RoleViewer); err != nil {
+		return idkeeper.User{}, err
 	}
 	if err := a.checkNewPassword("newPassword", newPassword); err != nil {
-		return User{}, err
+		return idkeeper.User{}, err
 	}
 	if newPassword == old {
-		return User{}, Invalidf("newPassword", "the new password is the current one")
+		return idkeeper.User{}, idkeeper.Invalidf("newPassword", "the new password is the current one")
 	}
 	return a.setPassword(ctx, user.AuditActor(), user.Name, newPassword, "changed by the user")
 }
@@ -173,22 +174,22 @@ func (a *Accounts) ChangePassword(ctx context.Context, user User, old, newPasswo
 // wrong, or throttled with Details "retryAfterSeconds"); LOGIN_THROTTLE_FULL;
 // SESSION_EXPIRED when the account is gone or disabled; FORBIDDEN when its role
 // is below role; STORE_UNAVAILABLE; ctx's.
-func (a *Accounts) ConfirmPassword(ctx context.Context, user User, field, pw string, role Role) error {
+func (a *Service) ConfirmPassword(ctx context.Context, user idkeeper.User, field, pw string, role idkeeper.Role) error {
 	if pw == "" {
-		return Invalidf(field, "give your password again to confirm")
+		return idkeeper.Invalidf(field, "give your password again to confirm")
 	}
 	at, err := a.throttle.begin(ctx, a.cfg.Clock, a.cfg.Sleep, user.Name, addressKey(audit.RemoteIPFrom(ctx)))
 	if err != nil {
-		var te *Error
-		if errors.As(err, &te) && te.Code == CodeLoginFailed {
-			e := Invalidf(field, "too many wrong passwords; retry later")
+		var te *idkeeper.Error
+		if errors.As(err, &te) && te.Code == idkeeper.CodeLoginFailed {
+			e := idkeeper.Invalidf(field, "too many wrong passwords; retry later")
 			e.Details = te.Details
 			return e
 		}
 		return err
 	}
 	cur, err := a.store.User(ctx, user.Name)
-	if errors.Is(err, ErrNotFound) || err == nil && cur.Disabled {
+	if errors.Is(err, idkeeper.ErrNotFound) || err == nil && cur.Disabled {
 		at.end(a.cfg.Clock(), attemptVoid)
 		return errSessionExpired
 	} else if err != nil {
@@ -203,30 +204,30 @@ func (a *Accounts) ConfirmPassword(ctx context.Context, user User, field, pw str
 		if at.end(a.cfg.Clock(), attemptFailed) {
 			a.log.Warn("password confirmation throttled", "user", user.Name, "remoteIp", audit.RemoteIPFrom(ctx))
 		}
-		return Invalidf(field, "the current password is wrong")
+		return idkeeper.Invalidf(field, "the current password is wrong")
 	}
 	at.end(a.cfg.Clock(), attemptSucceeded)
 	if !cur.Role.AtLeast(role) {
-		return Errorf(CodeForbidden, "this needs the role %s; %s has the role %s", role, user.Name, cur.Role)
+		return idkeeper.Errorf(idkeeper.CodeForbidden, "this needs the role %s; %s has the role %s", role, user.Name, cur.Role)
 	}
 	return nil
 }
 
 // setPassword stores a hash of pw as name's password, Epoch + 1, and ends its
 // sessions; actor is the audit log's (User.AuditActor).
-func (a *Accounts) setPassword(ctx context.Context, actor, name, pw, detail string) (User, error) {
+func (a *Service) setPassword(ctx context.Context, actor, name, pw, detail string) (idkeeper.User, error) {
 	hash, err := a.hasher.Hash(pw)
 	if err != nil {
-		return User{}, &Error{Code: CodeInternal, Message: "internal error", Err: err}
+		return idkeeper.User{}, &idkeeper.Error{Code: idkeeper.CodeInternal, Message: "internal error", Err: err}
 	}
-	now := Millis(a.cfg.Clock())
-	u, err := a.update(ctx, name, func(u *User) error {
+	now := idkeeper.Millis(a.cfg.Clock())
+	u, err := a.update(ctx, name, func(u *idkeeper.User) error {
 		u.PasswordHash, u.PasswordChangedAt = hash, now
 		u.Epoch++
 		return nil
 	})
 	if err != nil {
-		return User{}, err
+		return idkeeper.User{}, err
 	}
 	a.endSessions(ctx, name)
 	a.audit(ctx, audit.Entry{Actor: actor, Action: audit.PasswordChange, Target: "user:" + name, Detail: detail})
@@ -234,7 +235,7 @@ func (a *Accounts) setPassword(ctx context.Context, actor, name, pw, detail stri
 }
 
 // Users returns every account sorted by name, without password hashes.
-func (a *Accounts) Users(ctx context.Context) ([]User, error) {
+func (a *Service) Users(ctx context.Context) ([]idkeeper.User, error) {
 	all, err := a.store.Users(ctx)
 	if err != nil {
 		return nil, storeErr(err)
@@ -248,18 +249,18 @@ func (a *Accounts) Users(ctx context.Context) ([]User, error) {
 // authorize returns actor's stored record when it is an enabled admin, else
 // FORBIDDEN. It reads the store: a role or state changed since the actor's
 // session was checked counts. An OperatorActor is authorised as it is.
-func (a *Accounts) authorize(ctx context.Context, actor User) (User, error) {
-	if actor.operator {
+func (a *Service) authorize(ctx context.Context, actor idkeeper.User) (idkeeper.User, error) {
+	if actor.IsOperator() {
 		return actor, nil
 	}
 	u, err := a.store.User(ctx, actor.Name)
-	if errors.Is(err, ErrNotFound) {
-		return User{}, errNotAdmin
+	if errors.Is(err, idkeeper.ErrNotFound) {
+		return idkeeper.User{}, errNotAdmin
 	} else if err != nil {
-		return User{}, storeErr(err)
+		return idkeeper.User{}, storeErr(err)
 	}
-	if u.Disabled || u.Role != RoleAdmin {
-		return User{}, errNotAdmin
+	if u.Disabled || u.Role != idkeeper.RoleAdmin {
+		return idkeeper.User{}, errNotAdmin
 	}
 	return u, nil
 }
@@ -267,51 +268,51 @@ func (a *Accounts) authorize(ctx context.Context, actor User) (User, error) {
 // update reads the account name, applies fn and stores it, again from the read
 // while another update comes first (ErrConflict), at most maxRetries times. fn
 // returning errUnchanged stores nothing and returns the account as read.
-func (a *Accounts) update(ctx context.Context, name string, fn func(*User) error) (User, error) {
+func (a *Service) update(ctx context.Context, name string, fn func(*idkeeper.User) error) (idkeeper.User, error) {
 	for range maxRetries {
 		u, err := a.store.User(ctx, name)
-		if errors.Is(err, ErrNotFound) {
-			return User{}, Errorf(CodeNotFound, "no user named %q", name)
+		if errors.Is(err, idkeeper.ErrNotFound) {
+			return idkeeper.User{}, idkeeper.Errorf(idkeeper.CodeNotFound, "no user named %q", name)
 		} else if err != nil {
-			return User{}, storeErr(err)
+			return idkeeper.User{}, storeErr(err)
 		}
 		if err := fn(&u); errors.Is(err, errUnchanged) {
 			return u, nil
 		} else if err != nil {
-			return User{}, err
+			return idkeeper.User{}, err
 		}
 		err = a.store.UpdateUser(ctx, u)
 		switch {
 		case err == nil:
 			u.Version++
 			return u, nil
-		case errors.Is(err, ErrNotFound):
-			return User{}, Errorf(CodeNotFound, "no user named %q", name)
-		case !errors.Is(err, ErrConflict):
-			return User{}, storeErr(err)
+		case errors.Is(err, idkeeper.ErrNotFound):
+			return idkeeper.User{}, idkeeper.Errorf(idkeeper.CodeNotFound, "no user named %q", name)
+		case !errors.Is(err, idkeeper.ErrConflict):
+			return idkeeper.User{}, storeErr(err)
 		}
 		if err := ctx.Err(); err != nil {
-			return User{}, err
+			return idkeeper.User{}, err
 		}
 	}
-	return User{}, Errorf(CodeConflict, "the user %q changed %d times meanwhile; retry", name, maxRetries)
+	return idkeeper.User{}, idkeeper.Errorf(idkeeper.CodeConflict, "the user %q changed %d times meanwhile; retry", name, maxRetries)
 }
 
 // endSessions deletes name's sessions. A failure is logged: the new Epoch voids
 // them anyway.
-func (a *Accounts) endSessions(ctx context.Context, name string) {
+func (a *Service) endSessions(ctx context.Context, name string) {
 	if _, err := a.store.DeleteUserSessions(ctx, name); err != nil {
 		a.log.Warn("delete the sessions of a user", "user", name, "err", err)
 	}
 }
 
 // newUser is the record of a new account: Epoch 1, hashed password.
-func (a *Accounts) newUser(name string, role Role, password, by string) (User, error) {
+func (a *Service) newUser(name string, role idkeeper.Role, password, by string) (idkeeper.User, error) {
 	hash, err := a.hasher.Hash(password)
 	if err != nil {
-		return User{}, &Error{Code: CodeInternal, Message: "internal error", Err: err}
+		return idkeeper.User{}, &idkeeper.Error{Code: idkeeper.CodeInternal, Message: "internal error", Err: err}
 	}
-	now := Millis(a.cfg.Clock())
-	return User{Name: name, Role: role, PasswordHash: hash, CreatedAt: now, CreatedBy: by, Epoch: 1,
+	now := idkeeper.Millis(a.cfg.Clock())
+	return idkeeper.User{Name: name, Role: role, PasswordHash: hash, CreatedAt: now, CreatedBy: by, Epoch: 1,
 		PasswordChangedAt: now}, nil
 }

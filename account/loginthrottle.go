@@ -1,4 +1,4 @@
-package idkeeper
+package account
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/audit"
 )
 
@@ -184,7 +185,7 @@ func (t *throttle) begin(ctx context.Context, now func() time.Time, sleep func(c
 			wait := max(time.Second, t.nextEnd.Sub(at))
 			t.mu.Unlock()
 			t.full.Add(1)
-			e := Errorf(CodeLoginThrottleFull, "too many addresses are throttled; logins from new ones are refused for now, retry later")
+			e := idkeeper.Errorf(idkeeper.CodeLoginThrottleFull, "too many addresses are throttled; logins from new ones are refused for now, retry later")
 			e.Details = map[string]any{"retryAfterSeconds": seconds(wait)}
 			return nil, e
 		}
@@ -339,7 +340,7 @@ func (t *throttle) sweep(now time.Time) {
 }
 
 // throttled is the refusal of a throttled login.
-func throttled(wait time.Duration) *Error {
+func throttled(wait time.Duration) *idkeeper.Error {
 	e := *errLoginFailed
 	e.Details = map[string]any{"retryAfterSeconds": seconds(wait)}
 	return &e
@@ -347,7 +348,7 @@ func throttled(wait time.Duration) *Error {
 
 func seconds(d time.Duration) int { return int(math.Ceil(d.Seconds())) }
 
-// sleepCtx waits d or until ctx ends: AccountsConfig.Sleep's default.
+// sleepCtx waits d or until ctx ends: Config.Sleep's default.
 func sleepCtx(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()

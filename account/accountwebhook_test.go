@@ -1,4 +1,4 @@
-package idkeeper_test
+package account_test
 
 import (
 	"errors"
@@ -6,15 +6,16 @@ import (
 	"testing"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/discord"
 )
 
-// webhookAccounts returns Accounts over e's store that take Discord webhook URLs,
+// webhookAccounts returns a Service over e's store that takes Discord webhook URLs,
 // as the server's do.
-func (e *acctEnv) webhookAccounts(t *testing.T) *idkeeper.Accounts {
+func (e *acctEnv) webhookAccounts(t *testing.T) *account.Service {
 	t.Helper()
-	acc, err := idkeeper.NewAccounts(e.store, e.hasher, idkeeper.AccountsConfig{Clock: e.clk.Now, Logger: quiet,
+	acc, err := account.New(e.store, e.hasher, account.Config{Clock: e.clk.Now, Logger: quiet,
 		ValidWebhook: discord.ValidWebhookURL})
 	if err != nil {
 		t.Fatal(err)

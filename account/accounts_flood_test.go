@@ -1,4 +1,4 @@
-package idkeeper_test
+package account_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/bolt"
 	"github.com/idkeeper/idkeeper/password"
@@ -19,12 +20,12 @@ type unauditedStore struct{ *bolt.Store }
 
 func (unauditedStore) AppendAudit(context.Context, audit.Entry) error { return nil }
 
-// floodEnv is acctEnv's store and clock under Accounts that skip the audit log.
-func floodEnv(t *testing.T) (*acctEnv, *idkeeper.Accounts) {
+// floodEnv is acctEnv's store and clock under a Service that skips the audit log.
+func floodEnv(t *testing.T) (*acctEnv, *account.Service) {
 	e := newAcctEnv(t)
 	e.addUser(t, "bob", idkeeper.RoleViewer)
-	acc, err := idkeeper.NewAccounts(unauditedStore{e.store}, password.Hasher{Params: cheapParams},
-		idkeeper.AccountsConfig{Clock: e.clk.Now, Logger: quiet, Sleep: e.slept.Sleep})
+	acc, err := account.New(unauditedStore{e.store}, password.Hasher{Params: cheapParams},
+		account.Config{Clock: e.clk.Now, Logger: quiet, Sleep: e.slept.Sleep})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,20 +34,20 @@ func floodEnv(t *testing.T) (*acctEnv, *idkeeper.Accounts) {
 
 // lockPair makes LoginPairFailures wrong logins of account from ip and checks
 // that the pair is locked.
-func lockPair(t *testing.T, acc *idkeeper.Accounts, account, ip string) {
+func lockPair(t *testing.T, acc *account.Service, name, ip string) {
 	t.Helper()
-	for range idkeeper.LoginPairFailures {
-		_, _, err := acc.Login(actx, account, "letmein-wrong", ip, "")
+	for range account.LoginPairFailures {
+		_, _, err := acc.Login(actx, name, "letmein-wrong", ip, "")
 		wantCode(t, err, idkeeper.CodeLoginFailed)
 	}
-	wantLocked(t, acc, account, ip)
+	wantLocked(t, acc, name, ip)
 }
 
-func wantLocked(t *testing.T, acc *idkeeper.Accounts, account, ip string) {
+func wantLocked(t *testing.T, acc *account.Service, name, ip string) {
 	t.Helper()
-	_, _, err := acc.Login(actx, account, bobPW, ip, "")
+	_, _, err := acc.Login(actx, name, bobPW, ip, "")
 	if idkeeper.ErrorCode(err) != idkeeper.CodeLoginFailed || retryAfter(err) == 0 {
-		t.Fatalf("%s from %s is not locked: %v", account, ip, err)
+		t.Fatalf("%s from %s is not locked: %v", name, ip, err)
 	}
 }
 
@@ -63,8 +64,8 @@ func TestLoginFloodDoesNotEvictLocks(t *testing.T) {
 		wantCode(t, err, idkeeper.CodeLoginFailed)
 	}
 	wantLocked(t, acc, "bob", "192.0.2.66")
-	if n := idkeeper.LoginThrottleLen(acc); n > idkeeper.LoginThrottleEntries {
-		t.Fatalf("%d entries, more than %d", n, idkeeper.LoginThrottleEntries)
+	if n := account.LoginThrottleLen(acc); n > account.LoginThrottleEntries {
+		t.Fatalf("%d entries, more than %d", n, account.LoginThrottleEntries)
 	}
 	_ = e
 }
@@ -75,7 +76,7 @@ func TestLoginFloodDoesNotEvictLocks(t *testing.T) {
 func TestLoginThrottleFullFailsClosed(t *testing.T) {
 	e, acc := floodEnv(t)
 	const capacity = 300
-	idkeeper.SetLoginThrottleCapacity(acc, capacity)
+	account.SetLoginThrottleCapacity(acc, capacity)
 	lockPair(t, acc, "bob", "192.0.2.66")
 	e.clk.Advance(time.Minute)
 	full := 0
@@ -92,7 +93,7 @@ func TestLoginThrottleFullFailsClosed(t *testing.T) {
 		default:
 			t.Fatalf("err %v", err)
 		}
-		if n := idkeeper.LoginThrottleLen(acc); n > capacity {
+		if n := account.LoginThrottleLen(acc); n > capacity {
 			t.Fatalf("%d entries, capacity %d", n, capacity)
 		}
 	}
@@ -107,7 +108,7 @@ func TestLoginThrottleFullFailsClosed(t *testing.T) {
 	_, _, err := acc.Login(actx, "bob", bobPW, "198.51.100.1", "")
 	wantCode(t, err, idkeeper.CodeLoginThrottleFull)
 	// Once the entries' windows end, the sweep makes room.
-	e.clk.Advance(idkeeper.LoginThrottleWindow)
+	e.clk.Advance(account.LoginThrottleWindow)
 	if _, _, err := acc.Login(actx, "bob", bobPW, "198.51.100.1", ""); err != nil {
 		t.Fatalf("after the windows ended: %v", err)
 	}
@@ -143,7 +144,7 @@ func TestCommonPasswordsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	acc, _ := idkeeper.NewAccounts(st, password.Hasher{Params: cheapParams}, idkeeper.AccountsConfig{Clock: e.clk.Now, Logger: quiet})
+	acc, _ := account.New(st, password.Hasher{Params: cheapParams}, account.Config{Clock: e.clk.Now, Logger: quiet})
 	created, err := acc.EnsureFirstAdmin(actx, "admin", "Password1234")
 	if created {
 		t.Fatal("a first admin with a common password")

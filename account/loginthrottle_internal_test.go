@@ -1,4 +1,4 @@
-package idkeeper
+package account
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idkeeper/idkeeper"
 )
 
 // A table at LoginThrottleEntries, of the longest names and IPv6 sources, stays
@@ -23,13 +25,13 @@ func TestLoginThrottleMemoryBounded(t *testing.T) {
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	var th throttle
-	name := strings.Repeat("n", MaxUserNameLen-6)
+	name := strings.Repeat("n", idkeeper.MaxUserNameLen-6)
 	full := 0
 	for i := range LoginThrottleEntries/3 + 100 {
 		a, err := th.begin(context.Background(), clock, nosleep, fmt.Sprintf("%s%06d", name, i),
 			addressKey(fmt.Sprintf("2001:db8:%x:%x::1", i/65536, i%65536)))
 		if err != nil {
-			if ErrorCode(err) != CodeLoginThrottleFull {
+			if idkeeper.ErrorCode(err) != idkeeper.CodeLoginThrottleFull {
 				t.Fatal(err)
 			}
 			full++

@@ -1,4 +1,4 @@
-package idkeeper_test
+package account_test
 
 import (
 	"testing"

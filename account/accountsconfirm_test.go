@@ -1,10 +1,11 @@
-package idkeeper_test
+package account_test
 
 import (
 	"errors"
 	"testing"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
 )
 
 // ConfirmPassword (issue #29: the restore's second factor) checks the user's own
@@ -27,20 +28,20 @@ func TestConfirmPassword(t *testing.T) {
 	}
 	// Wrong passwords count as failed logins of the account: after the limit the
 	// right one is throttled, and so is a login.
-	for range idkeeper.LoginPairFailures - 1 {
+	for range account.LoginPairFailures - 1 {
 		_ = e.acc.ConfirmPassword(actx, bob, "password", "not the password", idkeeper.RoleAdmin)
 	}
 	err := e.acc.ConfirmPassword(actx, bob, "password", bobPW, idkeeper.RoleAdmin)
 	var ie *idkeeper.Error
 	if !errors.As(err, &ie) || ie.Details["retryAfterSeconds"] == nil {
-		t.Fatalf("after %d wrong passwords: %v", idkeeper.LoginPairFailures, err)
+		t.Fatalf("after %d wrong passwords: %v", account.LoginPairFailures, err)
 	}
 	// From the same source (actx carries no address); another source is not
 	// refused (TestLoginWrongPasswordsDoNotLockTheAccount).
 	if _, _, err := e.acc.Login(actx, "bob", bobPW, "", "ua"); idkeeper.ErrorCode(err) != idkeeper.CodeLoginFailed {
 		t.Fatalf("a login after the throttled confirmations: %v", err)
 	}
-	e.clk.Advance(idkeeper.LoginThrottleWindow)
+	e.clk.Advance(account.LoginThrottleWindow)
 
 	// The account as it is now: demoted, disabled.
 	if _, err := e.acc.SetRole(actx, e.root, "bob", idkeeper.RoleOperator); err != nil {
