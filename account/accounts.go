@@ -138,8 +138,8 @@ func (a *Service) LoginThrottleFullRefusals() uint64 { return a.throttle.full.Lo
 func (a *Service) Config() Config { return a.cfg }
 
 // CheckPassword returns nil when pw may become a password (MinPasswordLen..
-// MaxPasswordLen bytes), or an INVALID_REQUEST Error naming field. the Service also
-// refuse the common passwords its hasher knows (checkNewPassword).
+// MaxPasswordLen bytes), or an INVALID_REQUEST Error naming field. A Service also
+// refuses the common passwords its hasher knows (checkNewPassword).
 func CheckPassword(field, pw string) error {
 	if len(pw) < MinPasswordLen || len(pw) > MaxPasswordLen {
 		return idkeeper.Invalidf(field, "a password has %d to %d bytes", MinPasswordLen, MaxPasswordLen)
