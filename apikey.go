@@ -9,6 +9,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"time"
+
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // APIKeyPrefix starts every generated API key.
@@ -47,7 +49,7 @@ func APIKeyFor(secret, description string, now, expiresAt time.Time) APIKey {
 // is never answered 401 (DESIGN §7).
 func (r *Registry) Authenticate(ctx context.Context, presented string) (APIKey, error) {
 	if presented == "" {
-		return APIKey{}, Errorf(CodeAPIKeyMissing, "the X-API-Key header is required")
+		return APIKey{}, Errorf(protocol.CodeAPIKeyMissing, "the X-API-Key header is required")
 	}
 	id, hash := HashAPIKey(presented)
 	sctx, end := r.trace(ctx, "store.api_key")
@@ -60,7 +62,7 @@ func (r *Registry) Authenticate(ctx context.Context, presented string) (APIKey, 
 		k, err = r.store.APIKey(ctx, id) // the recovery may have stored it again (bootstrap key)
 	}
 	if errors.Is(err, ErrNotFound) {
-		return APIKey{}, Errorf(CodeAPIKeyInvalid, "the API key is not valid")
+		return APIKey{}, Errorf(protocol.CodeAPIKeyInvalid, "the API key is not valid")
 	}
 	if err != nil {
 		return APIKey{}, Unavailable(err)
@@ -68,11 +70,11 @@ func (r *Registry) Authenticate(ctx context.Context, presented string) (APIKey, 
 	now := r.cfg.Clock()
 	switch {
 	case subtle.ConstantTimeCompare(hash, k.Hash) != 1:
-		return APIKey{}, Errorf(CodeAPIKeyInvalid, "the API key is not valid")
+		return APIKey{}, Errorf(protocol.CodeAPIKeyInvalid, "the API key is not valid")
 	case k.Revoked():
-		return APIKey{}, Errorf(CodeAPIKeyInvalid, "the API key was revoked at %s", k.RevokedAt.UTC().Format(time.RFC3339))
+		return APIKey{}, Errorf(protocol.CodeAPIKeyInvalid, "the API key was revoked at %s", k.RevokedAt.UTC().Format(time.RFC3339))
 	case k.Expired(now):
-		return APIKey{}, Errorf(CodeAPIKeyExpired, "the API key expired at %s", k.ExpiresAt.UTC().Format(time.RFC3339))
+		return APIKey{}, Errorf(protocol.CodeAPIKeyExpired, "the API key expired at %s", k.ExpiresAt.UTC().Format(time.RFC3339))
 	}
 	r.touch(k.ID, now)
 	return k, nil
@@ -148,10 +150,10 @@ func (r *Registry) ensureEnvKey(ctx context.Context, secret string, admin bool) 
 	}
 	id, _ := HashAPIKey(secret)
 	if k, err := r.store.APIKey(ctx, id); err == nil && k.Revoked() {
-		return false, nil, Errorf(CodeConflict, "the key %s in %s was revoked at %s (a newer key retired it, or an operator); "+
+		return false, nil, Errorf(protocol.CodeConflict, "the key %s in %s was revoked at %s (a newer key retired it, or an operator); "+
 			"set the current key in %s", id, env, k.RevokedAt.UTC().Format(time.RFC3339), env)
 	} else if err == nil && k.Admin != admin {
-		return false, nil, Errorf(CodeConflict, "the key %s in %s exists with admin = %t; give %s a key of its own", id, env, k.Admin, env)
+		return false, nil, Errorf(protocol.CodeConflict, "the key %s in %s exists with admin = %t; give %s a key of its own", id, env, k.Admin, env)
 	}
 	created, err = r.ensureKey(ctx, secret, desc, true, admin)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/idkeeper/idkeeper/internal/harness/fakeclock"
 	"github.com/idkeeper/idkeeper/internal/harness/storetest"
 	"github.com/idkeeper/idkeeper/password"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // auditStore opens a bolt file for the audit log and Accounts over it.
@@ -109,7 +110,7 @@ func TestRegistryAuditsLeaseEvents(t *testing.T) {
 	behind := clk.Now().Add(-time.Hour)
 	for range 3 {
 		_, err := e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: who(2), Count: 1, Key: key, RemoteIP: "10.0.0.2", ClientNow: &behind})
-		wantCode(t, err, idkeeper.CodeClockSkewTooLarge)
+		wantCode(t, err, protocol.CodeClockSkewTooLarge)
 	}
 	es = waitAudit(t, admin, 2)
 	wantEntry(t, es[1], audit.SkewReject, "key:k1", "requester:"+who(2).Key(), "10.0.0.2", "behind by 1h0m0s", "more than 10m0s")

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper/audit"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // The cluster clock check of DESIGN §8 as the registry sees it: a verifier (the
@@ -40,11 +41,11 @@ func (r *Registry) clockVerified() error {
 	}
 	var t transient
 	if errors.As(err, &t) && t.Transient() {
-		return &Error{Code: CodeClockUnverified, Err: err,
+		return &Error{Code: protocol.CodeClockUnverified, Err: err,
 			Message: "this registry cannot verify the store's clock at the moment (is the store failing over?): it grants, " +
 				"renews and reclaims nothing until the clock agent verifies it again; other replicas serve"}
 	}
-	return &Error{Code: CodeClockUnverified, Err: err,
+	return &Error{Code: protocol.CodeClockUnverified, Err: err,
 		Message: "this registry's clock is not verified by its clock agent: it grants, renews and reclaims nothing " +
 			"and exits, to be restarted by its supervisor as a fresh process that verifies its clock first; other replicas serve"}
 }

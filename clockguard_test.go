@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // checkedClock is a ClockVerifier whose verdict the test sets.
@@ -72,16 +73,16 @@ func TestClockUnverifiedFailsClosed(t *testing.T) {
 	failure := errors.New("clock agent: mac mismatch")
 	clock.fail(failure)
 	code := func(err error) idkeeper.Code { return idkeeper.ErrorCode(err) }
-	if _, err := e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: idkeeper.Requester{MachineID: "n", PID: 2, StartedAt: t0}, Count: 1}); code(err) != idkeeper.CodeClockUnverified {
+	if _, err := e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: idkeeper.Requester{MachineID: "n", PID: 2, StartedAt: t0}, Count: 1}); code(err) != protocol.CodeClockUnverified {
 		t.Errorf("Alloc: %v", err)
 	}
-	if _, err := e.reg.Renew(ctx, idkeeper.RenewRequest{Requester: w}); code(err) != idkeeper.CodeClockUnverified {
+	if _, err := e.reg.Renew(ctx, idkeeper.RenewRequest{Requester: w}); code(err) != protocol.CodeClockUnverified {
 		t.Errorf("Renew: %v", err)
 	}
-	if _, ran, err := e.reg.Cleanup(ctx); ran || code(err) != idkeeper.CodeClockUnverified {
+	if _, ran, err := e.reg.Cleanup(ctx); ran || code(err) != protocol.CodeClockUnverified {
 		t.Errorf("Cleanup: ran %v, %v", ran, err)
 	}
-	if err := e.reg.Ready(ctx); code(err) != idkeeper.CodeClockUnverified || !errors.Is(err, failure) {
+	if err := e.reg.Ready(ctx); code(err) != protocol.CodeClockUnverified || !errors.Is(err, failure) {
 		t.Errorf("Ready: %v", err)
 	}
 
@@ -140,7 +141,7 @@ func TestClockUnverifiedTransient(t *testing.T) {
 	clock.fail(transientErr{errors.New("read the store's clock: i/o timeout")})
 	_, err := e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: w, Count: 1})
 	var ie *idkeeper.Error
-	if !errors.As(err, &ie) || ie.Code != idkeeper.CodeClockUnverified || strings.Contains(ie.Message, "restarted") ||
+	if !errors.As(err, &ie) || ie.Code != protocol.CodeClockUnverified || strings.Contains(ie.Message, "restarted") ||
 		!strings.Contains(ie.Message, "verifies it again") {
 		t.Fatalf("Alloc while the store clock is unverified: %#v", err)
 	}

@@ -15,38 +15,6 @@ type Code = protocol.Code
 
 // Error codes of the registry and of every service: protocol's, under the names
 // the rest of the module uses. What each means is documented there.
-const (
-	CodeInvalidRequest         = protocol.CodeInvalidRequest
-	CodeAPIKeyMissing          = protocol.CodeAPIKeyMissing
-	CodeAPIKeyInvalid          = protocol.CodeAPIKeyInvalid
-	CodeAPIKeyExpired          = protocol.CodeAPIKeyExpired
-	CodeIPNotAllowed           = protocol.CodeIPNotAllowed
-	CodeLeaseNotOwned          = protocol.CodeLeaseNotOwned
-	CodeAdminKeyRequired       = protocol.CodeAdminKeyRequired
-	CodeNotFound               = protocol.CodeNotFound
-	CodeMethodNotAllowed       = protocol.CodeMethodNotAllowed
-	CodeConflict               = protocol.CodeConflict
-	CodeClockSkewTooLarge      = protocol.CodeClockSkewTooLarge
-	CodeRequesterCountMismatch = protocol.CodeRequesterCountMismatch
-	CodeNodeIDsExhausted       = protocol.CodeNodeIDsExhausted
-	CodeAPIKeyQuotaExceeded    = protocol.CodeAPIKeyQuotaExceeded
-	CodeUnsupportedMediaType   = protocol.CodeUnsupportedMediaType
-	CodeBodyTooLarge           = protocol.CodeBodyTooLarge
-	CodeCountTooLarge          = protocol.CodeCountTooLarge
-	CodeStoreUnavailable       = protocol.CodeStoreUnavailable
-	CodeNotReady               = protocol.CodeNotReady
-	CodeStoreNotInitialised    = protocol.CodeStoreNotInitialised
-	CodeStoreRecovering        = protocol.CodeStoreRecovering
-	CodePoolMismatch           = protocol.CodePoolMismatch
-	CodeStoreClockSkew         = protocol.CodeStoreClockSkew
-	CodeClockUnverified        = protocol.CodeClockUnverified
-	CodeLoginFailed            = protocol.CodeLoginFailed
-	CodeLoginThrottleFull      = protocol.CodeLoginThrottleFull
-	CodePasswordTooCommon      = protocol.CodePasswordTooCommon
-	CodeSessionExpired         = protocol.CodeSessionExpired
-	CodeForbidden              = protocol.CodeForbidden
-	CodeInternal               = protocol.CodeInternal
-)
 
 // Error is a domain error (protocol.Error): a code for programs, a message for
 // people, and optional details that the HTTP layer adds to the problem body as
@@ -65,7 +33,7 @@ func Invalidf(field, format string, args ...any) *Error {
 
 // Unavailable wraps a store failure as STORE_UNAVAILABLE.
 func Unavailable(err error) *Error {
-	return &Error{Code: CodeStoreUnavailable, Message: "the lease store is unavailable; retry later", Err: err}
+	return &Error{Code: protocol.CodeStoreUnavailable, Message: "the lease store is unavailable; retry later", Err: err}
 }
 
 // ErrorCode returns the code of the first *Error in err's chain, "" for nil and
@@ -79,9 +47,9 @@ func ErrorMessage(err error) string { return protocol.ErrorMessage(err) }
 // Sentinel errors of the Store contract.
 var (
 	// ErrNotFound: the record does not exist.
-	ErrNotFound = &Error{Code: CodeNotFound, Message: "not found"}
+	ErrNotFound = &Error{Code: protocol.CodeNotFound, Message: "not found"}
 	// ErrConflict: a record with that identity exists already.
-	ErrConflict = &Error{Code: CodeConflict, Message: "already exists"}
+	ErrConflict = &Error{Code: protocol.CodeConflict, Message: "already exists"}
 	// ErrStoreReset: a guard found the store reset (ErrGenerationChanged) or missing
 	// writes (ErrFenceRegression): a restart without persistence, a failover to a
 	// replica that missed writes, a restore. Nothing was written. The registry
@@ -91,21 +59,21 @@ var (
 	// (Guard.MaxSkew). Nothing was written.
 	ErrStoreClockSkew = errors.New("idkeeper: the store's clock disagrees with the registry's")
 	// ErrNotInitialised: the store holds no generation; `idkeeper init` creates one.
-	ErrNotInitialised = &Error{Code: CodeStoreNotInitialised,
+	ErrNotInitialised = &Error{Code: protocol.CodeStoreNotInitialised,
 		Message: "the store is not initialised: run `idkeeper init --store …` once for a new deployment"}
 )
 
 // NotOwned is the LEASE_NOT_OWNED Error of a requester whose leases belong to
 // another API key. It names neither the other key nor the leases.
 func NotOwned() *Error {
-	return &Error{Code: CodeLeaseNotOwned, Message: "the requester's leases belong to another API key"}
+	return &Error{Code: protocol.CodeLeaseNotOwned, Message: "the requester's leases belong to another API key"}
 }
 
 // Exhausted is the NODE_IDS_EXHAUSTED Error of an Alloc that found fewer than
 // requested node IDs allocatable.
 func Exhausted(requested, remaining int) *Error {
 	return &Error{
-		Code:    CodeNodeIDsExhausted,
+		Code:    protocol.CodeNodeIDsExhausted,
 		Message: fmt.Sprintf("%s requested, %d allocatable", plural.N(requested, "node ID", "node IDs"), remaining),
 		Details: map[string]any{"requested": requested, "remaining": remaining},
 	}
@@ -115,7 +83,7 @@ func Exhausted(requested, remaining int) *Error {
 // that holds another number of node IDs.
 func CountMismatch(held, requested int) *Error {
 	return &Error{
-		Code:    CodeRequesterCountMismatch,
+		Code:    protocol.CodeRequesterCountMismatch,
 		Message: fmt.Sprintf("the requester holds %s and asked for %d; remove them first", plural.N(held, "node ID", "node IDs"), requested),
 		Details: map[string]any{"held": held, "requested": requested},
 	}
@@ -139,7 +107,7 @@ func QuotaExceededCooling(maxNodes, held, cooling, requested int) *Error {
 			plural.N(maxNodes, "node ID", "node IDs"), held, cooling, requested)
 	}
 	return &Error{
-		Code:    CodeAPIKeyQuotaExceeded,
+		Code:    protocol.CodeAPIKeyQuotaExceeded,
 		Message: msg,
 		Details: map[string]any{"maxNodes": maxNodes, "held": held, "cooling": cooling, "requested": requested},
 	}

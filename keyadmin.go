@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // MaxKeyDescriptionLen bounds an API key's description, in bytes.
@@ -229,7 +231,7 @@ func UpdateKey(ctx context.Context, s Store, id string, u KeyUpdate, now time.Ti
 
 // keyNotFound is the NOT_FOUND Error of an unknown key ID.
 func keyNotFound(id string) *Error {
-	return Errorf(CodeNotFound, "there is no API key %q", id)
+	return Errorf(protocol.CodeNotFound, "there is no API key %q", id)
 }
 
 // CreateKey makes and stores a key from spec at the registry's clock (see the
@@ -298,7 +300,7 @@ func (r *Registry) UpdateKey(ctx context.Context, id string, u KeyUpdate) (KeyIn
 	case errors.Is(err, ErrNotFound):
 		return KeyInfo{}, keyNotFound(id)
 	case errors.Is(err, ErrConflict):
-		return KeyInfo{}, Errorf(CodeConflict, "the API key %q is revoked: a revoked key stays as it was", id)
+		return KeyInfo{}, Errorf(protocol.CodeConflict, "the API key %q is revoked: a revoked key stays as it was", id)
 	case err != nil:
 		return KeyInfo{}, r.storeErr(err)
 	}

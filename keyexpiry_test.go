@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 const day = 24 * time.Hour
@@ -187,7 +188,7 @@ func TestKeyAdministration(t *testing.T) {
 		{idkeeper.KeySpec{Description: "d", MaxNodes: 4097}, "maxNodes"},
 	} {
 		var ie *idkeeper.Error
-		if _, _, err := e.reg.CreateKey(ctx, c.spec); !errors.As(err, &ie) || ie.Code != idkeeper.CodeInvalidRequest || ie.Field != c.field {
+		if _, _, err := e.reg.CreateKey(ctx, c.spec); !errors.As(err, &ie) || ie.Code != protocol.CodeInvalidRequest || ie.Field != c.field {
 			t.Errorf("CreateKey(%+v) = %v, want INVALID_REQUEST on %s", c.spec, err, c.field)
 		}
 	}
@@ -206,10 +207,10 @@ func TestKeyAdministration(t *testing.T) {
 	if info, already, err = e.reg.RevokeKey(ctx, k.ID); err != nil || !already || !info.Key.RevokedAt.Equal(now) {
 		t.Fatalf("RevokeKey again = %+v, %v, %v", info, already, err)
 	}
-	if _, _, err := e.reg.RevokeKey(ctx, "nope"); idkeeper.ErrorCode(err) != idkeeper.CodeNotFound {
+	if _, _, err := e.reg.RevokeKey(ctx, "nope"); idkeeper.ErrorCode(err) != protocol.CodeNotFound {
 		t.Fatalf("RevokeKey(nope) = %v", err)
 	}
-	if _, err := e.reg.Key(ctx, "nope"); idkeeper.ErrorCode(err) != idkeeper.CodeNotFound {
+	if _, err := e.reg.Key(ctx, "nope"); idkeeper.ErrorCode(err) != protocol.CodeNotFound {
 		t.Fatalf("Key(nope) = %v", err)
 	}
 }
@@ -252,10 +253,10 @@ func TestEnsureAdminKey(t *testing.T) {
 	if _, err := e.reg.EnsureAPIKey(ctx, plain, "plain"); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := e.reg.EnsureAdminKey(ctx, plain); idkeeper.ErrorCode(err) != idkeeper.CodeConflict {
+	if _, _, err := e.reg.EnsureAdminKey(ctx, plain); idkeeper.ErrorCode(err) != protocol.CodeConflict {
 		t.Fatalf("EnsureAdminKey(an existing plain key) = %v, want CONFLICT", err)
 	}
-	if _, _, err := e.reg.EnsureAdminKey(ctx, admin1); idkeeper.ErrorCode(err) != idkeeper.CodeConflict {
+	if _, _, err := e.reg.EnsureAdminKey(ctx, admin1); idkeeper.ErrorCode(err) != protocol.CodeConflict {
 		t.Fatalf("EnsureAdminKey(a retired admin key) = %v, want CONFLICT", err)
 	}
 }

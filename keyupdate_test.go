@@ -8,13 +8,14 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // wantInvalid checks that err is an INVALID_REQUEST Error naming field.
 func wantInvalid(t *testing.T, err error, field, what string) {
 	t.Helper()
 	var ie *idkeeper.Error
-	if !errors.As(err, &ie) || ie.Code != idkeeper.CodeInvalidRequest || ie.Field != field {
+	if !errors.As(err, &ie) || ie.Code != protocol.CodeInvalidRequest || ie.Field != field {
 		t.Fatalf("%s = %v, want INVALID_REQUEST on %s", what, err, field)
 	}
 }
@@ -74,7 +75,7 @@ func TestUpdateKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: who(2), Count: 1, Key: authed})
-	if code := idkeeper.ErrorCode(err); code != idkeeper.CodeAPIKeyQuotaExceeded {
+	if code := idkeeper.ErrorCode(err); code != protocol.CodeAPIKeyQuotaExceeded {
 		t.Fatalf("Alloc over the lowered quota = %v, want API_KEY_QUOTA_EXCEEDED", err)
 	}
 	if held, err := e.reg.Key(ctx, k.ID); err != nil || held.NodesHeld != 2 {
@@ -106,7 +107,7 @@ func TestUpdateKey(t *testing.T) {
 		t.Fatalf("a key that never expires, 1000 days on: %v", err)
 	}
 
-	if _, err := e.reg.UpdateKey(ctx, "nope", idkeeper.KeyUpdate{MaxNodes: &quota}); idkeeper.ErrorCode(err) != idkeeper.CodeNotFound {
+	if _, err := e.reg.UpdateKey(ctx, "nope", idkeeper.KeyUpdate{MaxNodes: &quota}); idkeeper.ErrorCode(err) != protocol.CodeNotFound {
 		t.Fatalf("UpdateKey(nope) = %v, want NOT_FOUND", err)
 	}
 
@@ -116,7 +117,7 @@ func TestUpdateKey(t *testing.T) {
 	}
 	soon := e.clk.Now().Add(time.Hour)
 	_, err = e.reg.UpdateKey(ctx, k.ID, idkeeper.KeyUpdate{ExpiresAt: &soon, MaxNodes: &quota})
-	if code := idkeeper.ErrorCode(err); code != idkeeper.CodeConflict || !strings.Contains(err.Error(), "revoked") {
+	if code := idkeeper.ErrorCode(err); code != protocol.CodeConflict || !strings.Contains(err.Error(), "revoked") {
 		t.Fatalf("UpdateKey of a revoked key = %v, want CONFLICT", err)
 	}
 	if info, err := e.reg.Key(ctx, k.ID); err != nil || !info.Key.Revoked() || !info.Key.ExpiresAt.IsZero() || info.Key.MaxNodes != 0 {
@@ -138,7 +139,7 @@ func TestUpdateKeyEnvAndStoreUnavailable(t *testing.T) {
 		t.Fatalf("the bootstrap key: %+v, %v; want CreatedBy %q", k, err, idkeeper.CreatedByEnv)
 	}
 	e.store.Close()
-	if _, err := e.reg.UpdateKey(ctx, k.ID, idkeeper.KeyUpdate{MaxNodes: ptr(2)}); idkeeper.ErrorCode(err) != idkeeper.CodeStoreUnavailable {
+	if _, err := e.reg.UpdateKey(ctx, k.ID, idkeeper.KeyUpdate{MaxNodes: ptr(2)}); idkeeper.ErrorCode(err) != protocol.CodeStoreUnavailable {
 		t.Fatalf("UpdateKey on a closed store = %v, want STORE_UNAVAILABLE", err)
 	}
 }

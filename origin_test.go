@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // Registry.Origin: an ID in a grant's window names that grant; IDs of no grant,
@@ -54,7 +55,7 @@ func TestOriginAndHistoryRetention(t *testing.T) {
 			t.Errorf("Origin(%d) = %+v, %v; want a note with %q", c.id, o, err, c.note)
 		}
 	}
-	if _, err := e.reg.Origin(ctx, -1); idkeeper.ErrorCode(err) != idkeeper.CodeInvalidRequest {
+	if _, err := e.reg.Origin(ctx, -1); idkeeper.ErrorCode(err) != protocol.CodeInvalidRequest {
 		t.Fatalf("Origin(-1): %v", err)
 	}
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 func TestPoolSpecValidate(t *testing.T) {
@@ -31,7 +32,7 @@ func TestPoolSpecValidate(t *testing.T) {
 		{idkeeper.PoolSpec{Nodes: 4, Layout: idkeeper.Layout{Epoch: idkeeper.DefaultLayout.Epoch, TimestampBits: 41, NodeBits: 12, SequenceBits: 9}}, "layout"},
 	} {
 		var e *idkeeper.Error
-		if err := c.p.Validate(); !errors.As(err, &e) || e.Code != idkeeper.CodeInvalidRequest || e.Field != c.field {
+		if err := c.p.Validate(); !errors.As(err, &e) || e.Code != protocol.CodeInvalidRequest || e.Field != c.field {
 			t.Errorf("Validate(%+v) = %v, want INVALID_REQUEST on %q", c.p, err, c.field)
 		}
 	}
@@ -76,7 +77,7 @@ func TestPoolChange(t *testing.T) {
 	}
 	asked := idkeeper.PoolSpec{First: 0, Nodes: 3}
 	err := idkeeper.CheckPoolChange(stored, asked)
-	if !errors.As(err, &e) || e.Code != idkeeper.CodeInvalidRequest || e.Field != "nodes" ||
+	if !errors.As(err, &e) || e.Code != protocol.CodeInvalidRequest || e.Field != "nodes" ||
 		!strings.Contains(e.Message, "node IDs 100-103 (4)") || !strings.Contains(e.Message, "node IDs 0-2 (3)") ||
 		!strings.Contains(e.Message, "re-initialise deliberately") || e.Details["stored"] != stored.String() {
 		t.Errorf("another First: %v (%+v)", err, e)

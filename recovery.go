@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // Phase is where a registry stands with its store (DESIGN §7).
@@ -59,7 +61,7 @@ func (r *Registry) Open(ctx context.Context) error {
 	r.state.update(func(s *ReplicaState) bool { *s = st; return false })
 	if err := r.CheckStore(ctx); err != nil {
 		var re *RangeError
-		if e := (*Error)(nil); errors.As(err, &re) || (errors.As(err, &e) && (e.Code == CodeInvalidRequest || e.Code == CodePoolMismatch)) {
+		if e := (*Error)(nil); errors.As(err, &re) || (errors.As(err, &e) && (e.Code == protocol.CodeInvalidRequest || e.Code == protocol.CodePoolMismatch)) {
 			return err
 		}
 		r.log.Warn("store check at start", "err", err)
@@ -136,7 +138,7 @@ func (r *Registry) Serving() error {
 			return e
 		}
 	}
-	return &Error{Code: CodeStoreRecovering,
+	return &Error{Code: protocol.CodeStoreRecovering,
 		Message: "the registry is checking or recovering its store after a reset; retry shortly"}
 }
 
@@ -160,7 +162,7 @@ func (r *Registry) Ready(ctx context.Context) error {
 }
 
 func (r *Registry) clockErr() error {
-	return &Error{Code: CodeStoreClockSkew,
+	return &Error{Code: protocol.CodeStoreClockSkew,
 		Message: fmt.Sprintf("the store's clock is %s from this registry's, more than %s: no grants, renewals or "+
 			"reclaims until they agree; check NTP on both", time.Duration(r.clockSkew.Load()), r.cfg.StoreClockTolerance),
 		Details: map[string]any{"offsetMs": time.Duration(r.clockSkew.Load()).Milliseconds(),
@@ -289,7 +291,7 @@ func (r *Registry) resetPool() PoolSpec {
 // changing a node range or layout takes a deliberate re-initialisation. Details
 // "stored" and "configured" are the two specs (PoolSpec.String).
 func PoolMismatchError(stored, configured PoolSpec) *Error {
-	return &Error{Code: CodePoolMismatch,
+	return &Error{Code: protocol.CodePoolMismatch,
 		Message: fmt.Sprintf("the store's pool is %s, but this registry is configured for %s: a node range or layout "+
 			"never changes under running clients, so this registry serves nothing; configure the store's range and "+
 			"layout, or re-initialise the store deliberately to change them", stored, configured),
@@ -361,7 +363,7 @@ func (r *Registry) recoverReset(ctx context.Context, why, from string) error {
 	res, err := r.store.Reset(ctx, ResetParams{Seen: seen, Pool: r.resetPool(), Until: until, MinFence: r.state.maxToken()})
 	if err != nil {
 		r.log.Error("store reset detected, recovery failed; retrying", "reason", why, "err", err)
-		return &Error{Code: CodeStoreRecovering,
+		return &Error{Code: protocol.CodeStoreRecovering,
 			Message: "the registry is recovering its store after a reset; retry shortly", Err: err}
 	}
 	r.setGeneration(res.Generation)

@@ -160,7 +160,7 @@ func (r *Registry) Alloc(ctx context.Context, req AllocRequest) (g Grant, err er
 		if most < MaxCount {
 			msg = fmt.Sprintf("count %d is larger than the pool of %s", req.Count, plural.N(most, "node ID", "node IDs"))
 		}
-		return Grant{}, &Error{Code: CodeCountTooLarge, Field: "count", Message: msg, Details: map[string]any{"maxCount": most}}
+		return Grant{}, &Error{Code: protocol.CodeCountTooLarge, Field: "count", Message: msg, Details: map[string]any{"maxCount": most}}
 	}
 	if err := r.Serving(); err != nil {
 		return Grant{}, err
@@ -421,7 +421,7 @@ func (r *Registry) learnToken(ctx context.Context, t uint64) error {
 
 func (r *Registry) syncState(ctx context.Context) error {
 	if err := r.state.Sync(ctx); err != nil {
-		return &Error{Code: CodeStoreUnavailable, Message: "the registry cannot save its state; retry later",
+		return &Error{Code: protocol.CodeStoreUnavailable, Message: "the registry cannot save its state; retry later",
 			Err: fmt.Errorf("save the replica state: %w", err)}
 	}
 	return nil

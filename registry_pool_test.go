@@ -10,6 +10,7 @@ import (
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/bolt"
 	"github.com/idkeeper/idkeeper/internal/harness/fakeclock"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 var layout10 = idkeeper.Layout{Epoch: idkeeper.DefaultLayout.Epoch, TimestampBits: 41, NodeBits: 10, SequenceBits: 12}
@@ -29,7 +30,7 @@ func TestRegistryPoolRange(t *testing.T) {
 		}
 	}
 	for _, id := range []idkeeper.NodeID{99, 108, 0} {
-		if _, err := e.reg.Node(ctx, id); idkeeper.ErrorCode(err) != idkeeper.CodeNotFound {
+		if _, err := e.reg.Node(ctx, id); idkeeper.ErrorCode(err) != protocol.CodeNotFound {
 			t.Fatalf("Node(%d) outside the pool: %v, want NOT_FOUND", id, err)
 		}
 	}
@@ -81,7 +82,7 @@ func TestRegistryPoolMismatch(t *testing.T) {
 		}
 		err = reg.Open(ctx)
 		var e *idkeeper.Error
-		if !errors.As(err, &e) || e.Code != idkeeper.CodePoolMismatch {
+		if !errors.As(err, &e) || e.Code != protocol.CodePoolMismatch {
 			reg.Close()
 			t.Fatalf("Open with %+v over the pool %s: %v, want POOL_MISMATCH", cfg, stored, err)
 		}
@@ -90,10 +91,10 @@ func TestRegistryPoolMismatch(t *testing.T) {
 				t.Errorf("POOL_MISMATCH message %q lacks %q", e.Message, want)
 			}
 		}
-		if reg.Phase() != idkeeper.PhasePoolMismatch || idkeeper.ErrorCode(reg.Serving()) != idkeeper.CodePoolMismatch {
+		if reg.Phase() != idkeeper.PhasePoolMismatch || idkeeper.ErrorCode(reg.Serving()) != protocol.CodePoolMismatch {
 			t.Fatalf("after a refused start: phase %s, Serving %v", reg.Phase(), reg.Serving())
 		}
-		if _, err := reg.Alloc(ctx, idkeeper.AllocRequest{Requester: who(1), Count: 1}); idkeeper.ErrorCode(err) != idkeeper.CodePoolMismatch {
+		if _, err := reg.Alloc(ctx, idkeeper.AllocRequest{Requester: who(1), Count: 1}); idkeeper.ErrorCode(err) != protocol.CodePoolMismatch {
 			t.Fatalf("Alloc on a mismatched registry: %v", err)
 		}
 		reg.Close()

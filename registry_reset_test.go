@@ -10,6 +10,7 @@ import (
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/internal/harness/fakeclock"
 	"github.com/idkeeper/idkeeper/internal/harness/storetest"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // resetEnv is a registry over a storetest.Swap holding a bolt file.
@@ -75,15 +76,15 @@ func TestWipedStoreIsRecoveredNotInitialised(t *testing.T) {
 		t.Fatalf("a new registry on an empty store is %s, want uninitialised", p)
 	}
 	_, err := fresh.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: who(9), Count: 1})
-	wantCode(t, err, idkeeper.CodeStoreNotInitialised)
-	wantCode(t, fresh.reg.Ready(ctx), idkeeper.CodeStoreNotInitialised)
+	wantCode(t, err, protocol.CodeStoreNotInitialised)
+	wantCode(t, fresh.reg.Ready(ctx), protocol.CodeStoreNotInitialised)
 	if st, _ := e.sw.Status(ctx); st.Initialised {
 		t.Fatalf("a registry initialised the store by itself: %+v", st)
 	}
 
 	// The running registry saw generation 1: its next call recovers the store.
 	_, err = e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: who(2), Count: 1})
-	wantCode(t, err, idkeeper.CodeNodeIDsExhausted)
+	wantCode(t, err, protocol.CodeNodeIDsExhausted)
 	gen := e.reg.Generation()
 	if gen.Origin != idkeeper.OriginRecovered || gen.Number != before.Number+1 || e.obs.resetCount(true) != 1 {
 		t.Fatalf("after the wipe: generation %+v (was %+v), resets %v", gen, before, e.obs.resets)
@@ -128,7 +129,7 @@ func TestStoreInitialisedAnewIsAReset(t *testing.T) {
 		t.Fatalf("a store initialised anew was not treated as a reset: %v %+v", e.obs.resets, e.reg.Generation())
 	}
 	_, err := e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: who(2), Count: 1})
-	wantCode(t, err, idkeeper.CodeNodeIDsExhausted)
+	wantCode(t, err, protocol.CodeNodeIDsExhausted)
 	ns, _ := e.store.Node(ctx, held.NodeID)
 	if !ns.Fenced().After(held.ExpiresAt) {
 		t.Fatalf("node %d's fence %s is not past the old lease's end %s", held.NodeID, ns.Fenced(), held.ExpiresAt)
@@ -157,7 +158,7 @@ func TestRollbackOfOneGrantIsCaughtBeforeTheNextGrant(t *testing.T) {
 
 	for range 2 { // a retry does not get a stale grant either
 		_, err := e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: who(3), Count: 1})
-		wantCode(t, err, idkeeper.CodeNodeIDsExhausted)
+		wantCode(t, err, protocol.CodeNodeIDsExhausted)
 	}
 	if e.obs.resetCount(true) != 1 {
 		t.Fatalf("resets %v, want one recovery", e.obs.resets)
@@ -205,7 +206,7 @@ func TestRollbackWhileTheRegistryRestartsIsCaught(t *testing.T) {
 		t.Fatalf("the recovery does not say why:\n%s", again.logs)
 	}
 	_, err = again.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: who(2), Count: 1})
-	wantCode(t, err, idkeeper.CodeNodeIDsExhausted)
+	wantCode(t, err, protocol.CodeNodeIDsExhausted)
 	g, err := again.reg.Renew(ctx, idkeeper.RenewRequest{Requester: who(1), Receipts: receipts(lost)})
 	if err != nil || len(g.Leases) != 1 || g.Leases[0].FencingToken != lost.Leases[0].FencingToken {
 		t.Fatalf("renew of the lost holder after the restart: %+v %v", g, err)
@@ -261,7 +262,7 @@ func TestReceiptsKeepLiveHoldersOverAReset(t *testing.T) {
 		t.Fatalf("pool after restores: %+v; want 4 restored, the 2 unclaimed quarantined", c)
 	}
 	_, err := e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: who(7), Count: 1})
-	wantCode(t, err, idkeeper.CodeNodeIDsExhausted)
+	wantCode(t, err, protocol.CodeNodeIDsExhausted)
 }
 
 // Issue #8 item 9: two claims on one node ID after a reset stop both holders.
@@ -318,7 +319,7 @@ func TestUnverifiedEvidenceIsIgnored(t *testing.T) {
 		{Requester: who(2), Receipts: []string{"not a receipt", strings.Repeat("A", 60)}}, // garbage
 	} {
 		_, err := e.reg.Renew(ctx, req)
-		if err != nil && idkeeper.ErrorCode(err) != idkeeper.CodeLeaseNotOwned {
+		if err != nil && idkeeper.ErrorCode(err) != protocol.CodeLeaseNotOwned {
 			t.Fatalf("renew %+v: %v", req, err)
 		}
 	}
@@ -336,7 +337,7 @@ func TestUnverifiedEvidenceIsIgnored(t *testing.T) {
 	}
 	for _, tok := range []uint64{0, idkeeper.MaxFencingToken + 1, 1<<64 - 1} {
 		_, err := e.reg.Renew(ctx, idkeeper.RenewRequest{Requester: who(2), FencingTokens: []uint64{tok}})
-		wantCode(t, err, idkeeper.CodeInvalidRequest)
+		wantCode(t, err, protocol.CodeInvalidRequest)
 	}
 }
 
@@ -352,11 +353,11 @@ func TestAnotherKeyCannotRenewOrRemove(t *testing.T) {
 	e.reg.Renew(ctx, idkeeper.RenewRequest{Requester: who(1), KeyID: "victim"})
 	before, _ := e.store.Node(ctx, g.Leases[0].NodeID)
 	_, err = e.reg.Remove(ctx, idkeeper.RemoveRequest{Requester: who(1), MintedUpTo: idkeeper.DefaultLayout.Epoch, KeyID: "attacker"})
-	wantCode(t, err, idkeeper.CodeLeaseNotOwned)
+	wantCode(t, err, protocol.CodeLeaseNotOwned)
 	_, err = e.reg.Renew(ctx, idkeeper.RenewRequest{Requester: who(1), KeyID: "attacker"})
-	wantCode(t, err, idkeeper.CodeLeaseNotOwned)
+	wantCode(t, err, protocol.CodeLeaseNotOwned)
 	_, err = e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: who(1), Count: 1, Key: idkeeper.APIKey{ID: "attacker"}})
-	wantCode(t, err, idkeeper.CodeLeaseNotOwned)
+	wantCode(t, err, protocol.CodeLeaseNotOwned)
 	after, _ := e.store.Node(ctx, g.Leases[0].NodeID)
 	if after.Lease == nil || !after.Watermark.Equal(before.Watermark) || !after.Lease.ExpiresAt.Equal(before.Lease.ExpiresAt) {
 		t.Fatalf("another key's calls changed the node: %+v, was %+v", after, before)
@@ -382,13 +383,13 @@ func TestStoreClockJumpStopsGranting(t *testing.T) {
 	}
 	storeClk.Advance(time.Hour) // the store's clock jumps
 	_, err = e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: who(2), Count: 1})
-	wantCode(t, err, idkeeper.CodeStoreClockSkew)
+	wantCode(t, err, protocol.CodeStoreClockSkew)
 	_, err = e.reg.Renew(ctx, idkeeper.RenewRequest{Requester: who(1)})
-	wantCode(t, err, idkeeper.CodeStoreClockSkew)
-	if _, _, err := e.reg.Cleanup(ctx); idkeeper.ErrorCode(err) != idkeeper.CodeStoreClockSkew {
+	wantCode(t, err, protocol.CodeStoreClockSkew)
+	if _, _, err := e.reg.Cleanup(ctx); idkeeper.ErrorCode(err) != protocol.CodeStoreClockSkew {
 		t.Fatalf("cleanup with the clocks apart: %v", err)
 	}
-	wantCode(t, e.reg.Ready(ctx), idkeeper.CodeStoreClockSkew)
+	wantCode(t, e.reg.Ready(ctx), protocol.CodeStoreClockSkew)
 	ns, _ := st.Node(ctx, g.Leases[0].NodeID)
 	if !ns.Lease.ExpiresAt.Equal(g.Leases[0].ExpiresAt) || !ns.Watermark.Equal(g.Leases[0].ExpiresAt) {
 		t.Fatalf("an expiry moved with the jumped clock: %+v", ns)
@@ -443,7 +444,7 @@ func TestKeyLookupOnAWipedStoreRecoversFirst(t *testing.T) {
 	}
 	// A key that lived only in the lost data is gone for good, and says so.
 	_, err := e.reg.Authenticate(ctx, other)
-	wantCode(t, err, idkeeper.CodeAPIKeyInvalid)
+	wantCode(t, err, protocol.CodeAPIKeyInvalid)
 }
 
 // While the registry recovers it answers STORE_RECOVERING with a Retry-After, and
@@ -455,7 +456,7 @@ func TestServingAnswersWhileNotReady(t *testing.T) {
 	e := startEnv(t, st, clk, idkeeper.Config{Nodes: 4})
 	err := e.reg.Serving()
 	var ie *idkeeper.Error
-	if !errors.As(err, &ie) || ie.Code != idkeeper.CodeStoreNotInitialised || !strings.Contains(ie.Message, "idkeeper init") {
+	if !errors.As(err, &ie) || ie.Code != protocol.CodeStoreNotInitialised || !strings.Contains(ie.Message, "idkeeper init") {
 		t.Fatalf("Serving before init = %v", err)
 	}
 	if _, err := st.Init(context.Background(), idkeeper.PoolSpec{Nodes: 4}); err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/bolt"
 	"github.com/idkeeper/idkeeper/internal/harness/fakeclock"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -169,7 +170,7 @@ func TestAllocRejectsLargeSkewAndRecordsIt(t *testing.T) {
 	behind := t0.Add(-11 * time.Minute)
 	_, err := e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: who(1), Count: 1, ClientNow: &behind, RemoteIP: "127.0.0.9"})
 	var ie *idkeeper.Error
-	if !errors.As(err, &ie) || ie.Code != idkeeper.CodeClockSkewTooLarge {
+	if !errors.As(err, &ie) || ie.Code != protocol.CodeClockSkewTooLarge {
 		t.Fatalf("got %v, want CLOCK_SKEW_TOO_LARGE", err)
 	}
 	if ie.Details["skewMs"] != int64(11*60*1000) || ie.Details["thresholdMs"] != int64(10*60*1000) ||
@@ -232,7 +233,7 @@ func TestAllocValidatesInput(t *testing.T) {
 	for _, c := range cases {
 		_, err := e.reg.Alloc(ctx, c.req)
 		var ie *idkeeper.Error
-		if !errors.As(err, &ie) || ie.Code != idkeeper.CodeInvalidRequest || ie.Field != c.field {
+		if !errors.As(err, &ie) || ie.Code != protocol.CodeInvalidRequest || ie.Field != c.field {
 			t.Errorf("%+v: got %v, want INVALID_REQUEST on %s", c.req, err, c.field)
 		}
 	}
@@ -241,7 +242,7 @@ func TestAllocValidatesInput(t *testing.T) {
 	for _, n := range []int{9, idkeeper.MaxCount + 1} {
 		_, err := e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: who(1), Count: n})
 		var ie *idkeeper.Error
-		if !errors.As(err, &ie) || ie.Code != idkeeper.CodeCountTooLarge || ie.Field != "count" || ie.Details["maxCount"] != 8 {
+		if !errors.As(err, &ie) || ie.Code != protocol.CodeCountTooLarge || ie.Field != "count" || ie.Details["maxCount"] != 8 {
 			t.Errorf("count %d: got %v, want COUNT_TOO_LARGE with maxCount 8", n, err)
 		}
 	}
@@ -265,7 +266,7 @@ func TestScenarioAllocSameRenewRemainingRemove(t *testing.T) {
 	if err != nil || g2.Leases[0].NodeID != g1.Leases[0].NodeID || g2.Leases[1].FencingToken != g1.Leases[1].FencingToken {
 		t.Fatalf("idempotent alloc: %v %+v vs %+v", err, g2, g1)
 	}
-	if _, err := e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: who(7), Count: 3}); idkeeper.ErrorCode(err) != idkeeper.CodeRequesterCountMismatch {
+	if _, err := e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: who(7), Count: 3}); idkeeper.ErrorCode(err) != protocol.CodeRequesterCountMismatch {
 		t.Fatalf("other count: %v", err)
 	}
 	g3, err := e.reg.Renew(ctx, idkeeper.RenewRequest{Requester: who(7), FencingTokens: []uint64{g1.Leases[0].FencingToken}})
@@ -286,7 +287,7 @@ func TestScenarioAllocSameRenewRemainingRemove(t *testing.T) {
 	if g, _ := e.reg.Renew(ctx, idkeeper.RenewRequest{Requester: who(7)}); len(g.Leases) != 0 {
 		t.Fatalf("renew after remove returned %+v, want empty", g.Leases)
 	}
-	if e.obs.count("alloc", "") != 2 || e.obs.count("alloc", idkeeper.CodeRequesterCountMismatch) != 1 {
+	if e.obs.count("alloc", "") != 2 || e.obs.count("alloc", protocol.CodeRequesterCountMismatch) != 1 {
 		t.Fatalf("observer saw %v", e.obs.ops)
 	}
 }
@@ -340,9 +341,9 @@ func TestAuthenticate(t *testing.T) {
 		t.Fatalf("valid key: %v", err)
 	}
 	for presented, code := range map[string]idkeeper.Code{
-		"":                          idkeeper.CodeAPIKeyMissing,
-		secret + "x":                idkeeper.CodeAPIKeyInvalid,
-		"idk_not-a-key-at-all-1234": idkeeper.CodeAPIKeyInvalid,
+		"":                          protocol.CodeAPIKeyMissing,
+		secret + "x":                protocol.CodeAPIKeyInvalid,
+		"idk_not-a-key-at-all-1234": protocol.CodeAPIKeyInvalid,
 	} {
 		if _, err := e.reg.Authenticate(ctx, presented); idkeeper.ErrorCode(err) != code {
 			t.Errorf("%q: got %v, want %s", presented, err, code)
@@ -350,7 +351,7 @@ func TestAuthenticate(t *testing.T) {
 	}
 	old, ok := idkeeper.NewAPIKey("old", t0, t0.Add(-time.Second))
 	e.store.CreateAPIKey(ctx, ok)
-	if _, err := e.reg.Authenticate(ctx, old); idkeeper.ErrorCode(err) != idkeeper.CodeAPIKeyExpired {
+	if _, err := e.reg.Authenticate(ctx, old); idkeeper.ErrorCode(err) != protocol.CodeAPIKeyExpired {
 		t.Fatalf("expired key: %v", err)
 	}
 	if bytes.Contains(k.Hash, []byte(secret)) || len(k.Hash) != 32 {
@@ -363,7 +364,7 @@ func TestAuthenticate(t *testing.T) {
 	if created, _ := e.reg.EnsureAPIKey(ctx, "bootstrap-key-0123456789abcdef", "bootstrap"); created {
 		t.Fatal("bootstrap key created twice")
 	}
-	if _, err := e.reg.EnsureAPIKey(ctx, "short", "x"); idkeeper.ErrorCode(err) != idkeeper.CodeInvalidRequest {
+	if _, err := e.reg.EnsureAPIKey(ctx, "short", "x"); idkeeper.ErrorCode(err) != protocol.CodeInvalidRequest {
 		t.Fatalf("short bootstrap key: %v", err)
 	}
 }
@@ -394,7 +395,7 @@ func TestRevokedKeyAndLastUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := e.reg.Authenticate(ctx, secret)
-	if idkeeper.ErrorCode(err) != idkeeper.CodeAPIKeyInvalid || !strings.Contains(err.Error(), "revoked") {
+	if idkeeper.ErrorCode(err) != protocol.CodeAPIKeyInvalid || !strings.Contains(err.Error(), "revoked") {
 		t.Fatalf("revoked key: %v", err)
 	}
 }
@@ -416,7 +417,7 @@ func TestBootstrapKeyRotation(t *testing.T) {
 	if err != nil || !created || len(retired) != 1 || retired[0] != id1 {
 		t.Fatalf("rotation: %v %v %v", created, retired, err)
 	}
-	if _, err := e.reg.Authenticate(ctx, k1); idkeeper.ErrorCode(err) != idkeeper.CodeAPIKeyInvalid {
+	if _, err := e.reg.Authenticate(ctx, k1); idkeeper.ErrorCode(err) != protocol.CodeAPIKeyInvalid {
 		t.Fatalf("the retired key: %v", err)
 	}
 	if _, err := e.reg.Authenticate(ctx, k2); err != nil {
@@ -451,7 +452,7 @@ func TestKeyQuota(t *testing.T) {
 	}
 	_, err := e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: who(2), Count: 2, Key: key})
 	var ie *idkeeper.Error
-	if !errors.As(err, &ie) || ie.Code != idkeeper.CodeAPIKeyQuotaExceeded ||
+	if !errors.As(err, &ie) || ie.Code != protocol.CodeAPIKeyQuotaExceeded ||
 		ie.Details["maxNodes"] != 3 || ie.Details["held"] != 2 {
 		t.Fatalf("over the quota: %v", err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/audit"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // TestStoredRequesterTextKept: a requester read back from a store or a backup is
@@ -45,7 +46,7 @@ func TestOtherTextRefused(t *testing.T) {
 			t.Errorf("U+%04X: CleanText accepted it", r)
 		}
 		_, _, err := e.reg.CreateKey(ctx, idkeeper.KeySpec{Description: bad})
-		if ie := (*idkeeper.Error)(nil); !errors.As(err, &ie) || ie.Code != idkeeper.CodeInvalidRequest || ie.Field != "description" {
+		if ie := (*idkeeper.Error)(nil); !errors.As(err, &ie) || ie.Code != protocol.CodeInvalidRequest || ie.Field != "description" {
 			t.Errorf("U+%04X: CreateKey = %v, want INVALID_REQUEST on description", r, err)
 		}
 		if got := (audit.Entry{Detail: bad}).Seal(0, "").Detail; got != "a b" {

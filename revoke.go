@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // RevokeLease ends, at once and for an operator, the lease on node whose fencing
@@ -27,7 +29,7 @@ func (r *Registry) RevokeLease(ctx context.Context, node NodeID, token uint64) (
 		return err
 	})
 	if errors.Is(err, ErrNotFound) {
-		return Lease{}, &Error{Code: CodeNotFound, Err: err,
+		return Lease{}, &Error{Code: protocol.CodeNotFound, Err: err,
 			Message: fmt.Sprintf("node ID %d holds no lease with fencing token %d", node, token)}
 	}
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // An operator revokes one lease of a holder (issue #10), end to end on a bbolt
@@ -72,7 +73,7 @@ func TestRevokeLease(t *testing.T) {
 	}{{victim.NodeID, victim.FencingToken}, {kept.NodeID, kept.FencingToken + 1}, {nodes, 1}, {-1, 1}} {
 		_, err := e.reg.RevokeLease(ctx, c.node, c.token)
 		var ie *idkeeper.Error
-		if !errors.As(err, &ie) || ie.Code != idkeeper.CodeNotFound {
+		if !errors.As(err, &ie) || ie.Code != protocol.CodeNotFound {
 			t.Fatalf("RevokeLease(%d, %d) = %v, want a NOT_FOUND *idkeeper.Error", c.node, c.token, err)
 		}
 	}
@@ -84,7 +85,7 @@ func TestRevokeLease(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: who(pid), Count: c.Remaining + 1}); idkeeper.ErrorCode(err) != idkeeper.CodeNodeIDsExhausted {
+		if _, err := e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: who(pid), Count: c.Remaining + 1}); idkeeper.ErrorCode(err) != protocol.CodeNodeIDsExhausted {
 			t.Fatalf("Alloc of %d node IDs with %d allocatable: %v", c.Remaining+1, c.Remaining, err)
 		}
 		if c.Remaining == 0 {
@@ -135,7 +136,7 @@ func TestRevokeLeaseStoreUnavailable(t *testing.T) {
 	}
 	e.store.Close()
 	_, err = e.reg.RevokeLease(context.Background(), g.Leases[0].NodeID, g.Leases[0].FencingToken)
-	if code := idkeeper.ErrorCode(err); code != idkeeper.CodeStoreUnavailable {
+	if code := idkeeper.ErrorCode(err); code != protocol.CodeStoreUnavailable {
 		t.Fatalf("RevokeLease on a closed store: %v (code %q), want STORE_UNAVAILABLE", err, code)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // SkewLevelFor classifies skew = server now − client now against the grace period
@@ -102,7 +104,7 @@ func (r *Registry) checkSkew(ctx context.Context, op, keyID string, who Requeste
 		return nil
 	}
 	return &Error{
-		Code: CodeClockSkewTooLarge,
+		Code: protocol.CodeClockSkewTooLarge,
 		Message: "the client's clock is behind the server's by " + skew.String() +
 			", more than the cleanup grace period of " + grace.String() + "; sync the client's clock with NTP",
 		Details: map[string]any{

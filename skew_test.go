@@ -12,6 +12,7 @@ import (
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/bolt"
 	"github.com/idkeeper/idkeeper/internal/harness/fakeclock"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // skewSpy is a store that notes every RecordSkew, with the clock's time, and
@@ -119,7 +120,7 @@ func (e *env) wantRecorded(t *testing.T, w idkeeper.Requester, level idkeeper.Sk
 
 func isSkewRejection(err error) bool {
 	var ie *idkeeper.Error
-	return errors.As(err, &ie) && ie.Code == idkeeper.CodeClockSkewTooLarge
+	return errors.As(err, &ie) && ie.Code == protocol.CodeClockSkewTooLarge
 }
 
 // checkBudget fails when a requester got two writes within one SkewEvery.

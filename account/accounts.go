@@ -150,7 +150,7 @@ func CheckPassword(field, pw string) error {
 // PasswordTooCommon is the refusal of a new password that is on the list of
 // common passwords: PASSWORD_TOO_COMMON naming field.
 func PasswordTooCommon(field string) *idkeeper.Error {
-	return &idkeeper.Error{Code: idkeeper.CodePasswordTooCommon, Field: field,
+	return &idkeeper.Error{Code: protocol.CodePasswordTooCommon, Field: field,
 		Message: "this password is one of the most common ones (perhaps with digits or symbols added), among the first an attacker tries; choose another"}
 }
 
@@ -167,9 +167,9 @@ func (a *Service) checkNewPassword(field, pw string) error {
 }
 
 var (
-	errLoginFailed    = &idkeeper.Error{Code: idkeeper.CodeLoginFailed, Message: "unknown user name or wrong password"}
-	errSessionExpired = &idkeeper.Error{Code: idkeeper.CodeSessionExpired, Message: "the session has ended; log in again"}
-	errNotAdmin       = &idkeeper.Error{Code: idkeeper.CodeForbidden, Message: "only an admin may manage accounts"}
+	errLoginFailed    = &idkeeper.Error{Code: protocol.CodeLoginFailed, Message: "unknown user name or wrong password"}
+	errSessionExpired = &idkeeper.Error{Code: protocol.CodeSessionExpired, Message: "the session has ended; log in again"}
+	errNotAdmin       = &idkeeper.Error{Code: protocol.CodeForbidden, Message: "only an admin may manage accounts"}
 	errUnchanged      = errors.New("unchanged")
 )
 
@@ -217,7 +217,7 @@ func (a *Service) Login(ctx context.Context, name, password, remoteIP, userAgent
 	typed := cleanName(name)
 	at, err := a.throttle.begin(ctx, a.cfg.Clock, a.cfg.Sleep, typed, addressKey(remoteIP))
 	if err != nil {
-		if idkeeper.ErrorCode(err) == idkeeper.CodeLoginThrottleFull {
+		if idkeeper.ErrorCode(err) == protocol.CodeLoginThrottleFull {
 			a.log.Warn("login refused: the login throttle's table is full", "user", typed, "remoteIp", remoteIP)
 		} else {
 			a.log.Debug("login throttled", "user", typed, "remoteIp", remoteIP, "err", err)

@@ -12,6 +12,7 @@ import (
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/bolt"
 	"github.com/idkeeper/idkeeper/password"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // unauditedStore is a bbolt store whose audit log takes nothing: a flood of
@@ -38,7 +39,7 @@ func lockPair(t *testing.T, acc *account.Service, name, ip string) {
 	t.Helper()
 	for range account.LoginPairFailures {
 		_, _, err := acc.Login(actx, name, "letmein-wrong", ip, "")
-		wantCode(t, err, idkeeper.CodeLoginFailed)
+		wantCode(t, err, protocol.CodeLoginFailed)
 	}
 	wantLocked(t, acc, name, ip)
 }
@@ -46,7 +47,7 @@ func lockPair(t *testing.T, acc *account.Service, name, ip string) {
 func wantLocked(t *testing.T, acc *account.Service, name, ip string) {
 	t.Helper()
 	_, _, err := acc.Login(actx, name, bobPW, ip, "")
-	if idkeeper.ErrorCode(err) != idkeeper.CodeLoginFailed || retryAfter(err) == 0 {
+	if idkeeper.ErrorCode(err) != protocol.CodeLoginFailed || retryAfter(err) == 0 {
 		t.Fatalf("%s from %s is not locked: %v", name, ip, err)
 	}
 }
@@ -61,7 +62,7 @@ func TestLoginFloodDoesNotEvictLocks(t *testing.T) {
 	for i := range 20_000 {
 		ip := fmt.Sprintf("2001:db8:%x:%x::1", i/65536, i%65536)
 		_, _, err := acc.Login(actx, fmt.Sprintf("guess-%d", i), "letmein-wrong", ip, "")
-		wantCode(t, err, idkeeper.CodeLoginFailed)
+		wantCode(t, err, protocol.CodeLoginFailed)
 	}
 	wantLocked(t, acc, "bob", "192.0.2.66")
 	if n := account.LoginThrottleLen(acc); n > account.LoginThrottleEntries {
@@ -84,12 +85,12 @@ func TestLoginThrottleFullFailsClosed(t *testing.T) {
 		ip := fmt.Sprintf("2001:db8:%x:%x::1", i/65536, i%65536)
 		_, _, err := acc.Login(actx, fmt.Sprintf("guess-%d", i), "letmein-wrong", ip, "")
 		switch idkeeper.ErrorCode(err) {
-		case idkeeper.CodeLoginThrottleFull:
+		case protocol.CodeLoginThrottleFull:
 			full++
 			if s := retryAfter(err); s != 14*60 {
 				t.Fatalf("LOGIN_THROTTLE_FULL: retry after %d s, want 840 (the lock's end)", s)
 			}
-		case idkeeper.CodeLoginFailed:
+		case protocol.CodeLoginFailed:
 		default:
 			t.Fatalf("err %v", err)
 		}
@@ -106,7 +107,7 @@ func TestLoginThrottleFullFailsClosed(t *testing.T) {
 	wantLocked(t, acc, "bob", "192.0.2.66")
 	// A new source is refused, even with the right password: fail closed.
 	_, _, err := acc.Login(actx, "bob", bobPW, "198.51.100.1", "")
-	wantCode(t, err, idkeeper.CodeLoginThrottleFull)
+	wantCode(t, err, protocol.CodeLoginThrottleFull)
 	// Once the entries' windows end, the sweep makes room.
 	e.clk.Advance(account.LoginThrottleWindow)
 	if _, _, err := acc.Login(actx, "bob", bobPW, "198.51.100.1", ""); err != nil {
@@ -122,7 +123,7 @@ func TestCommonPasswordsRefused(t *testing.T) {
 	wantCommon := func(t *testing.T, err error, field string) {
 		t.Helper()
 		var de *idkeeper.Error
-		if idkeeper.ErrorCode(err) != idkeeper.CodePasswordTooCommon || !errors.As(err, &de) || de.Field != field {
+		if idkeeper.ErrorCode(err) != protocol.CodePasswordTooCommon || !errors.As(err, &de) || de.Field != field {
 			t.Fatalf("want PASSWORD_TOO_COMMON naming %q: %v", field, err)
 		}
 	}

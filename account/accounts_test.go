@@ -17,6 +17,7 @@ import (
 	"github.com/idkeeper/idkeeper/bolt"
 	"github.com/idkeeper/idkeeper/internal/harness/fakeclock"
 	"github.com/idkeeper/idkeeper/password"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // cheapParams make a hash take microseconds: tests only.
@@ -135,7 +136,7 @@ func (e *acctEnv) wantSession(t *testing.T, tok string, valid bool) {
 	case valid && err != nil:
 		t.Fatalf("Authenticate: %v, want a valid session", err)
 	case !valid:
-		wantCode(t, err, idkeeper.CodeSessionExpired)
+		wantCode(t, err, protocol.CodeSessionExpired)
 		if _, err := e.store.Session(actx, account.SessionID(tok)); !errors.Is(err, idkeeper.ErrNotFound) {
 			t.Fatalf("an ended session is still stored: %v", err)
 		}
@@ -184,9 +185,9 @@ func TestEnsureFirstAdmin(t *testing.T) {
 	defer st.Close()
 	acc, _ := account.New(st, password.Hasher{Params: cheapParams}, account.Config{Clock: e.clk.Now, Logger: quiet})
 	_, err = acc.EnsureFirstAdmin(actx, "admin", "short")
-	wantCode(t, err, idkeeper.CodeInvalidRequest)
+	wantCode(t, err, protocol.CodeInvalidRequest)
 	_, err = acc.EnsureFirstAdmin(actx, "Admin!", rootPW)
-	wantCode(t, err, idkeeper.CodeInvalidRequest)
+	wantCode(t, err, protocol.CodeInvalidRequest)
 }
 
 func TestLoginOneGenericError(t *testing.T) {
@@ -205,7 +206,7 @@ func TestLoginOneGenericError(t *testing.T) {
 		{"Bob\x00\n", bobPW},     // not a user name at all
 	} {
 		_, _, err := e.acc.Login(actx, c.name, c.pw, "198.51.100."+string(rune('1'+i)), "ua")
-		wantCode(t, err, idkeeper.CodeLoginFailed)
+		wantCode(t, err, protocol.CodeLoginFailed)
 		var de *idkeeper.Error
 		errors.As(err, &de)
 		if de.Details != nil {
@@ -245,7 +246,7 @@ func TestLoginOneGenericError(t *testing.T) {
 			continue
 		}
 		_, _, err := e.acc.Authenticate(actx, bad)
-		wantCode(t, err, idkeeper.CodeSessionExpired)
+		wantCode(t, err, protocol.CodeSessionExpired)
 	}
 
 	log := e.auditLog(t)
@@ -356,7 +357,7 @@ func TestSessionsEndOnDisableAndPasswordChange(t *testing.T) {
 	}
 	e.wantSession(t, tok, false)
 	_, _, err := e.acc.Login(actx, "bob", bobPW, "192.0.2.2", "")
-	wantCode(t, err, idkeeper.CodeLoginFailed)
+	wantCode(t, err, protocol.CodeLoginFailed)
 	if _, err := e.acc.SetDisabled(actx, e.root, "bob", false); err != nil {
 		t.Fatal(err)
 	}
@@ -368,12 +369,12 @@ func TestSessionsEndOnDisableAndPasswordChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = e.acc.ChangePassword(actx, bob, "not the password", "a new password 2")
-	wantCode(t, err, idkeeper.CodeInvalidRequest)
+	wantCode(t, err, protocol.CodeInvalidRequest)
 	if de := new(idkeeper.Error); !errors.As(err, &de) || de.Field != "oldPassword" {
 		t.Fatalf("wrong old password: %v", err)
 	}
 	_, err = e.acc.ChangePassword(actx, bob, bobPW, "short")
-	wantCode(t, err, idkeeper.CodeInvalidRequest)
+	wantCode(t, err, protocol.CodeInvalidRequest)
 	e.wantSession(t, tok, true)
 	if _, err := e.acc.ChangePassword(actx, bob, bobPW, "a new password 2"); err != nil {
 		t.Fatal(err)
@@ -381,7 +382,7 @@ func TestSessionsEndOnDisableAndPasswordChange(t *testing.T) {
 	e.wantSession(t, tok, false)
 	e.wantSession(t, other, false)
 	_, _, err = e.acc.Login(actx, "bob", bobPW, "192.0.2.2", "")
-	wantCode(t, err, idkeeper.CodeLoginFailed)
+	wantCode(t, err, protocol.CodeLoginFailed)
 	tok = e.login(t, "bob", "a new password 2", "192.0.2.2")
 
 	// An admin's reset and a role change end them too.
@@ -407,13 +408,13 @@ func TestRoleChecks(t *testing.T) {
 	viewer, op := e.addUser(t, "vic", idkeeper.RoleViewer), e.addUser(t, "otto", idkeeper.RoleOperator)
 	for _, actor := range []idkeeper.User{viewer, op} {
 		_, err := e.acc.CreateUser(actx, actor, "eve", idkeeper.RoleAdmin, bobPW)
-		wantCode(t, err, idkeeper.CodeForbidden)
+		wantCode(t, err, protocol.CodeForbidden)
 		_, err = e.acc.SetRole(actx, actor, actor.Name, idkeeper.RoleAdmin)
-		wantCode(t, err, idkeeper.CodeForbidden)
+		wantCode(t, err, protocol.CodeForbidden)
 		_, err = e.acc.SetDisabled(actx, actor, "root", true)
-		wantCode(t, err, idkeeper.CodeForbidden)
+		wantCode(t, err, protocol.CodeForbidden)
 		_, err = e.acc.ResetPassword(actx, actor, "root", "taken over 123")
-		wantCode(t, err, idkeeper.CodeForbidden)
+		wantCode(t, err, protocol.CodeForbidden)
 	}
 	// A stale actor record counts as what the store says now.
 	stale := e.addUser(t, "ann", idkeeper.RoleAdmin)
@@ -421,7 +422,7 @@ func TestRoleChecks(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := e.acc.CreateUser(actx, stale, "eve", idkeeper.RoleAdmin, bobPW)
-	wantCode(t, err, idkeeper.CodeForbidden)
+	wantCode(t, err, protocol.CodeForbidden)
 
 	// Anyone changes their own password.
 	if _, err := e.acc.ChangePassword(actx, viewer, bobPW, "vic's new password"); err != nil {
@@ -429,17 +430,17 @@ func TestRoleChecks(t *testing.T) {
 	}
 	// Argument checks.
 	_, err = e.acc.CreateUser(actx, e.root, "Eve", idkeeper.RoleViewer, bobPW)
-	wantCode(t, err, idkeeper.CodeInvalidRequest)
+	wantCode(t, err, protocol.CodeInvalidRequest)
 	_, err = e.acc.CreateUser(actx, e.root, "eve", "root", bobPW)
-	wantCode(t, err, idkeeper.CodeInvalidRequest)
+	wantCode(t, err, protocol.CodeInvalidRequest)
 	_, err = e.acc.CreateUser(actx, e.root, "eve", idkeeper.RoleViewer, "short")
-	wantCode(t, err, idkeeper.CodeInvalidRequest)
+	wantCode(t, err, protocol.CodeInvalidRequest)
 	_, err = e.acc.CreateUser(actx, e.root, "vic", idkeeper.RoleViewer, bobPW)
-	wantCode(t, err, idkeeper.CodeConflict)
+	wantCode(t, err, protocol.CodeConflict)
 	_, err = e.acc.SetRole(actx, e.root, "nobody", idkeeper.RoleViewer)
-	wantCode(t, err, idkeeper.CodeNotFound)
+	wantCode(t, err, protocol.CodeNotFound)
 	_, err = e.acc.ResetPassword(actx, e.root, "nobody", "some password 1")
-	wantCode(t, err, idkeeper.CodeNotFound)
+	wantCode(t, err, protocol.CodeNotFound)
 
 	users, err := e.acc.Users(actx)
 	if err != nil || len(users) != 4 {
@@ -455,11 +456,11 @@ func TestRoleChecks(t *testing.T) {
 func TestLastAdminProtected(t *testing.T) {
 	e := newAcctEnv(t)
 	_, err := e.acc.SetDisabled(actx, e.root, "root", true)
-	wantCode(t, err, idkeeper.CodeForbidden)
+	wantCode(t, err, protocol.CodeForbidden)
 	_, err = e.acc.SetRole(actx, e.root, "root", idkeeper.RoleOperator)
-	wantCode(t, err, idkeeper.CodeForbidden)
+	wantCode(t, err, protocol.CodeForbidden)
 	_, err = e.acc.ResetPassword(actx, e.root, "root", "my own reset 123")
-	wantCode(t, err, idkeeper.CodeForbidden)
+	wantCode(t, err, protocol.CodeForbidden)
 
 	// Two admins demoting each other at once: one stays.
 	ann := e.addUser(t, "ann", idkeeper.RoleAdmin)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/account"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // retryAfter is the "retryAfterSeconds" of a throttled refusal, 0 for none.
@@ -33,14 +34,14 @@ func TestLoginWrongPasswordsDoNotLockTheAccount(t *testing.T) {
 	e.addUser(t, "bob", idkeeper.RoleViewer)
 	for i := range account.LoginPairFailures {
 		_, _, err := e.acc.Login(actx, "bob", "letmein-wrong", "203.0.113.1", "")
-		wantCode(t, err, idkeeper.CodeLoginFailed)
+		wantCode(t, err, protocol.CodeLoginFailed)
 		if retryAfter(err) != 0 {
 			t.Fatalf("attempt %d throttled already", i+1)
 		}
 	}
 	before := e.hasher.verifies.Load()
 	_, _, err := e.acc.Login(actx, "bob", bobPW, "203.0.113.1", "")
-	wantCode(t, err, idkeeper.CodeLoginFailed)
+	wantCode(t, err, protocol.CodeLoginFailed)
 	if retryAfter(err) != 15*60 {
 		t.Fatalf("the locked pair: retry after %d s, want 900: %v", retryAfter(err), err)
 	}
@@ -59,7 +60,7 @@ func TestLoginWrongPasswordsDoNotLockTheAccount(t *testing.T) {
 	// the right one from a sixth source still works.
 	for i := range 5 {
 		_, _, err := e.acc.Login(actx, "bob", "letmein-wrong", fmt.Sprintf("198.51.100.%d", i+1), "")
-		wantCode(t, err, idkeeper.CodeLoginFailed)
+		wantCode(t, err, protocol.CodeLoginFailed)
 	}
 	e.login(t, "bob", bobPW, "198.51.100.99")
 
@@ -71,7 +72,7 @@ func TestLoginWrongPasswordsDoNotLockTheAccount(t *testing.T) {
 	for range 2 {
 		for range account.LoginPairFailures - 1 {
 			_, _, err := e.acc.Login(actx, "bob", "letmein-wrong", "203.0.113.5", "")
-			wantCode(t, err, idkeeper.CodeLoginFailed)
+			wantCode(t, err, protocol.CodeLoginFailed)
 		}
 		e.login(t, "bob", bobPW, "203.0.113.5")
 	}
@@ -93,11 +94,11 @@ func TestLoginThrottlePerSource(t *testing.T) {
 	for i := range account.LoginSourceFailures {
 		ip := "2001:db8:1:2::" + string(rune('a'+i%6))
 		_, _, err := e.acc.Login(actx, "user"+string(rune('a'+i)), "letmein-wrong", ip, "")
-		wantCode(t, err, idkeeper.CodeLoginFailed)
+		wantCode(t, err, protocol.CodeLoginFailed)
 	}
 	before := e.hasher.verifies.Load()
 	_, _, err := e.acc.Login(actx, "bob", bobPW, "2001:db8:1:2::ffff", "")
-	wantCode(t, err, idkeeper.CodeLoginFailed)
+	wantCode(t, err, protocol.CodeLoginFailed)
 	if e.hasher.verifies.Load() != before || retryAfter(err) == 0 {
 		t.Fatalf("a throttled source: %v, password checked %t", err, e.hasher.verifies.Load() != before)
 	}
@@ -116,7 +117,7 @@ func TestLoginThrottleConcurrent(t *testing.T) {
 	for range 30 {
 		wg.Go(func() {
 			_, _, err := e.acc.Login(actx, "bob", "letmein-wrong", "192.0.2.1", "")
-			if idkeeper.ErrorCode(err) != idkeeper.CodeLoginFailed {
+			if idkeeper.ErrorCode(err) != protocol.CodeLoginFailed {
 				t.Errorf("err %v", err)
 			}
 		})
@@ -145,7 +146,7 @@ func TestLoginSlowDown(t *testing.T) {
 	for i := range guesses {
 		ip := fmt.Sprintf("2001:db8:%x:%x::1", i/65536, i%65536) // a /64 each: no pair or source limit
 		_, _, err := e.acc.Login(actx, "bob", "letmein-wrong", ip, "")
-		wantCode(t, err, idkeeper.CodeLoginFailed)
+		wantCode(t, err, protocol.CodeLoginFailed)
 		if retryAfter(err) != 0 {
 			t.Fatalf("guess %d refused: %v", i, err)
 		}
@@ -214,7 +215,7 @@ func TestLoginSlowDownQueue(t *testing.T) {
 	}
 	for i := range account.LoginSlowAfter {
 		_, _, err := acc.Login(actx, "bob", "letmein-wrong", fmt.Sprintf("192.0.2.%d", i+1), "")
-		wantCode(t, err, idkeeper.CodeLoginFailed)
+		wantCode(t, err, protocol.CodeLoginFailed)
 	}
 	// The account is slowed: the next login holds the turn, blocked in Sleep.
 	type result struct {
@@ -239,7 +240,7 @@ func TestLoginSlowDownQueue(t *testing.T) {
 	ctx, cancel := context.WithCancel(actx)
 	cancel()
 	_, _, err = acc.Login(ctx, "bob", bobPW, "203.0.113.7", "")
-	if idkeeper.ErrorCode(err) != idkeeper.CodeLoginFailed || retryAfter(err) == 0 {
+	if idkeeper.ErrorCode(err) != protocol.CodeLoginFailed || retryAfter(err) == 0 {
 		t.Fatalf("an ended request: %v", err)
 	}
 	if n := account.LoginQueueLen(acc, "bob"); n != account.LoginQueueFailed {
@@ -247,7 +248,7 @@ func TestLoginSlowDownQueue(t *testing.T) {
 	}
 	// Past LoginQueueFailed waiting, a source that has failed is refused at once ...
 	_, _, err = acc.Login(actx, "bob", bobPW, "192.0.2.1", "")
-	if idkeeper.ErrorCode(err) != idkeeper.CodeLoginFailed || retryAfter(err) == 0 {
+	if idkeeper.ErrorCode(err) != protocol.CodeLoginFailed || retryAfter(err) == 0 {
 		t.Fatalf("a failed source past the queue: %v", err)
 	}
 	// ... a clean one waits, up to LoginQueueMax; past it, it is refused too.
@@ -256,7 +257,7 @@ func TestLoginSlowDownQueue(t *testing.T) {
 	}
 	waitFor(t, func() bool { return account.LoginQueueLen(acc, "bob") == account.LoginQueueMax })
 	_, _, err = acc.Login(actx, "bob", bobPW, "198.51.100.200", "")
-	if idkeeper.ErrorCode(err) != idkeeper.CodeLoginFailed || retryAfter(err) == 0 {
+	if idkeeper.ErrorCode(err) != protocol.CodeLoginFailed || retryAfter(err) == 0 {
 		t.Fatalf("a clean source past the full queue: %v", err)
 	}
 	if n := e.hasher.verifies.Load() - before; n != 0 {
@@ -309,7 +310,7 @@ func TestLoginKnownSourceSkipsTheQueue(t *testing.T) {
 	e.clk.Advance(time.Hour)
 	for i := range account.LoginSlowAfter {
 		_, _, err := acc.Login(actx, "bob", "letmein-wrong", fmt.Sprintf("2001:db8:9:%x::1", i), "")
-		wantCode(t, err, idkeeper.CodeLoginFailed)
+		wantCode(t, err, protocol.CodeLoginFailed)
 	}
 	// The flood holds the turn and fills the queue from fresh /64s.
 	for i := range account.LoginQueueMax + 1 {
@@ -317,7 +318,7 @@ func TestLoginKnownSourceSkipsTheQueue(t *testing.T) {
 	}
 	waitFor(t, func() bool { return account.LoginQueueLen(acc, "bob") == account.LoginQueueMax })
 	_, _, err = acc.Login(actx, "bob", bobPW, "198.51.100.9", "")
-	wantCode(t, err, idkeeper.CodeLoginFailed) // a stranger past the full queue
+	wantCode(t, err, protocol.CodeLoginFailed) // a stranger past the full queue
 	entered := bs.entered.Load()
 	if _, _, err := acc.Login(actx, "bob", bobPW, "2001:db8:1::8", ""); err != nil { // the same /64
 		t.Fatalf("the owner from a known source: %v", err)
@@ -328,21 +329,21 @@ func TestLoginKnownSourceSkipsTheQueue(t *testing.T) {
 	// A full table refuses new sources, not a known one.
 	account.SetLoginThrottleCapacity(acc, account.LoginThrottleLen(acc))
 	_, _, err = acc.Login(actx, "bob", bobPW, "203.0.113.5", "")
-	wantCode(t, err, idkeeper.CodeLoginThrottleFull)
+	wantCode(t, err, protocol.CodeLoginThrottleFull)
 	if _, _, err := acc.Login(actx, "bob", bobPW, home, ""); err != nil {
 		t.Fatalf("the owner from a known source, the table full: %v", err)
 	}
 	// A wrong password from the known source suspends its shortcut.
 	account.SetLoginThrottleCapacity(acc, 0)
 	_, _, err = acc.Login(actx, "bob", "letmein-wrong", home, "")
-	wantCode(t, err, idkeeper.CodeLoginFailed)
+	wantCode(t, err, protocol.CodeLoginFailed)
 	if n := bs.entered.Load(); n != entered {
 		t.Fatalf("the known source's wrong password waited: entered %d, want %d", n, entered)
 	}
 	// Now a failed source past the queue, its right password is refused until
 	// its failure ends, as any failed source's.
 	_, _, err = acc.Login(actx, "bob", bobPW, home, "")
-	if idkeeper.ErrorCode(err) != idkeeper.CodeLoginFailed || retryAfter(err) == 0 {
+	if idkeeper.ErrorCode(err) != protocol.CodeLoginFailed || retryAfter(err) == 0 {
 		t.Fatalf("a known source that just failed, past the queue: %v", err)
 	}
 }

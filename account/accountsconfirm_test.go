@@ -6,6 +6,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/account"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // ConfirmPassword (issue #29: the restore's second factor) checks the user's own
@@ -22,7 +23,7 @@ func TestConfirmPassword(t *testing.T) {
 	for _, pw := range []string{"", "not the password"} {
 		err := e.acc.ConfirmPassword(actx, bob, "password", pw, idkeeper.RoleAdmin)
 		var ie *idkeeper.Error
-		if idkeeper.ErrorCode(err) != idkeeper.CodeInvalidRequest || !errors.As(err, &ie) || ie.Field != "password" {
+		if idkeeper.ErrorCode(err) != protocol.CodeInvalidRequest || !errors.As(err, &ie) || ie.Field != "password" {
 			t.Fatalf("password %q: %v", pw, err)
 		}
 	}
@@ -38,7 +39,7 @@ func TestConfirmPassword(t *testing.T) {
 	}
 	// From the same source (actx carries no address); another source is not
 	// refused (TestLoginWrongPasswordsDoNotLockTheAccount).
-	if _, _, err := e.acc.Login(actx, "bob", bobPW, "", "ua"); idkeeper.ErrorCode(err) != idkeeper.CodeLoginFailed {
+	if _, _, err := e.acc.Login(actx, "bob", bobPW, "", "ua"); idkeeper.ErrorCode(err) != protocol.CodeLoginFailed {
 		t.Fatalf("a login after the throttled confirmations: %v", err)
 	}
 	e.clk.Advance(account.LoginThrottleWindow)
@@ -47,13 +48,13 @@ func TestConfirmPassword(t *testing.T) {
 	if _, err := e.acc.SetRole(actx, e.root, "bob", idkeeper.RoleOperator); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.acc.ConfirmPassword(actx, bob, "password", bobPW, idkeeper.RoleAdmin); idkeeper.ErrorCode(err) != idkeeper.CodeForbidden {
+	if err := e.acc.ConfirmPassword(actx, bob, "password", bobPW, idkeeper.RoleAdmin); idkeeper.ErrorCode(err) != protocol.CodeForbidden {
 		t.Fatalf("a demoted admin: %v", err)
 	}
 	if _, err := e.acc.SetDisabled(actx, e.root, "bob", true); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.acc.ConfirmPassword(actx, bob, "password", bobPW, idkeeper.RoleAdmin); idkeeper.ErrorCode(err) != idkeeper.CodeSessionExpired {
+	if err := e.acc.ConfirmPassword(actx, bob, "password", bobPW, idkeeper.RoleAdmin); idkeeper.ErrorCode(err) != protocol.CodeSessionExpired {
 		t.Fatalf("a disabled account: %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // The operator of the store (idkeeper users --store) may do what an admin may,
@@ -22,7 +23,7 @@ func TestOperatorActor(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The last enabled admin stays protected.
-	if _, err := e.acc.SetRole(actx, op, "root", idkeeper.RoleViewer); idkeeper.ErrorCode(err) != idkeeper.CodeConflict {
+	if _, err := e.acc.SetRole(actx, op, "root", idkeeper.RoleViewer); idkeeper.ErrorCode(err) != protocol.CodeConflict {
 		t.Fatalf("demoting the last admin: %v", err)
 	}
 	es, err := e.store.AuditEntriesBefore(actx, 0, 3)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/audit"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // The account management of Service: who may change which account, and how.
@@ -33,7 +34,7 @@ func (a *Service) CreateUser(ctx context.Context, actor idkeeper.User, name stri
 		return idkeeper.User{}, err
 	}
 	if err := a.store.CreateUser(ctx, u); errors.Is(err, idkeeper.ErrConflict) {
-		return idkeeper.User{}, idkeeper.Errorf(idkeeper.CodeConflict, "a user named %q exists", name)
+		return idkeeper.User{}, idkeeper.Errorf(protocol.CodeConflict, "a user named %q exists", name)
 	} else if err != nil {
 		return idkeeper.User{}, storeErr(err)
 	}
@@ -91,7 +92,7 @@ func (a *Service) adminChange(ctx context.Context, actor idkeeper.User, name str
 		return idkeeper.User{}, err
 	}
 	if demotes && name == actor.Name {
-		return idkeeper.User{}, idkeeper.Errorf(idkeeper.CodeForbidden, "an admin cannot %s", selfWhat)
+		return idkeeper.User{}, idkeeper.Errorf(protocol.CodeForbidden, "an admin cannot %s", selfWhat)
 	}
 	detail := ""
 	u, err := a.update(ctx, name, func(u *idkeeper.User) error {
@@ -127,7 +128,7 @@ func (a *Service) otherAdmins(ctx context.Context, name string) error {
 			return nil
 		}
 	}
-	return idkeeper.Errorf(idkeeper.CodeConflict, "%q is the last enabled admin", name)
+	return idkeeper.Errorf(protocol.CodeConflict, "%q is the last enabled admin", name)
 }
 
 // ResetPassword gives the account name a new password, ending its sessions.
@@ -139,7 +140,7 @@ func (a *Service) ResetPassword(ctx context.Context, actor idkeeper.User, name, 
 		return idkeeper.User{}, err
 	}
 	if name == actor.Name {
-		return idkeeper.User{}, idkeeper.Errorf(idkeeper.CodeForbidden, "change your own password with the current one")
+		return idkeeper.User{}, idkeeper.Errorf(protocol.CodeForbidden, "change your own password with the current one")
 	}
 	if err := a.checkNewPassword("password", newPassword); err != nil {
 		return idkeeper.User{}, err
@@ -181,7 +182,7 @@ func (a *Service) ConfirmPassword(ctx context.Context, user idkeeper.User, field
 	at, err := a.throttle.begin(ctx, a.cfg.Clock, a.cfg.Sleep, user.Name, addressKey(audit.RemoteIPFrom(ctx)))
 	if err != nil {
 		var te *idkeeper.Error
-		if errors.As(err, &te) && te.Code == idkeeper.CodeLoginFailed {
+		if errors.As(err, &te) && te.Code == protocol.CodeLoginFailed {
 			e := idkeeper.Invalidf(field, "too many wrong passwords; retry later")
 			e.Details = te.Details
 			return e
@@ -208,7 +209,7 @@ func (a *Service) ConfirmPassword(ctx context.Context, user idkeeper.User, field
 	}
 	at.end(a.cfg.Clock(), attemptSucceeded)
 	if !cur.Role.AtLeast(role) {
-		return idkeeper.Errorf(idkeeper.CodeForbidden, "this needs the role %s; %s has the role %s", role, user.Name, cur.Role)
+		return idkeeper.Errorf(protocol.CodeForbidden, "this needs the role %s; %s has the role %s", role, user.Name, cur.Role)
 	}
 	return nil
 }
@@ -218,7 +219,7 @@ func (a *Service) ConfirmPassword(ctx context.Context, user idkeeper.User, field
 func (a *Service) setPassword(ctx context.Context, actor, name, pw, detail string) (idkeeper.User, error) {
 	hash, err := a.hasher.Hash(pw)
 	if err != nil {
-		return idkeeper.User{}, &idkeeper.Error{Code: idkeeper.CodeInternal, Message: "internal error", Err: err}
+		return idkeeper.User{}, &idkeeper.Error{Code: protocol.CodeInternal, Message: "internal error", Err: err}
 	}
 	now := idkeeper.Millis(a.cfg.Clock())
 	u, err := a.update(ctx, name, func(u *idkeeper.User) error {
@@ -272,7 +273,7 @@ func (a *Service) update(ctx context.Context, name string, fn func(*idkeeper.Use
 	for range maxRetries {
 		u, err := a.store.User(ctx, name)
 		if errors.Is(err, idkeeper.ErrNotFound) {
-			return idkeeper.User{}, idkeeper.Errorf(idkeeper.CodeNotFound, "no user named %q", name)
+			return idkeeper.User{}, idkeeper.Errorf(protocol.CodeNotFound, "no user named %q", name)
 		} else if err != nil {
 			return idkeeper.User{}, storeErr(err)
 		}
@@ -287,7 +288,7 @@ func (a *Service) update(ctx context.Context, name string, fn func(*idkeeper.Use
 			u.Version++
 			return u, nil
 		case errors.Is(err, idkeeper.ErrNotFound):
-			return idkeeper.User{}, idkeeper.Errorf(idkeeper.CodeNotFound, "no user named %q", name)
+			return idkeeper.User{}, idkeeper.Errorf(protocol.CodeNotFound, "no user named %q", name)
 		case !errors.Is(err, idkeeper.ErrConflict):
 			return idkeeper.User{}, storeErr(err)
 		}
@@ -295,7 +296,7 @@ func (a *Service) update(ctx context.Context, name string, fn func(*idkeeper.Use
 			return idkeeper.User{}, err
 		}
 	}
-	return idkeeper.User{}, idkeeper.Errorf(idkeeper.CodeConflict, "the user %q changed %d times meanwhile; retry", name, maxRetries)
+	return idkeeper.User{}, idkeeper.Errorf(protocol.CodeConflict, "the user %q changed %d times meanwhile; retry", name, maxRetries)
 }
 
 // endSessions deletes name's sessions. A failure is logged: the new Epoch voids
@@ -310,7 +311,7 @@ func (a *Service) endSessions(ctx context.Context, name string) {
 func (a *Service) newUser(name string, role idkeeper.Role, password, by string) (idkeeper.User, error) {
 	hash, err := a.hasher.Hash(password)
 	if err != nil {
-		return idkeeper.User{}, &idkeeper.Error{Code: idkeeper.CodeInternal, Message: "internal error", Err: err}
+		return idkeeper.User{}, &idkeeper.Error{Code: protocol.CodeInternal, Message: "internal error", Err: err}
 	}
 	now := idkeeper.Millis(a.cfg.Clock())
 	return idkeeper.User{Name: name, Role: role, PasswordHash: hash, CreatedAt: now, CreatedBy: by, Epoch: 1,

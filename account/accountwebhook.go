@@ -7,6 +7,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/audit"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // SetWebhook sets the Discord webhook URL that user's alerts go to (User.Webhook),
@@ -22,7 +23,7 @@ import (
 // no account.
 func (a *Service) SetWebhook(ctx context.Context, user idkeeper.User, webhook string) (idkeeper.User, error) {
 	if user.IsOperator() {
-		return idkeeper.User{}, idkeeper.Errorf(idkeeper.CodeForbidden, "a webhook belongs to an account: the operator of the store has none")
+		return idkeeper.User{}, idkeeper.Errorf(protocol.CodeForbidden, "a webhook belongs to an account: the operator of the store has none")
 	}
 	webhook = strings.TrimSpace(webhook)
 	if webhook != "" {
@@ -47,7 +48,7 @@ func (a *Service) SetWebhook(ctx context.Context, user idkeeper.User, webhook st
 		}
 		return nil
 	})
-	if idkeeper.ErrorCode(err) == idkeeper.CodeNotFound {
+	if idkeeper.ErrorCode(err) == protocol.CodeNotFound {
 		return idkeeper.User{}, errSessionExpired
 	} else if err != nil {
 		return idkeeper.User{}, err
@@ -69,7 +70,7 @@ func (a *Service) checkWebhook(webhook string) error {
 		return idkeeper.Invalidf("url", "this server takes no webhook URL: alerts are not configured")
 	}
 	if err := a.cfg.ValidWebhook(webhook); err != nil {
-		return &idkeeper.Error{Code: idkeeper.CodeInvalidRequest, Field: "url", Message: err.Error(), Err: err}
+		return &idkeeper.Error{Code: protocol.CodeInvalidRequest, Field: "url", Message: err.Error(), Err: err}
 	}
 	return nil
 }

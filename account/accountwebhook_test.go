@@ -9,6 +9,7 @@ import (
 	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/discord"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // webhookAccounts returns a Service over e's store that takes Discord webhook URLs,
@@ -67,7 +68,7 @@ func TestSetWebhook(t *testing.T) {
 		"https://discord.com/api/webhooks/1/" + strings.Repeat("a", idkeeper.MaxWebhookLen),
 	} {
 		_, err := acc.SetWebhook(actx, bob, bad)
-		wantCode(t, err, idkeeper.CodeInvalidRequest)
+		wantCode(t, err, protocol.CodeInvalidRequest)
 		var de *idkeeper.Error
 		if !errors.As(err, &de) || de.Field != "url" || strings.Contains(err.Error(), "tok_Zy") {
 			t.Errorf("%q: %v", bad, err)
@@ -82,7 +83,7 @@ func TestSetWebhook(t *testing.T) {
 
 	// Without a validator no URL is taken; clearing works.
 	_, err := e.acc.SetWebhook(actx, bob, hook)
-	wantCode(t, err, idkeeper.CodeInvalidRequest)
+	wantCode(t, err, protocol.CodeInvalidRequest)
 	if _, err := e.acc.SetWebhook(actx, idkeeper.User{Name: "u-admin"}, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -95,11 +96,11 @@ func TestSetWebhook(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = acc.SetWebhook(actx, bob, hook)
-	wantCode(t, err, idkeeper.CodeSessionExpired)
+	wantCode(t, err, protocol.CodeSessionExpired)
 	_, err = acc.SetWebhook(actx, idkeeper.User{Name: "nobody"}, hook)
-	wantCode(t, err, idkeeper.CodeSessionExpired)
+	wantCode(t, err, protocol.CodeSessionExpired)
 	_, err = acc.SetWebhook(actx, idkeeper.OperatorActor("alice"), hook)
-	wantCode(t, err, idkeeper.CodeForbidden)
+	wantCode(t, err, protocol.CodeForbidden)
 
 	// The audit log: set (masked as discord.Mask shows it) and cleared.
 	var got []string

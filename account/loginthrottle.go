@@ -10,6 +10,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/audit"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // The login throttle, per process (each replica counts on its own). A login's
@@ -185,7 +186,7 @@ func (t *throttle) begin(ctx context.Context, now func() time.Time, sleep func(c
 			wait := max(time.Second, t.nextEnd.Sub(at))
 			t.mu.Unlock()
 			t.full.Add(1)
-			e := idkeeper.Errorf(idkeeper.CodeLoginThrottleFull, "too many addresses are throttled; logins from new ones are refused for now, retry later")
+			e := idkeeper.Errorf(protocol.CodeLoginThrottleFull, "too many addresses are throttled; logins from new ones are refused for now, retry later")
 			e.Details = map[string]any{"retryAfterSeconds": seconds(wait)}
 			return nil, e
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // A table at LoginThrottleEntries, of the longest names and IPv6 sources, stays
@@ -31,7 +32,7 @@ func TestLoginThrottleMemoryBounded(t *testing.T) {
 		a, err := th.begin(context.Background(), clock, nosleep, fmt.Sprintf("%s%06d", name, i),
 			addressKey(fmt.Sprintf("2001:db8:%x:%x::1", i/65536, i%65536)))
 		if err != nil {
-			if idkeeper.ErrorCode(err) != idkeeper.CodeLoginThrottleFull {
+			if idkeeper.ErrorCode(err) != protocol.CodeLoginThrottleFull {
 				t.Fatal(err)
 			}
 			full++

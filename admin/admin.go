@@ -41,6 +41,7 @@ import (
 	"github.com/idkeeper/idkeeper/idempotency"
 	"github.com/idkeeper/idkeeper/internal/problem"
 	"github.com/idkeeper/idkeeper/internal/wire"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // APIPrefix starts every route of the admin API.
@@ -209,12 +210,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(allowed) == 0 {
-		h.writeProblem(w, r, idkeeper.Errorf(idkeeper.CodeNotFound, "no route for %s %s", r.Method, r.URL.Path))
+		h.writeProblem(w, r, idkeeper.Errorf(protocol.CodeNotFound, "no route for %s %s", r.Method, r.URL.Path))
 		return
 	}
 	allow := strings.Join(allowed, ", ")
 	w.Header().Set("Allow", allow)
-	h.writeProblem(w, r, idkeeper.Errorf(idkeeper.CodeMethodNotAllowed, "%s is not allowed on %s; allowed: %s",
+	h.writeProblem(w, r, idkeeper.Errorf(protocol.CodeMethodNotAllowed, "%s is not allowed on %s; allowed: %s",
 		r.Method, r.URL.Path, allow))
 }
 

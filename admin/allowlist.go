@@ -11,6 +11,7 @@ import (
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/internal/clientip"
 	"github.com/idkeeper/idkeeper/internal/wire"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // The IP allow-list routes: the entries kept in the store, which apply to every
@@ -94,7 +95,7 @@ func (h *Handler) addAllowEntry(w http.ResponseWriter, r *http.Request, p *princ
 	}
 	e := idkeeper.AllowEntry{Prefix: prefix, Note: note, CreatedBy: p.actor, CreatedAt: idkeeper.Millis(h.reg.Now())}
 	if err := h.store.AddAllowEntry(r.Context(), e); errors.Is(err, idkeeper.ErrConflict) {
-		return nil, idkeeper.Errorf(idkeeper.CodeConflict, "%s is on the allow-list already", prefix)
+		return nil, idkeeper.Errorf(protocol.CodeConflict, "%s is on the allow-list already", prefix)
 	} else if err != nil {
 		return nil, storeErr(err)
 	}
@@ -133,16 +134,16 @@ func (h *Handler) removeAllowEntry(w http.ResponseWriter, r *http.Request, p *pr
 	listed := slices.ContainsFunc(es, func(e idkeeper.AllowEntry) bool { return e.Prefix == prefix })
 	switch {
 	case !listed && slices.Contains(h.allow.Floor(), prefix):
-		return nil, idkeeper.Errorf(idkeeper.CodeConflict, "%s is part of the floor (--allowed-ips), which is configuration: "+
+		return nil, idkeeper.Errorf(protocol.CodeConflict, "%s is part of the floor (--allowed-ips), which is configuration: "+
 			"change the flag and restart the server to remove it", prefix)
 	case !listed:
-		return nil, idkeeper.Errorf(idkeeper.CodeNotFound, "%s is not on the allow-list", prefix)
+		return nil, idkeeper.Errorf(protocol.CodeNotFound, "%s is not on the allow-list", prefix)
 	case len(es) == 1 && len(h.allow.Floor()) == 0 && !allowAll:
-		return nil, idkeeper.Errorf(idkeeper.CodeConflict, "%s is the last entry and the floor is empty: without it every "+
+		return nil, idkeeper.Errorf(protocol.CodeConflict, "%s is the last entry and the floor is empty: without it every "+
 			"address may use API keys; send \"allowAll\": true to mean that", prefix)
 	}
 	if err := h.store.RemoveAllowEntry(ctx, prefix); errors.Is(err, idkeeper.ErrNotFound) {
-		return nil, idkeeper.Errorf(idkeeper.CodeNotFound, "%s is not on the allow-list", prefix)
+		return nil, idkeeper.Errorf(protocol.CodeNotFound, "%s is not on the allow-list", prefix)
 	} else if err != nil {
 		return nil, storeErr(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/internal/wire"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // An entry added through the admin API applies to /v1 at once, through the http
@@ -26,8 +27,8 @@ func TestAllowListAppliesAtOnce(t *testing.T) {
 		if added.Prefix != "192.0.2.0/24" || added.Note != "office" || added.CreatedBy != "user:alice" || added.CreatedAt != ts(start) {
 			t.Fatalf("added %s", r.raw)
 		}
-		v1().problem(t, idkeeper.CodeIPNotAllowed)
-		e.do("GET", "/admin/api/keys", "", "X-API-Key", adminKey).problem(t, idkeeper.CodeIPNotAllowed)
+		v1().problem(t, protocol.CodeIPNotAllowed)
+		e.do("GET", "/admin/api/keys", "", "X-API-Key", adminKey).problem(t, protocol.CodeIPNotAllowed)
 		e.do("GET", "/admin/api/keys", "", "Cookie", tok).ok(t) // a session is no key
 
 		e.do("POST", "/admin/api/allowlist", `{"prefix":"127.0.0.1","note":"the tests"}`, "Cookie", tok).status1(t, 201)
@@ -46,17 +47,17 @@ func TestAllowListAppliesAtOnce(t *testing.T) {
 			{`{"prefix":"10.0.0.0/8","note":"a\nb"}`, "note"},
 			{`{"prefix":"10.0.0.0/8","note":"x","by":"me"}`, "by"},
 		} {
-			if r := e.do("POST", "/admin/api/allowlist", c.body, "Cookie", tok).problem(t, idkeeper.CodeInvalidRequest); r.str("field") != c.field {
+			if r := e.do("POST", "/admin/api/allowlist", c.body, "Cookie", tok).problem(t, protocol.CodeInvalidRequest); r.str("field") != c.field {
 				t.Errorf("%s: field %q, want %q", c.body, r.str("field"), c.field)
 			}
 		}
-		e.do("POST", "/admin/api/allowlist", `{"prefix":"192.0.2.1/24","note":"again"}`, "Cookie", tok).problem(t, idkeeper.CodeConflict)
+		e.do("POST", "/admin/api/allowlist", `{"prefix":"192.0.2.1/24","note":"again"}`, "Cookie", tok).problem(t, protocol.CodeConflict)
 
 		e.do("POST", "/admin/api/allowlist/remove", `{"prefix":"127.0.0.1/32"}`, "Cookie", tok).status1(t, 204)
-		v1().problem(t, idkeeper.CodeIPNotAllowed)
-		e.do("POST", "/admin/api/allowlist/remove", `{"prefix":"127.0.0.1"}`, "Cookie", tok).problem(t, idkeeper.CodeNotFound)
-		e.do("POST", "/admin/api/allowlist/remove", `{"prefix":"192.0.2.0/24"}`, "Cookie", tok).problem(t, idkeeper.CodeConflict)
-		v1().problem(t, idkeeper.CodeIPNotAllowed)
+		v1().problem(t, protocol.CodeIPNotAllowed)
+		e.do("POST", "/admin/api/allowlist/remove", `{"prefix":"127.0.0.1"}`, "Cookie", tok).problem(t, protocol.CodeNotFound)
+		e.do("POST", "/admin/api/allowlist/remove", `{"prefix":"192.0.2.0/24"}`, "Cookie", tok).problem(t, protocol.CodeConflict)
+		v1().problem(t, protocol.CodeIPNotAllowed)
 		e.do("POST", "/admin/api/allowlist/remove", `{"prefix":"192.0.2.0/24","allowAll":true}`, "Cookie", tok).status1(t, 204)
 		v1().ok(t)
 
@@ -89,7 +90,7 @@ func TestAllowListFloor(t *testing.T) {
 		list.TrustedProxies[0] != "192.0.2.10/32" || list.Entries == nil || len(list.Entries) != 0 {
 		t.Fatalf("%+v", list)
 	}
-	r := e.do("POST", "/admin/api/allowlist/remove", `{"prefix":"10.0.0.0/8"}`, "X-API-Key", adminKey).problem(t, idkeeper.CodeConflict)
+	r := e.do("POST", "/admin/api/allowlist/remove", `{"prefix":"10.0.0.0/8"}`, "X-API-Key", adminKey).problem(t, protocol.CodeConflict)
 	if r.str("detail") == "" {
 		t.Fatal("no reason")
 	}
@@ -107,11 +108,11 @@ func TestAllowListFloor(t *testing.T) {
 func TestAllowListIgnoresSpoofedForwardedFor(t *testing.T) {
 	floor := func(s *setup) { s.floor = []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")} }
 	e := newEnv(t, floor)
-	e.do("GET", "/admin/api/keys", "", "X-API-Key", adminKey, "X-Forwarded-For", "192.0.2.5").problem(t, idkeeper.CodeIPNotAllowed)
-	e.do("GET", "/v1/leases/remaining", "", "X-API-Key", plainKey, "X-Forwarded-For", "192.0.2.5").problem(t, idkeeper.CodeIPNotAllowed)
+	e.do("GET", "/admin/api/keys", "", "X-API-Key", adminKey, "X-Forwarded-For", "192.0.2.5").problem(t, protocol.CodeIPNotAllowed)
+	e.do("GET", "/v1/leases/remaining", "", "X-API-Key", plainKey, "X-Forwarded-For", "192.0.2.5").problem(t, protocol.CodeIPNotAllowed)
 
 	p := newEnv(t, floor, func(s *setup) { s.trusted = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")} })
 	p.do("GET", "/admin/api/keys", "", "X-API-Key", adminKey, "X-Forwarded-For", "192.0.2.5").ok(t)
-	p.do("GET", "/admin/api/keys", "", "X-API-Key", adminKey, "X-Forwarded-For", "198.51.100.5").problem(t, idkeeper.CodeIPNotAllowed)
-	p.do("GET", "/admin/api/keys", "", "X-API-Key", adminKey).problem(t, idkeeper.CodeIPNotAllowed)
+	p.do("GET", "/admin/api/keys", "", "X-API-Key", adminKey, "X-Forwarded-For", "198.51.100.5").problem(t, protocol.CodeIPNotAllowed)
+	p.do("GET", "/admin/api/keys", "", "X-API-Key", adminKey).problem(t, protocol.CodeIPNotAllowed)
 }

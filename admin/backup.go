@@ -16,6 +16,7 @@ import (
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/backup"
 	"github.com/idkeeper/idkeeper/internal/wire"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // Backups through the admin API (issue #12, docs/backup.md): GET
@@ -90,7 +91,7 @@ type lastRestore struct {
 func (h *Handler) snapshots() (idkeeper.SnapshotStore, backup.StatusReader, error) {
 	ss := h.cfg.Snapshots
 	if ss == nil {
-		return nil, nil, idkeeper.Errorf(idkeeper.CodeNotFound, "this server offers no backups of its store through the admin API")
+		return nil, nil, idkeeper.Errorf(protocol.CodeNotFound, "this server offers no backups of its store through the admin API")
 	}
 	sr, ok := ss.(backup.StatusReader)
 	if !ok {
@@ -146,7 +147,7 @@ func (h *Handler) exportBackup(w http.ResponseWriter, r *http.Request, p *princi
 		}
 	}
 	if !redacted && !p.role.AtLeast(idkeeper.RoleAdmin) {
-		return nil, idkeeper.Errorf(idkeeper.CodeForbidden, "a full backup holds every password hash, API key hash and "+
+		return nil, idkeeper.Errorf(protocol.CodeForbidden, "a full backup holds every password hash, API key hash and "+
 			"webhook URL: only an admin downloads one; %s has the role %s: ask for a redacted one (GET %sbackup?redacted=1)",
 			p.actor, p.role, APIPrefix)
 	}
@@ -242,12 +243,12 @@ func checkBackupType(ct string) error {
 	case mt == "application/octet-stream", mt == BackupContentType, mt == BackupGzipType, mt == "application/x-gzip":
 		return nil
 	}
-	return idkeeper.Errorf(idkeeper.CodeUnsupportedMediaType, "Content-Type %q: send the backup file as it is, "+
+	return idkeeper.Errorf(protocol.CodeUnsupportedMediaType, "Content-Type %q: send the backup file as it is, "+
 		"as application/octet-stream", ct)
 }
 
 func restoreTooLarge(limit int64) error {
-	return idkeeper.Errorf(idkeeper.CodeBodyTooLarge, "the backup is larger than this server's limit of %d bytes; "+
+	return idkeeper.Errorf(protocol.CodeBodyTooLarge, "the backup is larger than this server's limit of %d bytes; "+
 		"nothing was written", limit)
 }
 

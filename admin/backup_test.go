@@ -18,6 +18,7 @@ import (
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/backup"
 	"github.com/idkeeper/idkeeper/internal/wire"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // raw sends a request with body as it is (no Content-Type unless hdr gives one)
@@ -154,7 +155,7 @@ func TestBackupExportAPI(t *testing.T) {
 		}
 
 		for _, q := range []string{"?gzip=maybe", "?format=json", "?gzip=1&gzip=0"} {
-			e.do("GET", "/admin/api/backup"+q, "", "Cookie", tok).problem(t, idkeeper.CodeInvalidRequest)
+			e.do("GET", "/admin/api/backup"+q, "", "Cookie", tok).problem(t, protocol.CodeInvalidRequest)
 		}
 	})
 }
@@ -239,11 +240,11 @@ func TestRestoreAPI(t *testing.T) {
 		if len(keys.Keys) != 2 {
 			t.Fatalf("keys after the restore: %+v", keys.Keys)
 		}
-		e.do("GET", "/admin/api/me", "", "Cookie", tok).problem(t, idkeeper.CodeSessionExpired)
+		e.do("GET", "/admin/api/me", "", "Cookie", tok).problem(t, protocol.CodeSessionExpired)
 
 		// A new process: nothing is free, B's node ID above all (the backup shows it free).
 		r := e.do("POST", "/v1/leases", e.requester("holder-c", `"count":1`), "X-API-Key", plainKey)
-		r.problem(t, idkeeper.CodeNodeIDsExhausted)
+		r.problem(t, protocol.CodeNodeIDsExhausted)
 		if g := e.reg.Generation(); g.Number != 2 || g.Origin != idkeeper.OriginRecovered {
 			t.Fatalf("the registry serves generation %+v after the restore", g)
 		}
@@ -254,7 +255,7 @@ func TestRestoreAPI(t *testing.T) {
 		if got := e.renewV1("holder-a", a); len(got) != 2 || *got[0].NodeID != *a[0].NodeID || *got[1].NodeID != *a[1].NodeID {
 			t.Fatalf("holder A after the restore: %+v", got)
 		}
-		e.do("POST", "/v1/leases", e.requester("holder-c", `"count":1`), "X-API-Key", plainKey).problem(t, idkeeper.CodeNodeIDsExhausted)
+		e.do("POST", "/v1/leases", e.requester("holder-c", `"count":1`), "X-API-Key", plainKey).problem(t, protocol.CodeNodeIDsExhausted)
 
 		// The store's health: the restore, and the reset the registry recovered from.
 		var s wire.StoreHealth
@@ -313,25 +314,25 @@ func TestRestoreRefusals(t *testing.T) {
 		code idkeeper.Code
 		msg  string
 	}{
-		{"truncated", post(file[:len(file)-10]), idkeeper.CodeInvalidRequest, "truncated"},
-		{"cut at a line", post(file[:bytes.LastIndexByte(file[:len(file)-1], '\n')+1]), idkeeper.CodeInvalidRequest, "without its trailer"},
-		{"newer", post(bytes.Replace(file, []byte(`"version":3`), []byte(`"version":4`), 1)), idkeeper.CodeInvalidRequest, "upgrade idkeeper"},
-		{"damaged", post(bytes.Replace(file, []byte(`"kind":"node","id":7`), []byte(`"kind":"node","id":8`), 1)), idkeeper.CodeInvalidRequest, "damaged"},
-		{"foreign", post([]byte("SQLite format 3\x00")), idkeeper.CodeInvalidRequest, "not an IdKeeper backup file"},
-		{"empty", post(nil), idkeeper.CodeInvalidRequest, "empty"},
-		{"gzip cut", post(gz.Bytes()[:gz.Len()-20]), idkeeper.CodeInvalidRequest, "truncated"},
-		{"too large", post(big), idkeeper.CodeBodyTooLarge, "16384 bytes"},
-		{"too large, no length", e.chunked("/admin/api/restore/preview", big, "Cookie", tok), idkeeper.CodeBodyTooLarge, "16384 bytes"},
-		{"json", e.do("POST", "/admin/api/restore/preview", string(file), "Cookie", tok), idkeeper.CodeUnsupportedMediaType, "application/octet-stream"},
-		{"cross-site", post(file, "Sec-Fetch-Site", "cross-site", "Origin", "https://evil.example"), idkeeper.CodeForbidden, "cross-origin"},
-		{"operator", e.do("POST", "/admin/api/restore/preview", string(file), "Cookie", opTok, "Content-Type", "application/octet-stream"), idkeeper.CodeForbidden, "role admin"},
-		{"the file as the confirmation", e.do("POST", "/admin/api/restore", string(file), "Cookie", tok, "Content-Type", "application/octet-stream"), idkeeper.CodeUnsupportedMediaType, "application/json"},
+		{"truncated", post(file[:len(file)-10]), protocol.CodeInvalidRequest, "truncated"},
+		{"cut at a line", post(file[:bytes.LastIndexByte(file[:len(file)-1], '\n')+1]), protocol.CodeInvalidRequest, "without its trailer"},
+		{"newer", post(bytes.Replace(file, []byte(`"version":3`), []byte(`"version":4`), 1)), protocol.CodeInvalidRequest, "upgrade idkeeper"},
+		{"damaged", post(bytes.Replace(file, []byte(`"kind":"node","id":7`), []byte(`"kind":"node","id":8`), 1)), protocol.CodeInvalidRequest, "damaged"},
+		{"foreign", post([]byte("SQLite format 3\x00")), protocol.CodeInvalidRequest, "not an IdKeeper backup file"},
+		{"empty", post(nil), protocol.CodeInvalidRequest, "empty"},
+		{"gzip cut", post(gz.Bytes()[:gz.Len()-20]), protocol.CodeInvalidRequest, "truncated"},
+		{"too large", post(big), protocol.CodeBodyTooLarge, "16384 bytes"},
+		{"too large, no length", e.chunked("/admin/api/restore/preview", big, "Cookie", tok), protocol.CodeBodyTooLarge, "16384 bytes"},
+		{"json", e.do("POST", "/admin/api/restore/preview", string(file), "Cookie", tok), protocol.CodeUnsupportedMediaType, "application/octet-stream"},
+		{"cross-site", post(file, "Sec-Fetch-Site", "cross-site", "Origin", "https://evil.example"), protocol.CodeForbidden, "cross-origin"},
+		{"operator", e.do("POST", "/admin/api/restore/preview", string(file), "Cookie", opTok, "Content-Type", "application/octet-stream"), protocol.CodeForbidden, "role admin"},
+		{"the file as the confirmation", e.do("POST", "/admin/api/restore", string(file), "Cookie", tok, "Content-Type", "application/octet-stream"), protocol.CodeUnsupportedMediaType, "application/json"},
 	} {
 		c.r.problem(t, c.code)
 		if !strings.Contains(c.r.str("detail"), c.msg) {
 			t.Errorf("%s: %s", c.name, c.r.raw)
 		}
-		if c.code == idkeeper.CodeInvalidRequest && !strings.Contains(c.r.str("detail"), "nothing was written") {
+		if c.code == protocol.CodeInvalidRequest && !strings.Contains(c.r.str("detail"), "nothing was written") {
 			t.Errorf("%s: %s", c.name, c.r.raw)
 		}
 		if e.snapshot() != before {

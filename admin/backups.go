@@ -13,6 +13,7 @@ import (
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/backup"
 	"github.com/idkeeper/idkeeper/internal/wire"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // The backup folder (issue #12, docs/backup.md "Scheduled and manual backups"):
@@ -22,7 +23,7 @@ import (
 // users' password hashes and the whole audit log.
 
 // backupsOff is the error of a route of the folder on a server without one.
-var backupsOff = idkeeper.Errorf(idkeeper.CodeNotFound,
+var backupsOff = idkeeper.Errorf(protocol.CodeNotFound,
 	"backups are not enabled on this server: start it with --backup-dir DIR (docs/backup.md)")
 
 // backupFileJSON is e as the API shows it.
@@ -45,10 +46,10 @@ func backupFailure(err error) error {
 	case errors.As(err, &e):
 		return err
 	case errors.As(err, &pe):
-		return &idkeeper.Error{Code: idkeeper.CodeInternal, Message: "the backup could not be written into the backup folder: " +
+		return &idkeeper.Error{Code: protocol.CodeInternal, Message: "the backup could not be written into the backup folder: " +
 			pe.Err.Error(), Err: err}
 	case errors.As(err, &le):
-		return &idkeeper.Error{Code: idkeeper.CodeInternal, Message: "the backup could not be written into the backup folder: " +
+		return &idkeeper.Error{Code: protocol.CodeInternal, Message: "the backup could not be written into the backup folder: " +
 			le.Err.Error(), Err: err}
 	}
 	return idkeeper.Unavailable(fmt.Errorf("the backup failed: %w", err))

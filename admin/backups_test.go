@@ -20,6 +20,7 @@ import (
 	"github.com/idkeeper/idkeeper/admin"
 	"github.com/idkeeper/idkeeper/backup"
 	"github.com/idkeeper/idkeeper/internal/wire"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // testBackups is the backup job of the test envs: a gzip folder of its own,
@@ -123,8 +124,8 @@ func TestBackupsAPI(t *testing.T) {
 	}
 	for _, name := range []string{"..%2Fsecret.idkbackup", "..", "%2E%2E%2Fsecret.idkbackup", strings.TrimSuffix(made[0].Name, ".gz"),
 		made[0].Name + ".tmp", url.PathEscape("../" + made[0].Name), "idkeeper-20990101T000000Z-00000000.idkbackup"} {
-		e.do("GET", "/admin/api/backups/"+name, "", op...).problem(t, idkeeper.CodeNotFound)
-		e.do("POST", "/admin/api/backups/"+name+"/delete", "", op...).problem(t, idkeeper.CodeNotFound)
+		e.do("GET", "/admin/api/backups/"+name, "", op...).problem(t, protocol.CodeNotFound)
+		e.do("POST", "/admin/api/backups/"+name+"/delete", "", op...).problem(t, protocol.CodeNotFound)
 	}
 	// A path that leaves the folder never reaches the route at all.
 	if r := e.do("GET", "/admin/api/backups/../../secret.idkbackup", "", op...); r.header.Get("Content-Type") == admin.BackupGzipType ||
@@ -134,8 +135,8 @@ func TestBackupsAPI(t *testing.T) {
 
 	// Delete.
 	e.do("POST", "/admin/api/backups/"+made[0].Name+"/delete", "", op...).status1(t, http.StatusNoContent)
-	e.do("POST", "/admin/api/backups/"+made[0].Name+"/delete", "", op...).problem(t, idkeeper.CodeNotFound)
-	e.do("GET", "/admin/api/backups/"+made[0].Name, "", op...).problem(t, idkeeper.CodeNotFound)
+	e.do("POST", "/admin/api/backups/"+made[0].Name+"/delete", "", op...).problem(t, protocol.CodeNotFound)
+	e.do("GET", "/admin/api/backups/"+made[0].Name, "", op...).problem(t, protocol.CodeNotFound)
 	if a := e.waitAudit(backup.AuditDelete, "backup:"+made[0].Name); a.Actor != "user:root" {
 		t.Fatalf("delete audit %+v", a)
 	}
@@ -148,7 +149,7 @@ func TestBackupsAPI(t *testing.T) {
 	if _, ok, err := e.store.TryLock(context.Background(), backup.JobName, "replica-b", time.Hour); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
-	r = e.do("POST", "/admin/api/backups", "", op...).problem(t, idkeeper.CodeConflict)
+	r = e.do("POST", "/admin/api/backups", "", op...).problem(t, protocol.CodeConflict)
 	if !strings.Contains(r.str("detail"), "replica-b") {
 		t.Fatalf("conflict %s", r.raw)
 	}
@@ -170,7 +171,7 @@ func TestBackupsAPIFailure(t *testing.T) {
 	if err := os.WriteFile(list.Dir, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r := e.do("POST", "/admin/api/backups", "", "X-API-Key", adminKey).problem(t, idkeeper.CodeInternal)
+	r := e.do("POST", "/admin/api/backups", "", "X-API-Key", adminKey).problem(t, protocol.CodeInternal)
 	if d := r.str("detail"); !strings.Contains(d, "could not be written into the backup folder: not a directory") ||
 		strings.Contains(d, list.Dir) {
 		t.Fatalf("detail %q", d)

@@ -15,6 +15,7 @@ import (
 	"github.com/idkeeper/idkeeper/backup"
 	"github.com/idkeeper/idkeeper/internal/jsonbody"
 	"github.com/idkeeper/idkeeper/internal/wire"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // The backup schedule (issue #30, docs/backup.md "The schedule"): one record in
@@ -30,7 +31,7 @@ const nextRunsShown = 5
 var scheduleMembers = wire.Members(wire.BackupScheduleRequest{})
 
 // scheduleOff is the error of the schedule routes on a store that keeps none.
-var scheduleOff = idkeeper.Errorf(idkeeper.CodeNotFound,
+var scheduleOff = idkeeper.Errorf(protocol.CodeNotFound,
 	"this store keeps no backup schedule: the schedule is --backup-schedule of each replica")
 
 // scheduleStore is the store's BackupScheduleStore; nil when it keeps none.
@@ -195,7 +196,7 @@ func (h *Handler) putSchedule(w http.ResponseWriter, r *http.Request, p *princip
 
 // scheduleConflict is the 409 of a change over a Version that is not cur's.
 func scheduleConflict(cur idkeeper.BackupSchedule) error {
-	return idkeeper.Errorf(idkeeper.CodeConflict, "the backup schedule was changed since you read it (now version %d, %q by %s): "+
+	return idkeeper.Errorf(protocol.CodeConflict, "the backup schedule was changed since you read it (now version %d, %q by %s): "+
 		"read it again and make your change over that", cur.Version, scheduleView{BackupSchedule: cur}.Text(), cur.UpdatedBy)
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/internal/wire"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // The schedule route: an operator reads it (with its next times in UTC and its
@@ -35,27 +36,27 @@ func TestBackupScheduleAPI(t *testing.T) {
 			r.header.Get("ETag") != `"1"` {
 			t.Fatalf("GET as seeded: %+v, ETag %q", s, r.header.Get("ETag"))
 		}
-		e.do("GET", "/admin/api/backups/schedule", "", viewer...).problem(t, idkeeper.CodeForbidden)
-		e.do("PUT", "/admin/api/backups/schedule", `{"schedule":"@hourly","version":1}`, oper...).problem(t, idkeeper.CodeForbidden)
+		e.do("GET", "/admin/api/backups/schedule", "", viewer...).problem(t, protocol.CodeForbidden)
+		e.do("PUT", "/admin/api/backups/schedule", `{"schedule":"@hourly","version":1}`, oper...).problem(t, protocol.CodeForbidden)
 
 		entries := len(e.auditAll(key...))
 		for _, c := range []struct {
 			body, ifMatch, field string
 			code                 idkeeper.Code
 		}{
-			{`{"schedule":"61 * * * *","version":1}`, "", "schedule", idkeeper.CodeInvalidRequest},
-			{`{"schedule":"TZ=Europe/Paris 0 3 * * *","version":1}`, "", "schedule", idkeeper.CodeInvalidRequest},
-			{`{"schedule":"0 0 30 2 *","version":1}`, "", "schedule", idkeeper.CodeInvalidRequest},
-			{`{"schedule":"","version":1}`, "", "schedule", idkeeper.CodeInvalidRequest},
-			{`{"version":1}`, "", "schedule", idkeeper.CodeInvalidRequest},
-			{`{"schedule":"@hourly"}`, "", "version", idkeeper.CodeInvalidRequest},
-			{`{"schedule":"@hourly","version":-1}`, "", "version", idkeeper.CodeInvalidRequest},
-			{`{"schedule":"@hourly","version":1}`, `"2"`, "version", idkeeper.CodeInvalidRequest},
-			{`{"schedule":"@hourly"}`, "soon", "If-Match", idkeeper.CodeInvalidRequest},
-			{`{"schedule":"@hourly","version":1,"keep":3}`, "", "", idkeeper.CodeInvalidRequest},
-			{`{"schedule":"@hourly","version":0}`, "", "", idkeeper.CodeConflict},
-			{`{"schedule":"@hourly","version":2}`, "", "", idkeeper.CodeConflict},
-			{`{"schedule":"@hourly"}`, `"7"`, "", idkeeper.CodeConflict},
+			{`{"schedule":"61 * * * *","version":1}`, "", "schedule", protocol.CodeInvalidRequest},
+			{`{"schedule":"TZ=Europe/Paris 0 3 * * *","version":1}`, "", "schedule", protocol.CodeInvalidRequest},
+			{`{"schedule":"0 0 30 2 *","version":1}`, "", "schedule", protocol.CodeInvalidRequest},
+			{`{"schedule":"","version":1}`, "", "schedule", protocol.CodeInvalidRequest},
+			{`{"version":1}`, "", "schedule", protocol.CodeInvalidRequest},
+			{`{"schedule":"@hourly"}`, "", "version", protocol.CodeInvalidRequest},
+			{`{"schedule":"@hourly","version":-1}`, "", "version", protocol.CodeInvalidRequest},
+			{`{"schedule":"@hourly","version":1}`, `"2"`, "version", protocol.CodeInvalidRequest},
+			{`{"schedule":"@hourly"}`, "soon", "If-Match", protocol.CodeInvalidRequest},
+			{`{"schedule":"@hourly","version":1,"keep":3}`, "", "", protocol.CodeInvalidRequest},
+			{`{"schedule":"@hourly","version":0}`, "", "", protocol.CodeConflict},
+			{`{"schedule":"@hourly","version":2}`, "", "", protocol.CodeConflict},
+			{`{"schedule":"@hourly"}`, `"7"`, "", protocol.CodeConflict},
 		} {
 			hdr := admin
 			if c.ifMatch != "" {
@@ -75,7 +76,7 @@ func TestBackupScheduleAPI(t *testing.T) {
 		}
 		// A cross-site PUT with the session is refused before anything.
 		e.do("PUT", "/admin/api/backups/schedule", `{"schedule":"@hourly","version":1}`, "Cookie", admin[1],
-			"Sec-Fetch-Site", "cross-site").problem(t, idkeeper.CodeForbidden)
+			"Sec-Fetch-Site", "cross-site").problem(t, protocol.CodeForbidden)
 
 		// A change by the admin's session; the job follows at once.
 		r = e.do("PUT", "/admin/api/backups/schedule", `{"schedule":" 0 3 * * * ","version":1}`, admin...).ok(t)

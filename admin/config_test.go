@@ -13,6 +13,7 @@ import (
 	idkhttp "github.com/idkeeper/idkeeper/http"
 	"github.com/idkeeper/idkeeper/idempotency"
 	"github.com/idkeeper/idkeeper/internal/wire"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // New refuses a config without its required parts; the defaults are /v1's.
@@ -58,9 +59,9 @@ func TestIdempotentCreates(t *testing.T) {
 			t.Fatalf("%s: replay %s %v, first %s", c.path, again.raw, again.header, first.raw)
 		}
 		e.do("POST", c.path, c.other, "Cookie", tok, "Idempotency-Key", "k-"+c.path).status1(t, 422)
-		e.do("POST", c.path, c.body, "Cookie", tok, "Idempotency-Key", "another").problem(t, idkeeper.CodeConflict)
+		e.do("POST", c.path, c.body, "Cookie", tok, "Idempotency-Key", "another").problem(t, protocol.CodeConflict)
 		// The same key from another caller is another key.
-		e.do("POST", c.path, c.body, "Cookie", e.login("root", rootPW), "Idempotency-Key", "k-"+c.path).problem(t, idkeeper.CodeConflict)
+		e.do("POST", c.path, c.body, "Cookie", e.login("root", rootPW), "Idempotency-Key", "k-"+c.path).problem(t, protocol.CodeConflict)
 	}
 	before, err := e.reg.Keys(context.Background())
 	if err != nil {
@@ -94,7 +95,7 @@ func TestIdempotentCreates(t *testing.T) {
 	}
 	// A refused key create (400) is not stored: the corrected request runs with the key.
 	e.do("POST", "/admin/api/keys", `{"description":"x","expiresAt":"2020-01-01T00:00:00Z"}`, "Cookie", tok,
-		"Idempotency-Key", "past").problem(t, idkeeper.CodeInvalidRequest)
+		"Idempotency-Key", "past").problem(t, protocol.CodeInvalidRequest)
 	var c wire.CreateAPIKeyResponse
 	e.do("POST", "/admin/api/keys", `{"description":"x"}`, "Cookie", tok, "Idempotency-Key", "past").status1(t, 201).decode(t, &c)
 	if !c.SecretShown || c.Secret == "" {
@@ -106,7 +107,7 @@ func TestIdempotentCreates(t *testing.T) {
 	ptok := plain.login("boss", userPW)
 	body := `{"prefix":"198.51.100.0/24","note":"partner"}`
 	plain.do("POST", "/admin/api/allowlist", body, "Cookie", ptok, "Idempotency-Key", "k").status1(t, 201)
-	r := plain.do("POST", "/admin/api/allowlist", body, "Cookie", ptok, "Idempotency-Key", "k").problem(t, idkeeper.CodeConflict)
+	r := plain.do("POST", "/admin/api/allowlist", body, "Cookie", ptok, "Idempotency-Key", "k").problem(t, protocol.CodeConflict)
 	if !strings.Contains(r.str("detail"), "already") {
 		t.Fatalf("%s", r.raw)
 	}

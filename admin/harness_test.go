@@ -30,6 +30,7 @@ import (
 	"github.com/idkeeper/idkeeper/internal/problem"
 	"github.com/idkeeper/idkeeper/internal/wire"
 	"github.com/idkeeper/idkeeper/password"
+	"github.com/idkeeper/idkeeper/protocol"
 	"github.com/idkeeper/idkeeper/redis"
 )
 
@@ -296,35 +297,35 @@ func (r response) ok(t *testing.T) response {
 // written out here rather than read from the problem table under test: a code
 // moved to another status in that table fails these tests.
 var codeStatus = map[idkeeper.Code]int{
-	idkeeper.CodeInvalidRequest:       400,
-	idkeeper.CodePasswordTooCommon:    400,
-	idkeeper.CodeCountTooLarge:        400,
-	idkeeper.CodeAPIKeyExpired:        401,
-	idkeeper.CodeAPIKeyMissing:        401,
-	idkeeper.CodeAPIKeyInvalid:        401,
-	idkeeper.CodeLoginFailed:          401,
-	idkeeper.CodeSessionExpired:       401,
-	idkeeper.CodeIPNotAllowed:         403,
-	idkeeper.CodeAdminKeyRequired:     403,
-	idkeeper.CodeForbidden:            403,
-	idkeeper.CodeLeaseNotOwned:        403,
-	idkeeper.CodeNotFound:             404,
-	idkeeper.CodeMethodNotAllowed:     405,
-	idkeeper.CodeConflict:             409,
-	idkeeper.CodeNodeIDsExhausted:     409,
-	idkeeper.CodeAPIKeyQuotaExceeded:  409,
-	idkeeper.CodeBodyTooLarge:         413,
-	idkeeper.CodeUnsupportedMediaType: 415,
+	protocol.CodeInvalidRequest:       400,
+	protocol.CodePasswordTooCommon:    400,
+	protocol.CodeCountTooLarge:        400,
+	protocol.CodeAPIKeyExpired:        401,
+	protocol.CodeAPIKeyMissing:        401,
+	protocol.CodeAPIKeyInvalid:        401,
+	protocol.CodeLoginFailed:          401,
+	protocol.CodeSessionExpired:       401,
+	protocol.CodeIPNotAllowed:         403,
+	protocol.CodeAdminKeyRequired:     403,
+	protocol.CodeForbidden:            403,
+	protocol.CodeLeaseNotOwned:        403,
+	protocol.CodeNotFound:             404,
+	protocol.CodeMethodNotAllowed:     405,
+	protocol.CodeConflict:             409,
+	protocol.CodeNodeIDsExhausted:     409,
+	protocol.CodeAPIKeyQuotaExceeded:  409,
+	protocol.CodeBodyTooLarge:         413,
+	protocol.CodeUnsupportedMediaType: 415,
 	admin.CodeAlertsNotConfigured:     409,
 	admin.CodeWebhookNotSet:           409,
 	idempotency.CodeKeyReused:         422,
-	idkeeper.CodeLoginThrottleFull:    429,
+	protocol.CodeLoginThrottleFull:    429,
 	admin.CodeWebhookTestRateLimited:  429,
-	idkeeper.CodeInternal:             500,
+	protocol.CodeInternal:             500,
 	admin.CodeWebhookTestFailed:       502,
-	idkeeper.CodeStoreUnavailable:     503,
-	idkeeper.CodeNotReady:             503,
-	idkeeper.CodeClockUnverified:      503,
+	protocol.CodeStoreUnavailable:     503,
+	protocol.CodeNotReady:             503,
+	protocol.CodeClockUnverified:      503,
 }
 
 // problem asserts a problem+json answer with the code's status (codeStatus) and

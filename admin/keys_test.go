@@ -10,6 +10,7 @@ import (
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/internal/wire"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // requesterJSON is a requester member for pid.
@@ -63,16 +64,16 @@ func TestKeys(t *testing.T) {
 			!strings.Contains(rev.Leases, "its 2 node IDs stay held until their leases expire; holders cannot renew") {
 			t.Fatalf("revoke: %s", r.raw)
 		}
-		e.do("GET", "/v1/leases/remaining", "", "X-API-Key", made.Secret).problem(t, idkeeper.CodeAPIKeyInvalid)
+		e.do("GET", "/v1/leases/remaining", "", "X-API-Key", made.Secret).problem(t, protocol.CodeAPIKeyInvalid)
 		e.do("POST", "/v1/leases/renew", `{"requester":`+requesterJSON("1")+`}`, "X-API-Key", made.Secret).
-			problem(t, idkeeper.CodeAPIKeyInvalid)
+			problem(t, protocol.CodeAPIKeyInvalid)
 		e.clk.Advance(time.Minute)
 		e.do("POST", "/admin/api/keys/"+id+"/revoke", "", "X-API-Key", adminKey).ok(t).decode(t, &rev)
 		if !rev.AlreadyRevoked || *rev.Key.RevokedAt != ts(start) {
 			t.Fatalf("revoke again: %+v", rev)
 		}
-		e.do("POST", "/admin/api/keys/nope/revoke", "", "X-API-Key", adminKey).problem(t, idkeeper.CodeNotFound)
-		e.do("GET", "/admin/api/keys/nope", "", "X-API-Key", adminKey).problem(t, idkeeper.CodeNotFound)
+		e.do("POST", "/admin/api/keys/nope/revoke", "", "X-API-Key", adminKey).problem(t, protocol.CodeNotFound)
+		e.do("GET", "/admin/api/keys/nope", "", "X-API-Key", adminKey).problem(t, protocol.CodeNotFound)
 
 		// An admin key made through the API is one; a key made by a user says so.
 		r = e.do("POST", "/admin/api/keys", `{"description":"ops","admin":true,"expiresAt":"2027-01-01T00:00:00Z"}`, "X-API-Key", adminKey)
@@ -102,15 +103,15 @@ func TestKeyCallersRefused(t *testing.T) {
 		{"GET", "/admin/api/keys/abc", ""},
 		{"POST", "/admin/api/keys/abc/revoke", ""},
 	} {
-		e.do(c.method, c.path, c.body, "X-API-Key", plainKey).problem(t, idkeeper.CodeAdminKeyRequired)
-		e.do(c.method, c.path, c.body, "X-API-Key", "").problem(t, idkeeper.CodeAPIKeyMissing)
-		e.do(c.method, c.path, c.body, "X-API-Key", "idk_not-a-key-0123456789abcdefghij").problem(t, idkeeper.CodeAPIKeyInvalid)
+		e.do(c.method, c.path, c.body, "X-API-Key", plainKey).problem(t, protocol.CodeAdminKeyRequired)
+		e.do(c.method, c.path, c.body, "X-API-Key", "").problem(t, protocol.CodeAPIKeyMissing)
+		e.do(c.method, c.path, c.body, "X-API-Key", "idk_not-a-key-0123456789abcdefghij").problem(t, protocol.CodeAPIKeyInvalid)
 	}
 	if ks, _ := e.reg.Keys(context.Background()); len(ks) != 2 {
 		t.Fatalf("a refused create made a key: %+v", ks)
 	}
 	far := newEnv(t, func(s *setup) { s.floor = []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")} })
-	far.do("GET", "/admin/api/keys", "", "X-API-Key", adminKey).problem(t, idkeeper.CodeIPNotAllowed)
+	far.do("GET", "/admin/api/keys", "", "X-API-Key", adminKey).problem(t, protocol.CodeIPNotAllowed)
 	// A session is no key: the allow-list does not apply to it.
 	far.user("alice", idkeeper.RoleViewer)
 	far.do("GET", "/admin/api/keys", "", "Cookie", far.login("alice", userPW)).ok(t)
@@ -140,15 +141,15 @@ func TestKeyBodies(t *testing.T) {
 		{`[]`, "body"},
 		{`{"description":"x"} {}`, "body"},
 	} {
-		r := e.do("POST", "/admin/api/keys", c.body, "X-API-Key", adminKey).problem(t, idkeeper.CodeInvalidRequest)
+		r := e.do("POST", "/admin/api/keys", c.body, "X-API-Key", adminKey).problem(t, protocol.CodeInvalidRequest)
 		if r.str("field") != c.field {
 			t.Errorf("%s: field %q, want %q: %s", c.body, r.str("field"), c.field, r.raw)
 		}
 	}
 	e.do("POST", "/admin/api/keys", `{"description":"x"}`, "X-API-Key", adminKey, "Content-Type", "text/plain").
-		problem(t, idkeeper.CodeUnsupportedMediaType)
+		problem(t, protocol.CodeUnsupportedMediaType)
 	e.do("POST", "/admin/api/keys", `{"description":"`+strings.Repeat("x", 70<<10)+`"}`, "X-API-Key", adminKey).
-		problem(t, idkeeper.CodeBodyTooLarge)
+		problem(t, protocol.CodeBodyTooLarge)
 	if ks, _ := e.reg.Keys(context.Background()); len(ks) != 2 {
 		t.Fatalf("a refused create made a key: %d keys", len(ks))
 	}
@@ -166,7 +167,7 @@ func TestKeyBodies(t *testing.T) {
 		{`{"expiresIn":"1h","expiresAt":"2027-01-01T00:00:00Z"}`, "expiresIn"},
 		{`{"description":"renamed"}`, "description"},
 	} {
-		r := e.do("POST", "/admin/api/keys/"+plainID, c.body, "X-API-Key", adminKey).problem(t, idkeeper.CodeInvalidRequest)
+		r := e.do("POST", "/admin/api/keys/"+plainID, c.body, "X-API-Key", adminKey).problem(t, protocol.CodeInvalidRequest)
 		if r.str("field") != c.field {
 			t.Errorf("update %s: field %q, want %q: %s", c.body, r.str("field"), c.field, r.raw)
 		}
@@ -193,9 +194,9 @@ func TestKeyUpdate(t *testing.T) {
 		if *k.ExpiresAt != "2026-06-01T00:00:00.000Z" || k.MaxNodes != 0 {
 			t.Fatalf("%+v", k)
 		}
-		e.do("POST", "/admin/api/keys/nope", `{"maxNodes":1}`, "Cookie", tok).problem(t, idkeeper.CodeNotFound)
+		e.do("POST", "/admin/api/keys/nope", `{"maxNodes":1}`, "Cookie", tok).problem(t, protocol.CodeNotFound)
 		e.do("POST", "/admin/api/keys/"+plainID+"/revoke", "", "Cookie", tok).ok(t)
-		e.do("POST", "/admin/api/keys/"+plainID, `{"maxNodes":1}`, "Cookie", tok).problem(t, idkeeper.CodeConflict)
+		e.do("POST", "/admin/api/keys/"+plainID, `{"maxNodes":1}`, "Cookie", tok).problem(t, protocol.CodeConflict)
 		var n int
 		for _, x := range e.auditAll("Cookie", tok) {
 			if x.Action == audit.KeyUpdate && x.Target == "key:"+plainID && x.Actor == "user:alice" && x.RemoteIP == "127.0.0.1" {
@@ -221,7 +222,7 @@ func TestSecretsNeverShown(t *testing.T) {
 	carol := e.login("carol", "carols-password-2")
 	e.do("POST", "/admin/api/me/password", `{"oldPassword":"carols-password-2","newPassword":"carols-password-3"}`, "Cookie", carol).
 		status1(t, 204)
-	e.do("POST", "/admin/api/login", `{"name":"carol","password":"carols-wrong-pass"}`).problem(t, idkeeper.CodeLoginFailed)
+	e.do("POST", "/admin/api/login", `{"name":"carol","password":"carols-wrong-pass"}`).problem(t, protocol.CodeLoginFailed)
 	secrets := []string{made.Secret, made.Secret[len(idkeeper.APIKeyPrefix):], adminKey, plainKey, userPW, rootPW,
 		"carols-password-1", "carols-password-2", "carols-password-3", "carols-wrong-pass", "$argon2id", tok, carol}
 	for _, path := range []string{"/admin/api/keys", "/admin/api/keys/" + made.Key.ID, "/admin/api/users", "/admin/api/me",

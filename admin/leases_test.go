@@ -10,6 +10,7 @@ import (
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/internal/wire"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // The pool map and the lease list: statuses per node ID, the requester, key,
@@ -66,9 +67,9 @@ func TestPoolAndLeases(t *testing.T) {
 				t.Errorf("%s: %d leases, want %d", q, got, want)
 			}
 		}
-		e.do("GET", "/admin/api/leases?status=free", "", "Cookie", tok).problem(t, idkeeper.CodeInvalidRequest)
-		e.do("GET", "/admin/api/leases?sort=node", "", "Cookie", tok).problem(t, idkeeper.CodeInvalidRequest)
-		e.do("GET", "/admin/api/leases?key=a&key=b", "", "Cookie", tok).problem(t, idkeeper.CodeInvalidRequest)
+		e.do("GET", "/admin/api/leases?status=free", "", "Cookie", tok).problem(t, protocol.CodeInvalidRequest)
+		e.do("GET", "/admin/api/leases?sort=node", "", "Cookie", tok).problem(t, protocol.CodeInvalidRequest)
+		e.do("GET", "/admin/api/leases?key=a&key=b", "", "Cookie", tok).problem(t, protocol.CodeInvalidRequest)
 
 		// Past the first lease: in grace, the skew as stored.
 		e.clk.Advance(11 * time.Minute)
@@ -108,9 +109,9 @@ func TestRevokeLease(t *testing.T) {
 		e.do("POST", "/v1/leases/renew", who, "X-API-Key", plainKey).ok(t) // a full lease now
 		path := fmt.Sprintf("/admin/api/leases/%d/revoke", node)
 
-		e.do("POST", path, fmt.Sprintf(`{"fencingToken":%d}`, token+1), "Cookie", tok).problem(t, idkeeper.CodeNotFound)
-		e.do("POST", path, `{}`, "Cookie", tok).problem(t, idkeeper.CodeInvalidRequest)
-		e.do("POST", "/admin/api/leases/x/revoke", `{"fencingToken":1}`, "Cookie", tok).problem(t, idkeeper.CodeInvalidRequest)
+		e.do("POST", path, fmt.Sprintf(`{"fencingToken":%d}`, token+1), "Cookie", tok).problem(t, protocol.CodeNotFound)
+		e.do("POST", path, `{}`, "Cookie", tok).problem(t, protocol.CodeInvalidRequest)
+		e.do("POST", "/admin/api/leases/x/revoke", `{"fencingToken":1}`, "Cookie", tok).problem(t, protocol.CodeInvalidRequest)
 
 		var rev wire.RevokeLeaseResponse
 		e.do("POST", path, fmt.Sprintf(`{"fencingToken":%d}`, token), "Cookie", tok).ok(t).decode(t, &rev)
@@ -130,7 +131,7 @@ func TestRevokeLease(t *testing.T) {
 		if len(renew.Leases) != 0 {
 			t.Fatalf("the holder still renews: %+v", renew)
 		}
-		e.do("POST", path, fmt.Sprintf(`{"fencingToken":%d}`, token), "Cookie", tok).problem(t, idkeeper.CodeNotFound)
+		e.do("POST", path, fmt.Sprintf(`{"fencingToken":%d}`, token), "Cookie", tok).problem(t, protocol.CodeNotFound)
 
 		x := e.waitAudit(audit.LeaseRevoke, "node:"+strconv.FormatInt(node, 10))
 		if x.Actor != "user:olga" || x.RemoteIP != "127.0.0.1" {
@@ -214,7 +215,7 @@ func TestAuditPages(t *testing.T) {
 		t.Fatalf("%+v", p)
 	}
 	for _, bad := range []string{"limit=0", "limit=1001", "limit=x", "before=0", "before=-1", "page=2"} {
-		e.do("GET", "/admin/api/audit?"+bad, "", "Cookie", tok).problem(t, idkeeper.CodeInvalidRequest)
+		e.do("GET", "/admin/api/audit?"+bad, "", "Cookie", tok).problem(t, protocol.CodeInvalidRequest)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/backup"
 	"github.com/idkeeper/idkeeper/internal/wire"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // Issue #29, finding 2: least privilege in the admin. Each test here fails on
@@ -51,7 +52,7 @@ func TestOperatorCannotCreateAdminKey(t *testing.T) {
 	e.user("operator", idkeeper.RoleOperator)
 	op := e.login("operator", userPW)
 	before := e.state()
-	r := e.do("POST", "/admin/api/keys", `{"description":"escalate","admin":true}`, "Cookie", op).problem(t, idkeeper.CodeForbidden)
+	r := e.do("POST", "/admin/api/keys", `{"description":"escalate","admin":true}`, "Cookie", op).problem(t, protocol.CodeForbidden)
 	if !strings.Contains(r.str("detail"), "only an admin creates an admin key") {
 		t.Fatalf("detail: %s", r.raw)
 	}
@@ -81,16 +82,16 @@ func TestOperatorCannotManageAdminKey(t *testing.T) {
 	op := e.login("operator", userPW)
 	plainID, _ := idkeeper.HashAPIKey(plainKey)
 	for _, hdr := range [][]string{{"Cookie", op}, {"X-API-Key", adminKey}} {
-		e.do("POST", "/admin/api/keys/"+plainID, `{"admin":true}`, hdr...).problem(t, idkeeper.CodeInvalidRequest)
+		e.do("POST", "/admin/api/keys/"+plainID, `{"admin":true}`, hdr...).problem(t, protocol.CodeInvalidRequest)
 	}
 	if k, _ := e.reg.Key(context.Background(), plainID); k.Key.Admin {
 		t.Fatal("an update raised a key to admin")
 	}
 	id := adminKeyID(t)
 	before := e.state()
-	e.do("POST", "/admin/api/keys/"+id, `{"maxNodes":1}`, "Cookie", op).problem(t, idkeeper.CodeForbidden)
-	e.do("POST", "/admin/api/keys/"+id, `{"expiresIn":"1h"}`, "Cookie", op).problem(t, idkeeper.CodeForbidden)
-	e.do("POST", "/admin/api/keys/"+id+"/revoke", "", "Cookie", op).problem(t, idkeeper.CodeForbidden)
+	e.do("POST", "/admin/api/keys/"+id, `{"maxNodes":1}`, "Cookie", op).problem(t, protocol.CodeForbidden)
+	e.do("POST", "/admin/api/keys/"+id, `{"expiresIn":"1h"}`, "Cookie", op).problem(t, protocol.CodeForbidden)
+	e.do("POST", "/admin/api/keys/"+id+"/revoke", "", "Cookie", op).problem(t, protocol.CodeForbidden)
 	if e.state() != before {
 		t.Fatal("an operator changed an admin key")
 	}
@@ -120,13 +121,13 @@ func TestRestoreNeedsAdminSessionAndPassword(t *testing.T) {
 
 	// No key, not even an admin key; no operator.
 	for _, path := range []string{"/admin/api/restore/preview", "/admin/api/restore"} {
-		e.do("POST", path, string(file), append([]string{"X-API-Key", adminKey}, oct...)...).problem(t, idkeeper.CodeForbidden)
+		e.do("POST", path, string(file), append([]string{"X-API-Key", adminKey}, oct...)...).problem(t, protocol.CodeForbidden)
 		e.do("POST", path, string(file), append([]string{"Cookie", e.login("operator", userPW)}, oct...)...).
-			problem(t, idkeeper.CodeForbidden)
+			problem(t, protocol.CodeForbidden)
 	}
 	// The old one-step restore is gone: the file as the confirmation is refused.
 	e.do("POST", "/admin/api/restore", string(file), append([]string{"Cookie", root}, oct...)...).
-		problem(t, idkeeper.CodeUnsupportedMediaType)
+		problem(t, protocol.CodeUnsupportedMediaType)
 
 	// The preview: what it replaces, what it quarantines; nothing written.
 	e.clk.Advance(time.Minute)
@@ -152,15 +153,15 @@ func TestRestoreNeedsAdminSessionAndPassword(t *testing.T) {
 	}
 	// Without the password; with a wrong one (audited); another file's checksum;
 	// another admin's preview; an unknown one.
-	if r := confirm(root, pv.Preview, pv.SHA256, "").problem(t, idkeeper.CodeInvalidRequest); r.str("field") != "password" &&
+	if r := confirm(root, pv.Preview, pv.SHA256, "").problem(t, protocol.CodeInvalidRequest); r.str("field") != "password" &&
 		!strings.Contains(string(r.raw), "password") {
 		t.Fatalf("without the password: %s", r.raw)
 	}
-	confirm(root, pv.Preview, pv.SHA256, "wrong-password-0000").problem(t, idkeeper.CodeInvalidRequest)
+	confirm(root, pv.Preview, pv.SHA256, "wrong-password-0000").problem(t, protocol.CodeInvalidRequest)
 	e.waitAudit(admin.AuditRestoreRefused, "store")
-	confirm(root, pv.Preview, strings.Repeat("0", 64), rootPW).problem(t, idkeeper.CodeConflict)
-	confirm(e.login("boss", userPW), pv.Preview, pv.SHA256, userPW).problem(t, idkeeper.CodeNotFound)
-	confirm(root, strings.Repeat("a", 32), pv.SHA256, rootPW).problem(t, idkeeper.CodeNotFound)
+	confirm(root, pv.Preview, strings.Repeat("0", 64), rootPW).problem(t, protocol.CodeConflict)
+	confirm(e.login("boss", userPW), pv.Preview, pv.SHA256, userPW).problem(t, protocol.CodeNotFound)
+	confirm(root, strings.Repeat("a", 32), pv.SHA256, rootPW).problem(t, protocol.CodeNotFound)
 	if e.state() != before {
 		t.Fatal("a refused confirmation changed the store")
 	}
@@ -179,7 +180,7 @@ func TestRestoreNeedsAdminSessionAndPassword(t *testing.T) {
 		}
 	}
 	root = e.login("root", rootPW)
-	confirm(root, pv.Preview, pv.SHA256, rootPW).problem(t, idkeeper.CodeNotFound)
+	confirm(root, pv.Preview, pv.SHA256, rootPW).problem(t, protocol.CodeNotFound)
 }
 
 // Wrong passwords given to confirm a restore count as failed logins of the
@@ -190,9 +191,9 @@ func TestRestorePasswordIsThrottled(t *testing.T) {
 	_, file := e.raw("GET", "/admin/api/backup", nil, "Cookie", root)
 	pv := e.preview(root, file).ok(t)
 	for range account.LoginPairFailures {
-		e.confirm(root, pv, "wrong-password-0000").problem(t, idkeeper.CodeInvalidRequest)
+		e.confirm(root, pv, "wrong-password-0000").problem(t, protocol.CodeInvalidRequest)
 	}
-	r := e.confirm(root, pv, rootPW).problem(t, idkeeper.CodeInvalidRequest)
+	r := e.confirm(root, pv, rootPW).problem(t, protocol.CodeInvalidRequest)
 	if !strings.Contains(r.str("detail"), "too many wrong passwords") {
 		t.Fatalf("after %d wrong passwords: %s", account.LoginPairFailures, r.raw)
 	}
@@ -208,7 +209,7 @@ func TestOperatorBackupIsRedacted(t *testing.T) {
 	e.do("POST", "/admin/api/me/webhook", `{"url":"`+hookURL+`"}`, "Cookie", root).ok(t)
 	op := e.login("operator", userPW)
 	for _, q := range []string{"", "?gzip=1", "?redacted=0"} {
-		e.do("GET", "/admin/api/backup"+q, "", "Cookie", op).problem(t, idkeeper.CodeForbidden)
+		e.do("GET", "/admin/api/backup"+q, "", "Cookie", op).problem(t, protocol.CodeForbidden)
 	}
 	_, full := e.raw("GET", "/admin/api/backup", nil, "Cookie", root)
 	resp, data := e.raw("GET", "/admin/api/backup?redacted=1", nil, "Cookie", op)
@@ -229,7 +230,7 @@ func TestOperatorBackupIsRedacted(t *testing.T) {
 		t.Fatalf("the redacted backup: %+v %v", sum, err)
 	}
 	before := e.state()
-	r := e.preview(root, data).problem(t, idkeeper.CodeInvalidRequest)
+	r := e.preview(root, data).problem(t, protocol.CodeInvalidRequest)
 	if !strings.Contains(r.str("detail"), "redacted") || !strings.Contains(r.str("detail"), "nothing was written") {
 		t.Fatalf("restore of a redacted backup: %s", r.raw)
 	}
@@ -247,9 +248,9 @@ func TestOperatorCannotTouchFullBackups(t *testing.T) {
 	op := e.login("operator", userPW)
 	var f wire.BackupFile
 	e.do("POST", "/admin/api/backups", "", "X-API-Key", adminKey).status1(t, 201).decode(t, &f)
-	e.do("POST", "/admin/api/backups", "", "Cookie", op).problem(t, idkeeper.CodeForbidden)
-	e.do("GET", "/admin/api/backups/"+f.Name, "", "Cookie", op).problem(t, idkeeper.CodeForbidden)
-	e.do("POST", "/admin/api/backups/"+f.Name+"/delete", "", "Cookie", op).problem(t, idkeeper.CodeForbidden)
+	e.do("POST", "/admin/api/backups", "", "Cookie", op).problem(t, protocol.CodeForbidden)
+	e.do("GET", "/admin/api/backups/"+f.Name, "", "Cookie", op).problem(t, protocol.CodeForbidden)
+	e.do("POST", "/admin/api/backups/"+f.Name+"/delete", "", "Cookie", op).problem(t, protocol.CodeForbidden)
 	var list wire.Backups
 	e.do("GET", "/admin/api/backups", "", "Cookie", op).ok(t).decode(t, &list)
 	if len(list.Backups) != 1 || list.Backups[0] != f {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/admin"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // loopback is the floor of the envs whose tests add allow-list entries: the test
@@ -158,11 +159,11 @@ func TestRoleRouteMatrix(t *testing.T) {
 			case r.status != w:
 				t.Errorf("%s: %d, want %d: %s", name, r.status, w, r.raw)
 			case w == none:
-				expect(t, name, r, idkeeper.CodeSessionExpired)
+				expect(t, name, r, protocol.CodeSessionExpired)
 			case w == no && cl.name == "v1 key":
-				expect(t, name, r, idkeeper.CodeAdminKeyRequired)
+				expect(t, name, r, protocol.CodeAdminKeyRequired)
 			case w == no:
-				expect(t, name, r, idkeeper.CodeForbidden)
+				expect(t, name, r, protocol.CodeForbidden)
 			}
 		}
 	}
@@ -225,11 +226,11 @@ func TestCrossSitePostRefused(t *testing.T) {
 	tok := e.login("operator", userPW)
 	body := `{"description":"csrf"}`
 	e.do("POST", "/admin/api/keys", body, "Cookie", tok, "Sec-Fetch-Site", "cross-site", "Origin", "https://evil.example").
-		problem(t, idkeeper.CodeForbidden)
-	e.do("POST", "/admin/api/keys", body, "Cookie", tok, "Origin", "https://evil.example").problem(t, idkeeper.CodeForbidden)
+		problem(t, protocol.CodeForbidden)
+	e.do("POST", "/admin/api/keys", body, "Cookie", tok, "Origin", "https://evil.example").problem(t, protocol.CodeForbidden)
 	e.do("POST", "/admin/api/login", `{"name":"operator","password":"`+userPW+`"}`, "Sec-Fetch-Site", "cross-site").
-		problem(t, idkeeper.CodeForbidden)
-	e.do("POST", "/admin/api/logout", "", "Cookie", tok, "Sec-Fetch-Site", "cross-site").problem(t, idkeeper.CodeForbidden)
+		problem(t, protocol.CodeForbidden)
+	e.do("POST", "/admin/api/logout", "", "Cookie", tok, "Sec-Fetch-Site", "cross-site").problem(t, protocol.CodeForbidden)
 	if ks, _ := e.reg.Keys(context.Background()); len(ks) != 2 {
 		t.Fatalf("a cross-site POST made a key: %d keys", len(ks))
 	}
@@ -244,12 +245,12 @@ func TestCrossSitePostRefused(t *testing.T) {
 // Paths without a route and routes called with another method are problem+json.
 func TestNoRoute(t *testing.T) {
 	e := newEnv(t)
-	e.do("GET", "/admin/api/nope", "").problem(t, idkeeper.CodeNotFound)
-	r := e.do("DELETE", "/admin/api/keys", "").problem(t, idkeeper.CodeMethodNotAllowed)
+	e.do("GET", "/admin/api/nope", "").problem(t, protocol.CodeNotFound)
+	r := e.do("DELETE", "/admin/api/keys", "").problem(t, protocol.CodeMethodNotAllowed)
 	if r.header.Get("Allow") != "GET, HEAD, POST" {
 		t.Fatalf("Allow %q", r.header.Get("Allow"))
 	}
-	r = e.do("GET", "/admin/api/login", "").problem(t, idkeeper.CodeMethodNotAllowed)
+	r = e.do("GET", "/admin/api/login", "").problem(t, protocol.CodeMethodNotAllowed)
 	if r.header.Get("Allow") != "POST" {
 		t.Fatalf("Allow %q", r.header.Get("Allow"))
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/internal/wire"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // GET /admin/api/ids/{id}/origin: an ID minted in a lease's window maps back to
@@ -73,7 +74,7 @@ func TestIDOrigin(t *testing.T) {
 			t.Fatalf("outside the pool: %+v", o)
 		}
 		for _, bad := range []string{"-1", "abc", "9223372036854775808", "1.5", url.PathEscape(`"12`)} {
-			e.do("GET", "/admin/api/ids/"+bad+"/origin", "", "Cookie", tok).problem(t, idkeeper.CodeInvalidRequest)
+			e.do("GET", "/admin/api/ids/"+bad+"/origin", "", "Cookie", tok).problem(t, protocol.CodeInvalidRequest)
 		}
 		e.do("GET", "/admin/api/ids/1/origin", "").status1(t, 401)
 		e.do("GET", "/admin/api/ids/1/origin", "", "X-API-Key", plainKey).status1(t, 403)

@@ -16,6 +16,7 @@ import (
 	"github.com/idkeeper/idkeeper/internal/jsonbody"
 	"github.com/idkeeper/idkeeper/internal/shortlease"
 	"github.com/idkeeper/idkeeper/internal/wire"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // A restore in two steps (issue #29, docs/backup.md "Restore through the
@@ -99,11 +100,11 @@ func (rs *restoreState) take(id, user, sum string, now time.Time) (*stagedRestor
 	rs.sweep(now)
 	s, ok := rs.staged[id]
 	if !ok || s.user != user {
-		return nil, idkeeper.Errorf(idkeeper.CodeNotFound, "there is no restore preview %q of %s on this server (previews "+
+		return nil, idkeeper.Errorf(protocol.CodeNotFound, "there is no restore preview %q of %s on this server (previews "+
 			"last %s and are kept by the server that made them): preview the backup again", id, user, RestorePreviewTTL)
 	}
 	if sum != s.sum.SHA256 {
-		return nil, idkeeper.Errorf(idkeeper.CodeConflict, "the preview %s is of the backup with sha256 %s, not %q: "+
+		return nil, idkeeper.Errorf(protocol.CodeConflict, "the preview %s is of the backup with sha256 %s, not %q: "+
 			"nothing was written; preview the file you mean to restore", id, s.sum.SHA256, sum)
 	}
 	delete(rs.staged, id)
@@ -203,7 +204,7 @@ func (h *Handler) previewRestore(w http.ResponseWriter, r *http.Request, p *prin
 		}
 	}()
 	live, err := backup.Tally(ctx, ss)
-	if idkeeper.ErrorCode(err) == idkeeper.CodeStoreNotInitialised {
+	if idkeeper.ErrorCode(err) == protocol.CodeStoreNotInitialised {
 		live, err = backup.Contents{}, nil // nothing to replace: a restore initialises it
 	}
 	if err != nil {
@@ -294,7 +295,7 @@ func (h *Handler) restoreBackup(w http.ResponseWriter, r *http.Request, p *princ
 		return nil, idkeeper.Invalidf("sha256", "sha256 is the previewed file's checksum: 64 lower-case hex digits")
 	}
 	if err := h.acct.ConfirmPassword(r.Context(), *p.user, "password", req.Password, idkeeper.RoleAdmin); err != nil {
-		if idkeeper.ErrorCode(err) == idkeeper.CodeInvalidRequest && req.Password != "" {
+		if idkeeper.ErrorCode(err) == protocol.CodeInvalidRequest && req.Password != "" {
 			h.log.Warn("restore refused: the password given to confirm it is wrong or throttled", "actor", p.actor,
 				"preview", req.Preview, "remoteIp", p.remote)
 			h.audit(r.Context(), audit.Entry{Actor: p.actor, Action: AuditRestoreRefused, Target: "store",
@@ -304,7 +305,7 @@ func (h *Handler) restoreBackup(w http.ResponseWriter, r *http.Request, p *princ
 	}
 	now := h.reg.Now()
 	if !h.restores.run.TryLock() {
-		return nil, idkeeper.Errorf(idkeeper.CodeConflict, "another restore runs on this server; wait for its answer")
+		return nil, idkeeper.Errorf(protocol.CodeConflict, "another restore runs on this server; wait for its answer")
 	}
 	defer h.restores.run.Unlock()
 	staged, err := h.restores.take(req.Preview, p.user.Name, req.SHA256, now)

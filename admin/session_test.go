@@ -15,6 +15,7 @@ import (
 	"github.com/idkeeper/idkeeper/admin"
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/internal/wire"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // Login answers the user and sets a session cookie (HttpOnly, SameSite=Strict,
@@ -48,25 +49,25 @@ func TestLoginLogout(t *testing.T) {
 	if c2.Value == c.Value {
 		t.Fatal("the login kept the session")
 	}
-	e.do("GET", "/admin/api/me", "", "Cookie", c.Value).problem(t, idkeeper.CodeSessionExpired)
+	e.do("GET", "/admin/api/me", "", "Cookie", c.Value).problem(t, protocol.CodeSessionExpired)
 	e.do("GET", "/admin/api/me", "", "Cookie", c2.Value).ok(t)
 
 	r = e.do("POST", "/admin/api/logout", "", "Cookie", c2.Value).status1(t, 204)
 	if gone := sessionCookie(t, r, false); gone.MaxAge >= 0 || gone.Value != "" {
 		t.Fatalf("logout set %+v", gone)
 	}
-	e.do("GET", "/admin/api/me", "", "Cookie", c2.Value).problem(t, idkeeper.CodeSessionExpired)
+	e.do("GET", "/admin/api/me", "", "Cookie", c2.Value).problem(t, protocol.CodeSessionExpired)
 	e.do("POST", "/admin/api/logout", "", "Cookie", c2.Value).status1(t, 204) // again: nothing to end
 
 	// One message for every cause.
-	wrong := e.do("POST", "/admin/api/login", `{"name":"alice","password":"not-her-password"}`).problem(t, idkeeper.CodeLoginFailed)
-	unknown := e.do("POST", "/admin/api/login", `{"name":"nobody","password":"not-her-password"}`).problem(t, idkeeper.CodeLoginFailed)
+	wrong := e.do("POST", "/admin/api/login", `{"name":"alice","password":"not-her-password"}`).problem(t, protocol.CodeLoginFailed)
+	unknown := e.do("POST", "/admin/api/login", `{"name":"nobody","password":"not-her-password"}`).problem(t, protocol.CodeLoginFailed)
 	if wrong.str("detail") != unknown.str("detail") || len(wrong.header.Values("Set-Cookie")) != 0 {
 		t.Fatalf("%s vs %s", wrong.raw, unknown.raw)
 	}
-	e.do("POST", "/admin/api/login", `{"name":"alice","password":"x","extra":1}`).problem(t, idkeeper.CodeInvalidRequest)
-	e.do("GET", "/admin/api/me", "").problem(t, idkeeper.CodeSessionExpired)
-	e.do("GET", "/admin/api/me", "", "Cookie", "idkeeper_session=forged").problem(t, idkeeper.CodeSessionExpired)
+	e.do("POST", "/admin/api/login", `{"name":"alice","password":"x","extra":1}`).problem(t, protocol.CodeInvalidRequest)
+	e.do("GET", "/admin/api/me", "").problem(t, protocol.CodeSessionExpired)
+	e.do("GET", "/admin/api/me", "", "Cookie", "idkeeper_session=forged").problem(t, protocol.CodeSessionExpired)
 
 	// The logins are audited by Accounts, once each.
 	n := 0
@@ -115,7 +116,7 @@ func TestSessionExpires(t *testing.T) {
 	e.clk.Advance(idle - time.Minute)
 	e.do("GET", "/admin/api/me", "", "Cookie", tok).ok(t)
 	e.clk.Advance(idle)
-	r := e.do("GET", "/admin/api/me", "", "Cookie", tok).problem(t, idkeeper.CodeSessionExpired)
+	r := e.do("GET", "/admin/api/me", "", "Cookie", tok).problem(t, protocol.CodeSessionExpired)
 	if c := sessionCookie(t, r, false); c.MaxAge >= 0 {
 		t.Fatalf("an ended session's cookie is not cleared: %+v", c)
 	}
@@ -127,7 +128,7 @@ func TestSessionExpires(t *testing.T) {
 		e.do("GET", "/admin/api/me", "", "Cookie", tok).ok(t)
 	}
 	e.clk.Advance(idle)
-	e.do("GET", "/admin/api/me", "", "Cookie", tok).problem(t, idkeeper.CodeSessionExpired)
+	e.do("GET", "/admin/api/me", "", "Cookie", tok).problem(t, protocol.CodeSessionExpired)
 }
 
 // Disabling a user drops their sessions at once; so do a new role and a password
@@ -142,9 +143,9 @@ func TestSessionsDropped(t *testing.T) {
 	e.do("POST", "/admin/api/keys", `{"description":"before"}`, "Cookie", alice).status1(t, 201)
 
 	e.do("POST", "/admin/api/users/alice", `{"disabled":true}`, "Cookie", boss).ok(t)
-	e.do("GET", "/admin/api/me", "", "Cookie", alice).problem(t, idkeeper.CodeSessionExpired)
-	e.do("POST", "/admin/api/keys", `{"description":"after"}`, "Cookie", alice).problem(t, idkeeper.CodeSessionExpired)
-	e.do("POST", "/admin/api/login", `{"name":"alice","password":"`+userPW+`"}`).problem(t, idkeeper.CodeLoginFailed)
+	e.do("GET", "/admin/api/me", "", "Cookie", alice).problem(t, protocol.CodeSessionExpired)
+	e.do("POST", "/admin/api/keys", `{"description":"after"}`, "Cookie", alice).problem(t, protocol.CodeSessionExpired)
+	e.do("POST", "/admin/api/login", `{"name":"alice","password":"`+userPW+`"}`).problem(t, protocol.CodeLoginFailed)
 	e.do("POST", "/admin/api/users/alice", `{"disabled":false}`, "Cookie", boss).ok(t)
 
 	alice = e.login("alice", userPW)
@@ -153,11 +154,11 @@ func TestSessionsDropped(t *testing.T) {
 	if u.Role != "viewer" || u.Disabled {
 		t.Fatalf("%+v", u)
 	}
-	e.do("GET", "/admin/api/me", "", "Cookie", alice).problem(t, idkeeper.CodeSessionExpired)
+	e.do("GET", "/admin/api/me", "", "Cookie", alice).problem(t, protocol.CodeSessionExpired)
 
 	alice = e.login("alice", userPW)
 	e.do("POST", "/admin/api/users/alice/password", `{"password":"reset-password-1234"}`, "Cookie", boss).status1(t, 204)
-	e.do("GET", "/admin/api/me", "", "Cookie", alice).problem(t, idkeeper.CodeSessionExpired)
+	e.do("GET", "/admin/api/me", "", "Cookie", alice).problem(t, protocol.CodeSessionExpired)
 
 	alice = e.login("alice", "reset-password-1234")
 	other := e.login("alice", "reset-password-1234")
@@ -166,17 +167,17 @@ func TestSessionsDropped(t *testing.T) {
 	if c := sessionCookie(t, r, false); c.MaxAge >= 0 {
 		t.Fatalf("cookie kept: %+v", c)
 	}
-	e.do("GET", "/admin/api/me", "", "Cookie", alice).problem(t, idkeeper.CodeSessionExpired)
-	e.do("GET", "/admin/api/me", "", "Cookie", other).problem(t, idkeeper.CodeSessionExpired)
+	e.do("GET", "/admin/api/me", "", "Cookie", alice).problem(t, protocol.CodeSessionExpired)
+	e.do("GET", "/admin/api/me", "", "Cookie", other).problem(t, protocol.CodeSessionExpired)
 	e.login("alice", "my-own-password-1")
 
 	// Admins cannot demote or disable themselves; their own password goes
 	// through me/password.
-	e.do("POST", "/admin/api/users/boss", `{"disabled":true}`, "Cookie", boss).problem(t, idkeeper.CodeForbidden)
-	e.do("POST", "/admin/api/users/boss/password", `{"password":"whatever-password-1"}`, "Cookie", boss).problem(t, idkeeper.CodeForbidden)
-	e.do("POST", "/admin/api/users/nobody", `{"role":"viewer"}`, "Cookie", boss).problem(t, idkeeper.CodeNotFound)
-	e.do("POST", "/admin/api/users/alice", `{}`, "Cookie", boss).problem(t, idkeeper.CodeInvalidRequest)
-	e.do("POST", "/admin/api/users/alice", `{"role":"god"}`, "Cookie", boss).problem(t, idkeeper.CodeInvalidRequest)
+	e.do("POST", "/admin/api/users/boss", `{"disabled":true}`, "Cookie", boss).problem(t, protocol.CodeForbidden)
+	e.do("POST", "/admin/api/users/boss/password", `{"password":"whatever-password-1"}`, "Cookie", boss).problem(t, protocol.CodeForbidden)
+	e.do("POST", "/admin/api/users/nobody", `{"role":"viewer"}`, "Cookie", boss).problem(t, protocol.CodeNotFound)
+	e.do("POST", "/admin/api/users/alice", `{}`, "Cookie", boss).problem(t, protocol.CodeInvalidRequest)
+	e.do("POST", "/admin/api/users/alice", `{"role":"god"}`, "Cookie", boss).problem(t, protocol.CodeInvalidRequest)
 }
 
 // Five wrong passwords for an account: the sixth attempt is refused without a
@@ -187,16 +188,16 @@ func TestBruteForceThrottled(t *testing.T) {
 	e.user("alice", idkeeper.RoleViewer)
 	for i := range account.LoginPairFailures {
 		r := e.do("POST", "/admin/api/login", fmt.Sprintf(`{"name":"alice","password":"guess-number-%d"}`, i)).
-			problem(t, idkeeper.CodeLoginFailed)
+			problem(t, protocol.CodeLoginFailed)
 		if r.header.Get("Retry-After") != "" {
 			t.Fatalf("attempt %d throttled already", i+1)
 		}
 	}
-	r := e.do("POST", "/admin/api/login", `{"name":"alice","password":"guess-number-6"}`).problem(t, idkeeper.CodeLoginFailed)
+	r := e.do("POST", "/admin/api/login", `{"name":"alice","password":"guess-number-6"}`).problem(t, protocol.CodeLoginFailed)
 	if s, _ := strconv.Atoi(r.header.Get("Retry-After")); s <= 0 || s > int(account.LoginThrottleWindow.Seconds()) {
 		t.Fatalf("Retry-After %q", r.header.Get("Retry-After"))
 	}
-	r = e.do("POST", "/admin/api/login", `{"name":"alice","password":"`+userPW+`"}`).problem(t, idkeeper.CodeLoginFailed)
+	r = e.do("POST", "/admin/api/login", `{"name":"alice","password":"`+userPW+`"}`).problem(t, protocol.CodeLoginFailed)
 	if r.header.Get("Retry-After") == "" || len(r.header.Values("Set-Cookie")) != 0 {
 		t.Fatalf("the right password while throttled: %v %s", r.header, r.raw)
 	}
@@ -211,11 +212,11 @@ func TestSpoofedForwardedForIgnored(t *testing.T) {
 	e := newEnv(t)
 	for i := range account.LoginSourceFailures {
 		e.do("POST", "/admin/api/login", fmt.Sprintf(`{"name":"nobody-%d","password":"guess-password"}`, i),
-			"X-Forwarded-For", fmt.Sprintf("203.0.113.%d", i+1)).problem(t, idkeeper.CodeLoginFailed)
+			"X-Forwarded-For", fmt.Sprintf("203.0.113.%d", i+1)).problem(t, protocol.CodeLoginFailed)
 	}
 	e.user("alice", idkeeper.RoleViewer)
 	r := e.do("POST", "/admin/api/login", `{"name":"alice","password":"`+userPW+`"}`, "X-Forwarded-For", "198.51.100.7").
-		problem(t, idkeeper.CodeLoginFailed)
+		problem(t, protocol.CodeLoginFailed)
 	if r.header.Get("Retry-After") == "" {
 		t.Fatalf("the peer is not throttled: %s", r.raw)
 	}
@@ -229,7 +230,7 @@ func TestSpoofedForwardedForIgnored(t *testing.T) {
 	p := newEnv(t, func(s *setup) { s.trusted = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")} })
 	for i := range account.LoginSourceFailures {
 		p.do("POST", "/admin/api/login", fmt.Sprintf(`{"name":"nobody-%d","password":"guess-password"}`, i),
-			"X-Forwarded-For", "203.0.113.1").problem(t, idkeeper.CodeLoginFailed)
+			"X-Forwarded-For", "203.0.113.1").problem(t, protocol.CodeLoginFailed)
 	}
 	p.user("alice", idkeeper.RoleViewer)
 	p.login("alice", userPW, "X-Forwarded-For", "203.0.113.2") // another client behind the proxy
@@ -237,7 +238,7 @@ func TestSpoofedForwardedForIgnored(t *testing.T) {
 		t.Fatalf("the forwarded address is not audited: %+v", es)
 	}
 	r = p.do("POST", "/admin/api/login", `{"name":"alice","password":"`+userPW+`"}`, "X-Forwarded-For", "203.0.113.1").
-		problem(t, idkeeper.CodeLoginFailed)
+		problem(t, protocol.CodeLoginFailed)
 	if r.header.Get("Retry-After") == "" {
 		t.Fatalf("the forwarded address is not throttled: %s", r.raw)
 	}
@@ -251,17 +252,17 @@ func TestChangePasswordThrottled(t *testing.T) {
 	tok := e.login("alice", userPW)
 	for range account.LoginPairFailures {
 		r := e.do("POST", "/admin/api/me/password", `{"oldPassword":"wrong-password-0","newPassword":"new-password-0123"}`,
-			"Cookie", tok).problem(t, idkeeper.CodeInvalidRequest)
+			"Cookie", tok).problem(t, protocol.CodeInvalidRequest)
 		if r.str("field") != "oldPassword" {
 			t.Fatalf("%s", r.raw)
 		}
 	}
 	r := e.do("POST", "/admin/api/me/password", `{"oldPassword":"`+userPW+`","newPassword":"new-password-0123"}`,
-		"Cookie", tok).problem(t, idkeeper.CodeInvalidRequest)
+		"Cookie", tok).problem(t, protocol.CodeInvalidRequest)
 	if r.header.Get("Retry-After") == "" {
 		t.Fatalf("not throttled: %s", r.raw)
 	}
-	e.do("POST", "/admin/api/me/password", `{"oldPassword":"x"}`, "X-API-Key", adminKey).problem(t, idkeeper.CodeForbidden)
+	e.do("POST", "/admin/api/me/password", `{"oldPassword":"x"}`, "X-API-Key", adminKey).problem(t, protocol.CodeForbidden)
 }
 
 // Issue #29: a common password is refused wherever one is set over the API:
@@ -275,7 +276,7 @@ func TestCommonPasswordRefusedOverTheAPI(t *testing.T) {
 		{"/admin/api/users/alice/password", `{"password":"qwerty123456!"}`, root, "password"},
 		{"/admin/api/me/password", `{"oldPassword":"` + userPW + `","newPassword":"WinnieThePooh"}`, e.login("alice", userPW), "newPassword"},
 	} {
-		r := e.do("POST", c.path, c.body, "Cookie", c.cookie).problem(t, idkeeper.CodePasswordTooCommon)
+		r := e.do("POST", c.path, c.body, "Cookie", c.cookie).problem(t, protocol.CodePasswordTooCommon)
 		if r.status != 400 || r.str("field") != c.field {
 			t.Fatalf("%s: %d %s", c.path, r.status, r.raw)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/idkeeper/idkeeper/admin"
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/internal/wire"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // The store's health shows the job locks (every replica's) and this replica's
@@ -273,12 +274,12 @@ func TestNodeAPI(t *testing.T) {
 			*n.QuarantinedUntil != ts(l.ExpiresAt.Add(e.reg.Config().Grace)) {
 			t.Fatalf("a revoked node ID: %+v", n)
 		}
-		r := e.do("GET", "/admin/api/nodes/128", "", "X-API-Key", adminKey).problem(t, idkeeper.CodeNotFound)
+		r := e.do("GET", "/admin/api/nodes/128", "", "X-API-Key", adminKey).problem(t, protocol.CodeNotFound)
 		if !strings.Contains(r.str("detail"), "pool of 128") {
 			t.Errorf("404: %s", r.raw)
 		}
 		for _, bad := range []string{"/admin/api/nodes/x", "/admin/api/nodes/-1", "/admin/api/nodes/99999999999", "/admin/api/nodes/3?x=1"} {
-			e.do("GET", bad, "", "X-API-Key", adminKey).problem(t, idkeeper.CodeInvalidRequest)
+			e.do("GET", bad, "", "X-API-Key", adminKey).problem(t, protocol.CodeInvalidRequest)
 		}
 	})
 }

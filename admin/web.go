@@ -28,6 +28,7 @@ import (
 	"github.com/idkeeper/idkeeper/internal/clientip"
 	"github.com/idkeeper/idkeeper/internal/problem"
 	"github.com/idkeeper/idkeeper/internal/wire"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // The admin web's pages (issue #10): html/template pages rendered on the server
@@ -347,7 +348,7 @@ func (h *Handler) page(method string, role idkeeper.Role, fn pageFunc) http.Hand
 		r.Header.Del(APIKeyHeader)
 		if err := h.authenticate(w, r, p); err != nil || p.user == nil {
 			code := idkeeper.ErrorCode(err)
-			if err != nil && code != idkeeper.CodeSessionExpired {
+			if err != nil && code != protocol.CodeSessionExpired {
 				h.pageError(w, r, nil, err)
 				return
 			}
@@ -362,7 +363,7 @@ func (h *Handler) page(method string, role idkeeper.Role, fn pageFunc) http.Hand
 			return
 		}
 		if !p.role.AtLeast(role) {
-			h.pageError(w, r, p, idkeeper.Errorf(idkeeper.CodeForbidden,
+			h.pageError(w, r, p, idkeeper.Errorf(protocol.CodeForbidden,
 				"This needs the role %s or above; you have the role %s.", role, p.role))
 			return
 		}
@@ -550,5 +551,5 @@ func (h *Handler) notFoundPage(w http.ResponseWriter, r *http.Request) {
 	if len(path) > 200 {
 		path = strings.ToValidUTF8(path[:200], "") + "…"
 	}
-	h.pageError(w, r, p, idkeeper.Errorf(idkeeper.CodeNotFound, "There is no page %s in the admin web.", path))
+	h.pageError(w, r, p, idkeeper.Errorf(protocol.CodeNotFound, "There is no page %s in the admin web.", path))
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/backup"
 	"github.com/idkeeper/idkeeper/internal/wire"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // The Backups page (operator and above): the stored backup schedule, which an
@@ -129,7 +130,7 @@ func (h *Handler) backupDeleteConfirm(w http.ResponseWriter, r *http.Request, p 
 	}
 	name := r.URL.Query().Get("name")
 	if !backup.ValidName(name) {
-		h.pageError(w, r, p, idkeeper.Errorf(idkeeper.CodeNotFound, "There is no backup named %q.", name))
+		h.pageError(w, r, p, idkeeper.Errorf(protocol.CodeNotFound, "There is no backup named %q.", name))
 		return
 	}
 	dv := backupDeleteView{Name: name}
@@ -137,7 +138,7 @@ func (h *Handler) backupDeleteConfirm(w http.ResponseWriter, r *http.Request, p 
 	switch {
 	case err == nil:
 		dv.Row, dv.Found = backupRowOf(e), true
-	case idkeeper.ErrorCode(err) != idkeeper.CodeNotFound:
+	case idkeeper.ErrorCode(err) != protocol.CodeNotFound:
 		h.pageError(w, r, p, err)
 		return
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/idempotency"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // One-time form tokens (issue #30): every state-changing form of the pages
@@ -108,12 +109,12 @@ type formDone struct {
 const sentTwice = " (This form was sent twice: the change was made once.)"
 
 // errFormToken is the answer to a form POST without a valid token.
-var errFormToken = idkeeper.Errorf(idkeeper.CodeInvalidRequest,
+var errFormToken = idkeeper.Errorf(protocol.CodeInvalidRequest,
 	"This form has no valid form token (it was drawn for another session, or is older than your login): "+
 		"reload the page and send the form again.")
 
 // errFormReused is the answer to a token sent again with other values.
-var errFormReused = idkeeper.Errorf(idkeeper.CodeConflict,
+var errFormReused = idkeeper.Errorf(protocol.CodeConflict,
 	"This form was already sent, with other values: its change was made once. Reload the page to send new values.")
 
 // formPollEvery is how often a form sent again asks whether its first submit is done.
@@ -125,7 +126,7 @@ func (h *Handler) once(lockFor time.Duration, fn pageFunc) pageFunc {
 	return func(w http.ResponseWriter, r *http.Request, p *principal) {
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
 		if err != nil {
-			h.pageError(w, r, p, idkeeper.Errorf(idkeeper.CodeBodyTooLarge, "The form is larger than %d bytes.", h.cfg.MaxBodyBytes))
+			h.pageError(w, r, p, idkeeper.Errorf(protocol.CodeBodyTooLarge, "The form is larger than %d bytes.", h.cfg.MaxBodyBytes))
 			return
 		}
 		form, err := url.ParseQuery(string(body))

@@ -14,6 +14,7 @@ import (
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/discord"
 	"github.com/idkeeper/idkeeper/discord/discordtest"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // The caller's own Discord webhook through the API (webhook.go): set, shown
@@ -56,7 +57,7 @@ func TestWebhookSetShowClear(t *testing.T) {
 			`{}`:                                                                               "url",
 			`{"url":"` + hook + `","channel":"x"}`:                                             "channel",
 		} {
-			r := e.do("POST", "/admin/api/me/webhook", body, "Cookie", vera).problem(t, idkeeper.CodeInvalidRequest)
+			r := e.do("POST", "/admin/api/me/webhook", body, "Cookie", vera).problem(t, protocol.CodeInvalidRequest)
 			if r.str("field") != field {
 				t.Errorf("%s: field %q, want %q: %s", body, r.str("field"), field, r.raw)
 			}
@@ -66,10 +67,10 @@ func TestWebhookSetShowClear(t *testing.T) {
 		if !strings.Contains(r.str("detail"), "scheme must be https") {
 			t.Errorf("the refusal does not say why: %s", r.raw)
 		}
-		e.do("POST", "/admin/api/me/webhook", `{"url":"`+hook+`"}`, "X-API-Key", adminKey).problem(t, idkeeper.CodeForbidden)
+		e.do("POST", "/admin/api/me/webhook", `{"url":"`+hook+`"}`, "X-API-Key", adminKey).problem(t, protocol.CodeForbidden)
 		// A cross-site request changes nothing.
 		e.do("POST", "/admin/api/me/webhook", `{"url":"`+hook+`"}`, "Cookie", vera, "Sec-Fetch-Site", "cross-site").
-			problem(t, idkeeper.CodeForbidden)
+			problem(t, protocol.CodeForbidden)
 		if u, _ := e.store.User(ctx, "vera"); u.Webhook != "" {
 			t.Fatalf("a refused request stored %q", u.Webhook)
 		}

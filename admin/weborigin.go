@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/protocol"
 	"github.com/idkeeper/idkeeper/snowflake"
 )
 
@@ -147,7 +148,7 @@ func (h *Handler) originFind(w http.ResponseWriter, r *http.Request, p *principa
 	}
 	o, err := h.reg.Origin(r.Context(), id)
 	if err != nil {
-		if idkeeper.ErrorCode(err) == idkeeper.CodeInvalidRequest {
+		if idkeeper.ErrorCode(err) == protocol.CodeInvalidRequest {
 			_, msg := errorText(err)
 			bad(msg)
 			return

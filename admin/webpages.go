@@ -9,6 +9,7 @@ import (
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/internal/wire"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // The pages but the leases page: login and logout, API keys, the IP allow-list,
@@ -126,7 +127,7 @@ func (h *Handler) loginPost(w http.ResponseWriter, r *http.Request) {
 	_, err := h.callAPI(w, r, p, h.login, wire.LoginRequest{Name: name, Password: r.PostForm.Get("password")})
 	if err != nil {
 		status, msg := errorText(err)
-		if idkeeper.ErrorCode(err) == idkeeper.CodeLoginFailed {
+		if idkeeper.ErrorCode(err) == protocol.CodeLoginFailed {
 			msg = "The user name or the password is wrong, or the account is disabled or locked for a while."
 		}
 		v := h.baseView(w, r, nil, "Log in", "")

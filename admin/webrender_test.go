@@ -15,6 +15,7 @@ import (
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/internal/wire"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // Every page template drawn with the states a running server rarely shows in a
@@ -178,7 +179,7 @@ func TestPageHelpers(t *testing.T) {
 			t.Errorf("acceptsGzip(%q) != %t", in, want)
 		}
 	}
-	if _, err := parseLocalTime("expiresAt", "tomorrow"); idkeeper.ErrorCode(err) != idkeeper.CodeInvalidRequest {
+	if _, err := parseLocalTime("expiresAt", "tomorrow"); idkeeper.ErrorCode(err) != protocol.CodeInvalidRequest {
 		t.Errorf("parseLocalTime: %v", err)
 	}
 	if tm, err := parseLocalTime("x", "2030-01-31T12:00"); err != nil || !tm.Equal(time.Date(2030, 1, 31, 12, 0, 0, 0, time.UTC)) {

@@ -8,6 +8,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // cronParser parses the schedules: 5 fields and the descriptors, no seconds.
@@ -26,7 +27,7 @@ var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month 
 func ParseSchedule(spec string, now time.Time) (Schedule, string, error) {
 	s := strings.TrimSpace(spec)
 	invalid := func(format string, args ...any) error {
-		return &idkeeper.Error{Code: idkeeper.CodeInvalidRequest, Field: "schedule",
+		return &idkeeper.Error{Code: protocol.CodeInvalidRequest, Field: "schedule",
 			Message: fmt.Sprintf("%q", spec) + fmt.Sprintf(format, args...)}
 	}
 	switch {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // ParseSchedule takes what the flag always took, and "off"; everything else is
@@ -35,7 +36,7 @@ func TestParseSchedule(t *testing.T) {
 	} {
 		_, _, err := ParseSchedule(spec, t0)
 		var e *idkeeper.Error
-		if !errors.As(err, &e) || e.Code != idkeeper.CodeInvalidRequest || e.Field != "schedule" || !strings.Contains(e.Message, want) {
+		if !errors.As(err, &e) || e.Code != protocol.CodeInvalidRequest || e.Field != "schedule" || !strings.Contains(e.Message, want) {
 			t.Errorf("ParseSchedule(%q) = %v, want INVALID_REQUEST on schedule saying %q", spec, err, want)
 		}
 	}

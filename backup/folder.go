@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // A backup folder (issue #12): the files the scheduled and manual backups of a
@@ -90,10 +91,10 @@ func FileName(t time.Time, gen string, compressed bool) string {
 // notFound is the error of a name that is not a backup of the folder.
 func notFound(name string) error {
 	if !ValidName(name) {
-		return idkeeper.Errorf(idkeeper.CodeNotFound, "no backup named %q: a backup's name is "+
+		return idkeeper.Errorf(protocol.CodeNotFound, "no backup named %q: a backup's name is "+
 			"idkeeper-YYYYMMDDTHHMMSSZ-GENERATION%s[.gz]", name, FileExt)
 	}
-	return idkeeper.Errorf(idkeeper.CodeNotFound, "no backup named %q", name)
+	return idkeeper.Errorf(protocol.CodeNotFound, "no backup named %q", name)
 }
 
 // parseName returns what the name of a backup says, ok false when it is none.
@@ -130,7 +131,7 @@ func (f Folder) Create(ctx context.Context, s idkeeper.SnapshotStore, src Source
 	tmp := filepath.Join(f.Dir, "idkeeper-"+now.Format(nameTime)+FileExt+".tmp")
 	file, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if errors.Is(err, fs.ErrExist) {
-		return Entry{}, Summary{}, idkeeper.Errorf(idkeeper.CodeConflict,
+		return Entry{}, Summary{}, idkeeper.Errorf(protocol.CodeConflict,
 			"a backup taken at %s is being written: wait a second and try again", now.Format(time.RFC3339))
 	}
 	if err != nil {
@@ -143,7 +144,7 @@ func (f Folder) Create(ctx context.Context, s idkeeper.SnapshotStore, src Source
 	if err == nil {
 		final := filepath.Join(f.Dir, name)
 		if _, serr := os.Lstat(final); serr == nil {
-			err = idkeeper.Errorf(idkeeper.CodeConflict, "a backup named %s exists: wait a second and try again", name)
+			err = idkeeper.Errorf(protocol.CodeConflict, "a backup named %s exists: wait a second and try again", name)
 		} else if err = os.Rename(tmp, final); err != nil {
 			err = fmt.Errorf("backup: %w", err)
 		}
@@ -276,7 +277,7 @@ func (f Folder) List() ([]Entry, error) {
 		}
 		e, err := f.Stat(de.Name())
 		if err != nil {
-			if idkeeper.ErrorCode(err) == idkeeper.CodeNotFound {
+			if idkeeper.ErrorCode(err) == protocol.CodeNotFound {
 				continue // deleted meanwhile
 			}
 			return nil, err
@@ -456,7 +457,7 @@ func (f Folder) Prune(keep int, maxAge time.Duration, now time.Time) ([]Entry, e
 			continue
 		}
 		if (keep > 0 && i >= keep) || (maxAge > 0 && now.Sub(e.TakenAt) > maxAge) {
-			if err := f.Delete(e.Name); err != nil && idkeeper.ErrorCode(err) != idkeeper.CodeNotFound {
+			if err := f.Delete(e.Name); err != nil && idkeeper.ErrorCode(err) != protocol.CodeNotFound {
 				errs = append(errs, err)
 				continue
 			}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/audit"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // Scheduled and manual backups (issue #12): a Job writes backups into a Folder on
@@ -412,7 +413,7 @@ func (j *Job) Now(ctx context.Context, actor string) (Run, error) {
 	r, err := j.run(ctx, actor, time.Time{})
 	var busy *BusyError
 	if errors.As(err, &busy) {
-		return r, &idkeeper.Error{Code: idkeeper.CodeConflict, Message: busy.Error(), Err: busy}
+		return r, &idkeeper.Error{Code: protocol.CodeConflict, Message: busy.Error(), Err: busy}
 	}
 	return r, err
 }

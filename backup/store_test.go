@@ -24,6 +24,7 @@ import (
 	"github.com/idkeeper/idkeeper/bolt"
 	"github.com/idkeeper/idkeeper/internal/harness/fakeclock"
 	"github.com/idkeeper/idkeeper/internal/harness/redistest"
+	"github.com/idkeeper/idkeeper/protocol"
 	"github.com/idkeeper/idkeeper/redis"
 )
 
@@ -478,7 +479,7 @@ func TestPlanFor(t *testing.T) {
 	}
 	// Export of a store that holds nothing: STORE_NOT_INITIALISED, and no trailer.
 	var buf bytes.Buffer
-	if _, err := Export(ctx, openBolt(t, clk), &buf, Source{Store: "bolt"}); idkeeper.ErrorCode(err) != idkeeper.CodeStoreNotInitialised ||
+	if _, err := Export(ctx, openBolt(t, clk), &buf, Source{Store: "bolt"}); idkeeper.ErrorCode(err) != protocol.CodeStoreNotInitialised ||
 		bytes.Contains(buf.Bytes(), []byte(`"end"`)) {
 		t.Fatalf("export of an empty store: %v, %q", err, buf.Bytes())
 	}
@@ -539,7 +540,7 @@ func TestImportKeepsThePool(t *testing.T) {
 				}
 				_, err = Import(ctx, other, bytes.NewReader(data), plan)
 				var e *idkeeper.Error
-				if !errors.As(err, &e) || e.Code != idkeeper.CodeInvalidRequest || !strings.Contains(e.Message, "re-initialise deliberately") {
+				if !errors.As(err, &e) || e.Code != protocol.CodeInvalidRequest || !strings.Contains(e.Message, "re-initialise deliberately") {
 					t.Fatalf("import into another pool: %v, want the pool mismatch", err)
 				}
 				if after := read(t, other).String(); after != before {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/client"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // Open allocates, renews once at once, and the session mints IDs of its node IDs at
@@ -242,7 +243,7 @@ func TestOpenPermanentFailures(t *testing.T) {
 		s, _ := client.New(cfg)
 		err := s.Open(context.Background())
 		var se *client.ServerError
-		if !errors.As(err, &se) || se.Status != 401 || se.Code != idkeeper.CodeAPIKeyInvalid {
+		if !errors.As(err, &se) || se.Status != 401 || se.Code != protocol.CodeAPIKeyInvalid {
 			t.Fatalf("Open = %v, want a 401 API_KEY_INVALID ServerError", err)
 		}
 		if s.Err() == nil || s.Healthy() {
@@ -253,12 +254,12 @@ func TestOpenPermanentFailures(t *testing.T) {
 		}
 	})
 	t.Run("count mismatch", func(t *testing.T) {
-		e.proxy.set(allocPath, status(409, string(idkeeper.CodeRequesterCountMismatch)))
+		e.proxy.set(allocPath, status(409, string(protocol.CodeRequesterCountMismatch)))
 		defer e.proxy.set(allocPath, nil)
 		before := e.proxy.count(allocPath)
 		s, _ := client.New(e.config())
 		var se *client.ServerError
-		if err := s.Open(context.Background()); !errors.As(err, &se) || se.Code != idkeeper.CodeRequesterCountMismatch {
+		if err := s.Open(context.Background()); !errors.As(err, &se) || se.Code != protocol.CodeRequesterCountMismatch {
 			t.Fatalf("Open = %v, want 409 REQUESTER_COUNT_MISMATCH", err)
 		}
 		if n := e.proxy.count(allocPath) - before; n != 1 {
@@ -266,11 +267,11 @@ func TestOpenPermanentFailures(t *testing.T) {
 		}
 	})
 	t.Run("lease of another key", func(t *testing.T) {
-		e.proxy.set(allocPath, status(403, string(idkeeper.CodeLeaseNotOwned)))
+		e.proxy.set(allocPath, status(403, string(protocol.CodeLeaseNotOwned)))
 		defer e.proxy.set(allocPath, nil)
 		s, _ := client.New(e.config())
 		var se *client.ServerError
-		if err := s.Open(context.Background()); !errors.As(err, &se) || se.Code != idkeeper.CodeLeaseNotOwned {
+		if err := s.Open(context.Background()); !errors.As(err, &se) || se.Code != protocol.CodeLeaseNotOwned {
 			t.Fatalf("Open = %v, want 403 LEASE_NOT_OWNED", err)
 		}
 	})

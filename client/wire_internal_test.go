@@ -8,6 +8,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/internal/harness/registrytest"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // TestServerErrorUnwraps: a refusal of a real registry comes out of the client as
@@ -21,7 +22,7 @@ func TestServerErrorUnwraps(t *testing.T) {
 
 	_, err := a.alloc(ctx, r, 0, time.Now())
 	var ie *idkeeper.Error
-	if idkeeper.ErrorCode(err) != idkeeper.CodeInvalidRequest || !errors.As(err, &ie) || ie.Field != "count" ||
+	if idkeeper.ErrorCode(err) != protocol.CodeInvalidRequest || !errors.As(err, &ie) || ie.Field != "count" ||
 		ie.Message == "" || ie.Details != nil {
 		t.Fatalf("count 0: %v (%+v); want INVALID_REQUEST naming count", err, ie)
 	}
@@ -31,7 +32,7 @@ func TestServerErrorUnwraps(t *testing.T) {
 	}
 	_, err = a.alloc(ctx, r, 2, time.Now())
 	var se *ServerError
-	if idkeeper.ErrorCode(err) != idkeeper.CodeRequesterCountMismatch || !errors.As(err, &ie) || !errors.As(err, &se) {
+	if idkeeper.ErrorCode(err) != protocol.CodeRequesterCountMismatch || !errors.As(err, &ie) || !errors.As(err, &se) {
 		t.Fatalf("count 2 after 1: %v; want REQUESTER_COUNT_MISMATCH", err)
 	}
 	if ie.Code != se.Code || ie.Message != se.Detail || ie.Field != "" ||
@@ -43,11 +44,11 @@ func TestServerErrorUnwraps(t *testing.T) {
 	// nothing to unwrap.
 	bad := *a
 	bad.key = "idk_not-a-key-the-registry-knows-at-all"
-	if _, err := bad.alloc(ctx, r, 1, time.Now()); idkeeper.ErrorCode(err) != idkeeper.CodeAPIKeyInvalid {
+	if _, err := bad.alloc(ctx, r, 1, time.Now()); idkeeper.ErrorCode(err) != protocol.CodeAPIKeyInvalid {
 		t.Fatalf("bad key: %v", err)
 	}
 	plain := &ServerError{Op: "alloc", Status: 502, Body: "bad gateway"}
-	if plain.Unwrap() != nil || idkeeper.ErrorCode(plain) != idkeeper.CodeInternal {
+	if plain.Unwrap() != nil || idkeeper.ErrorCode(plain) != protocol.CodeInternal {
 		t.Fatalf("a ServerError without code unwraps to %v", plain.Unwrap())
 	}
 }

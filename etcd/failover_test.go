@@ -11,6 +11,7 @@ import (
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/etcd"
 	"github.com/idkeeper/idkeeper/internal/harness/etcdtest"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // TestLeaderKilledLosesNoGrant (issue #17): two stores, as two registry
@@ -154,7 +155,7 @@ func TestLeaderKilledLosesNoGrant(t *testing.T) {
 			t.Fatalf("an acknowledged grant (node %d, token %d) is neither held nor ended: lease %+v", g.node, g.token, l)
 		}
 	}
-	if n := failures[string(idkeeper.CodeNodeIDsExhausted)]; n > 0 {
+	if n := failures[string(protocol.CodeNodeIDsExhausted)]; n > 0 {
 		t.Fatalf("%d Allocs found the pool of 4,096 exhausted", n)
 	}
 	t.Logf("%d grants acknowledged, failed calls by code during the failover: %v; fence %d", len(grants), failures, st.Fence)

@@ -13,6 +13,7 @@ import (
 	"github.com/idkeeper/idkeeper/etcd"
 	"github.com/idkeeper/idkeeper/internal/harness/etcdtest"
 	"github.com/idkeeper/idkeeper/internal/harness/fakeclock"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -60,7 +61,7 @@ func TestStoresRaceAcrossClients(t *testing.T) {
 			gr, err := stores[i%4].Alloc(t.Context(), g, allocP(who(i), 4))
 			mu.Lock()
 			defer mu.Unlock()
-			if idkeeper.ErrorCode(err) == idkeeper.CodeNodeIDsExhausted {
+			if idkeeper.ErrorCode(err) == protocol.CodeNodeIDsExhausted {
 				exhausted++
 				return
 			}

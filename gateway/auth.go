@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // APIKeyHeader carries a consumer's key, as on the registry.
@@ -111,8 +112,8 @@ func (k *ConsumerKeys) Len() int {
 }
 
 var (
-	errKeyMissing = idkeeper.Errorf(idkeeper.CodeAPIKeyMissing, "the %s header is required", APIKeyHeader)
-	errKeyInvalid = idkeeper.Errorf(idkeeper.CodeAPIKeyInvalid, "the API key is not valid")
+	errKeyMissing = idkeeper.Errorf(protocol.CodeAPIKeyMissing, "the %s header is required", APIKeyHeader)
+	errKeyInvalid = idkeeper.Errorf(protocol.CodeAPIKeyInvalid, "the API key is not valid")
 )
 
 // Authenticate checks a presented key and returns its ID: the hex of the first 8

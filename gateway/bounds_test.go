@@ -13,10 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/gateway"
 	"github.com/idkeeper/idkeeper/idempotency"
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // counting returns the store's record counter.
@@ -85,7 +87,7 @@ func TestIdempotencyOversizedBodyReadsAtMostTheLimit(t *testing.T) {
 			w := httptest.NewRecorder()
 			h.ServeHTTP(w, req)
 			a := answer{status: w.Code, header: w.Result().Header, body: w.Body.Bytes()}
-			a.problem(t, http.StatusRequestEntityTooLarge, idkeeper.CodeBodyTooLarge)
+			a.problem(t, http.StatusRequestEntityTooLarge, protocol.CodeBodyTooLarge)
 			limit := int64(gateway.MaxBodyBytes + 1)
 			if declared {
 				limit = 0
@@ -162,7 +164,7 @@ func TestIdempotencyOversizedBodyOverTCP(t *testing.T) {
 		if err == nil {
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			answer{status: resp.StatusCode, header: resp.Header, body: b}.problem(t, http.StatusRequestEntityTooLarge, idkeeper.CodeBodyTooLarge)
+			answer{status: resp.StatusCode, header: resp.Header, body: b}.problem(t, http.StatusRequestEntityTooLarge, protocol.CodeBodyTooLarge)
 		} else {
 			// The server may close before the client has sent its body; the client
 			// then sees a reset rather than the 413. Either way it read little.
@@ -194,8 +196,8 @@ func TestIdempotencyUnreadRequestsStoreNothing(t *testing.T) {
 		status   int
 		code     idkeeper.Code
 	}{
-		{`{"count":1}`, "text/plain", 415, idkeeper.CodeUnsupportedMediaType},
-		{`{"count":1}` + strings.Repeat(" ", gateway.MaxBodyBytes), "", 413, idkeeper.CodeBodyTooLarge},
+		{`{"count":1}`, "text/plain", 415, protocol.CodeUnsupportedMediaType},
+		{`{"count":1}` + strings.Repeat(" ", gateway.MaxBodyBytes), "", 413, protocol.CodeBodyTooLarge},
 	} {
 		key := fmt.Sprintf("unread-%d", i)
 		hdr := []string{idempotency.HeaderKey, key}
@@ -236,12 +238,12 @@ func TestIdempotencyRefusedRequestsBindTheKey(t *testing.T) {
 		query, body string
 		code        idkeeper.Code
 	}{
-		{"", `{"count":1,"count":2}`, idkeeper.CodeInvalidRequest},
-		{"", `{"count":2,"count":2}`, idkeeper.CodeInvalidRequest},
-		{"", `{"count":0}`, idkeeper.CodeInvalidRequest},
-		{"", `{"count":10001}`, idkeeper.CodeCountTooLarge},
-		{"", `not json`, idkeeper.CodeInvalidRequest},
-		{"?fromat=string", `{"count":2}`, idkeeper.CodeInvalidRequest},
+		{"", `{"count":1,"count":2}`, protocol.CodeInvalidRequest},
+		{"", `{"count":2,"count":2}`, protocol.CodeInvalidRequest},
+		{"", `{"count":0}`, protocol.CodeInvalidRequest},
+		{"", `{"count":10001}`, protocol.CodeCountTooLarge},
+		{"", `not json`, protocol.CodeInvalidRequest},
+		{"?fromat=string", `{"count":2}`, protocol.CodeInvalidRequest},
 	} {
 		key := fmt.Sprintf("refused-%d", i)
 		for range 2 {

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // The decoders below are pure functions of the request's bytes, so they are
@@ -73,7 +74,7 @@ func parseQuery(raw string) (format, error) {
 	return f, nil
 }
 
-var errTooLarge = idkeeper.Errorf(idkeeper.CodeBodyTooLarge, "the request body is larger than %d bytes", MaxBodyBytes)
+var errTooLarge = idkeeper.Errorf(protocol.CodeBodyTooLarge, "the request body is larger than %d bytes", MaxBodyBytes)
 
 // readBody reads r into buf[:0], growing it as needed, up to MaxBodyBytes: it
 // reads at most MaxBodyBytes+1 bytes, the one more telling a body too large.
@@ -203,7 +204,7 @@ func countValue(v []byte, max int) (int, error) {
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || n > int64(max) {
-		return 0, &idkeeper.Error{Code: idkeeper.CodeCountTooLarge, Field: "count",
+		return 0, &idkeeper.Error{Code: protocol.CodeCountTooLarge, Field: "count",
 			Message: "count is larger than this gateway hands out in one request (" + strconv.Itoa(max) + "); split the request",
 			Details: map[string]any{"maxCount": max}}
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 func errorField(err error) string {
@@ -28,20 +29,20 @@ func TestDecodeCount(t *testing.T) {
 		{`{"count":1}`, 1, "", ""},
 		{"\t{ \"count\" :\r\n 10000 }\n", 10000, "", ""},
 		{`{"\u0063ount":3}`, 3, "", ""},
-		{`{"count":123456789}`, 0, idkeeper.CodeCountTooLarge, "count"},
-		{`{"count":10001}`, 0, idkeeper.CodeCountTooLarge, "count"},
-		{`{"count":0}`, 0, idkeeper.CodeInvalidRequest, "count"},
-		{`{"count":-0}`, 0, idkeeper.CodeInvalidRequest, "count"},
-		{`{"count":01}`, 0, idkeeper.CodeInvalidRequest, "body"},
-		{`{"count":1.0}`, 0, idkeeper.CodeInvalidRequest, "count"},
-		{`{"count":true}`, 0, idkeeper.CodeInvalidRequest, "count"},
-		{`{"count":{}}`, 0, idkeeper.CodeInvalidRequest, "count"},
-		{`{"count":1,"x":2}`, 0, idkeeper.CodeInvalidRequest, "x"},
-		{`{"x":2,"count":1}`, 0, idkeeper.CodeInvalidRequest, "x"},
-		{`"count"`, 0, idkeeper.CodeInvalidRequest, "body"},
-		{"{\"count\":1}\x00", 0, idkeeper.CodeInvalidRequest, "body"},
-		{"{\"count\":1,\"\xff\":1}", 0, idkeeper.CodeInvalidRequest, "body"},
-		{``, 0, idkeeper.CodeInvalidRequest, "body"},
+		{`{"count":123456789}`, 0, protocol.CodeCountTooLarge, "count"},
+		{`{"count":10001}`, 0, protocol.CodeCountTooLarge, "count"},
+		{`{"count":0}`, 0, protocol.CodeInvalidRequest, "count"},
+		{`{"count":-0}`, 0, protocol.CodeInvalidRequest, "count"},
+		{`{"count":01}`, 0, protocol.CodeInvalidRequest, "body"},
+		{`{"count":1.0}`, 0, protocol.CodeInvalidRequest, "count"},
+		{`{"count":true}`, 0, protocol.CodeInvalidRequest, "count"},
+		{`{"count":{}}`, 0, protocol.CodeInvalidRequest, "count"},
+		{`{"count":1,"x":2}`, 0, protocol.CodeInvalidRequest, "x"},
+		{`{"x":2,"count":1}`, 0, protocol.CodeInvalidRequest, "x"},
+		{`"count"`, 0, protocol.CodeInvalidRequest, "body"},
+		{"{\"count\":1}\x00", 0, protocol.CodeInvalidRequest, "body"},
+		{"{\"count\":1,\"\xff\":1}", 0, protocol.CodeInvalidRequest, "body"},
+		{``, 0, protocol.CodeInvalidRequest, "body"},
 	} {
 		n, err := decodeCount([]byte(c.body), DefaultMaxCount)
 		if n != c.count || idkeeper.ErrorCode(err) != c.code || errorField(err) != c.field {
@@ -93,7 +94,7 @@ func FuzzDecodeCount(f *testing.F) {
 			t.Fatalf("%q: fast path %d, %v; general %d, %v", body, n, err, slowN, slowErr)
 		}
 		if err != nil {
-			if c := idkeeper.ErrorCode(err); c != idkeeper.CodeInvalidRequest && c != idkeeper.CodeCountTooLarge {
+			if c := idkeeper.ErrorCode(err); c != protocol.CodeInvalidRequest && c != protocol.CodeCountTooLarge {
 				t.Fatalf("%q: error code %s", body, c)
 			}
 			return

@@ -43,14 +43,16 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/api"
 	"github.com/idkeeper/idkeeper/idempotency"
 	"github.com/idkeeper/idkeeper/internal/buildinfo"
 	"github.com/idkeeper/idkeeper/internal/wire"
+	"github.com/idkeeper/idkeeper/protocol"
 	"github.com/idkeeper/idkeeper/snowflake"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // IDSource mints the gateway's IDs. *client.Session implements it; tests wrap one
@@ -254,7 +256,7 @@ func (s *Server) currentLayout() (snowflake.Layout, bool) {
 	return l, true
 }
 
-var errNoLayout = &idkeeper.Error{Code: idkeeper.CodeNotReady,
+var errNoLayout = &idkeeper.Error{Code: protocol.CodeNotReady,
 	Message: "the gateway holds no lease yet, so the ID layout is not known; retry later"}
 
 func (s *Server) decode(w http.ResponseWriter, r *http.Request) {
@@ -325,7 +327,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	if err := s.canIssue(r.Context()); err != nil {
-		writeProblem(w, &idkeeper.Error{Code: idkeeper.CodeNotReady, Message: "the gateway cannot issue IDs now: " + err.Error(), Err: err})
+		writeProblem(w, &idkeeper.Error{Code: protocol.CodeNotReady, Message: "the gateway cannot issue IDs now: " + err.Error(), Err: err})
 		return
 	}
 	writeJSON(w, wire.StatusResponse{Status: "ready"})

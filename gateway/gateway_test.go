@@ -17,14 +17,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/client"
 	"github.com/idkeeper/idkeeper/client/clienttest"
 	"github.com/idkeeper/idkeeper/gateway"
 	"github.com/idkeeper/idkeeper/internal/harness/registrytest"
 	"github.com/idkeeper/idkeeper/internal/wire"
+	"github.com/idkeeper/idkeeper/protocol"
 	"github.com/idkeeper/idkeeper/snowflake"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Requests of every size come back complete, strictly ascending and unique, and
@@ -180,7 +182,7 @@ func TestDecode(t *testing.T) {
 		t.Fatalf("sequence %d, want %d", d.Sequence, p.Sequence)
 	}
 	for _, bad := range []string{"abc", "-1", "+5", "1.5", "9223372036854775808", "99999999999999999999", "0x10"} {
-		g.get("/v1/ids/"+bad).problem(t, http.StatusBadRequest, idkeeper.CodeInvalidRequest)
+		g.get("/v1/ids/"+bad).problem(t, http.StatusBadRequest, protocol.CodeInvalidRequest)
 	}
 }
 
@@ -206,7 +208,7 @@ func TestHealthTurnsRedTheMomentTheLeaseEnds(t *testing.T) {
 		if !wantOK {
 			issue.problem(t, http.StatusServiceUnavailable, gateway.CodeIssuingUnavailable)
 			health.problem(t, http.StatusServiceUnavailable, gateway.CodeIssuingUnavailable)
-			ready.problem(t, http.StatusServiceUnavailable, idkeeper.CodeNotReady)
+			ready.problem(t, http.StatusServiceUnavailable, protocol.CodeNotReady)
 		}
 	}
 	agree(true)
@@ -246,7 +248,7 @@ func TestBeforeOpen(t *testing.T) {
 	g := startGateway(t, sess, gateway.Options{Version: "v1.2.3", Commit: "abc"})
 	g.post(`{"count":1}`).problem(t, http.StatusServiceUnavailable, gateway.CodeIssuingUnavailable)
 	g.get("/health").problem(t, http.StatusServiceUnavailable, gateway.CodeIssuingUnavailable)
-	g.get("/v1/ids/12345").problem(t, http.StatusServiceUnavailable, idkeeper.CodeNotReady)
+	g.get("/v1/ids/12345").problem(t, http.StatusServiceUnavailable, protocol.CodeNotReady)
 	if a := g.get("/v1/version"); a.status != 200 || string(a.body) != `{"version":"v1.2.3","commit":"abc","layout":null}`+"\n" {
 		t.Fatalf("version before open: %d %s", a.status, a.body)
 	}
@@ -282,9 +284,9 @@ func TestConsumerKeys(t *testing.T) {
 	}
 	g := startGateway(t, reg.open(t, 1), gateway.Options{ConsumerKeys: keys, Idempotency: newIdempotency(t, boltIdem(t), false)})
 
-	g.post(`{"count":1}`).problem(t, http.StatusUnauthorized, idkeeper.CodeAPIKeyMissing)
-	g.post(`{"count":1}`, "X-API-Key", consumerKey+"x").problem(t, http.StatusUnauthorized, idkeeper.CodeAPIKeyInvalid)
-	g.get("/v1/ids/1").problem(t, http.StatusUnauthorized, idkeeper.CodeAPIKeyMissing)
+	g.post(`{"count":1}`).problem(t, http.StatusUnauthorized, protocol.CodeAPIKeyMissing)
+	g.post(`{"count":1}`, "X-API-Key", consumerKey+"x").problem(t, http.StatusUnauthorized, protocol.CodeAPIKeyInvalid)
+	g.get("/v1/ids/1").problem(t, http.StatusUnauthorized, protocol.CodeAPIKeyMissing)
 	a := g.post(`{"count":2}`, "X-API-Key", consumerKey, "Idempotency-Key", "k1")
 	b := g.post(`{"count":2}`, "X-API-Key", other, "Idempotency-Key", "k1")
 	if ia, ib := a.ids(t), b.ids(t); slices.Equal(ia, ib) {
@@ -318,30 +320,30 @@ func TestRequestValidation(t *testing.T) {
 		code        idkeeper.Code
 		field       string
 	}{
-		{g, "", `{"count":0}`, "", 400, idkeeper.CodeInvalidRequest, "count"},
-		{g, "", `{"count":-3}`, "", 400, idkeeper.CodeInvalidRequest, "count"},
-		{g, "", `{"count":1.5}`, "", 400, idkeeper.CodeInvalidRequest, "count"},
-		{g, "", `{"count":1e2}`, "", 400, idkeeper.CodeInvalidRequest, "count"},
-		{g, "", `{"count":"5"}`, "", 400, idkeeper.CodeInvalidRequest, "count"},
-		{g, "", `{"count":null}`, "", 400, idkeeper.CodeInvalidRequest, "count"},
-		{g, "", `{}`, "", 400, idkeeper.CodeInvalidRequest, "count"},
-		{g, "", `{"count":1,"count":2}`, "", 400, idkeeper.CodeInvalidRequest, "count"},
-		{g, "", `{"count":1,"format":"string"}`, "", 400, idkeeper.CodeInvalidRequest, "format"},
-		{g, "", `{"Count":1}`, "", 400, idkeeper.CodeInvalidRequest, "Count"},
-		{g, "", `[1]`, "", 400, idkeeper.CodeInvalidRequest, "body"},
-		{g, "", `{"count":1} {}`, "", 400, idkeeper.CodeInvalidRequest, "body"},
-		{g, "", `{"count":1`, "", 400, idkeeper.CodeInvalidRequest, "body"},
-		{g, "", ` `, "", 400, idkeeper.CodeInvalidRequest, "body"},
-		{g, "", `{"count":10001}`, "", 400, idkeeper.CodeCountTooLarge, "count"},
-		{g, "", `{"count":99999999999999999999999}`, "", 400, idkeeper.CodeCountTooLarge, "count"},
-		{small, "", `{"count":51}`, "", 400, idkeeper.CodeCountTooLarge, "count"},
-		{g, "format=xml", `{"count":1}`, "", 400, idkeeper.CodeInvalidRequest, "format"},
-		{g, "fromat=string", `{"count":1}`, "", 400, idkeeper.CodeInvalidRequest, "fromat"},
-		{g, "format=string&format=string", `{"count":1}`, "", 400, idkeeper.CodeInvalidRequest, "format"},
-		{g, "", `{"count":1}`, "text/plain", 415, idkeeper.CodeUnsupportedMediaType, ""},
-		{g, "", `{"count":1}`, "application/x-www-form-urlencoded", 415, idkeeper.CodeUnsupportedMediaType, ""},
-		{g, "", `{"count":1}`, "application/json; charset=latin1", 415, idkeeper.CodeUnsupportedMediaType, ""},
-		{g, "", `{"count":1}` + strings.Repeat(" ", gateway.MaxBodyBytes), "", 413, idkeeper.CodeBodyTooLarge, ""},
+		{g, "", `{"count":0}`, "", 400, protocol.CodeInvalidRequest, "count"},
+		{g, "", `{"count":-3}`, "", 400, protocol.CodeInvalidRequest, "count"},
+		{g, "", `{"count":1.5}`, "", 400, protocol.CodeInvalidRequest, "count"},
+		{g, "", `{"count":1e2}`, "", 400, protocol.CodeInvalidRequest, "count"},
+		{g, "", `{"count":"5"}`, "", 400, protocol.CodeInvalidRequest, "count"},
+		{g, "", `{"count":null}`, "", 400, protocol.CodeInvalidRequest, "count"},
+		{g, "", `{}`, "", 400, protocol.CodeInvalidRequest, "count"},
+		{g, "", `{"count":1,"count":2}`, "", 400, protocol.CodeInvalidRequest, "count"},
+		{g, "", `{"count":1,"format":"string"}`, "", 400, protocol.CodeInvalidRequest, "format"},
+		{g, "", `{"Count":1}`, "", 400, protocol.CodeInvalidRequest, "Count"},
+		{g, "", `[1]`, "", 400, protocol.CodeInvalidRequest, "body"},
+		{g, "", `{"count":1} {}`, "", 400, protocol.CodeInvalidRequest, "body"},
+		{g, "", `{"count":1`, "", 400, protocol.CodeInvalidRequest, "body"},
+		{g, "", ` `, "", 400, protocol.CodeInvalidRequest, "body"},
+		{g, "", `{"count":10001}`, "", 400, protocol.CodeCountTooLarge, "count"},
+		{g, "", `{"count":99999999999999999999999}`, "", 400, protocol.CodeCountTooLarge, "count"},
+		{small, "", `{"count":51}`, "", 400, protocol.CodeCountTooLarge, "count"},
+		{g, "format=xml", `{"count":1}`, "", 400, protocol.CodeInvalidRequest, "format"},
+		{g, "fromat=string", `{"count":1}`, "", 400, protocol.CodeInvalidRequest, "fromat"},
+		{g, "format=string&format=string", `{"count":1}`, "", 400, protocol.CodeInvalidRequest, "format"},
+		{g, "", `{"count":1}`, "text/plain", 415, protocol.CodeUnsupportedMediaType, ""},
+		{g, "", `{"count":1}`, "application/x-www-form-urlencoded", 415, protocol.CodeUnsupportedMediaType, ""},
+		{g, "", `{"count":1}`, "application/json; charset=latin1", 415, protocol.CodeUnsupportedMediaType, ""},
+		{g, "", `{"count":1}` + strings.Repeat(" ", gateway.MaxBodyBytes), "", 413, protocol.CodeBodyTooLarge, ""},
 	} {
 		path := "/v1/ids"
 		if c.query != "" {
@@ -356,7 +358,7 @@ func TestRequestValidation(t *testing.T) {
 		if f, _ := p["field"].(string); f != c.field {
 			t.Errorf("%s %.40s: field %q, want %q", path, c.body, f, c.field)
 		}
-		if c.code == idkeeper.CodeCountTooLarge && p["maxCount"] != float64(c.g.srv.MaxCount()) {
+		if c.code == protocol.CodeCountTooLarge && p["maxCount"] != float64(c.g.srv.MaxCount()) {
 			t.Errorf("COUNT_TOO_LARGE without maxCount %d: %v", c.g.srv.MaxCount(), p)
 		}
 	}
@@ -377,13 +379,13 @@ func TestRequestValidation(t *testing.T) {
 func TestNotFoundAndMethodNotAllowed(t *testing.T) {
 	reg := startRegistry(t, nil)
 	g := startGateway(t, reg.open(t, 1), gateway.Options{})
-	g.get("/v2/ids").problem(t, http.StatusNotFound, idkeeper.CodeNotFound)
+	g.get("/v2/ids").problem(t, http.StatusNotFound, protocol.CodeNotFound)
 	a := g.get("/v1/ids")
-	a.problem(t, http.StatusMethodNotAllowed, idkeeper.CodeMethodNotAllowed)
+	a.problem(t, http.StatusMethodNotAllowed, protocol.CodeMethodNotAllowed)
 	if a.header.Get("Allow") == "" {
 		t.Fatal("405 without Allow")
 	}
-	g.do(http.MethodDelete, "/v1/ids/5", "").problem(t, http.StatusMethodNotAllowed, idkeeper.CodeMethodNotAllowed)
+	g.do(http.MethodDelete, "/v1/ids/5", "").problem(t, http.StatusMethodNotAllowed, protocol.CodeMethodNotAllowed)
 }
 
 // /metrics shows the gateway's series.
@@ -498,7 +500,7 @@ func TestBuildInfo(t *testing.T) {
 func TestCountErrorNamesItsBounds(t *testing.T) {
 	g := startGateway(t, &fixedSource{}, gateway.Options{MaxCount: 500})
 	for _, count := range []string{"0", "-3", "1.5", `"2"`} {
-		p := g.post(`{"count":`+count+`}`).problem(t, http.StatusBadRequest, idkeeper.CodeInvalidRequest)
+		p := g.post(`{"count":`+count+`}`).problem(t, http.StatusBadRequest, protocol.CodeInvalidRequest)
 		if d, _ := p["detail"].(string); !strings.Contains(d, "1..500") {
 			t.Errorf("count %s: detail %q does not name 1..500", count, d)
 		}

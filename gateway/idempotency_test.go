@@ -16,6 +16,7 @@ import (
 	"github.com/idkeeper/idkeeper/gateway"
 	"github.com/idkeeper/idkeeper/idempotency"
 	"github.com/idkeeper/idkeeper/internal/harness/redistest"
+	"github.com/idkeeper/idkeeper/protocol"
 	"github.com/idkeeper/idkeeper/redis"
 )
 
@@ -229,7 +230,7 @@ func TestHealthCoversTheIdempotencyStoreWhenAKeyIsRequired(t *testing.T) {
 	if !strings.Contains(string(a.body), "Idempotency-Key") || strings.Contains(string(a.body), "127.0.0.1") {
 		t.Fatalf("/health with the store down: %s; want the reason, without the store's address", a.body)
 	}
-	required.get("/readyz").problem(t, http.StatusServiceUnavailable, idkeeper.CodeNotReady)
+	required.get("/readyz").problem(t, http.StatusServiceUnavailable, protocol.CodeNotReady)
 	if a := optional.get("/health"); a.status != http.StatusOK {
 		t.Fatalf("/health of a gateway that does not require a key, store down: %d %s", a.status, a.body)
 	}

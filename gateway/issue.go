@@ -12,6 +12,7 @@ import (
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/idempotency"
 	"github.com/idkeeper/idkeeper/internal/problem"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // Buffers larger than these are not kept for reuse: a rare huge request must not
@@ -79,7 +80,7 @@ func (s *Server) parse(r *http.Request, b *buffers) (count int, f format, err er
 // refuse answers a request that admit refused. A 413 closes the connection, so
 // that net/http does not read the rest of the body to reuse it.
 func refuse(w http.ResponseWriter, err error) {
-	if idkeeper.ErrorCode(err) == idkeeper.CodeBodyTooLarge {
+	if idkeeper.ErrorCode(err) == protocol.CodeBodyTooLarge {
 		w.Header().Set("Connection", "close")
 	}
 	writeProblem(w, err)

@@ -7,9 +7,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/idempotency"
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // metrics is the gateway's Prometheus instrumentation:
@@ -131,9 +133,9 @@ func (rec *recorder) WriteHeader(code int) {
 
 func muxError(r *http.Request, code int, allow string) error {
 	if code == http.StatusNotFound {
-		return idkeeper.Errorf(idkeeper.CodeNotFound, "no route for %s %s", r.Method, r.URL.Path)
+		return idkeeper.Errorf(protocol.CodeNotFound, "no route for %s %s", r.Method, r.URL.Path)
 	}
-	return idkeeper.Errorf(idkeeper.CodeMethodNotAllowed, "%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, allow)
+	return idkeeper.Errorf(protocol.CodeMethodNotAllowed, "%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, allow)
 }
 
 func (rec *recorder) Write(b []byte) (int, error) {

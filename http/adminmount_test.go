@@ -4,8 +4,8 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/idkeeper/idkeeper"
 	idkhttp "github.com/idkeeper/idkeeper/http"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // Options.Admin serves every path under /admin/, and nothing else; without it
@@ -29,5 +29,5 @@ func TestAdminMount(t *testing.T) {
 	if len(seen) != 4 {
 		t.Fatalf("the admin handler saw %v", seen)
 	}
-	newBolt(t).get("/admin/api/keys").problem(t, idkeeper.CodeNotFound)
+	newBolt(t).get("/admin/api/keys").problem(t, protocol.CodeNotFound)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/internal/wire"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 const goodRequester = `{"machineId":"host-a","pid":42,"startedAt":"2026-03-01T10:00:00.123Z"}`
@@ -201,7 +202,7 @@ func TestDecodeRemoveRequest(t *testing.T) {
 func assertInvalid(t *testing.T, err error, field string) {
 	t.Helper()
 	var e *idkeeper.Error
-	if !errors.As(err, &e) || e.Code != idkeeper.CodeInvalidRequest {
+	if !errors.As(err, &e) || e.Code != protocol.CodeInvalidRequest {
 		t.Fatalf("err = %v, want INVALID_REQUEST", err)
 	}
 	if e.Field != field {
@@ -247,7 +248,7 @@ func checkDecoded(t *testing.T, err error, r idkeeper.Requester, times []*time.T
 	t.Helper()
 	if err != nil {
 		var e *idkeeper.Error
-		if !errors.As(err, &e) || e.Code != idkeeper.CodeInvalidRequest || e.Field == "" || e.Message == "" {
+		if !errors.As(err, &e) || e.Code != protocol.CodeInvalidRequest || e.Field == "" || e.Message == "" {
 			t.Fatalf("bad error %#v", err)
 		}
 		return
@@ -374,7 +375,7 @@ func FuzzDecodeAllocFields(f *testing.F) {
 		req, err := decodeAllocRequest(body)
 		if err != nil {
 			var e *idkeeper.Error
-			if !errors.As(err, &e) || e.Code != idkeeper.CodeInvalidRequest || e.Field == "" || e.Field == "body" {
+			if !errors.As(err, &e) || e.Code != protocol.CodeInvalidRequest || e.Field == "" || e.Field == "body" {
 				t.Fatalf("bad error for well-formed JSON: %#v", err)
 			}
 			return

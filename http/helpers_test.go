@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/bolt"
 	idkhttp "github.com/idkeeper/idkeeper/http"
@@ -21,8 +23,8 @@ import (
 	"github.com/idkeeper/idkeeper/internal/harness/registrytest"
 	"github.com/idkeeper/idkeeper/internal/problem"
 	"github.com/idkeeper/idkeeper/internal/wire"
+	"github.com/idkeeper/idkeeper/protocol"
 	"github.com/idkeeper/idkeeper/redis"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // start is the fake clock's start in every test: lease arithmetic never sleeps.
@@ -211,7 +213,7 @@ func (r response) problem(t testing.TB, code idkeeper.Code) response {
 	if r.str("type") != wantType || r.str("title") == "" || r.str("detail") == "" || r.num("status") != int64(want.Status) {
 		t.Fatalf("incomplete problem body: %s", r.raw)
 	}
-	if code == idkeeper.CodeStoreUnavailable || code == idkeeper.CodeNotReady {
+	if code == protocol.CodeStoreUnavailable || code == protocol.CodeNotReady {
 		if r.header.Get("Retry-After") == "" {
 			t.Fatalf("503 without Retry-After")
 		}

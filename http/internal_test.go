@@ -10,6 +10,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/internal/problem"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 func TestClientIP(t *testing.T) {
@@ -67,7 +68,7 @@ func TestParsePrefixes(t *testing.T) {
 
 func TestProblemBody(t *testing.T) {
 	status, body := problemBody(&idkeeper.Error{
-		Code: idkeeper.CodeNodeIDsExhausted, Message: "no",
+		Code: protocol.CodeNodeIDsExhausted, Message: "no",
 		Details: map[string]any{"remaining": 1, "code": "HIJACK", "status": 200},
 	})
 	if status != 409 || body["code"] != "NODE_IDS_EXHAUSTED" || body["status"] != 409 || body["remaining"] != 1 {
@@ -88,7 +89,7 @@ func TestProblemBody(t *testing.T) {
 		t.Fatalf("%v", body)
 	}
 	for _, code := range problem.Codes() {
-		if e, _ := problem.Lookup(code); e.Status == 500 && code != idkeeper.CodeInternal {
+		if e, _ := problem.Lookup(code); e.Status == 500 && code != protocol.CodeInternal {
 			t.Errorf("%s has no status of its own", code)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/internal/wire"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // A request made with a key in its last 14 days carries a Warning header with the
@@ -28,7 +29,7 @@ func TestKeyExpiryWarningHeader(t *testing.T) {
 	// On success and on failure alike (a body the registry refuses).
 	for _, r := range []response{
 		h.get("/v1/leases/remaining", "X-API-Key", secret).ok(t),
-		h.call("POST", "/v1/leases", `{}`, "X-API-Key", secret).problem(t, idkeeper.CodeInvalidRequest),
+		h.call("POST", "/v1/leases", `{}`, "X-API-Key", secret).problem(t, protocol.CodeInvalidRequest),
 	} {
 		w := r.header.Values("Warning")
 		want := `299 idkeeper "API key ` + k.ID + ` expires at ` + ts(k.ExpiresAt) + `; create a new key and rotate to it"`

@@ -7,9 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idkeeper/idkeeper"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // The server's /metrics passes the ecosystem's lint (promlint, the checks behind
@@ -24,7 +25,7 @@ func TestMetricsLint(t *testing.T) {
 		collectors.NewBuildInfoCollector(),
 	)
 	who := requesterJSON(1)
-	h.post("/v1/leases", `{"requester":`+who+`,"count":2,"clientUtcNow":"`+ts(start.Add(-time.Hour))+`"}`).problem(t, idkeeper.CodeClockSkewTooLarge)
+	h.post("/v1/leases", `{"requester":`+who+`,"count":2,"clientUtcNow":"`+ts(start.Add(-time.Hour))+`"}`).problem(t, protocol.CodeClockSkewTooLarge)
 	h.post("/v1/leases", `{"requester":`+who+`,"count":2,"clientUtcNow":"`+ts(start)+`"}`).ok(t)
 	h.post("/v1/leases/renew", `{"requester":`+who+`,"clientUtcNow":"`+ts(start)+`"}`).ok(t)
 	if _, _, err := h.reg.Cleanup(context.Background()); err != nil { // the machine gauges

@@ -7,10 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idkeeper/idkeeper"
-	idkhttp "github.com/idkeeper/idkeeper/http"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/idkeeper/idkeeper"
+	idkhttp "github.com/idkeeper/idkeeper/http"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // metricValue reads one counter, gauge or histogram count from the harness's
@@ -71,7 +73,7 @@ func hasLabel(m *dto.Metric, name, value string) bool {
 func TestMetrics(t *testing.T) {
 	h := newBolt(t)
 	who := requesterJSON(1)
-	h.post("/v1/leases", `{"requester":`+who+`,"count":2,"clientUtcNow":"`+ts(start.Add(-time.Hour))+`"}`).problem(t, idkeeper.CodeClockSkewTooLarge)
+	h.post("/v1/leases", `{"requester":`+who+`,"count":2,"clientUtcNow":"`+ts(start.Add(-time.Hour))+`"}`).problem(t, protocol.CodeClockSkewTooLarge)
 	h.post("/v1/leases", `{"requester":`+who+`,"count":2,"clientUtcNow":"`+ts(start.Add(-time.Second))+`"}`).ok(t)
 	h.post("/v1/leases/renew", `{"requester":`+who+`}`).ok(t)
 	h.post("/v1/leases", `{"requester":`+requesterJSON(2)+`,"count":1}`).ok(t)
@@ -131,8 +133,8 @@ func TestMetricsObserver(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := idkhttp.NewMetrics(reg)
 	m.Operation("alloc", "", 2*time.Millisecond)
-	m.Operation("alloc", idkeeper.CodeNodeIDsExhausted, time.Millisecond)
-	m.Operation("unknown-op", idkeeper.CodeInternal, time.Millisecond)
+	m.Operation("alloc", protocol.CodeNodeIDsExhausted, time.Millisecond)
+	m.Operation("unknown-op", protocol.CodeInternal, time.Millisecond)
 	m.Skew("renew", -3*time.Second, idkeeper.SkewWarn)
 	m.Reclaimed(3)
 	m.Reclaimed(0)
@@ -182,7 +184,7 @@ func TestMetricsObserver(t *testing.T) {
 	for _, mf := range mfs {
 		for _, mt := range mf.GetMetric() {
 			for _, l := range mt.GetLabel() {
-				if l.GetValue() == "unknown-op" || l.GetValue() == string(idkeeper.CodeInternal) {
+				if l.GetValue() == "unknown-op" || l.GetValue() == string(protocol.CodeInternal) {
 					t.Errorf("%s counted the unknown operation: %v", mf.GetName(), mt.GetLabel())
 				}
 			}

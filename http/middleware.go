@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // reqInfo collects what the access log tells about one request; handlers fill it.
@@ -126,9 +127,9 @@ func (w *problemWriter) WriteHeader(code int) {
 	var err error
 	switch code {
 	case http.StatusNotFound:
-		err = idkeeper.Errorf(idkeeper.CodeNotFound, "no route for %s %s", w.r.Method, w.r.URL.Path)
+		err = idkeeper.Errorf(protocol.CodeNotFound, "no route for %s %s", w.r.Method, w.r.URL.Path)
 	case http.StatusMethodNotAllowed:
-		err = idkeeper.Errorf(idkeeper.CodeMethodNotAllowed, "%s is not allowed on %s; allowed: %s",
+		err = idkeeper.Errorf(protocol.CodeMethodNotAllowed, "%s is not allowed on %s; allowed: %s",
 			w.r.Method, w.r.URL.Path, w.Header().Get("Allow"))
 	default:
 		w.ResponseWriter.WriteHeader(code)

@@ -7,10 +7,12 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/internal/buildinfo"
 	"github.com/idkeeper/idkeeper/internal/problem"
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // Route names, the route label of idkeeper_http_rejected_total: one per route
@@ -34,7 +36,7 @@ const (
 // authCodes are the codes a client stuck with a wrong key gets; their series exist
 // from the start on the /v1 lease routes, so that an alert's increase() sees the
 // first rejection too.
-var authCodes = []idkeeper.Code{idkeeper.CodeAPIKeyMissing, idkeeper.CodeAPIKeyInvalid, idkeeper.CodeAPIKeyExpired}
+var authCodes = []idkeeper.Code{protocol.CodeAPIKeyMissing, protocol.CodeAPIKeyInvalid, protocol.CodeAPIKeyExpired}
 
 // newRejected is idkeeper_http_rejected_total{route,code}.
 func newRejected() *prometheus.CounterVec {

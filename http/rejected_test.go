@@ -14,6 +14,7 @@ import (
 	"github.com/idkeeper/idkeeper"
 	idkhttp "github.com/idkeeper/idkeeper/http"
 	"github.com/idkeeper/idkeeper/internal/problem"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // scrape reads GET /metrics over HTTP and returns its samples: the series, its
@@ -77,7 +78,7 @@ func TestRejectedRequestsCounted(t *testing.T) {
 				_, _ = w.Write([]byte("<p>no</p>"))
 				return
 			}
-			_ = problem.From(idkeeper.Errorf(idkeeper.CodeConflict, "taken")).Write(w, 0)
+			_ = problem.From(idkeeper.Errorf(protocol.CodeConflict, "taken")).Write(w, 0)
 		})
 	}))
 	before := scrape(t, h.baseURL, h.client)
@@ -90,15 +91,15 @@ func TestRejectedRequestsCounted(t *testing.T) {
 
 	wrong := "idk_wrong-key-0123456789abcdefghijklm"
 	for range 3 {
-		h.post("/v1/leases", `{"requester":`+requesterJSON(1)+`,"count":1}`, "X-API-Key", wrong).problem(t, idkeeper.CodeAPIKeyInvalid)
+		h.post("/v1/leases", `{"requester":`+requesterJSON(1)+`,"count":1}`, "X-API-Key", wrong).problem(t, protocol.CodeAPIKeyInvalid)
 	}
-	h.get("/v1/leases/remaining", "X-API-Key", "").problem(t, idkeeper.CodeAPIKeyMissing)
-	h.post("/v1/leases", `{"requester":`).problem(t, idkeeper.CodeInvalidRequest)
-	h.post("/v1/leases/renew", `{}`, "Content-Type", "text/plain").problem(t, idkeeper.CodeUnsupportedMediaType)
-	h.get("/v1/nowhere/17").problem(t, idkeeper.CodeNotFound)
-	h.get("/v1/nowhere/18").problem(t, idkeeper.CodeNotFound)
-	h.call(http.MethodDelete, "/v1/version", "").problem(t, idkeeper.CodeMethodNotAllowed)
-	h.get("/admin/api/x").problem(t, idkeeper.CodeConflict)
+	h.get("/v1/leases/remaining", "X-API-Key", "").problem(t, protocol.CodeAPIKeyMissing)
+	h.post("/v1/leases", `{"requester":`).problem(t, protocol.CodeInvalidRequest)
+	h.post("/v1/leases/renew", `{}`, "Content-Type", "text/plain").problem(t, protocol.CodeUnsupportedMediaType)
+	h.get("/v1/nowhere/17").problem(t, protocol.CodeNotFound)
+	h.get("/v1/nowhere/18").problem(t, protocol.CodeNotFound)
+	h.call(http.MethodDelete, "/v1/version", "").problem(t, protocol.CodeMethodNotAllowed)
+	h.get("/admin/api/x").problem(t, protocol.CodeConflict)
 	if r := h.get("/admin/page"); r.status != http.StatusForbidden {
 		t.Fatalf("admin page: status %d", r.status)
 	}
@@ -169,8 +170,8 @@ func TestHealthLikeGateway(t *testing.T) {
 		t.Fatalf("/health = %s, want {\"status\":\"ok\"}", r.raw)
 	}
 	u := newHarnessNoInit(t)
-	u.get("/health", "X-API-Key", "").problem(t, idkeeper.CodeStoreNotInitialised)
-	u.get("/readyz", "X-API-Key", "").problem(t, idkeeper.CodeStoreNotInitialised)
+	u.get("/health", "X-API-Key", "").problem(t, protocol.CodeStoreNotInitialised)
+	u.get("/readyz", "X-API-Key", "").problem(t, protocol.CodeStoreNotInitialised)
 }
 
 // TestCountErrorNamesItsBounds: a count that is no count at all names the counts
@@ -179,12 +180,12 @@ func TestCountErrorNamesItsBounds(t *testing.T) {
 	h := newBolt(t)
 	want := "1 to " + strconv.Itoa(idkeeper.MaxCount)
 	for _, count := range []string{`0`, `-1`, `1.5`, `"1"`, `9223372036854775808`, `1e2`} {
-		r := h.post("/v1/leases", `{"requester":`+requesterJSON(1)+`,"count":`+count+`}`).problem(t, idkeeper.CodeInvalidRequest)
+		r := h.post("/v1/leases", `{"requester":`+requesterJSON(1)+`,"count":`+count+`}`).problem(t, protocol.CodeInvalidRequest)
 		if d := r.str("detail"); !strings.Contains(d, want) || strings.Contains(d, "9223372036854775807") || r.str("field") != "count" {
 			t.Errorf("count %s: field %q, detail %q; want field count and the bounds %s", count, r.str("field"), d, want)
 		}
 	}
-	h.post("/v1/leases", `{"requester":`+requesterJSON(1)+`,"count":5000}`).problem(t, idkeeper.CodeCountTooLarge)
+	h.post("/v1/leases", `{"requester":`+requesterJSON(1)+`,"count":5000}`).problem(t, protocol.CodeCountTooLarge)
 }
 
 // TestRefusedAllocLogsRequesterFields: the registry's log line of an Alloc it
@@ -193,7 +194,7 @@ func TestCountErrorNamesItsBounds(t *testing.T) {
 func TestRefusedAllocLogsRequesterFields(t *testing.T) {
 	h := newBolt(t)
 	h.post("/v1/leases", `{"requester":`+requesterJSON(7)+`,"count":1,"clientUtcNow":"`+ts(start.Add(-time.Hour))+`"}`).
-		problem(t, idkeeper.CodeClockSkewTooLarge)
+		problem(t, protocol.CodeClockSkewTooLarge)
 	var found bool
 	for line := range strings.SplitSeq(h.logs.String(), "\n") {
 		if !strings.Contains(line, "alloc rejected") {

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // notTextRunes are one of each Unicode category a caller's text must not hold
@@ -47,7 +47,7 @@ func TestRequesterTextRefused(t *testing.T) {
 				{"/v1/leases/remove", body(map[string]any{"requester": requester(bad, "inst")}), "requester.machineId"},
 			}
 			for _, c := range cases {
-				res := h.post(c.path, c.body).problem(t, idkeeper.CodeInvalidRequest)
+				res := h.post(c.path, c.body).problem(t, protocol.CodeInvalidRequest)
 				if res.str("field") != c.field {
 					t.Errorf("U+%04X %s: field %q, want %q (%s)", r, c.path, res.str("field"), c.field, res.str("detail"))
 				}

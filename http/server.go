@@ -28,12 +28,14 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/api"
 	"github.com/idkeeper/idkeeper/internal/jsonbody"
 	"github.com/idkeeper/idkeeper/internal/wire"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // DefaultMaxBodyBytes is the default limit on request bodies: 64 KiB.
@@ -265,8 +267,8 @@ func (s *Server) ready(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, min(s.opts.Timeout, 5*time.Second))
 	defer cancel()
 	err := s.reg.Ready(ctx)
-	if idkeeper.ErrorCode(err) == idkeeper.CodeStoreUnavailable {
-		err = &idkeeper.Error{Code: idkeeper.CodeNotReady, Message: "the lease store does not answer", Err: err}
+	if idkeeper.ErrorCode(err) == protocol.CodeStoreUnavailable {
+		err = &idkeeper.Error{Code: protocol.CodeNotReady, Message: "the lease store does not answer", Err: err}
 	}
 	return err
 }

@@ -13,10 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/idkeeper/idkeeper"
 	idkhttp "github.com/idkeeper/idkeeper/http"
 	"github.com/idkeeper/idkeeper/internal/harness/registrytest"
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 func TestScenario(t *testing.T) { stores(t, scenario) }
@@ -181,9 +183,9 @@ func TestAPIKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, rt := range routes {
-		h.call(rt.method, rt.path, rt.body, "X-API-Key", "").problem(t, idkeeper.CodeAPIKeyMissing)
-		h.call(rt.method, rt.path, rt.body, "X-API-Key", "idk_not-a-key-0123456789abcdefghijkl").problem(t, idkeeper.CodeAPIKeyInvalid)
-		r := h.call(rt.method, rt.path, rt.body, "X-API-Key", expired).problem(t, idkeeper.CodeAPIKeyExpired)
+		h.call(rt.method, rt.path, rt.body, "X-API-Key", "").problem(t, protocol.CodeAPIKeyMissing)
+		h.call(rt.method, rt.path, rt.body, "X-API-Key", "idk_not-a-key-0123456789abcdefghijkl").problem(t, protocol.CodeAPIKeyInvalid)
+		r := h.call(rt.method, rt.path, rt.body, "X-API-Key", expired).problem(t, protocol.CodeAPIKeyExpired)
 		if !strings.Contains(r.str("detail"), "expired") {
 			t.Fatalf("detail %q", r.str("detail"))
 		}
@@ -199,7 +201,7 @@ func TestAPIKey(t *testing.T) {
 func TestAccessLogNeverShowsTheKey(t *testing.T) {
 	h := newBolt(t)
 	h.post("/v1/leases", `{"requester":`+requesterJSON(1)+`,"count":1}`).ok(t)
-	h.get("/v1/leases/remaining", "X-API-Key", "idk_wrong-key-0123456789abcdefghijklm").problem(t, idkeeper.CodeAPIKeyInvalid)
+	h.get("/v1/leases/remaining", "X-API-Key", "idk_wrong-key-0123456789abcdefghijklm").problem(t, protocol.CodeAPIKeyInvalid)
 	logs := h.logs.String()
 	id, _ := idkeeper.HashAPIKey(testKey)
 	if !strings.Contains(logs, `"msg":"http request"`) || !strings.Contains(logs, `"keyId":"`+id+`"`) || !strings.Contains(logs, `"code":"API_KEY_INVALID"`) {
@@ -221,7 +223,7 @@ func TestIPAllowList(t *testing.T) {
 	h := newBolt(t, only("10.0.0.0/8", "fd00::/8"))
 	for _, rt := range [][2]string{{"POST", "/v1/leases"}, {"POST", "/v1/leases/renew"}, {"POST", "/v1/leases/remove"}, {"GET", "/v1/leases/remaining"}} {
 		// 403 comes before the API-key check: a refused address learns nothing about keys.
-		r := h.call(rt[0], rt[1], `{}`, "X-API-Key", "").problem(t, idkeeper.CodeIPNotAllowed)
+		r := h.call(rt[0], rt[1], `{}`, "X-API-Key", "").problem(t, protocol.CodeIPNotAllowed)
 		if !strings.Contains(r.str("detail"), "127.0.0.1") {
 			t.Fatalf("detail %q", r.str("detail"))
 		}
@@ -236,10 +238,10 @@ func TestIPAllowList(t *testing.T) {
 		o.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32"), netip.MustParsePrefix("192.0.2.0/24")}
 	}))
 	h.get("/v1/leases/remaining", "X-Forwarded-For", "198.51.100.1, 203.0.113.7, 192.0.2.10").ok(t)
-	h.get("/v1/leases/remaining", "X-Forwarded-For", "203.0.113.7, 198.51.100.1").problem(t, idkeeper.CodeIPNotAllowed)
-	h.get("/v1/leases/remaining").problem(t, idkeeper.CodeIPNotAllowed)
+	h.get("/v1/leases/remaining", "X-Forwarded-For", "203.0.113.7, 198.51.100.1").problem(t, protocol.CodeIPNotAllowed)
+	h.get("/v1/leases/remaining").problem(t, protocol.CodeIPNotAllowed)
 	untrusted := newBolt(t, only("203.0.113.7/32"))
-	untrusted.get("/v1/leases/remaining", "X-Forwarded-For", "203.0.113.7").problem(t, idkeeper.CodeIPNotAllowed)
+	untrusted.get("/v1/leases/remaining", "X-Forwarded-For", "203.0.113.7").problem(t, protocol.CodeIPNotAllowed)
 }
 
 func TestBadInputWritesNothing(t *testing.T) {
@@ -248,12 +250,12 @@ func TestBadInputWritesNothing(t *testing.T) {
 	good := `{"requester":` + who + `,"count":1}`
 
 	for _, ct := range []string{"", "text/plain", "application/x-www-form-urlencoded", "application/json; charset=latin1", "application/jsonx", "application/json;;"} {
-		h.post("/v1/leases", good, "Content-Type", ct).problem(t, idkeeper.CodeUnsupportedMediaType)
+		h.post("/v1/leases", good, "Content-Type", ct).problem(t, protocol.CodeUnsupportedMediaType)
 	}
-	h.post("/v1/leases/renew", `{"requester":`+who+`}`, "Content-Type", "text/json").problem(t, idkeeper.CodeUnsupportedMediaType)
+	h.post("/v1/leases/renew", `{"requester":`+who+`}`, "Content-Type", "text/json").problem(t, protocol.CodeUnsupportedMediaType)
 
 	big := `{"requester":` + who + `,"count":1,"x":"` + strings.Repeat("a", 64<<10) + `"}`
-	h.post("/v1/leases", big).problem(t, idkeeper.CodeBodyTooLarge)
+	h.post("/v1/leases", big).problem(t, protocol.CodeBodyTooLarge)
 	// Without a Content-Length (chunked) the limit holds while reading.
 	req, _ := http.NewRequest("POST", h.baseURL+"/v1/leases", io.MultiReader(strings.NewReader(big)))
 	req.Header.Set("X-API-Key", testKey)
@@ -284,7 +286,7 @@ func TestBadInputWritesNothing(t *testing.T) {
 		{"/v1/leases/remove", ``, "body"},
 	}
 	for _, c := range cases {
-		r := h.post(c.path, c.body, "Content-Type", "application/json").problem(t, idkeeper.CodeInvalidRequest)
+		r := h.post(c.path, c.body, "Content-Type", "application/json").problem(t, protocol.CodeInvalidRequest)
 		if r.str("field") != c.field {
 			t.Errorf("%s %s: field %q, want %q (%s)", c.path, c.body, r.str("field"), c.field, r.str("detail"))
 		}
@@ -297,7 +299,7 @@ func TestBadInputWritesNothing(t *testing.T) {
 		body string
 		most int64
 	}{{h, `{"requester":` + who + `,"count":4097}`, 4096}, {h, `{"requester":` + who + `,"count":99999999999}`, 4096}, {small, `{"requester":` + who + `,"count":4}`, 3}} {
-		r := c.h.post("/v1/leases", c.body).problem(t, idkeeper.CodeCountTooLarge)
+		r := c.h.post("/v1/leases", c.body).problem(t, protocol.CodeCountTooLarge)
 		if r.str("field") != "count" || r.num("maxCount") != c.most {
 			t.Fatalf("%s: %s; want field count, maxCount %d", c.body, r.raw, c.most)
 		}
@@ -322,7 +324,7 @@ func TestClockSkew(t *testing.T) {
 	behind := func(pid int, d time.Duration) string {
 		return `{"requester":` + requesterJSON(pid) + `,"count":1,"clientUtcNow":"` + ts(start.Add(-d)) + `"}`
 	}
-	r := h.post("/v1/leases", behind(1, 11*time.Minute)).problem(t, idkeeper.CodeClockSkewTooLarge)
+	r := h.post("/v1/leases", behind(1, 11*time.Minute)).problem(t, protocol.CodeClockSkewTooLarge)
 	if r.num("skewMs") != 660000 || r.num("thresholdMs") != 600000 || !strings.Contains(r.str("action"), "NTP") || !strings.Contains(r.str("detail"), "NTP") {
 		t.Fatalf("skew problem: %s", r.raw)
 	}
@@ -345,23 +347,23 @@ func TestConflicts(t *testing.T) {
 		return h.post("/v1/leases", fmt.Sprintf(`{"requester":%s,"count":%d}`, requesterJSON(pid), n))
 	}
 	alloc(1, 2).ok(t)
-	r := alloc(1, 3).problem(t, idkeeper.CodeRequesterCountMismatch)
+	r := alloc(1, 3).problem(t, protocol.CodeRequesterCountMismatch)
 	if r.num("held") != 2 || r.num("requested") != 3 {
 		t.Fatalf("mismatch body: %s", r.raw)
 	}
-	r = alloc(2, 2).problem(t, idkeeper.CodeNodeIDsExhausted)
+	r = alloc(2, 2).problem(t, protocol.CodeNodeIDsExhausted)
 	if r.num("requested") != 2 || r.num("remaining") != 1 {
 		t.Fatalf("exhausted body: %s", r.raw)
 	}
 	alloc(2, 1).ok(t)
-	alloc(3, 1).problem(t, idkeeper.CodeNodeIDsExhausted)
+	alloc(3, 1).problem(t, protocol.CodeNodeIDsExhausted)
 	assertCounts(t, h.get("/v1/leases/remaining").ok(t), 3, 0, 3, 0, 0)
 }
 
 func TestNotFoundAndMethodNotAllowed(t *testing.T) {
 	h := newBolt(t)
 	for _, p := range []string{"/", "/nope", "/v1", "/v1/leases/", "/v1/leases/17", "/v2/leases"} {
-		h.get(p).problem(t, idkeeper.CodeNotFound)
+		h.get(p).problem(t, protocol.CodeNotFound)
 	}
 	for _, c := range []struct{ method, path, allow string }{
 		{"GET", "/v1/leases", "POST"},
@@ -371,7 +373,7 @@ func TestNotFoundAndMethodNotAllowed(t *testing.T) {
 		{"POST", "/v1/version", "GET, HEAD"},
 		{"POST", "/livez", "GET, HEAD"},
 	} {
-		r := h.call(c.method, c.path, "").problem(t, idkeeper.CodeMethodNotAllowed)
+		r := h.call(c.method, c.path, "").problem(t, protocol.CodeMethodNotAllowed)
 		if got := r.header.Get("Allow"); got != c.allow {
 			t.Errorf("%s %s: Allow %q, want %q", c.method, c.path, got, c.allow)
 		}
@@ -386,10 +388,10 @@ func TestStoreDown(t *testing.T) {
 		} else {
 			_ = h.store.Close()
 		}
-		h.post("/v1/leases", `{"requester":`+requesterJSON(2)+`,"count":1}`).problem(t, idkeeper.CodeStoreUnavailable)
-		h.post("/v1/leases/renew", `{"requester":`+requesterJSON(1)+`}`).problem(t, idkeeper.CodeStoreUnavailable)
-		h.get("/v1/leases/remaining").problem(t, idkeeper.CodeStoreUnavailable)
-		h.get("/readyz").problem(t, idkeeper.CodeNotReady)
+		h.post("/v1/leases", `{"requester":`+requesterJSON(2)+`,"count":1}`).problem(t, protocol.CodeStoreUnavailable)
+		h.post("/v1/leases/renew", `{"requester":`+requesterJSON(1)+`}`).problem(t, protocol.CodeStoreUnavailable)
+		h.get("/v1/leases/remaining").problem(t, protocol.CodeStoreUnavailable)
+		h.get("/readyz").problem(t, protocol.CodeNotReady)
 		h.get("/livez").ok(t)
 		h.get("/v1/version").ok(t)
 		if m := h.get("/metrics"); m.status != 200 || !strings.Contains(string(m.raw), "idkeeper_store_up 0") {
@@ -429,7 +431,7 @@ func TestUnverifiedEvidenceIsIgnored(t *testing.T) {
 	if v := metricValue(t, h, "idkeeper_renew_evidence_total", "kind", "bad_receipt"); v != 2 {
 		t.Fatalf("bad receipts counted %v", v)
 	}
-	h.post("/v1/leases/renew", `{"requester":`+who+`,"fencingTokens":[18446744073709551615]}`).problem(t, idkeeper.CodeInvalidRequest)
+	h.post("/v1/leases/renew", `{"requester":`+who+`,"fencingTokens":[18446744073709551615]}`).problem(t, protocol.CodeInvalidRequest)
 }
 
 // Issue #8 item 3 over HTTP: another API key can neither renew nor remove a lease,
@@ -450,7 +452,7 @@ func TestLeaseNotOwned(t *testing.T) {
 			{"/v1/leases", `{"requester":` + who + `,"count":1}`},
 		} {
 			r := h.call("POST", c.path, c.body, "X-API-Key", other)
-			r.problem(t, idkeeper.CodeLeaseNotOwned)
+			r.problem(t, protocol.CodeLeaseNotOwned)
 			if strings.Contains(string(r.raw), "test") {
 				t.Fatalf("the problem names the owner: %s", r.raw)
 			}
@@ -477,11 +479,11 @@ func TestNo401ForAKeyTheStoreLostTrack(t *testing.T) {
 	assertCounts(t, r.ok(t), 4096, 0, 0, 0, 4096)
 
 	w := newHarnessNoInit(t)
-	p := w.get("/v1/leases/remaining").problem(t, idkeeper.CodeStoreNotInitialised)
+	p := w.get("/v1/leases/remaining").problem(t, protocol.CodeStoreNotInitialised)
 	if p.header.Get("Retry-After") == "" || !strings.Contains(p.body["detail"].(string), "idkeeper init") {
 		t.Fatalf("before init: %v %s", p.header, p.raw)
 	}
-	w.get("/readyz").problem(t, idkeeper.CodeStoreNotInitialised)
+	w.get("/readyz").problem(t, protocol.CodeStoreNotInitialised)
 }
 
 // TestNewServerRefusesBadOptions: a negative limit is an error naming the option,

@@ -12,10 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idkeeper/idkeeper"
-	"github.com/idkeeper/idkeeper/idempotency"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+
+	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/idempotency"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // stats reads the records and bytes of e's store.
@@ -261,7 +263,7 @@ func testCodec(e *env) {
 	// encoded record rather than sending it.
 	plain := e.handler(e.service(e.a, idempotency.Config{Logger: quiet}))
 	w := e.serve(plain, post("k", `{"count":3}`))
-	e.wantProblem(w, 503, idkeeper.CodeStoreUnavailable)
+	e.wantProblem(w, 503, protocol.CodeStoreUnavailable)
 	if strings.Contains(w.Body.String(), "tnuoc") {
 		e.Fatalf("the encoded record leaked: %s", w.Body)
 	}
@@ -339,7 +341,7 @@ func TestWrapReadsAtMostTheLimit(t *testing.T) {
 			r.ContentLength = c.length
 			r.Header.Set(idempotency.HeaderKey, "k-"+c.name)
 			w := (&env{T: t}).serve0(s.Wrap("op", nil, ok, c.opt), r)
-			(&env{T: t}).wantProblem(w, 413, idkeeper.CodeBodyTooLarge)
+			(&env{T: t}).wantProblem(w, 413, protocol.CodeBodyTooLarge)
 			max := c.limit + 1
 			if c.length >= 0 {
 				max = 0

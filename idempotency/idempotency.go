@@ -74,6 +74,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/internal/problem"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // Error codes of the component, sent as the `code` member of problem+json by
@@ -240,7 +241,7 @@ func (s *Service) Check(ctx context.Context) error {
 		return nil
 	}
 	if err := p.Ping(ctx); err != nil {
-		return &idkeeper.Error{Code: idkeeper.CodeStoreUnavailable, Message: "the idempotency store does not answer", Err: err}
+		return &idkeeper.Error{Code: protocol.CodeStoreUnavailable, Message: "the idempotency store does not answer", Err: err}
 	}
 	return nil
 }
@@ -416,7 +417,7 @@ func (s *Service) stored(rec *idkeeper.IdempotencyRecord, codec *Codec) (Respons
 		}
 	}
 	s.log.Error("idempotency store: cannot read a stored answer", "scope", rec.Scope, "err", err)
-	return Response{}, &idkeeper.Error{Code: idkeeper.CodeStoreUnavailable,
+	return Response{}, &idkeeper.Error{Code: protocol.CodeStoreUnavailable,
 		Message: "the stored answer of this Idempotency-Key cannot be read by this server; retry later with the same key", Err: err}
 }
 
@@ -522,7 +523,7 @@ func (s *Service) storeError(op, scope string, err error) error {
 	if !errors.Is(err, context.Canceled) {
 		s.log.Error("idempotency store failed", "op", op, "scope", scope, "err", err)
 	}
-	return &idkeeper.Error{Code: idkeeper.CodeStoreUnavailable,
+	return &idkeeper.Error{Code: protocol.CodeStoreUnavailable,
 		Message: "the idempotency store is unavailable; retry later with the same key", Err: err}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/internal/problem"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // HeaderReplayed is the response header set to "true" on a replayed response.
@@ -81,7 +82,7 @@ func (s *Service) Wrap(operation string, caller func(*http.Request) string, next
 		}
 		body, err := readBody(r, limit)
 		if err != nil {
-			if idkeeper.ErrorCode(err) == idkeeper.CodeBodyTooLarge {
+			if idkeeper.ErrorCode(err) == protocol.CodeBodyTooLarge {
 				// Do not read the rest for the next request on this connection.
 				w.Header().Set("Connection", "close")
 			}
@@ -114,7 +115,7 @@ func (s *Service) Wrap(operation string, caller func(*http.Request) string, next
 // Content-Length is refused unread, and one that turns out larger once limit+1
 // bytes are read.
 func readBody(r *http.Request, limit int64) ([]byte, error) {
-	tooLarge := idkeeper.Errorf(idkeeper.CodeBodyTooLarge, "the request body exceeds %d bytes", limit)
+	tooLarge := idkeeper.Errorf(protocol.CodeBodyTooLarge, "the request body exceeds %d bytes", limit)
 	if r.ContentLength > limit {
 		return nil, tooLarge
 	}
@@ -133,7 +134,7 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 	n, err := buf.ReadFrom(io.LimitReader(r.Body, over))
 	switch {
 	case err != nil:
-		return nil, idkeeper.Errorf(idkeeper.CodeInvalidRequest, "the request body could not be read")
+		return nil, idkeeper.Errorf(protocol.CodeInvalidRequest, "the request body could not be read")
 	case n > limit:
 		return nil, tooLarge
 	}

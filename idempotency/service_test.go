@@ -14,6 +14,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/idempotency"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 func TestService(t *testing.T) {
@@ -389,7 +390,7 @@ func testSafeMethods(e *env) {
 
 func testBodyTooLarge(e *env) {
 	h := e.handler(e.service(e.a, idempotency.Config{MaxBody: 16}))
-	e.wantProblem(e.serve(h, post("k", `{"count":1,"pad":"xxxxxxxx"}`)), 413, idkeeper.CodeBodyTooLarge)
+	e.wantProblem(e.serve(h, post("k", `{"count":1,"pad":"xxxxxxxx"}`)), 413, protocol.CodeBodyTooLarge)
 	e.wantRun(e.serve(h, post("k", `{"count":1}`)), 200, 1)
 }
 

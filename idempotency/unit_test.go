@@ -11,6 +11,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/idempotency"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // faultyStore fails the calls named in fail and records the others on an inner
@@ -84,10 +85,10 @@ func TestStoreFailures(t *testing.T) {
 		wantCode  idkeeper.Code
 		wantTrace string
 	}{
-		{"Begin", map[string]error{"begin": down}, idkeeper.CodeStoreUnavailable, "begin"},
+		{"Begin", map[string]error{"begin": down}, protocol.CodeStoreUnavailable, "begin"},
 		// An unstored response is not sent: a retry could otherwise get another.
-		{"Complete", map[string]error{"complete": down}, idkeeper.CodeStoreUnavailable, "begin,complete,abort"},
-		{"CompleteAndAbort", map[string]error{"complete": down, "abort": down}, idkeeper.CodeStoreUnavailable, "begin,complete,abort"},
+		{"Complete", map[string]error{"complete": down}, protocol.CodeStoreUnavailable, "begin,complete,abort"},
+		{"CompleteAndAbort", map[string]error{"complete": down, "abort": down}, protocol.CodeStoreUnavailable, "begin,complete,abort"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			store := newFaulty(c.fail)

@@ -14,6 +14,7 @@ import (
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/internal/harness/redistest"
 	"github.com/idkeeper/idkeeper/internal/harness/storetest"
+	"github.com/idkeeper/idkeeper/protocol"
 	"github.com/idkeeper/idkeeper/redis"
 )
 
@@ -196,7 +197,7 @@ func TestAdminPruneAuditBatches(t *testing.T) {
 	if err := audit.Verify(rest, seq, hash); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.PruneAudit(ctx, t0, maxPrune+1); idkeeper.ErrorCode(err) != idkeeper.CodeInvalidRequest {
+	if _, err := s.PruneAudit(ctx, t0, maxPrune+1); idkeeper.ErrorCode(err) != protocol.CodeInvalidRequest {
 		t.Errorf("PruneAudit with limit %d: %v, want INVALID_REQUEST", maxPrune+1, err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/internal/harness/fakeclock"
 	"github.com/idkeeper/idkeeper/internal/harness/redistest"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // The indexes the scripts keep beside the leases agree with them after any
@@ -107,8 +108,8 @@ func TestIndexesStayConsistent(t *testing.T) {
 				}
 				seen[string(idkeeper.ErrorCode(err))]++
 				switch idkeeper.ErrorCode(err) {
-				case "", idkeeper.CodeLeaseNotOwned, idkeeper.CodeNodeIDsExhausted, idkeeper.CodeRequesterCountMismatch,
-					idkeeper.CodeAPIKeyQuotaExceeded:
+				case "", protocol.CodeLeaseNotOwned, protocol.CodeNodeIDsExhausted, protocol.CodeRequesterCountMismatch,
+					protocol.CodeAPIKeyQuotaExceeded:
 				default:
 					t.Fatalf("step %d: %v", step, err)
 				}

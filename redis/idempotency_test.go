@@ -14,6 +14,7 @@ import (
 	"github.com/idkeeper/idkeeper/internal/harness/fakeclock"
 	"github.com/idkeeper/idkeeper/internal/harness/idemtest"
 	"github.com/idkeeper/idkeeper/internal/harness/redistest"
+	"github.com/idkeeper/idkeeper/protocol"
 	"github.com/idkeeper/idkeeper/redis"
 )
 
@@ -132,7 +133,7 @@ func TestIdempotencyUnreachable(t *testing.T) {
 	srv := redistest.Start(t)
 	s := openIdempotency(t, srv, redis.Options{})
 	srv.Stop(t)
-	if _, _, err := s.Begin(t.Context(), "s", "fp", "t", time.Minute); err == nil || idkeeper.ErrorCode(err) != idkeeper.CodeInternal {
+	if _, _, err := s.Begin(t.Context(), "s", "fp", "t", time.Minute); err == nil || idkeeper.ErrorCode(err) != protocol.CodeInternal {
 		t.Fatalf("Begin on a stopped Redis: %v, want a store failure", err)
 	}
 }

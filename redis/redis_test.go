@@ -18,6 +18,7 @@ import (
 	"github.com/idkeeper/idkeeper/internal/harness/fakeclock"
 	"github.com/idkeeper/idkeeper/internal/harness/redistest"
 	"github.com/idkeeper/idkeeper/internal/harness/storetest"
+	"github.com/idkeeper/idkeeper/protocol"
 	"github.com/idkeeper/idkeeper/redis"
 )
 
@@ -523,7 +524,7 @@ func TestLeaseRecordsRoundTrip(t *testing.T) {
 		t.Fatalf("Leases = %+v, %v", ls, err)
 	}
 	// The empty key owns its leases like any other.
-	if _, err := s.Remove(ctx, g, idkeeper.RemoveParams{Requester: holders[1].r, KeyID: "x"}); idkeeper.ErrorCode(err) != idkeeper.CodeLeaseNotOwned {
+	if _, err := s.Remove(ctx, g, idkeeper.RemoveParams{Requester: holders[1].r, KeyID: "x"}); idkeeper.ErrorCode(err) != protocol.CodeLeaseNotOwned {
 		t.Fatalf("Remove with another key = %v, want LEASE_NOT_OWNED", err)
 	}
 	if n, err := s.Remove(ctx, g, idkeeper.RemoveParams{Requester: holders[1].r, KeyID: ""}); err != nil || n != 2 {
@@ -549,7 +550,7 @@ func TestOldLayoutRefused(t *testing.T) {
 	if err := raw.HSet(ctx, "{old}:leases", "0", "1,2,1,3,4,1/2/host").Err(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Init(ctx, idkeeper.PoolSpec{Nodes: 4}); err == nil || idkeeper.ErrorCode(err) != idkeeper.CodeInternal || !strings.Contains(err.Error(), "older") {
+	if _, err := s.Init(ctx, idkeeper.PoolSpec{Nodes: 4}); err == nil || idkeeper.ErrorCode(err) != protocol.CodeInternal || !strings.Contains(err.Error(), "older") {
 		t.Fatalf("Init on the old layout = %v, want a plain error naming it", err)
 	}
 	if _, err := s.Reset(ctx, idkeeper.ResetParams{Pool: idkeeper.PoolSpec{Nodes: 4}, Until: t0}); err == nil || !strings.Contains(err.Error(), "older") {
@@ -626,7 +627,7 @@ func TestLargePool(t *testing.T) {
 	if err != nil || len(gr.Leases) != 2500 || gr.Fence != 2500 {
 		t.Fatalf("Alloc(2500) = %d leases, fence %d, %v", len(gr.Leases), gr.Fence, err)
 	}
-	if _, err := s.Alloc(ctx, g, allocP(who(2), 1597, time.Minute)); idkeeper.ErrorCode(err) != idkeeper.CodeNodeIDsExhausted {
+	if _, err := s.Alloc(ctx, g, allocP(who(2), 1597, time.Minute)); idkeeper.ErrorCode(err) != protocol.CodeNodeIDsExhausted {
 		t.Fatalf("Alloc(1597) of 1596 left = %v", err)
 	}
 	wantCounts(idkeeper.Counts{Total: 4096, Remaining: 1596, Leased: 2500})

@@ -17,6 +17,7 @@ import (
 	idkclient "github.com/idkeeper/idkeeper/client"
 	idkhttp "github.com/idkeeper/idkeeper/http"
 	"github.com/idkeeper/idkeeper/internal/wire"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // serverKeysTimeout bounds one request to the admin API.
@@ -108,7 +109,7 @@ func (b *serverKeys) list(ctx context.Context) ([]keyRow, error) {
 func (b *serverKeys) revoke(ctx context.Context, id string) (keyRow, bool, error) {
 	var ans wire.RevokeAPIKeyResponse
 	err := b.do(ctx, http.MethodPost, "keys/"+url.PathEscape(id)+"/revoke", nil, http.StatusOK, &ans)
-	if ae := (*adminError)(nil); errors.As(err, &ae) && ae.code == idkeeper.CodeNotFound {
+	if ae := (*adminError)(nil); errors.As(err, &ae) && ae.code == protocol.CodeNotFound {
 		return keyRow{}, false, errNoKey
 	}
 	if err != nil {

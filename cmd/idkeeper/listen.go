@@ -13,6 +13,7 @@ import (
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/internal/problem"
 	"github.com/idkeeper/idkeeper/internal/tlsfiles"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // listenFlags are the listener settings the server and the gateway share: TLS and
@@ -120,7 +121,7 @@ func closeMetrics(m *httpService) closeStep {
 func withoutMetrics(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/metrics" {
-			_ = problem.From(idkeeper.Errorf(idkeeper.CodeNotFound, "/metrics is served on the --metrics-listen address")).Write(w, 0)
+			_ = problem.From(idkeeper.Errorf(protocol.CodeNotFound, "/metrics is served on the --metrics-listen address")).Write(w, 0)
 			return
 		}
 		h.ServeHTTP(w, r)

@@ -18,6 +18,7 @@ import (
 	"github.com/idkeeper/idkeeper/account"
 	idkhttp "github.com/idkeeper/idkeeper/http"
 	"github.com/idkeeper/idkeeper/localstate"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // BootstrapKeyEnv names the environment variable whose value the server stores as
@@ -436,7 +437,7 @@ func startRegistryServer(ctx context.Context, cfg serverConfig) (_ *registryServ
 		return nil, err
 	}
 	if err := reg.Open(ctx); err != nil {
-		if e := (*idkeeper.Error)(nil); errors.As(err, &e) && e.Code == idkeeper.CodePoolMismatch {
+		if e := (*idkeeper.Error)(nil); errors.As(err, &e) && e.Code == protocol.CodePoolMismatch {
 			if st, serr := store.Status(ctx); serr == nil && st.Pool.Nodes > 0 {
 				return nil, poolMismatch(st.Pool, reg.Config().Pool())
 			}

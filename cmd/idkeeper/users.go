@@ -24,6 +24,7 @@ import (
 	"github.com/idkeeper/idkeeper/bolt"
 	"github.com/idkeeper/idkeeper/internal/wire"
 	"github.com/idkeeper/idkeeper/password"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 const usersUsage = `Usage:
@@ -124,7 +125,7 @@ func runUsers(ctx context.Context, args []string, env lookupEnv, stdout, stderr 
 			fmt.Fprintf(stdout, "user %s: password reset; its sessions have ended\n", u.Name)
 		}
 	}
-	if idkeeper.ErrorCode(err) == idkeeper.CodeInvalidRequest {
+	if idkeeper.ErrorCode(err) == protocol.CodeInvalidRequest {
 		return usageError{err}
 	}
 	return err

@@ -22,12 +22,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/client/clientmetrics"
 	"github.com/idkeeper/idkeeper/gateway"
 	idkhttp "github.com/idkeeper/idkeeper/http"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // The files, relative to this package's directory (go test runs in it).
@@ -58,8 +60,8 @@ var notYetExported = map[string][]string{
 var knownValues = map[string][]string{
 	"phase": {string(idkeeper.PhaseStarting), string(idkeeper.PhaseUninitialised), string(idkeeper.PhaseRecovering),
 		string(idkeeper.PhaseReady)},
-	"code": {"OK", string(idkeeper.CodeNodeIDsExhausted), string(idkeeper.CodeClockSkewTooLarge),
-		string(idkeeper.CodeAPIKeyInvalid), string(idkeeper.CodeAPIKeyExpired), string(idkeeper.CodeAPIKeyMissing)},
+	"code": {"OK", string(protocol.CodeNodeIDsExhausted), string(protocol.CodeClockSkewTooLarge),
+		string(protocol.CodeAPIKeyInvalid), string(protocol.CodeAPIKeyExpired), string(protocol.CodeAPIKeyMissing)},
 }
 
 // promtool returns promtool's path, or fails the test saying how to install it.

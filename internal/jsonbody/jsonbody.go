@@ -33,6 +33,7 @@ import (
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/internal/problem"
 	"github.com/idkeeper/idkeeper/internal/wire"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // Read returns the request body after checking its media type
@@ -58,7 +59,7 @@ func Read(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
 
 // TooLarge is the BODY_TOO_LARGE Error of a body over limit bytes.
 func TooLarge(limit int64) error {
-	return idkeeper.Errorf(idkeeper.CodeBodyTooLarge, "the request body is larger than %d bytes", limit)
+	return idkeeper.Errorf(protocol.CodeBodyTooLarge, "the request body is larger than %d bytes", limit)
 }
 
 // Members maps the member names of one JSON object to their raw values, null ones

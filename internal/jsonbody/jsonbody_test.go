@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // DecodeNulls tells the null members, which Decode drops like absent ones; Bool
@@ -26,7 +27,7 @@ func TestNullsAndBool(t *testing.T) {
 		t.Fatalf("%v %v", m, err)
 	}
 	var e *idkeeper.Error
-	if _, _, err := m.Bool("x.", "c"); !errors.As(err, &e) || e.Field != "x.c" || e.Code != idkeeper.CodeInvalidRequest {
+	if _, _, err := m.Bool("x.", "c"); !errors.As(err, &e) || e.Field != "x.c" || e.Code != protocol.CodeInvalidRequest {
 		t.Fatalf("Bool(c): %v", err)
 	}
 }

@@ -30,6 +30,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/internal/wire"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // TypeBase prefixes the "type" member of every problem body; the rest is the code
@@ -55,36 +56,36 @@ type Entry struct {
 var (
 	tableMu sync.RWMutex
 	table   = map[idkeeper.Code]Entry{
-		idkeeper.CodeInvalidRequest:         {http.StatusBadRequest, "Invalid request"},
-		idkeeper.CodeAPIKeyMissing:          {http.StatusUnauthorized, "API key missing"},
-		idkeeper.CodeAPIKeyInvalid:          {http.StatusUnauthorized, "API key invalid"},
-		idkeeper.CodeAPIKeyExpired:          {http.StatusUnauthorized, "API key expired"},
-		idkeeper.CodeIPNotAllowed:           {http.StatusForbidden, "IP address not allowed"},
-		idkeeper.CodeLeaseNotOwned:          {http.StatusForbidden, "Lease owned by another API key"},
-		idkeeper.CodeAdminKeyRequired:       {http.StatusForbidden, "Admin API key required"},
-		idkeeper.CodeNotFound:               {http.StatusNotFound, "Not found"},
-		idkeeper.CodeMethodNotAllowed:       {http.StatusMethodNotAllowed, "Method not allowed"},
-		idkeeper.CodeConflict:               {http.StatusConflict, "Conflict"},
-		idkeeper.CodeClockSkewTooLarge:      {http.StatusConflict, "Clock skew too large"},
-		idkeeper.CodeRequesterCountMismatch: {http.StatusConflict, "Requester holds a different number of node IDs"},
-		idkeeper.CodeNodeIDsExhausted:       {http.StatusConflict, "Node IDs exhausted"},
-		idkeeper.CodeAPIKeyQuotaExceeded:    {http.StatusConflict, "API key quota exceeded"},
-		idkeeper.CodeUnsupportedMediaType:   {http.StatusUnsupportedMediaType, "Unsupported media type"},
-		idkeeper.CodeBodyTooLarge:           {http.StatusRequestEntityTooLarge, "Request body too large"},
-		idkeeper.CodeCountTooLarge:          {http.StatusBadRequest, "Count too large"},
-		idkeeper.CodeStoreUnavailable:       {http.StatusServiceUnavailable, "Store unavailable"},
-		idkeeper.CodeNotReady:               {http.StatusServiceUnavailable, "Not ready"},
-		idkeeper.CodeStoreNotInitialised:    {http.StatusServiceUnavailable, "Store not initialised"},
-		idkeeper.CodeStoreRecovering:        {http.StatusServiceUnavailable, "Store recovering from a reset"},
-		idkeeper.CodePoolMismatch:           {http.StatusServiceUnavailable, "Store pool differs from the registry's"},
-		idkeeper.CodeStoreClockSkew:         {http.StatusServiceUnavailable, "Store clock disagrees"},
-		idkeeper.CodeClockUnverified:        {http.StatusServiceUnavailable, "Clock not verified"},
-		idkeeper.CodeLoginFailed:            {http.StatusUnauthorized, "Login failed"},
-		idkeeper.CodeLoginThrottleFull:      {http.StatusTooManyRequests, "Login throttle full"},
-		idkeeper.CodePasswordTooCommon:      {http.StatusBadRequest, "Password too common"},
-		idkeeper.CodeSessionExpired:         {http.StatusUnauthorized, "Session expired"},
-		idkeeper.CodeForbidden:              {http.StatusForbidden, "Forbidden"},
-		idkeeper.CodeInternal:               {http.StatusInternalServerError, "Internal server error"},
+		protocol.CodeInvalidRequest:         {http.StatusBadRequest, "Invalid request"},
+		protocol.CodeAPIKeyMissing:          {http.StatusUnauthorized, "API key missing"},
+		protocol.CodeAPIKeyInvalid:          {http.StatusUnauthorized, "API key invalid"},
+		protocol.CodeAPIKeyExpired:          {http.StatusUnauthorized, "API key expired"},
+		protocol.CodeIPNotAllowed:           {http.StatusForbidden, "IP address not allowed"},
+		protocol.CodeLeaseNotOwned:          {http.StatusForbidden, "Lease owned by another API key"},
+		protocol.CodeAdminKeyRequired:       {http.StatusForbidden, "Admin API key required"},
+		protocol.CodeNotFound:               {http.StatusNotFound, "Not found"},
+		protocol.CodeMethodNotAllowed:       {http.StatusMethodNotAllowed, "Method not allowed"},
+		protocol.CodeConflict:               {http.StatusConflict, "Conflict"},
+		protocol.CodeClockSkewTooLarge:      {http.StatusConflict, "Clock skew too large"},
+		protocol.CodeRequesterCountMismatch: {http.StatusConflict, "Requester holds a different number of node IDs"},
+		protocol.CodeNodeIDsExhausted:       {http.StatusConflict, "Node IDs exhausted"},
+		protocol.CodeAPIKeyQuotaExceeded:    {http.StatusConflict, "API key quota exceeded"},
+		protocol.CodeUnsupportedMediaType:   {http.StatusUnsupportedMediaType, "Unsupported media type"},
+		protocol.CodeBodyTooLarge:           {http.StatusRequestEntityTooLarge, "Request body too large"},
+		protocol.CodeCountTooLarge:          {http.StatusBadRequest, "Count too large"},
+		protocol.CodeStoreUnavailable:       {http.StatusServiceUnavailable, "Store unavailable"},
+		protocol.CodeNotReady:               {http.StatusServiceUnavailable, "Not ready"},
+		protocol.CodeStoreNotInitialised:    {http.StatusServiceUnavailable, "Store not initialised"},
+		protocol.CodeStoreRecovering:        {http.StatusServiceUnavailable, "Store recovering from a reset"},
+		protocol.CodePoolMismatch:           {http.StatusServiceUnavailable, "Store pool differs from the registry's"},
+		protocol.CodeStoreClockSkew:         {http.StatusServiceUnavailable, "Store clock disagrees"},
+		protocol.CodeClockUnverified:        {http.StatusServiceUnavailable, "Clock not verified"},
+		protocol.CodeLoginFailed:            {http.StatusUnauthorized, "Login failed"},
+		protocol.CodeLoginThrottleFull:      {http.StatusTooManyRequests, "Login throttle full"},
+		protocol.CodePasswordTooCommon:      {http.StatusBadRequest, "Password too common"},
+		protocol.CodeSessionExpired:         {http.StatusUnauthorized, "Session expired"},
+		protocol.CodeForbidden:              {http.StatusForbidden, "Forbidden"},
+		protocol.CodeInternal:               {http.StatusInternalServerError, "Internal server error"},
 	}
 )
 
@@ -160,7 +161,7 @@ type Problem struct {
 func From(err error) Problem {
 	code := idkeeper.ErrorCode(err)
 	if code == "" {
-		code = idkeeper.CodeInternal
+		code = protocol.CodeInternal
 	}
 	entry, _ := Lookup(code)
 	status := entry.Status
@@ -196,7 +197,7 @@ func (p Problem) Write(w http.ResponseWriter, retryAfter int) error {
 }
 
 // internalBody is sent when an answer cannot be encoded.
-var internalBody = []byte(`{"type":"` + Type(idkeeper.CodeInternal) + `","title":"` + table[idkeeper.CodeInternal].Title +
+var internalBody = []byte(`{"type":"` + Type(protocol.CodeInternal) + `","title":"` + table[protocol.CodeInternal].Title +
 	`","status":500,"code":"INTERNAL"}` + "\n")
 
 // WriteJSON sends v encoded with encoding/json and a newline, with status, the
@@ -253,14 +254,14 @@ func CheckJSONContentType(ct string) error {
 		return nil
 	}
 	if ct == "" {
-		return idkeeper.Errorf(idkeeper.CodeUnsupportedMediaType, "the Content-Type header is missing; send application/json")
+		return idkeeper.Errorf(protocol.CodeUnsupportedMediaType, "the Content-Type header is missing; send application/json")
 	}
 	mt, params, err := mime.ParseMediaType(ct)
 	if err != nil || mt != "application/json" {
-		return idkeeper.Errorf(idkeeper.CodeUnsupportedMediaType, "Content-Type %q is not supported; send application/json", ct)
+		return idkeeper.Errorf(protocol.CodeUnsupportedMediaType, "Content-Type %q is not supported; send application/json", ct)
 	}
 	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
-		return idkeeper.Errorf(idkeeper.CodeUnsupportedMediaType, "charset %q is not supported; send UTF-8", cs)
+		return idkeeper.Errorf(protocol.CodeUnsupportedMediaType, "charset %q is not supported; send UTF-8", cs)
 	}
 	return nil
 }

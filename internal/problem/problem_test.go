@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // codeAbove stands for a code that a package above this one defines and
@@ -42,7 +43,7 @@ func TestWriteBytes(t *testing.T) {
 	}
 
 	w = httptest.NewRecorder()
-	_ = From(idkeeper.Errorf(idkeeper.CodeNotReady, "no")).Write(w, 0)
+	_ = From(idkeeper.Errorf(protocol.CodeNotReady, "no")).Write(w, 0)
 	if _, ok := w.Header()["Retry-After"]; ok {
 		t.Fatal("Retry-After without being asked for")
 	}
@@ -51,12 +52,12 @@ func TestWriteBytes(t *testing.T) {
 func TestFrom(t *testing.T) {
 	for _, err := range []error{nil, errors.New("disk on fire at /var/lib/x")} {
 		p := From(err)
-		if p.Code != idkeeper.CodeInternal || p.Status != 500 || p.Body["detail"] != "internal error" ||
+		if p.Code != protocol.CodeInternal || p.Status != 500 || p.Body["detail"] != "internal error" ||
 			p.Body["title"] != "Internal server error" || p.Body["type"] != "https://idkeeper.dev/problems/internal" {
 			t.Fatalf("%v: %+v", err, p)
 		}
 	}
-	p := From(idkeeper.Errorf(idkeeper.CodeNodeIDsExhausted, "no"))
+	p := From(idkeeper.Errorf(protocol.CodeNodeIDsExhausted, "no"))
 	if _, ok := p.Body["field"]; ok || p.Status != 409 || p.Body["status"] != 409 {
 		t.Fatalf("%+v", p)
 	}
@@ -73,12 +74,12 @@ func TestFrom(t *testing.T) {
 // INTERNAL is a 500), the registered code included.
 func TestTable(t *testing.T) {
 	codes := Codes()
-	if !slices.Contains(codes, codeAbove) || !slices.Contains(codes, idkeeper.CodeInvalidRequest) {
+	if !slices.Contains(codes, codeAbove) || !slices.Contains(codes, protocol.CodeInvalidRequest) {
 		t.Fatalf("Codes() = %v", codes)
 	}
 	for _, code := range codes {
 		e, ok := Lookup(code)
-		if !ok || e.Title == "" || e.Status < 400 || e.Status > 599 || (e.Status == 500 && code != idkeeper.CodeInternal) {
+		if !ok || e.Title == "" || e.Status < 400 || e.Status > 599 || (e.Status == 500 && code != protocol.CodeInternal) {
 			t.Errorf("%s: %+v, %v", code, e, ok)
 		}
 	}
@@ -88,7 +89,7 @@ func TestTable(t *testing.T) {
 // error status with a title, panics at start-up rather than answer wrongly later.
 func TestRegisterRefuses(t *testing.T) {
 	for name, entries := range map[string]map[idkeeper.Code]Entry{
-		"root code":  {idkeeper.CodeNotFound: {Status: 404, Title: "Not found"}},
+		"root code":  {protocol.CodeNotFound: {Status: 404, Title: "Not found"}},
 		"registered": {codeAbove: {Status: 400, Title: "Too many widgets"}},
 		"empty code": {"": {Status: 400, Title: "x"}},
 		"no title":   {"SOMETHING_NEW": {Status: 400}},
@@ -141,7 +142,7 @@ func TestCheckJSONContentType(t *testing.T) {
 		"application/json;;":                false,
 	} {
 		err := CheckJSONContentType(ct)
-		if (err == nil) != ok || (err != nil && idkeeper.ErrorCode(err) != idkeeper.CodeUnsupportedMediaType) {
+		if (err == nil) != ok || (err != nil && idkeeper.ErrorCode(err) != protocol.CodeUnsupportedMediaType) {
 			t.Errorf("%q: %v", ct, err)
 		}
 	}

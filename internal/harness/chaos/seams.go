@@ -15,6 +15,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/internal/harness/chaos/history"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // This file holds what the scenarios of issue #8 need of a cluster: restarting
@@ -156,7 +157,7 @@ func (f *forger) send(hc *http.Client, url, key string, body map[string]any) {
 	defer f.mu.Unlock()
 	f.sent++
 	switch {
-	case resp.StatusCode == http.StatusForbidden && ans.Code == string(idkeeper.CodeLeaseNotOwned):
+	case resp.StatusCode == http.StatusForbidden && ans.Code == string(protocol.CodeLeaseNotOwned):
 		f.refused++
 	case resp.StatusCode == http.StatusOK && (ans.Removed > 0 || len(ans.Leases) > 0):
 		f.accepted++

@@ -8,6 +8,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/internal/harness/fakeclock"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // StatsStore is a store with the Stats of idempotency.CountingStore.
@@ -44,7 +45,7 @@ func RecordFormats(t *testing.T, s StatsStore, clock *fakeclock.Clock) {
 		t.Fatalf("Stats = %d, %v; format 1 records count nowhere", n, err)
 	}
 	rec, started, err := s.Begin(ctx, "newer", "fp", "t3", time.Minute)
-	if err == nil || idkeeper.ErrorCode(err) != idkeeper.CodeInternal || !strings.Contains(err.Error(), "format 3") {
+	if err == nil || idkeeper.ErrorCode(err) != protocol.CodeInternal || !strings.Contains(err.Error(), "format 3") {
 		t.Fatalf("a record of format 3 = %+v, %v, %v; want a store error", rec, started, err)
 	}
 	clock.Advance(2 * time.Hour)

@@ -29,6 +29,7 @@ import (
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/idempotency"
 	"github.com/idkeeper/idkeeper/internal/harness/fakeclock"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // Factory opens a new, empty store whose clock is clock and registers its Close
@@ -362,7 +363,7 @@ func testInvalid(e *env) {
 		{"Complete/ZeroTTL", func() error { return e.s.Complete(e.ctx, "s", "t", result, 0) }},
 		{"Abort/EmptyScope", func() error { return e.s.Abort(e.ctx, "", "t") }},
 	} {
-		if err := c.call(); idkeeper.ErrorCode(err) != idkeeper.CodeInvalidRequest {
+		if err := c.call(); idkeeper.ErrorCode(err) != protocol.CodeInvalidRequest {
 			e.Errorf("%s: %v, want INVALID_REQUEST", c.name, err)
 		}
 	}
@@ -575,10 +576,10 @@ func testCapInvalid(e *env) {
 	c := e.counting()
 	long := string(bytes.Repeat([]byte("o"), idkeeper.MaxIdempotencyScopeLen+1))
 	for name, s := range map[string]idkeeper.IdempotencyStore{"LongOwner": c.Owned(long, 1), "NegativeCap": c.Owned("o", -1)} {
-		if _, _, err := s.Begin(e.ctx, "s", "fp", "t", lockFor); idkeeper.ErrorCode(err) != idkeeper.CodeInvalidRequest {
+		if _, _, err := s.Begin(e.ctx, "s", "fp", "t", lockFor); idkeeper.ErrorCode(err) != protocol.CodeInvalidRequest {
 			e.Errorf("%s: Begin: %v, want INVALID_REQUEST", name, err)
 		}
-		if err := s.Abort(e.ctx, "s", "t"); idkeeper.ErrorCode(err) != idkeeper.CodeInvalidRequest {
+		if err := s.Abort(e.ctx, "s", "t"); idkeeper.ErrorCode(err) != protocol.CodeInvalidRequest {
 			e.Errorf("%s: Abort: %v, want INVALID_REQUEST", name, err)
 		}
 	}

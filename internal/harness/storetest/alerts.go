@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // AlertFactory opens a new, empty AlertStore. It registers the store's Close with
@@ -65,7 +66,7 @@ func testAlertValidate(t *testing.T, s idkeeper.AlertStore) {
 		{Name: "capacity", Summary: strings.Repeat("s", idkeeper.MaxAlertSummaryLen+1)},
 	} {
 		err := s.PutAlertState(ctx0, st)
-		if idkeeper.ErrorCode(err) != idkeeper.CodeInvalidRequest {
+		if idkeeper.ErrorCode(err) != protocol.CodeInvalidRequest {
 			t.Errorf("PutAlertState(name %d bytes, summary %d bytes) = %v, want INVALID_REQUEST", len(st.Name), len(st.Summary), err)
 		}
 	}

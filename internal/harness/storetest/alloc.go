@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // snapshot is every node's state, to check that a refused call changed nothing.
@@ -120,7 +121,7 @@ func testAllocCountMismatch(t *testing.T, open Factory) {
 	e.advance(time.Minute)
 	for _, n := range []int{3, 1} {
 		_, err := e.allocRaw(r, n, 10*time.Minute)
-		wantCode(t, err, idkeeper.CodeRequesterCountMismatch)
+		wantCode(t, err, protocol.CodeRequesterCountMismatch)
 		wantDetail(t, err, "held", 2)
 		wantDetail(t, err, "requested", n)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/audit"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // BackupScheduleFactory opens a new, empty BackupScheduleStore. It registers the
@@ -73,7 +74,7 @@ func testScheduleValidate(t *testing.T, s idkeeper.BackupScheduleStore) {
 		{Spec: strings.Repeat("*", idkeeper.MaxBackupScheduleLen+1)},
 		{Spec: "@daily", UpdatedBy: strings.Repeat("u", audit.MaxFieldLen+1)},
 	} {
-		if err := s.PutBackupSchedule(ctx0, bad); idkeeper.ErrorCode(err) != idkeeper.CodeInvalidRequest {
+		if err := s.PutBackupSchedule(ctx0, bad); idkeeper.ErrorCode(err) != protocol.CodeInvalidRequest {
 			t.Errorf("PutBackupSchedule(spec %q, updatedBy %d bytes) = %v, want INVALID_REQUEST", bad.Spec, len(bad.UpdatedBy), err)
 		}
 	}

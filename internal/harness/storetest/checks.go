@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // checkPicks checks that a new grant took the best free node IDs, judged by the
@@ -108,7 +109,7 @@ func (e *env) wantCounts(want idkeeper.Counts) {
 func (e *env) wantExhausted(r idkeeper.Requester, count, remaining int) {
 	e.t.Helper()
 	_, err := e.allocRaw(r, count, 10*time.Minute)
-	wantCode(e.t, err, idkeeper.CodeNodeIDsExhausted)
+	wantCode(e.t, err, protocol.CodeNodeIDsExhausted)
 	wantDetail(e.t, err, "requested", count)
 	wantDetail(e.t, err, "remaining", remaining)
 }

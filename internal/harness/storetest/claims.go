@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // renewClaims renews r with keyA and the given claims and checks the answer's
@@ -199,6 +200,6 @@ func testClaimNotOwned(t *testing.T, open Factory) {
 	snap := e.snapshot()
 	_, err := e.s.Renew(e.ctx, e.guard(), idkeeper.RenewParams{Requester: req(1), KeyID: keyA, Duration: time.Hour,
 		Claims: []idkeeper.Claim{{NodeID: 1, Token: 4, NotBefore: e.now(), ExpiresAt: e.now().Add(time.Hour)}}})
-	wantCode(t, err, idkeeper.CodeLeaseNotOwned)
+	wantCode(t, err, protocol.CodeLeaseNotOwned)
 	e.wantUnchanged("a Renew by another key", snap)
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // testConcurrentAlloc races 20 requesters for 4 node IDs each out of 64: exactly 16
@@ -26,7 +27,7 @@ func testConcurrentAlloc(t *testing.T, open Factory) {
 			g, err := e.allocRaw(req(i), each, 10*time.Minute)
 			mu.Lock()
 			defer mu.Unlock()
-			if idkeeper.ErrorCode(err) == idkeeper.CodeNodeIDsExhausted {
+			if idkeeper.ErrorCode(err) == protocol.CodeNodeIDsExhausted {
 				exhausted++
 				return
 			}

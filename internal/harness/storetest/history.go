@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // The lease history (idkeeper.HistoryStore, issue #16).
@@ -322,15 +323,15 @@ func testHistoryBadArgs(t *testing.T, open Factory) {
 	e := setup(t, open, 1)
 	for _, n := range []int{0, -1, idkeeper.MaxHistoryPage + 1} {
 		_, err := e.s.NodeHistory(e.ctx, 0, 0, n)
-		wantCode(t, err, idkeeper.CodeInvalidRequest)
+		wantCode(t, err, protocol.CodeInvalidRequest)
 	}
 	for _, n := range []int{0, idkeeper.MaxHistoryPrune + 1} {
 		_, err := e.s.PruneHistory(e.ctx, e.now(), n)
-		wantCode(t, err, idkeeper.CodeInvalidRequest)
+		wantCode(t, err, protocol.CodeInvalidRequest)
 	}
 	_, err := e.s.Alloc(e.ctx, e.guard(), idkeeper.AllocParams{Requester: req(1), KeyID: keyA, Count: 1, First: time.Minute,
 		Client: idkeeper.ClientInfo{Labels: map[string]string{"bad key": "x"}}})
-	wantCode(t, err, idkeeper.CodeInvalidRequest)
+	wantCode(t, err, protocol.CodeInvalidRequest)
 	if n := e.historyCount(); n != 0 {
 		t.Fatalf("a refused Alloc wrote %d records", n)
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 func testNow(t *testing.T, open Factory) {
@@ -111,7 +112,7 @@ func testInitFresh(t *testing.T, open Factory) {
 			t.Fatalf("fresh node %d: NotBefore %s is in the future", l.NodeID, fmtTime(l.NotBefore))
 		}
 	}
-	if _, err := e.s.Init(e.ctx, poolOf(0)); idkeeper.ErrorCode(err) != idkeeper.CodeInvalidRequest {
+	if _, err := e.s.Init(e.ctx, poolOf(0)); idkeeper.ErrorCode(err) != protocol.CodeInvalidRequest {
 		t.Fatalf("Init(0) = %v, want INVALID_REQUEST", err)
 	}
 }
@@ -178,8 +179,8 @@ func testInitShrinkRefused(t *testing.T, open Factory) {
 	e := setup(t, open, 4)
 	e.alloc(req(1), 1, 10*time.Minute)
 	_, err := e.s.Init(e.ctx, poolOf(3))
-	wantCode(t, err, idkeeper.CodeInvalidRequest)
-	wantCode(t, e.s.Grow(e.ctx, e.guard(), poolOf(3)), idkeeper.CodeInvalidRequest)
+	wantCode(t, err, protocol.CodeInvalidRequest)
+	wantCode(t, e.s.Grow(e.ctx, e.guard(), poolOf(3)), protocol.CodeInvalidRequest)
 	e.check()
 	e.node(3)
 	res, err := e.s.Init(e.ctx, poolOf(4))

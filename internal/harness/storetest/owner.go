@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 const keyB = "key-b"
@@ -21,15 +22,15 @@ func testOwnership(t *testing.T, open Factory) {
 	leases := e.leases()
 	gd := e.guard()
 	_, err := e.s.Alloc(e.ctx, gd, idkeeper.AllocParams{Requester: r, KeyID: keyB, Count: 2, First: time.Hour})
-	wantCode(t, err, idkeeper.CodeLeaseNotOwned)
+	wantCode(t, err, protocol.CodeLeaseNotOwned)
 	_, err = e.s.Alloc(e.ctx, gd, idkeeper.AllocParams{Requester: r, KeyID: keyB, Count: 1, First: time.Hour})
-	wantCode(t, err, idkeeper.CodeLeaseNotOwned)
+	wantCode(t, err, protocol.CodeLeaseNotOwned)
 	_, err = e.s.Renew(e.ctx, gd, idkeeper.RenewParams{Requester: r, KeyID: keyB, Duration: 48 * time.Hour})
-	wantCode(t, err, idkeeper.CodeLeaseNotOwned)
+	wantCode(t, err, protocol.CodeLeaseNotOwned)
 	_, err = e.s.Remove(e.ctx, gd, idkeeper.RemoveParams{Requester: r, KeyID: keyB, MintedUpTo: time.Time{}.Add(ms)})
-	wantCode(t, err, idkeeper.CodeLeaseNotOwned)
+	wantCode(t, err, protocol.CodeLeaseNotOwned)
 	_, err = e.s.Remove(e.ctx, gd, idkeeper.RemoveParams{Requester: r, KeyID: "", MintedUpTo: e.now()})
-	wantCode(t, err, idkeeper.CodeLeaseNotOwned)
+	wantCode(t, err, protocol.CodeLeaseNotOwned)
 	e.wantUnchanged("another key's calls", snap)
 	wantSameLeases(t, "leases after another key's calls", e.leases(), leases)
 
@@ -60,7 +61,7 @@ func testQuota(t *testing.T, open Factory) {
 	e.allocP(idkeeper.AllocParams{Requester: req(9), KeyID: keyB, Count: 4, First: 10 * time.Minute, MaxNodes: 4})
 	snap := e.snapshot()
 	_, err := e.s.Alloc(e.ctx, e.guard(), p(2, 2))
-	wantCode(t, err, idkeeper.CodeAPIKeyQuotaExceeded)
+	wantCode(t, err, protocol.CodeAPIKeyQuotaExceeded)
 	wantDetail(t, err, "maxNodes", 3)
 	wantDetail(t, err, "held", 2)
 	wantDetail(t, err, "requested", 2)
@@ -115,7 +116,7 @@ func testTokenCeiling(t *testing.T, open Factory) {
 	}
 	snap := e.snapshot()
 	_, err := e.allocRaw(req(2), 1, 10*time.Minute)
-	if err == nil || idkeeper.ErrorCode(err) == idkeeper.CodeNodeIDsExhausted {
+	if err == nil || idkeeper.ErrorCode(err) == protocol.CodeNodeIDsExhausted {
 		t.Fatalf("Alloc past 2^53-1: %v, want a failing store error", err)
 	}
 	e.wantUnchanged("an Alloc past the last token", snap)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // The pool spec (issue #22): a pool of node IDs First..First+Nodes−1 minted on a
@@ -130,7 +131,7 @@ func testPoolMismatch(t *testing.T, open Factory) {
 		{First: 0, Nodes: 3, Layout: layout41_10_12}, // smaller too: the mismatch is named
 	} {
 		want := idkeeper.PoolMismatch(storedFull, asked)
-		if want.Code != idkeeper.CodeInvalidRequest {
+		if want.Code != protocol.CodeInvalidRequest {
 			t.Fatalf("PoolMismatch is %s, want INVALID_REQUEST", want.Code)
 		}
 		wantError(t, "Init of "+asked.String(), second(e.s.Init(e.ctx, asked)), want)
@@ -304,7 +305,7 @@ func testSnapshotPool(t *testing.T, open Factory) {
 	bad := snapshot{meta: sn.meta, recs: sn.recs}
 	bad.meta.First = 101
 	h := openEnv(t, open)
-	wantCode(t, h.snap().LoadSnapshot(h.ctx, bad.meta, newSource(bad.recs, -1, nil)), idkeeper.CodeInvalidRequest)
+	wantCode(t, h.snap().LoadSnapshot(h.ctx, bad.meta, newSource(bad.recs, -1, nil)), protocol.CodeInvalidRequest)
 	if st := h.status(); st.Initialised || st.Pool.Nodes != 0 {
 		t.Fatalf("a refused load wrote %+v", st)
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 func testQuarantineNeverLowers(t *testing.T, open Factory) {
@@ -72,7 +73,7 @@ func testQuarantineOutOfPool(t *testing.T, open Factory) {
 	snap := e.snapshot()
 	for _, ids := range [][]idkeeper.NodeID{{0, 2}, {-1}, {1, 4096}} {
 		err := e.quarantineRaw(e.now().Add(time.Hour), ids...)
-		wantCode(t, err, idkeeper.CodeInvalidRequest)
+		wantCode(t, err, protocol.CodeInvalidRequest)
 	}
 	e.wantUnchanged("refused Quarantine", snap)
 }

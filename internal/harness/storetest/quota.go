@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // Cooling charges (issue #29, finding 3): node IDs cooling because of a key's
@@ -56,7 +57,7 @@ func (e *env) wantQuotaRefused(p idkeeper.AllocParams, held, cooling int) {
 	e.t.Helper()
 	snap := e.snapshot()
 	_, err := e.s.Alloc(e.ctx, e.guard(), p)
-	wantCode(e.t, err, idkeeper.CodeAPIKeyQuotaExceeded)
+	wantCode(e.t, err, protocol.CodeAPIKeyQuotaExceeded)
 	wantDetail(e.t, err, "maxNodes", p.MaxNodes)
 	wantDetail(e.t, err, "held", held)
 	wantDetail(e.t, err, "cooling", cooling)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // testRandom runs long random sequences of lease operations (revocations
@@ -92,7 +93,7 @@ func (e *env) randomAlloc(r idkeeper.Requester, count int, first time.Duration) 
 	}
 	if count != len(held) {
 		_, err := e.allocRaw(r, count, first)
-		wantCode(e.t, err, idkeeper.CodeRequesterCountMismatch)
+		wantCode(e.t, err, protocol.CodeRequesterCountMismatch)
 		e.check()
 		return
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // reset calls Reset and adopts the generation it returns.
@@ -84,7 +85,7 @@ func testResetRecovers(t *testing.T, open Factory) {
 	for _, l := range g.Leases {
 		wantTime(t, "NotBefore after Reset", l.NotBefore, until.Add(ms))
 	}
-	if _, err := e.s.Reset(e.ctx, idkeeper.ResetParams{Seen: e.gen, Pool: poolOf(4), Until: until, MinFence: idkeeper.MaxFencingToken + 1}); idkeeper.ErrorCode(err) != idkeeper.CodeInvalidRequest {
+	if _, err := e.s.Reset(e.ctx, idkeeper.ResetParams{Seen: e.gen, Pool: poolOf(4), Until: until, MinFence: idkeeper.MaxFencingToken + 1}); idkeeper.ErrorCode(err) != protocol.CodeInvalidRequest {
 		t.Fatalf("Reset with MinFence above 2^53-1: %v, want INVALID_REQUEST", err)
 	}
 	if st := e.status(); st.Generation != e.gen || st.Fence != e.fence {
@@ -126,7 +127,7 @@ func testResetGrows(t *testing.T, open Factory) {
 	e.wantCounts(idkeeper.Counts{Total: 4, Quarantined: 4})
 	e.wantRaised(snap, until)
 	_, err := e.s.Init(e.ctx, poolOf(3))
-	wantCode(t, err, idkeeper.CodeInvalidRequest)
+	wantCode(t, err, protocol.CodeInvalidRequest)
 }
 
 func testResetAfterWipe(t *testing.T, open Factory) {

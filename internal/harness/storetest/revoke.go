@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // Revoking a live lease (issue #10): LeaseStore.RevokeLease, sentence by sentence.
@@ -321,7 +322,7 @@ func testRevokeGuarded(t *testing.T, open Factory) {
 	_, err := e.s.RevokeLease(e.ctx, stale, l.NodeID, l.FencingToken, -time.Second)
 	var ie, want *idkeeper.Error
 	if !errors.As(err, &ie) || !errors.As(idkeeper.CheckGrace(-time.Second), &want) ||
-		ie.Code != idkeeper.CodeInvalidRequest || ie.Field != want.Field || ie.Message != want.Message {
+		ie.Code != protocol.CodeInvalidRequest || ie.Field != want.Field || ie.Message != want.Message {
 		t.Fatalf("RevokeLease with a negative grace: %v, want %v", err, idkeeper.CheckGrace(-time.Second))
 	}
 	e.wantUnchanged("refused RevokeLease", snap)

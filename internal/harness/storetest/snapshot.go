@@ -11,6 +11,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/audit"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // RunSnapshot runs the contract suite of idkeeper.SnapshotStore as subtests of t,
@@ -744,7 +745,7 @@ func testSnapshotInvalid(t *testing.T, open Factory) {
 		bad := sn.clone()
 		c.change(&bad)
 		err := f.snap().LoadSnapshot(f.ctx, bad.meta, newSource(bad.recs, -1, nil))
-		if idkeeper.ErrorCode(err) != idkeeper.CodeInvalidRequest {
+		if idkeeper.ErrorCode(err) != protocol.CodeInvalidRequest {
 			t.Fatalf("LoadSnapshot of a snapshot with %s: %v, want INVALID_REQUEST", c.name, err)
 		}
 		wantUntouched(t, "a snapshot with "+c.name, f, before)
@@ -765,7 +766,7 @@ func testSnapshotNotInitialised(t *testing.T, open Factory) {
 		called = true
 		return nil
 	})
-	wantCode(t, err, idkeeper.CodeStoreNotInitialised)
+	wantCode(t, err, protocol.CodeStoreNotInitialised)
 	if called {
 		t.Fatal("ReadSnapshot of a store that is not initialised called meta or emit")
 	}
@@ -991,7 +992,7 @@ func testSnapshotLarge(t *testing.T, open Factory) {
 	bad := sn.clone()
 	lastAudit := bad.first(isHistory) - 1
 	bad.recs = slices.Delete(bad.recs, lastAudit-1, lastAudit)
-	if err := f.snap().LoadSnapshot(f.ctx, bad.meta, newSource(bad.recs, -1, nil)); idkeeper.ErrorCode(err) != idkeeper.CodeInvalidRequest {
+	if err := f.snap().LoadSnapshot(f.ctx, bad.meta, newSource(bad.recs, -1, nil)); idkeeper.ErrorCode(err) != protocol.CodeInvalidRequest {
 		t.Fatalf("LoadSnapshot with a gap in the last audit entries: %v, want INVALID_REQUEST", err)
 	}
 	wantUntouched(t, "a gap in the last audit entries", f, before)

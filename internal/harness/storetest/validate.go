@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // testValidation: every store refuses the same bad arguments with the same
@@ -52,7 +53,7 @@ func testValidation(t *testing.T, open Factory) {
 		if !errors.As(c.err, &got) || !errors.As(c.want, &want) {
 			t.Fatalf("%s: %v, want %v", c.what, c.err, c.want)
 		}
-		if got.Code != idkeeper.CodeInvalidRequest || got.Field != want.Field || got.Message != want.Message {
+		if got.Code != protocol.CodeInvalidRequest || got.Field != want.Field || got.Message != want.Message {
 			t.Errorf("%s: %v (field %q), want %q (field %q)", c.what, got, got.Field, want.Message, want.Field)
 		}
 	}
