@@ -9,12 +9,11 @@ import (
 )
 
 // Code is a stable, machine-readable error code: what a program branches on
-// (protocol.Code, where the codes are defined, so that the client library shares
-// them without the registry's engine).
+// (protocol.Code). The codes themselves are defined once, in package protocol
+// (protocol.CodeNotFound, …), so that the client library shares them without the
+// registry's engine; this file holds the registry's sentinel errors and the
+// constructors of its errors.
 type Code = protocol.Code
-
-// Error codes of the registry and of every service: protocol's, under the names
-// the rest of the module uses. What each means is documented there.
 
 // Error is a domain error (protocol.Error): a code for programs, a message for
 // people, and optional details that the HTTP layer adds to the problem body as
