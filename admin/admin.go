@@ -35,6 +35,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/account"
+	"github.com/idkeeper/idkeeper/allowlist"
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/backup"
 	"github.com/idkeeper/idkeeper/discord"
@@ -67,7 +68,7 @@ type Config struct {
 	// AllowList is the allow-list in force for API keys, on /v1 and here; it is
 	// refreshed at once after a change made here. Nil: every address may use an
 	// admin key, and the allow-list routes show no floor.
-	AllowList *idkeeper.AllowList
+	AllowList *allowlist.List
 	// TrustedProxies are the peers whose X-Forwarded-For is believed
 	// (internal/clientip), as on /v1.
 	TrustedProxies []netip.Prefix
@@ -127,7 +128,7 @@ type Handler struct {
 	reg    *idkeeper.Registry
 	acct   *account.Service
 	store  idkeeper.AdminStore
-	allow  *idkeeper.AllowList
+	allow  *allowlist.List
 	log    *slog.Logger
 	mux    *http.ServeMux
 	csrf   *http.CrossOriginProtection
@@ -166,7 +167,7 @@ func New(cfg Config) (*Handler, error) {
 	h := &Handler{cfg: cfg, reg: cfg.Registry, acct: cfg.Accounts, store: cfg.Store, allow: cfg.AllowList,
 		log: cfg.Logger, mux: http.NewServeMux(), csrf: http.NewCrossOriginProtection(), cookie: CookieName(cfg.TLS)}
 	if h.allow == nil {
-		h.allow = idkeeper.NewAllowList(nil, nil)
+		h.allow = allowlist.New(nil, nil)
 	}
 	h.csrf.SetDenyHandler(http.HandlerFunc(h.crossOrigin))
 	for _, rt := range h.apiRoutes() {

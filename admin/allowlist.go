@@ -16,7 +16,7 @@ import (
 
 // The IP allow-list routes: the entries kept in the store, which apply to every
 // API-key request (/v1 and here) at once on this replica, and on the others at
-// their next refresh (idkeeper.DefaultAllowRefresh); the floor (--allowed-ips) and
+// their next refresh (allowlist.DefaultRefresh); the floor (--allowed-ips) and
 // the trusted proxies come from the configuration and are only shown.
 
 var (

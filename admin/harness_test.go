@@ -19,6 +19,7 @@ import (
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/admin"
+	"github.com/idkeeper/idkeeper/allowlist"
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/backup"
 	"github.com/idkeeper/idkeeper/bolt"
@@ -56,7 +57,7 @@ type env struct {
 	store  fullStore
 	reg    *idkeeper.Registry
 	acct   *account.Service
-	allow  *idkeeper.AllowList
+	allow  *allowlist.List
 	h      *admin.Handler
 	srv    *httptest.Server
 	client *http.Client
@@ -157,7 +158,7 @@ func newEnv(t *testing.T, opts ...func(*setup)) *env {
 	if _, err := acct.EnsureFirstAdmin(ctx, "root", rootPW); err != nil {
 		t.Fatal(err)
 	}
-	allow := idkeeper.NewAllowList(s.floor, st)
+	allow := allowlist.New(s.floor, st)
 	if err := allow.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}

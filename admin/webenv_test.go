@@ -21,6 +21,7 @@ import (
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/admin"
+	"github.com/idkeeper/idkeeper/allowlist"
 	"github.com/idkeeper/idkeeper/backup"
 	"github.com/idkeeper/idkeeper/bolt"
 	"github.com/idkeeper/idkeeper/discord"
@@ -92,7 +93,7 @@ func newWebEnvPool(t *testing.T, pool idkeeper.PoolSpec) *webEnv {
 	if _, err := acct.EnsureFirstAdmin(ctx, "admin", webAdminPW); err != nil {
 		t.Fatal(err)
 	}
-	allow := idkeeper.NewAllowList(nil, st)
+	allow := allowlist.New(nil, st)
 	if err := allow.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/allowlist"
 	"github.com/idkeeper/idkeeper/internal/wire"
 )
 
@@ -253,7 +254,7 @@ func (h *Handler) renderAllow(w http.ResponseWriter, r *http.Request, p *princip
 		return
 	}
 	av := allowView{Floor: h.allow.Floor(), Proxies: slices.Clone(h.cfg.TrustedProxies), Entries: es,
-		AllowsAll: len(es) == 0 && len(h.allow.Floor()) == 0, LastOpens: len(es) == 1 && len(h.allow.Floor()) == 0, Refresh: idkeeper.DefaultAllowRefresh,
+		AllowsAll: len(es) == 0 && len(h.allow.Floor()) == 0, LastOpens: len(es) == 1 && len(h.allow.Floor()) == 0, Refresh: allowlist.DefaultRefresh,
 		MaxNote: idkeeper.MaxNoteLen, Form: form}
 	v := h.baseView(w, r, p, "IP allow-list", "allowlist")
 	v.Error, v.P = errMsg, av

@@ -31,6 +31,7 @@ import (
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/admin"
+	"github.com/idkeeper/idkeeper/allowlist"
 	"github.com/idkeeper/idkeeper/api"
 	"github.com/idkeeper/idkeeper/backup"
 	"github.com/idkeeper/idkeeper/bolt"
@@ -583,7 +584,7 @@ func startServers(t *testing.T) *servers {
 	if _, err := acct.EnsureFirstAdmin(ctx, "root", rootPW); err != nil {
 		t.Fatal(err)
 	}
-	allow := idkeeper.NewAllowList(nil, st)
+	allow := allowlist.New(nil, st)
 	if err := allow.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -32,6 +32,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/allowlist"
 	"github.com/idkeeper/idkeeper/api"
 	"github.com/idkeeper/idkeeper/internal/jsonbody"
 	"github.com/idkeeper/idkeeper/internal/wire"
@@ -55,9 +56,9 @@ type Options struct {
 	// than /v1/version answer; others get 403 IP_NOT_ALLOWED. Empty allows all.
 	AllowedIPs []netip.Prefix
 	// AllowList, when set, is the allow-list in force instead of AllowedIPs: a
-	// floor and the entries kept in the store (idkeeper.AllowList). Its refreshing
+	// floor and the entries kept in the store (allowlist.List). Its refreshing
 	// is the caller's (AllowList.Run).
-	AllowList *idkeeper.AllowList
+	AllowList *allowlist.List
 	// TrustedProxies are the peers whose X-Forwarded-For is believed. The client
 	// address is the TCP peer unless the peer is listed here; see clientIP.
 	TrustedProxies []netip.Prefix
@@ -126,7 +127,7 @@ func NewServer(reg *idkeeper.Registry, opts Options) (*Server, error) {
 		opts.Timeout = DefaultTimeout
 	}
 	if opts.AllowList == nil {
-		opts.AllowList = idkeeper.NewAllowList(opts.AllowedIPs, nil)
+		opts.AllowList = allowlist.New(opts.AllowedIPs, nil)
 	}
 	s := &Server{reg: reg, opts: opts, log: opts.Logger}
 	mux := http.NewServeMux()

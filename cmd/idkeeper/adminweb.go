@@ -16,6 +16,7 @@ import (
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/admin"
+	"github.com/idkeeper/idkeeper/allowlist"
 	"github.com/idkeeper/idkeeper/backup"
 	"github.com/idkeeper/idkeeper/bolt"
 	"github.com/idkeeper/idkeeper/discord"
@@ -40,7 +41,7 @@ const DefaultAdminUser = "admin"
 type adminWeb struct {
 	store   idkeeper.AdminStore
 	acc     *account.Service
-	allow   *idkeeper.AllowList
+	allow   *allowlist.List
 	idem    *idempotency.Service // the Idempotency-Key records of the admin creates; nil: none
 	handler http.Handler
 	web     *httpService // the --admin-listen listener; nil: /admin/ is on the API listener
@@ -100,7 +101,7 @@ func newAdminWeb(store idkeeper.Store, cfg serverConfig, log *slog.Logger) (*adm
 	if err != nil {
 		return nil, err
 	}
-	a := &adminWeb{store: as, acc: acc, allow: idkeeper.NewAllowList(cfg.AllowedIPs, as), idem: idem,
+	a := &adminWeb{store: as, acc: acc, allow: allowlist.New(cfg.AllowedIPs, as), idem: idem,
 		discord: &discord.Client{HTTP: cfg.Alerts.http}}
 	if ss, ok := store.(idkeeper.SnapshotStore); ok {
 		a.snaps, a.snapKind = ss, storeKind(cfg.Store)
@@ -182,7 +183,7 @@ func (a *adminWeb) ensureFirstAdmin(ctx context.Context, name, pw string, log *s
 }
 
 // start reads the allow-list (failing closed until it is read: only the floor
-// allows), keeps it fresh every idkeeper.DefaultAllowRefresh, and makes the
+// allows), keeps it fresh every allowlist.DefaultRefresh, and makes the
 // handler of /admin/.
 func (a *adminWeb) start(ctx context.Context, reg *idkeeper.Registry, cfg serverConfig, durability string, log *slog.Logger) error {
 	if err := a.allow.Refresh(ctx); err != nil {
@@ -210,7 +211,7 @@ func (a *adminWeb) start(ctx context.Context, reg *idkeeper.Registry, cfg server
 	a.handler = h
 	run, stop := context.WithCancel(context.Background())
 	a.stop = stop
-	go a.allow.Run(run, idkeeper.DefaultAllowRefresh, log)
+	go a.allow.Run(run, allowlist.DefaultRefresh, log)
 	return nil
 }
 

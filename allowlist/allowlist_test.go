@@ -1,4 +1,4 @@
-package idkeeper_test
+package allowlist_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/allowlist"
 	"github.com/idkeeper/idkeeper/bolt"
 )
 
@@ -22,20 +23,20 @@ func TestAllowList(t *testing.T) {
 	addr := netip.MustParseAddr
 	floor := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
 
-	open := idkeeper.NewAllowList(nil, nil)
+	open := allowlist.New(nil, nil)
 	if !open.Allows(addr("203.0.113.9")) || !open.AllowsAll() {
 		t.Fatal("an empty list without a store refuses")
 	}
 
-	al := idkeeper.NewAllowList(floor, st)
+	al := allowlist.New(floor, st)
 	if al.Loaded() || al.Allows(addr("192.0.2.1")) || !al.Allows(addr("10.1.2.3")) || al.AllowsAll() {
 		t.Fatal("before the first read: only the floor may allow")
 	}
-	noFloor := idkeeper.NewAllowList(nil, st)
+	noFloor := allowlist.New(nil, st)
 	if noFloor.Allows(addr("192.0.2.1")) || noFloor.AllowsAll() {
 		t.Fatal("a list not read yet, without a floor, allows: it must fail closed")
 	}
-	for _, a := range []*idkeeper.AllowList{al, noFloor} {
+	for _, a := range []*allowlist.List{al, noFloor} {
 		if err := a.Refresh(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -54,13 +55,13 @@ func TestAllowList(t *testing.T) {
 	if al.Allows(addr("192.0.2.1")) {
 		t.Fatal("an entry applies before a refresh")
 	}
-	for _, a := range []*idkeeper.AllowList{al, noFloor} {
+	for _, a := range []*allowlist.List{al, noFloor} {
 		if err := a.Refresh(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for name, c := range map[string]struct {
-		list  *idkeeper.AllowList
+		list  *allowlist.List
 		addr  string
 		allow bool
 	}{

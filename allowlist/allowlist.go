@@ -1,4 +1,7 @@
-package idkeeper
+// Package allowlist keeps the IP allow-list in force for API-key routes: a fixed
+// floor from the command line and the entries the store keeps (AdminStore), read
+// again every DefaultRefresh so a change on one replica applies on all.
+package allowlist
 
 import (
 	"context"
@@ -7,34 +10,36 @@ import (
 	"slices"
 	"sync/atomic"
 	"time"
+
+	"github.com/idkeeper/idkeeper"
 )
 
-// AllowSource is where an AllowList reads the entries kept in the store
+// Source is where an List reads the entries kept in the store
 // (AdminStore.AllowEntries).
-type AllowSource interface {
-	AllowEntries(ctx context.Context) ([]AllowEntry, error)
+type Source interface {
+	AllowEntries(ctx context.Context) ([]idkeeper.AllowEntry, error)
 }
 
-// DefaultAllowRefresh is how often AllowList.Run reads the store's entries by
+// DefaultRefresh is how often List.Run reads the store's entries by
 // default: a change made on another replica applies here within it.
-const DefaultAllowRefresh = 10 * time.Second
+const DefaultRefresh = 10 * time.Second
 
-// AllowList is the IP allow-list in force for API-key routes: a floor of fixed
+// List is the IP allow-list in force for API-key routes: a floor of fixed
 // prefixes (the --allowed-ips flag, which no operator can remove at run time) and
 // the entries kept in the store, which Refresh reads. An address is allowed when a
 // prefix of either contains it; when both are empty every address is allowed.
 // Until the first Refresh succeeds the store's part is unknown, and only the floor
 // allows (Loaded tells). It is safe for concurrent use.
-type AllowList struct {
+type List struct {
 	floor  []netip.Prefix
-	src    AllowSource
+	src    Source
 	stored atomic.Pointer[[]netip.Prefix]
 }
 
-// NewAllowList returns the allow-list with floor and the entries of src (nil: the
+// New returns the allow-list with floor and the entries of src (nil: the
 // floor alone, loaded at once). It does no I/O.
-func NewAllowList(floor []netip.Prefix, src AllowSource) *AllowList {
-	a := &AllowList{floor: slices.Clone(floor), src: src}
+func New(floor []netip.Prefix, src Source) *List {
+	a := &List{floor: slices.Clone(floor), src: src}
 	if src == nil {
 		a.stored.Store(&[]netip.Prefix{})
 	}
@@ -42,14 +47,14 @@ func NewAllowList(floor []netip.Prefix, src AllowSource) *AllowList {
 }
 
 // Floor returns the fixed prefixes.
-func (a *AllowList) Floor() []netip.Prefix { return slices.Clone(a.floor) }
+func (a *List) Floor() []netip.Prefix { return slices.Clone(a.floor) }
 
 // Loaded reports whether the store's entries have been read at least once.
-func (a *AllowList) Loaded() bool { return a.stored.Load() != nil }
+func (a *List) Loaded() bool { return a.stored.Load() != nil }
 
 // Refresh reads the store's entries and puts them in force. On an error the
 // entries read last stay in force.
-func (a *AllowList) Refresh(ctx context.Context) error {
+func (a *List) Refresh(ctx context.Context) error {
 	if a.src == nil {
 		return nil
 	}
@@ -68,7 +73,7 @@ func (a *AllowList) Refresh(ctx context.Context) error {
 // Allows reports whether addr may use the API-key routes. Before the first
 // successful Refresh only the floor allows, and an empty floor allows nothing: an
 // allow-list that cannot be read fails closed.
-func (a *AllowList) Allows(addr netip.Addr) bool {
+func (a *List) Allows(addr netip.Addr) bool {
 	addr = addr.Unmap()
 	for _, p := range a.floor {
 		if p.Contains(addr) {
@@ -92,19 +97,19 @@ func (a *AllowList) Allows(addr netip.Addr) bool {
 
 // AllowsAll reports whether every address is allowed: the list is loaded and has
 // no prefix at all. A request whose address cannot be told is allowed only then.
-func (a *AllowList) AllowsAll() bool {
+func (a *List) AllowsAll() bool {
 	stored := a.stored.Load()
 	return len(a.floor) == 0 && stored != nil && len(*stored) == 0
 }
 
-// Run refreshes the list every interval (0: DefaultAllowRefresh) until ctx ends,
+// Run refreshes the list every interval (0: DefaultRefresh) until ctx ends,
 // logging failures to log at warn level.
-func (a *AllowList) Run(ctx context.Context, every time.Duration, log *slog.Logger) {
+func (a *List) Run(ctx context.Context, every time.Duration, log *slog.Logger) {
 	if a.src == nil {
 		return
 	}
 	if every <= 0 {
-		every = DefaultAllowRefresh
+		every = DefaultRefresh
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()
