@@ -37,7 +37,7 @@ func auditStore(t *testing.T, clk *fakeclock.Clock) (*bolt.Store, *account.Servi
 
 // waitAudit waits until the log holds n entries (the appender is asynchronous)
 // and returns them after checking the chain.
-func waitAudit(t *testing.T, st idkeeper.AdminStore, n int) []audit.Entry {
+func waitAudit(t *testing.T, st account.Store, n int) []audit.Entry {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {

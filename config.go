@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/internal/shortlease"
 )
 
@@ -115,7 +116,7 @@ type Config struct {
 	Audit Auditor
 	// AdminStore, when set, is pruned by the retention job (PruneAdminRecords):
 	// audit entries older than AuditRetention go, once an hour, under a job lock.
-	AdminStore AdminStore
+	AdminStore audit.Store
 	// Sessions, when set, has its ended admin sessions pruned by the same job.
 	Sessions SessionPruner
 	// AuditRetention is how long audit entries are kept: DefaultAuditRetention

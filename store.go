@@ -284,7 +284,7 @@ type LeaseStore interface {
 	// did not cause it. A node released ready (fenced watermark before now: a
 	// Remove with MintedUpTo that lets it be reused at once) is charged to nobody.
 	// Reclaim, RevokeLease and a contest charge nobody. A snapshot does not carry
-	// charges and a load (SnapshotStore.LoadSnapshot) drops them: after a restore
+	// charges and a load (snapshot.Store.LoadSnapshot) drops them: after a restore
 	// the whole pool is quarantined anyway.
 	Remove(ctx context.Context, g Guard, p RemoveParams) (int, error)
 

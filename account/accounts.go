@@ -2,8 +2,8 @@
 // and the login throttle (per account and source, with a slow-down per account),
 // sessions and their timeouts, the password policy (length, common passwords) and
 // each user's Discord webhook. Service is that policy over the root package's
-// AdminStore; every change it makes is audited (package audit). The records
-// themselves (idkeeper.User, idkeeper.AdminSession) stay in the root, beside the
+// Store; every change it makes is audited (package audit). The records
+// themselves (User, Session) stay in the root, beside the
 // store contract that keeps them.
 package account
 
@@ -80,7 +80,7 @@ type Config struct {
 	Sleep func(ctx context.Context, d time.Duration) error
 }
 
-// Service is the policy of the admin web's accounts over an AdminStore: logins
+// Service is the policy of the admin web's accounts over an Store: logins
 // and their throttle, sessions and their timeouts, who may change which account,
 // and the audit log. Its methods are safe for concurrent use; store failures
 // come back as STORE_UNAVAILABLE.
@@ -88,7 +88,7 @@ type Config struct {
 // Every change is audited, after it is made: an audit entry that cannot be
 // appended is logged at error level, and the change stands.
 type Service struct {
-	store  idkeeper.AdminStore
+	store  Store
 	hasher PasswordHasher
 	cfg    Config
 	log    *slog.Logger
@@ -101,7 +101,7 @@ type Service struct {
 
 // New returns a Service over store. It validates cfg (a *RangeError names a
 // setting outside its range) and does no I/O.
-func New(store idkeeper.AdminStore, hasher PasswordHasher, cfg Config) (*Service, error) {
+func New(store Store, hasher PasswordHasher, cfg Config) (*Service, error) {
 	if store == nil || hasher == nil {
 		return nil, errors.New("account: New needs a store and a hasher")
 	}
@@ -183,13 +183,13 @@ func (a *Service) EnsureFirstAdmin(ctx context.Context, name, password string) (
 	if err != nil || n > 0 {
 		return false, storeErr(err)
 	}
-	if !idkeeper.ValidUserName(name) {
-		return false, idkeeper.Invalidf("name", "a user name is 1 to %d of a-z 0-9 . _ @ -", idkeeper.MaxUserNameLen)
+	if !ValidUserName(name) {
+		return false, idkeeper.Invalidf("name", "a user name is 1 to %d of a-z 0-9 . _ @ -", MaxUserNameLen)
 	}
 	if err := a.checkNewPassword("password", password); err != nil {
 		return false, err
 	}
-	u, err := a.newUser(name, idkeeper.RoleAdmin, password, "")
+	u, err := a.newUser(name, RoleAdmin, password, "")
 	if err != nil {
 		return false, err
 	}
@@ -213,7 +213,7 @@ func (a *Service) EnsureFirstAdmin(ctx context.Context, name, password string) (
 // LOGIN_THROTTLE_FULL. A login of a slowed account waits its turn and delay
 // first, within ctx. An unknown name costs one password check too, so timing
 // does not tell which names exist.
-func (a *Service) Login(ctx context.Context, name, password, remoteIP, userAgent string) (token string, s idkeeper.AdminSession, err error) {
+func (a *Service) Login(ctx context.Context, name, password, remoteIP, userAgent string) (token string, s Session, err error) {
 	typed := cleanName(name)
 	at, err := a.throttle.begin(ctx, a.cfg.Clock, a.cfg.Sleep, typed, addressKey(remoteIP))
 	if err != nil {
@@ -222,14 +222,14 @@ func (a *Service) Login(ctx context.Context, name, password, remoteIP, userAgent
 		} else {
 			a.log.Debug("login throttled", "user", typed, "remoteIp", remoteIP, "err", err)
 		}
-		return "", idkeeper.AdminSession{}, err
+		return "", Session{}, err
 	}
-	u, known := idkeeper.User{}, false
-	if idkeeper.ValidUserName(name) {
+	u, known := User{}, false
+	if ValidUserName(name) {
 		u, err = a.store.User(ctx, name)
 		if err != nil && !errors.Is(err, idkeeper.ErrNotFound) {
 			at.end(a.cfg.Clock(), attemptVoid)
-			return "", idkeeper.AdminSession{}, storeErr(err)
+			return "", Session{}, storeErr(err)
 		}
 		known = err == nil
 	}
@@ -257,7 +257,7 @@ func (a *Service) Login(ctx context.Context, name, password, remoteIP, userAgent
 		}
 		a.audit(ctx, audit.Entry{Actor: "user:" + typed, Action: audit.LoginFailed, Target: "user:" + typed,
 			RemoteIP: remoteIP, Detail: reason})
-		return "", idkeeper.AdminSession{}, errLoginFailed
+		return "", Session{}, errLoginFailed
 	}
 	at.end(a.cfg.Clock(), attemptSucceeded)
 	now := idkeeper.Millis(a.cfg.Clock())
@@ -265,10 +265,10 @@ func (a *Service) Login(ctx context.Context, name, password, remoteIP, userAgent
 	var b [32]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on Linux
 	token = base64.RawURLEncoding.EncodeToString(b[:])
-	s = idkeeper.AdminSession{ID: SessionID(token), User: u.Name, Epoch: u.Epoch, CreatedAt: now, SeenAt: now,
+	s = Session{ID: SessionID(token), User: u.Name, Epoch: u.Epoch, CreatedAt: now, SeenAt: now,
 		ExpiresAt: now.Add(a.cfg.AbsoluteTimeout), RemoteIP: remoteIP, UserAgent: audit.Cut(protocol.TextOnly(userAgent), audit.MaxFieldLen)}
 	if err := a.store.CreateSession(ctx, s); err != nil {
-		return "", idkeeper.AdminSession{}, storeErr(err)
+		return "", Session{}, storeErr(err)
 	}
 	rehash := ""
 	if r, ok := a.hasher.(interface{ NeedsRehash(string) bool }); ok && r.NeedsRehash(u.PasswordHash) {
@@ -277,7 +277,7 @@ func (a *Service) Login(ctx context.Context, name, password, remoteIP, userAgent
 		}
 	}
 	verified := u.PasswordHash
-	if _, err := a.update(ctx, u.Name, func(u *idkeeper.User) error {
+	if _, err := a.update(ctx, u.Name, func(u *User) error {
 		u.LastLoginAt = now
 		if rehash != "" && u.PasswordHash == verified {
 			u.PasswordHash = rehash
@@ -303,15 +303,15 @@ func SessionID(token string) string {
 // its last use, or when the user is gone, disabled or of another Epoch (a new
 // password, a new role): SESSION_EXPIRED for these and any unknown token. A valid
 // session's SeenAt is raised to now at most once per SessionTouchInterval.
-func (a *Service) Authenticate(ctx context.Context, token string) (idkeeper.User, idkeeper.AdminSession, error) {
+func (a *Service) Authenticate(ctx context.Context, token string) (User, Session, error) {
 	if !validToken(token) {
-		return idkeeper.User{}, idkeeper.AdminSession{}, errSessionExpired
+		return User{}, Session{}, errSessionExpired
 	}
 	s, err := a.store.Session(ctx, SessionID(token))
 	if errors.Is(err, idkeeper.ErrNotFound) {
-		return idkeeper.User{}, idkeeper.AdminSession{}, errSessionExpired
+		return User{}, Session{}, errSessionExpired
 	} else if err != nil {
-		return idkeeper.User{}, idkeeper.AdminSession{}, storeErr(err)
+		return User{}, Session{}, storeErr(err)
 	}
 	now := a.cfg.Clock()
 	void := ""
@@ -321,14 +321,14 @@ func (a *Service) Authenticate(ctx context.Context, token string) (idkeeper.User
 	case !now.Before(s.SeenAt.Add(a.cfg.IdleTimeout)):
 		void = "idle timeout"
 	}
-	var u idkeeper.User
+	var u User
 	if void == "" {
 		u, err = a.store.User(ctx, s.User)
 		switch {
 		case errors.Is(err, idkeeper.ErrNotFound):
 			void = "user removed"
 		case err != nil:
-			return idkeeper.User{}, idkeeper.AdminSession{}, storeErr(err)
+			return User{}, Session{}, storeErr(err)
 		case u.Disabled:
 			void = "user disabled"
 		case u.Epoch != s.Epoch:
@@ -340,7 +340,7 @@ func (a *Service) Authenticate(ctx context.Context, token string) (idkeeper.User
 			a.log.Warn("delete an ended session", "user", s.User, "err", err)
 		}
 		a.log.Debug("session ended", "user", s.User, "why", void)
-		return idkeeper.User{}, idkeeper.AdminSession{}, errSessionExpired
+		return User{}, Session{}, errSessionExpired
 	}
 	if now.Sub(s.SeenAt) >= SessionTouchInterval {
 		if err := a.store.TouchSession(ctx, s.ID, idkeeper.Millis(now)); err != nil {
@@ -438,7 +438,7 @@ func validToken(token string) bool {
 // cleanName is a login name as typed, fit for the log and the audit: cut to
 // MaxUserNameLen bytes, characters that are not text (notText) and invalid UTF-8 as '?'.
 func cleanName(name string) string {
-	name = strings.ToValidUTF8(cutBytes(name, idkeeper.MaxUserNameLen), "?")
+	name = strings.ToValidUTF8(cutBytes(name, MaxUserNameLen), "?")
 	return strings.Map(func(r rune) rune {
 		if protocol.NotText(r) || r == utf8.RuneError {
 			return '?'

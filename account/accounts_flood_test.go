@@ -24,7 +24,7 @@ func (unauditedStore) AppendAudit(context.Context, audit.Entry) error { return n
 // floodEnv is acctEnv's store and clock under a Service that skips the audit log.
 func floodEnv(t *testing.T) (*acctEnv, *account.Service) {
 	e := newAcctEnv(t)
-	e.addUser(t, "bob", idkeeper.RoleViewer)
+	e.addUser(t, "bob", account.RoleViewer)
 	acc, err := account.New(unauditedStore{e.store}, password.Hasher{Params: cheapParams},
 		account.Config{Clock: e.clk.Now, Logger: quiet, Sleep: e.slept.Sleep})
 	if err != nil {
@@ -119,7 +119,7 @@ func TestLoginThrottleFullFailsClosed(t *testing.T) {
 // passwords is refused wherever a password is set.
 func TestCommonPasswordsRefused(t *testing.T) {
 	e := newAcctEnv(t)
-	bob := e.addUser(t, "bob", idkeeper.RoleOperator)
+	bob := e.addUser(t, "bob", account.RoleOperator)
 	wantCommon := func(t *testing.T, err error, field string) {
 		t.Helper()
 		var de *idkeeper.Error
@@ -128,7 +128,7 @@ func TestCommonPasswordsRefused(t *testing.T) {
 		}
 	}
 	for _, pw := range []string{"Password1234", "WINNIETHEPOOH", "password123!", "qwerty123456"} {
-		_, err := e.acc.CreateUser(actx, e.root, "carol", idkeeper.RoleViewer, pw)
+		_, err := e.acc.CreateUser(actx, e.root, "carol", account.RoleViewer, pw)
 		wantCommon(t, err, "password")
 		_, err = e.acc.ResetPassword(actx, e.root, "bob", pw)
 		wantCommon(t, err, "password")
@@ -152,7 +152,7 @@ func TestCommonPasswordsRefused(t *testing.T) {
 	}
 	wantCommon(t, err, "password")
 	// Others pass.
-	if _, err := e.acc.CreateUser(actx, e.root, "carol", idkeeper.RoleViewer, "a quiet walk by the river"); err != nil {
+	if _, err := e.acc.CreateUser(actx, e.root, "carol", account.RoleViewer, "a quiet walk by the river"); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -39,7 +39,7 @@ type acctEnv struct {
 	store  *bolt.Store
 	clk    *fakeclock.Clock
 	hasher *countingHasher
-	root   idkeeper.User // the first admin, "root"
+	root   account.User // the first admin, "root"
 	slept  *sleeper
 }
 
@@ -111,7 +111,7 @@ func newAcctEnv(t *testing.T) *acctEnv {
 }
 
 // addUser has root create name with role and bobPW.
-func (e *acctEnv) addUser(t *testing.T, name string, role idkeeper.Role) idkeeper.User {
+func (e *acctEnv) addUser(t *testing.T, name string, role account.Role) account.User {
 	t.Helper()
 	u, err := e.acc.CreateUser(actx, e.root, name, role, bobPW)
 	if err != nil {
@@ -162,7 +162,7 @@ func (e *acctEnv) auditLog(t *testing.T) []audit.Entry {
 
 func TestEnsureFirstAdmin(t *testing.T) {
 	e := newAcctEnv(t)
-	if e.root.Role != idkeeper.RoleAdmin || e.root.CreatedBy != "" || e.root.Epoch != 1 ||
+	if e.root.Role != account.RoleAdmin || e.root.CreatedBy != "" || e.root.Epoch != 1 ||
 		!strings.HasPrefix(e.root.PasswordHash, "$argon2id$v=19$m=64,t=1,p=1$") {
 		t.Fatalf("first admin: %+v", e.root)
 	}
@@ -192,8 +192,8 @@ func TestEnsureFirstAdmin(t *testing.T) {
 
 func TestLoginOneGenericError(t *testing.T) {
 	e := newAcctEnv(t)
-	bob := e.addUser(t, "bob", idkeeper.RoleViewer)
-	e.addUser(t, "carol", idkeeper.RoleViewer)
+	bob := e.addUser(t, "bob", account.RoleViewer)
+	e.addUser(t, "carol", account.RoleViewer)
 	if _, err := e.acc.SetDisabled(actx, e.root, "carol", true); err != nil {
 		t.Fatal(err)
 	}
@@ -350,7 +350,7 @@ func TestSessionRotationAndLogout(t *testing.T) {
 
 func TestSessionsEndOnDisableAndPasswordChange(t *testing.T) {
 	e := newAcctEnv(t)
-	e.addUser(t, "bob", idkeeper.RoleOperator)
+	e.addUser(t, "bob", account.RoleOperator)
 	tok := e.login(t, "bob", bobPW, "192.0.2.2")
 	if _, err := e.acc.SetDisabled(actx, e.root, "bob", true); err != nil {
 		t.Fatal(err)
@@ -391,13 +391,13 @@ func TestSessionsEndOnDisableAndPasswordChange(t *testing.T) {
 	}
 	e.wantSession(t, tok, false)
 	tok = e.login(t, "bob", "reset password 3", "192.0.2.2")
-	if _, err := e.acc.SetRole(actx, e.root, "bob", idkeeper.RoleViewer); err != nil {
+	if _, err := e.acc.SetRole(actx, e.root, "bob", account.RoleViewer); err != nil {
 		t.Fatal(err)
 	}
 	e.wantSession(t, tok, false)
 	// The same role again is no change: sessions stay.
 	tok = e.login(t, "bob", "reset password 3", "192.0.2.2")
-	if _, err := e.acc.SetRole(actx, e.root, "bob", idkeeper.RoleViewer); err != nil {
+	if _, err := e.acc.SetRole(actx, e.root, "bob", account.RoleViewer); err != nil {
 		t.Fatal(err)
 	}
 	e.wantSession(t, tok, true)
@@ -405,11 +405,11 @@ func TestSessionsEndOnDisableAndPasswordChange(t *testing.T) {
 
 func TestRoleChecks(t *testing.T) {
 	e := newAcctEnv(t)
-	viewer, op := e.addUser(t, "vic", idkeeper.RoleViewer), e.addUser(t, "otto", idkeeper.RoleOperator)
-	for _, actor := range []idkeeper.User{viewer, op} {
-		_, err := e.acc.CreateUser(actx, actor, "eve", idkeeper.RoleAdmin, bobPW)
+	viewer, op := e.addUser(t, "vic", account.RoleViewer), e.addUser(t, "otto", account.RoleOperator)
+	for _, actor := range []account.User{viewer, op} {
+		_, err := e.acc.CreateUser(actx, actor, "eve", account.RoleAdmin, bobPW)
 		wantCode(t, err, protocol.CodeForbidden)
-		_, err = e.acc.SetRole(actx, actor, actor.Name, idkeeper.RoleAdmin)
+		_, err = e.acc.SetRole(actx, actor, actor.Name, account.RoleAdmin)
 		wantCode(t, err, protocol.CodeForbidden)
 		_, err = e.acc.SetDisabled(actx, actor, "root", true)
 		wantCode(t, err, protocol.CodeForbidden)
@@ -417,11 +417,11 @@ func TestRoleChecks(t *testing.T) {
 		wantCode(t, err, protocol.CodeForbidden)
 	}
 	// A stale actor record counts as what the store says now.
-	stale := e.addUser(t, "ann", idkeeper.RoleAdmin)
-	if _, err := e.acc.SetRole(actx, e.root, "ann", idkeeper.RoleViewer); err != nil {
+	stale := e.addUser(t, "ann", account.RoleAdmin)
+	if _, err := e.acc.SetRole(actx, e.root, "ann", account.RoleViewer); err != nil {
 		t.Fatal(err)
 	}
-	_, err := e.acc.CreateUser(actx, stale, "eve", idkeeper.RoleAdmin, bobPW)
+	_, err := e.acc.CreateUser(actx, stale, "eve", account.RoleAdmin, bobPW)
 	wantCode(t, err, protocol.CodeForbidden)
 
 	// Anyone changes their own password.
@@ -429,15 +429,15 @@ func TestRoleChecks(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Argument checks.
-	_, err = e.acc.CreateUser(actx, e.root, "Eve", idkeeper.RoleViewer, bobPW)
+	_, err = e.acc.CreateUser(actx, e.root, "Eve", account.RoleViewer, bobPW)
 	wantCode(t, err, protocol.CodeInvalidRequest)
 	_, err = e.acc.CreateUser(actx, e.root, "eve", "root", bobPW)
 	wantCode(t, err, protocol.CodeInvalidRequest)
-	_, err = e.acc.CreateUser(actx, e.root, "eve", idkeeper.RoleViewer, "short")
+	_, err = e.acc.CreateUser(actx, e.root, "eve", account.RoleViewer, "short")
 	wantCode(t, err, protocol.CodeInvalidRequest)
-	_, err = e.acc.CreateUser(actx, e.root, "vic", idkeeper.RoleViewer, bobPW)
+	_, err = e.acc.CreateUser(actx, e.root, "vic", account.RoleViewer, bobPW)
 	wantCode(t, err, protocol.CodeConflict)
-	_, err = e.acc.SetRole(actx, e.root, "nobody", idkeeper.RoleViewer)
+	_, err = e.acc.SetRole(actx, e.root, "nobody", account.RoleViewer)
 	wantCode(t, err, protocol.CodeNotFound)
 	_, err = e.acc.ResetPassword(actx, e.root, "nobody", "some password 1")
 	wantCode(t, err, protocol.CodeNotFound)
@@ -457,21 +457,21 @@ func TestLastAdminProtected(t *testing.T) {
 	e := newAcctEnv(t)
 	_, err := e.acc.SetDisabled(actx, e.root, "root", true)
 	wantCode(t, err, protocol.CodeForbidden)
-	_, err = e.acc.SetRole(actx, e.root, "root", idkeeper.RoleOperator)
+	_, err = e.acc.SetRole(actx, e.root, "root", account.RoleOperator)
 	wantCode(t, err, protocol.CodeForbidden)
 	_, err = e.acc.ResetPassword(actx, e.root, "root", "my own reset 123")
 	wantCode(t, err, protocol.CodeForbidden)
 
 	// Two admins demoting each other at once: one stays.
-	ann := e.addUser(t, "ann", idkeeper.RoleAdmin)
+	ann := e.addUser(t, "ann", account.RoleAdmin)
 	var wg sync.WaitGroup
-	wg.Go(func() { _, _ = e.acc.SetRole(actx, e.root, "ann", idkeeper.RoleViewer) })
+	wg.Go(func() { _, _ = e.acc.SetRole(actx, e.root, "ann", account.RoleViewer) })
 	wg.Go(func() { _, _ = e.acc.SetDisabled(actx, ann, "root", true) })
 	wg.Wait()
 	users, _ := e.store.Users(actx)
 	admins := 0
 	for _, u := range users {
-		if u.Role == idkeeper.RoleAdmin && !u.Disabled {
+		if u.Role == account.RoleAdmin && !u.Disabled {
 			admins++
 		}
 	}
@@ -482,9 +482,9 @@ func TestLastAdminProtected(t *testing.T) {
 
 func TestAuditChainAndConcurrentAppends(t *testing.T) {
 	e := newAcctEnv(t)
-	e.addUser(t, "bob", idkeeper.RoleViewer)
+	e.addUser(t, "bob", account.RoleViewer)
 	ctx := audit.WithRemoteIP(actx, "192.0.2.50")
-	if _, err := e.acc.SetRole(ctx, e.root, "bob", idkeeper.RoleOperator); err != nil {
+	if _, err := e.acc.SetRole(ctx, e.root, "bob", account.RoleOperator); err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup

@@ -31,7 +31,7 @@ func retryAfter(err error) int {
 // after the account's slow-down.
 func TestLoginWrongPasswordsDoNotLockTheAccount(t *testing.T) {
 	e := newAcctEnv(t)
-	e.addUser(t, "bob", idkeeper.RoleViewer)
+	e.addUser(t, "bob", account.RoleViewer)
 	for i := range account.LoginPairFailures {
 		_, _, err := e.acc.Login(actx, "bob", "letmein-wrong", "203.0.113.1", "")
 		wantCode(t, err, protocol.CodeLoginFailed)
@@ -89,7 +89,7 @@ func TestLoginWrongPasswordsDoNotLockTheAccount(t *testing.T) {
 
 func TestLoginThrottlePerSource(t *testing.T) {
 	e := newAcctEnv(t)
-	e.addUser(t, "bob", idkeeper.RoleViewer)
+	e.addUser(t, "bob", account.RoleViewer)
 	// Spread over names, each below its pair's limit; IPv6 addresses count by /64.
 	for i := range account.LoginSourceFailures {
 		ip := "2001:db8:1:2::" + string(rune('a'+i%6))
@@ -111,7 +111,7 @@ func TestLoginThrottlePerSource(t *testing.T) {
 // Concurrent wrong passwords from one source cannot get past the pair's limit.
 func TestLoginThrottleConcurrent(t *testing.T) {
 	e := newAcctEnv(t)
-	e.addUser(t, "bob", idkeeper.RoleViewer)
+	e.addUser(t, "bob", account.RoleViewer)
 	before := e.hasher.verifies.Load()
 	var wg sync.WaitGroup
 	for range 30 {
@@ -140,7 +140,7 @@ func TestLoginSlowDown(t *testing.T) {
 		}
 	}
 	e := newAcctEnv(t)
-	e.addUser(t, "bob", idkeeper.RoleViewer)
+	e.addUser(t, "bob", account.RoleViewer)
 	const guesses = 200
 	start := e.clk.Now()
 	for i := range guesses {
@@ -210,7 +210,7 @@ func TestLoginSlowDownQueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := acc.CreateUser(actx, e.root, "bob", idkeeper.RoleViewer, bobPW); err != nil {
+	if _, err := acc.CreateUser(actx, e.root, "bob", account.RoleViewer, bobPW); err != nil {
 		t.Fatal(err)
 	}
 	for i := range account.LoginSlowAfter {
@@ -300,7 +300,7 @@ func TestLoginKnownSourceSkipsTheQueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := acc.CreateUser(actx, e.root, "bob", idkeeper.RoleViewer, bobPW); err != nil {
+	if _, err := acc.CreateUser(actx, e.root, "bob", account.RoleViewer, bobPW); err != nil {
 		t.Fatal(err)
 	}
 	const home = "2001:db8:1::7"

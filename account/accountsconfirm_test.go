@@ -16,12 +16,12 @@ import (
 // demoted one FORBIDDEN.
 func TestConfirmPassword(t *testing.T) {
 	e := newAcctEnv(t)
-	bob := e.addUser(t, "bob", idkeeper.RoleAdmin)
-	if err := e.acc.ConfirmPassword(actx, bob, "password", bobPW, idkeeper.RoleAdmin); err != nil {
+	bob := e.addUser(t, "bob", account.RoleAdmin)
+	if err := e.acc.ConfirmPassword(actx, bob, "password", bobPW, account.RoleAdmin); err != nil {
 		t.Fatalf("the right password: %v", err)
 	}
 	for _, pw := range []string{"", "not the password"} {
-		err := e.acc.ConfirmPassword(actx, bob, "password", pw, idkeeper.RoleAdmin)
+		err := e.acc.ConfirmPassword(actx, bob, "password", pw, account.RoleAdmin)
 		var ie *idkeeper.Error
 		if idkeeper.ErrorCode(err) != protocol.CodeInvalidRequest || !errors.As(err, &ie) || ie.Field != "password" {
 			t.Fatalf("password %q: %v", pw, err)
@@ -30,9 +30,9 @@ func TestConfirmPassword(t *testing.T) {
 	// Wrong passwords count as failed logins of the account: after the limit the
 	// right one is throttled, and so is a login.
 	for range account.LoginPairFailures - 1 {
-		_ = e.acc.ConfirmPassword(actx, bob, "password", "not the password", idkeeper.RoleAdmin)
+		_ = e.acc.ConfirmPassword(actx, bob, "password", "not the password", account.RoleAdmin)
 	}
-	err := e.acc.ConfirmPassword(actx, bob, "password", bobPW, idkeeper.RoleAdmin)
+	err := e.acc.ConfirmPassword(actx, bob, "password", bobPW, account.RoleAdmin)
 	var ie *idkeeper.Error
 	if !errors.As(err, &ie) || ie.Details["retryAfterSeconds"] == nil {
 		t.Fatalf("after %d wrong passwords: %v", account.LoginPairFailures, err)
@@ -45,16 +45,16 @@ func TestConfirmPassword(t *testing.T) {
 	e.clk.Advance(account.LoginThrottleWindow)
 
 	// The account as it is now: demoted, disabled.
-	if _, err := e.acc.SetRole(actx, e.root, "bob", idkeeper.RoleOperator); err != nil {
+	if _, err := e.acc.SetRole(actx, e.root, "bob", account.RoleOperator); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.acc.ConfirmPassword(actx, bob, "password", bobPW, idkeeper.RoleAdmin); idkeeper.ErrorCode(err) != protocol.CodeForbidden {
+	if err := e.acc.ConfirmPassword(actx, bob, "password", bobPW, account.RoleAdmin); idkeeper.ErrorCode(err) != protocol.CodeForbidden {
 		t.Fatalf("a demoted admin: %v", err)
 	}
 	if _, err := e.acc.SetDisabled(actx, e.root, "bob", true); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.acc.ConfirmPassword(actx, bob, "password", bobPW, idkeeper.RoleAdmin); idkeeper.ErrorCode(err) != protocol.CodeSessionExpired {
+	if err := e.acc.ConfirmPassword(actx, bob, "password", bobPW, account.RoleAdmin); idkeeper.ErrorCode(err) != protocol.CodeSessionExpired {
 		t.Fatalf("a disabled account: %v", err)
 	}
 }

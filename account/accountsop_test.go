@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/protocol"
 )
 
@@ -11,8 +12,8 @@ import (
 // on a store without accounts too, and the audit log names it.
 func TestOperatorActor(t *testing.T) {
 	e := newAcctEnv(t)
-	op := idkeeper.OperatorActor("alice")
-	u, err := e.acc.CreateUser(actx, op, "carol", idkeeper.RoleViewer, bobPW)
+	op := account.OperatorActor("alice")
+	u, err := e.acc.CreateUser(actx, op, "carol", account.RoleViewer, bobPW)
 	if err != nil || u.CreatedBy != "operator:alice" {
 		t.Fatalf("CreateUser by the operator: %+v, %v", u, err)
 	}
@@ -23,7 +24,7 @@ func TestOperatorActor(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The last enabled admin stays protected.
-	if _, err := e.acc.SetRole(actx, op, "root", idkeeper.RoleViewer); idkeeper.ErrorCode(err) != protocol.CodeConflict {
+	if _, err := e.acc.SetRole(actx, op, "root", account.RoleViewer); idkeeper.ErrorCode(err) != protocol.CodeConflict {
 		t.Fatalf("demoting the last admin: %v", err)
 	}
 	es, err := e.store.AuditEntriesBefore(actx, 0, 3)
@@ -37,7 +38,7 @@ func TestOperatorActor(t *testing.T) {
 	}
 	// An operator is no account: it cannot log in, and a user of that name is
 	// another actor.
-	if u := (idkeeper.User{Name: "alice"}); u.AuditActor() != "user:alice" {
+	if u := (account.User{Name: "alice"}); u.AuditActor() != "user:alice" {
 		t.Fatal(u.AuditActor())
 	}
 }
@@ -46,8 +47,8 @@ func TestOperatorActor(t *testing.T) {
 // account: it may disable it.
 func TestOperatorIsNoAccount(t *testing.T) {
 	e := newAcctEnv(t)
-	e.addUser(t, "root2", idkeeper.RoleAdmin)
-	if _, err := e.acc.SetDisabled(actx, idkeeper.OperatorActor("root"), "root", true); err != nil {
+	e.addUser(t, "root2", account.RoleAdmin)
+	if _, err := e.acc.SetDisabled(actx, account.OperatorActor("root"), "root", true); err != nil {
 		t.Fatalf("the operator \"root\" disabling the account root: %v", err)
 	}
 }

@@ -16,27 +16,27 @@ import (
 // returns it. Errors: FORBIDDEN unless actor is an enabled admin; INVALID_REQUEST
 // naming "name", "role" or "password"; PASSWORD_TOO_COMMON; CONFLICT when the
 // name exists.
-func (a *Service) CreateUser(ctx context.Context, actor idkeeper.User, name string, role idkeeper.Role, password string) (idkeeper.User, error) {
+func (a *Service) CreateUser(ctx context.Context, actor User, name string, role Role, password string) (User, error) {
 	if _, err := a.authorize(ctx, actor); err != nil {
-		return idkeeper.User{}, err
+		return User{}, err
 	}
 	switch {
-	case !idkeeper.ValidUserName(name):
-		return idkeeper.User{}, idkeeper.Invalidf("name", "a user name is 1 to %d of a-z 0-9 . _ @ -", idkeeper.MaxUserNameLen)
+	case !ValidUserName(name):
+		return User{}, idkeeper.Invalidf("name", "a user name is 1 to %d of a-z 0-9 . _ @ -", MaxUserNameLen)
 	case !role.Valid():
-		return idkeeper.User{}, idkeeper.Invalidf("role", "the role is one of %s, %s, %s", idkeeper.RoleViewer, idkeeper.RoleOperator, idkeeper.RoleAdmin)
+		return User{}, idkeeper.Invalidf("role", "the role is one of %s, %s, %s", RoleViewer, RoleOperator, RoleAdmin)
 	}
 	if err := a.checkNewPassword("password", password); err != nil {
-		return idkeeper.User{}, err
+		return User{}, err
 	}
 	u, err := a.newUser(name, role, password, actor.Name)
 	if err != nil {
-		return idkeeper.User{}, err
+		return User{}, err
 	}
 	if err := a.store.CreateUser(ctx, u); errors.Is(err, idkeeper.ErrConflict) {
-		return idkeeper.User{}, idkeeper.Errorf(protocol.CodeConflict, "a user named %q exists", name)
+		return User{}, idkeeper.Errorf(protocol.CodeConflict, "a user named %q exists", name)
 	} else if err != nil {
-		return idkeeper.User{}, storeErr(err)
+		return User{}, storeErr(err)
 	}
 	u.Version = 1
 	a.audit(ctx, audit.Entry{Actor: actor.AuditActor(), Action: audit.UserCreate, Target: "user:" + name,
@@ -48,11 +48,11 @@ func (a *Service) CreateUser(ctx context.Context, actor idkeeper.User, name stri
 // unless actor is an enabled admin, or for an admin's own role; INVALID_REQUEST
 // ("role"); NOT_FOUND; CONFLICT when it would leave no enabled admin. The same
 // role is no change.
-func (a *Service) SetRole(ctx context.Context, actor idkeeper.User, name string, role idkeeper.Role) (idkeeper.User, error) {
+func (a *Service) SetRole(ctx context.Context, actor User, name string, role Role) (User, error) {
 	if !role.Valid() {
-		return idkeeper.User{}, idkeeper.Invalidf("role", "the role is one of %s, %s, %s", idkeeper.RoleViewer, idkeeper.RoleOperator, idkeeper.RoleAdmin)
+		return User{}, idkeeper.Invalidf("role", "the role is one of %s, %s, %s", RoleViewer, RoleOperator, RoleAdmin)
 	}
-	return a.adminChange(ctx, actor, name, role != idkeeper.RoleAdmin, "change their own role", func(u *idkeeper.User) (string, error) {
+	return a.adminChange(ctx, actor, name, role != RoleAdmin, "change their own role", func(u *User) (string, error) {
 		if u.Role == role {
 			return "", errUnchanged
 		}
@@ -66,8 +66,8 @@ func (a *Service) SetRole(ctx context.Context, actor idkeeper.User, name string,
 // Errors: FORBIDDEN unless actor is an enabled admin, or to disable oneself;
 // NOT_FOUND; CONFLICT when it would leave no enabled admin. The same state is no
 // change.
-func (a *Service) SetDisabled(ctx context.Context, actor idkeeper.User, name string, disabled bool) (idkeeper.User, error) {
-	return a.adminChange(ctx, actor, name, disabled, "disable themselves", func(u *idkeeper.User) (string, error) {
+func (a *Service) SetDisabled(ctx context.Context, actor User, name string, disabled bool) (User, error) {
+	return a.adminChange(ctx, actor, name, disabled, "disable themselves", func(u *User) (string, error) {
 		if u.Disabled == disabled {
 			return "", errUnchanged
 		}
@@ -84,19 +84,19 @@ func (a *Service) SetDisabled(ctx context.Context, actor idkeeper.User, name str
 // actor's own account (selfWhat says what that would do) and for the last enabled
 // admin (which only replicas racing each other can reach: the actor is one).
 // A change ends the account's sessions (Epoch + 1).
-func (a *Service) adminChange(ctx context.Context, actor idkeeper.User, name string, demotes bool, selfWhat string,
-	change func(*idkeeper.User) (string, error)) (idkeeper.User, error) {
+func (a *Service) adminChange(ctx context.Context, actor User, name string, demotes bool, selfWhat string,
+	change func(*User) (string, error)) (User, error) {
 	a.adminMu.Lock() // so that two admins of one process cannot demote each other at once
 	defer a.adminMu.Unlock()
 	if _, err := a.authorize(ctx, actor); err != nil {
-		return idkeeper.User{}, err
+		return User{}, err
 	}
 	if demotes && name == actor.Name {
-		return idkeeper.User{}, idkeeper.Errorf(protocol.CodeForbidden, "an admin cannot %s", selfWhat)
+		return User{}, idkeeper.Errorf(protocol.CodeForbidden, "an admin cannot %s", selfWhat)
 	}
 	detail := ""
-	u, err := a.update(ctx, name, func(u *idkeeper.User) error {
-		if demotes && u.Role == idkeeper.RoleAdmin && !u.Disabled {
+	u, err := a.update(ctx, name, func(u *User) error {
+		if demotes && u.Role == RoleAdmin && !u.Disabled {
 			if err := a.otherAdmins(ctx, name); err != nil {
 				return err
 			}
@@ -124,7 +124,7 @@ func (a *Service) otherAdmins(ctx context.Context, name string) error {
 		return storeErr(err)
 	}
 	for _, o := range all {
-		if o.Name != name && o.Role == idkeeper.RoleAdmin && !o.Disabled {
+		if o.Name != name && o.Role == RoleAdmin && !o.Disabled {
 			return nil
 		}
 	}
@@ -135,15 +135,15 @@ func (a *Service) otherAdmins(ctx context.Context, name string) error {
 // Errors: FORBIDDEN unless actor is an enabled admin, or for the actor's own
 // account (ChangePassword, with the old one, is for that); INVALID_REQUEST
 // ("password"); PASSWORD_TOO_COMMON; NOT_FOUND.
-func (a *Service) ResetPassword(ctx context.Context, actor idkeeper.User, name, newPassword string) (idkeeper.User, error) {
+func (a *Service) ResetPassword(ctx context.Context, actor User, name, newPassword string) (User, error) {
 	if _, err := a.authorize(ctx, actor); err != nil {
-		return idkeeper.User{}, err
+		return User{}, err
 	}
 	if name == actor.Name {
-		return idkeeper.User{}, idkeeper.Errorf(protocol.CodeForbidden, "change your own password with the current one")
+		return User{}, idkeeper.Errorf(protocol.CodeForbidden, "change your own password with the current one")
 	}
 	if err := a.checkNewPassword("password", newPassword); err != nil {
-		return idkeeper.User{}, err
+		return User{}, err
 	}
 	return a.setPassword(ctx, actor.AuditActor(), name, newPassword, "reset by an admin")
 }
@@ -153,15 +153,15 @@ func (a *Service) ResetPassword(ctx context.Context, actor idkeeper.User, name, 
 // as ConfirmPassword checks it. Errors: ConfirmPassword's; INVALID_REQUEST naming
 // "newPassword" (CheckPassword, or equal to the old one); PASSWORD_TOO_COMMON
 // naming "newPassword".
-func (a *Service) ChangePassword(ctx context.Context, user idkeeper.User, old, newPassword string) (idkeeper.User, error) {
-	if err := a.ConfirmPassword(ctx, user, "oldPassword", old, idkeeper.RoleViewer); err != nil {
-		return idkeeper.User{}, err
+func (a *Service) ChangePassword(ctx context.Context, user User, old, newPassword string) (User, error) {
+	if err := a.ConfirmPassword(ctx, user, "oldPassword", old, RoleViewer); err != nil {
+		return User{}, err
 	}
 	if err := a.checkNewPassword("newPassword", newPassword); err != nil {
-		return idkeeper.User{}, err
+		return User{}, err
 	}
 	if newPassword == old {
-		return idkeeper.User{}, idkeeper.Invalidf("newPassword", "the new password is the current one")
+		return User{}, idkeeper.Invalidf("newPassword", "the new password is the current one")
 	}
 	return a.setPassword(ctx, user.AuditActor(), user.Name, newPassword, "changed by the user")
 }
@@ -175,7 +175,7 @@ func (a *Service) ChangePassword(ctx context.Context, user idkeeper.User, old, n
 // wrong, or throttled with Details "retryAfterSeconds"); LOGIN_THROTTLE_FULL;
 // SESSION_EXPIRED when the account is gone or disabled; FORBIDDEN when its role
 // is below role; STORE_UNAVAILABLE; ctx's.
-func (a *Service) ConfirmPassword(ctx context.Context, user idkeeper.User, field, pw string, role idkeeper.Role) error {
+func (a *Service) ConfirmPassword(ctx context.Context, user User, field, pw string, role Role) error {
 	if pw == "" {
 		return idkeeper.Invalidf(field, "give your password again to confirm")
 	}
@@ -216,19 +216,19 @@ func (a *Service) ConfirmPassword(ctx context.Context, user idkeeper.User, field
 
 // setPassword stores a hash of pw as name's password, Epoch + 1, and ends its
 // sessions; actor is the audit log's (User.AuditActor).
-func (a *Service) setPassword(ctx context.Context, actor, name, pw, detail string) (idkeeper.User, error) {
+func (a *Service) setPassword(ctx context.Context, actor, name, pw, detail string) (User, error) {
 	hash, err := a.hasher.Hash(pw)
 	if err != nil {
-		return idkeeper.User{}, &idkeeper.Error{Code: protocol.CodeInternal, Message: "internal error", Err: err}
+		return User{}, &idkeeper.Error{Code: protocol.CodeInternal, Message: "internal error", Err: err}
 	}
 	now := idkeeper.Millis(a.cfg.Clock())
-	u, err := a.update(ctx, name, func(u *idkeeper.User) error {
+	u, err := a.update(ctx, name, func(u *User) error {
 		u.PasswordHash, u.PasswordChangedAt = hash, now
 		u.Epoch++
 		return nil
 	})
 	if err != nil {
-		return idkeeper.User{}, err
+		return User{}, err
 	}
 	a.endSessions(ctx, name)
 	a.audit(ctx, audit.Entry{Actor: actor, Action: audit.PasswordChange, Target: "user:" + name, Detail: detail})
@@ -236,7 +236,7 @@ func (a *Service) setPassword(ctx context.Context, actor, name, pw, detail strin
 }
 
 // Users returns every account sorted by name, without password hashes.
-func (a *Service) Users(ctx context.Context) ([]idkeeper.User, error) {
+func (a *Service) Users(ctx context.Context) ([]User, error) {
 	all, err := a.store.Users(ctx)
 	if err != nil {
 		return nil, storeErr(err)
@@ -250,18 +250,18 @@ func (a *Service) Users(ctx context.Context) ([]idkeeper.User, error) {
 // authorize returns actor's stored record when it is an enabled admin, else
 // FORBIDDEN. It reads the store: a role or state changed since the actor's
 // session was checked counts. An OperatorActor is authorised as it is.
-func (a *Service) authorize(ctx context.Context, actor idkeeper.User) (idkeeper.User, error) {
+func (a *Service) authorize(ctx context.Context, actor User) (User, error) {
 	if actor.IsOperator() {
 		return actor, nil
 	}
 	u, err := a.store.User(ctx, actor.Name)
 	if errors.Is(err, idkeeper.ErrNotFound) {
-		return idkeeper.User{}, errNotAdmin
+		return User{}, errNotAdmin
 	} else if err != nil {
-		return idkeeper.User{}, storeErr(err)
+		return User{}, storeErr(err)
 	}
-	if u.Disabled || u.Role != idkeeper.RoleAdmin {
-		return idkeeper.User{}, errNotAdmin
+	if u.Disabled || u.Role != RoleAdmin {
+		return User{}, errNotAdmin
 	}
 	return u, nil
 }
@@ -269,18 +269,18 @@ func (a *Service) authorize(ctx context.Context, actor idkeeper.User) (idkeeper.
 // update reads the account name, applies fn and stores it, again from the read
 // while another update comes first (ErrConflict), at most maxRetries times. fn
 // returning errUnchanged stores nothing and returns the account as read.
-func (a *Service) update(ctx context.Context, name string, fn func(*idkeeper.User) error) (idkeeper.User, error) {
+func (a *Service) update(ctx context.Context, name string, fn func(*User) error) (User, error) {
 	for range maxRetries {
 		u, err := a.store.User(ctx, name)
 		if errors.Is(err, idkeeper.ErrNotFound) {
-			return idkeeper.User{}, idkeeper.Errorf(protocol.CodeNotFound, "no user named %q", name)
+			return User{}, idkeeper.Errorf(protocol.CodeNotFound, "no user named %q", name)
 		} else if err != nil {
-			return idkeeper.User{}, storeErr(err)
+			return User{}, storeErr(err)
 		}
 		if err := fn(&u); errors.Is(err, errUnchanged) {
 			return u, nil
 		} else if err != nil {
-			return idkeeper.User{}, err
+			return User{}, err
 		}
 		err = a.store.UpdateUser(ctx, u)
 		switch {
@@ -288,15 +288,15 @@ func (a *Service) update(ctx context.Context, name string, fn func(*idkeeper.Use
 			u.Version++
 			return u, nil
 		case errors.Is(err, idkeeper.ErrNotFound):
-			return idkeeper.User{}, idkeeper.Errorf(protocol.CodeNotFound, "no user named %q", name)
+			return User{}, idkeeper.Errorf(protocol.CodeNotFound, "no user named %q", name)
 		case !errors.Is(err, idkeeper.ErrConflict):
-			return idkeeper.User{}, storeErr(err)
+			return User{}, storeErr(err)
 		}
 		if err := ctx.Err(); err != nil {
-			return idkeeper.User{}, err
+			return User{}, err
 		}
 	}
-	return idkeeper.User{}, idkeeper.Errorf(protocol.CodeConflict, "the user %q changed %d times meanwhile; retry", name, maxRetries)
+	return User{}, idkeeper.Errorf(protocol.CodeConflict, "the user %q changed %d times meanwhile; retry", name, maxRetries)
 }
 
 // endSessions deletes name's sessions. A failure is logged: the new Epoch voids
@@ -308,12 +308,12 @@ func (a *Service) endSessions(ctx context.Context, name string) {
 }
 
 // newUser is the record of a new account: Epoch 1, hashed password.
-func (a *Service) newUser(name string, role idkeeper.Role, password, by string) (idkeeper.User, error) {
+func (a *Service) newUser(name string, role Role, password, by string) (User, error) {
 	hash, err := a.hasher.Hash(password)
 	if err != nil {
-		return idkeeper.User{}, &idkeeper.Error{Code: protocol.CodeInternal, Message: "internal error", Err: err}
+		return User{}, &idkeeper.Error{Code: protocol.CodeInternal, Message: "internal error", Err: err}
 	}
 	now := idkeeper.Millis(a.cfg.Clock())
-	return idkeeper.User{Name: name, Role: role, PasswordHash: hash, CreatedAt: now, CreatedBy: by, Epoch: 1,
+	return User{Name: name, Role: role, PasswordHash: hash, CreatedAt: now, CreatedBy: by, Epoch: 1,
 		PasswordChangedAt: now}, nil
 }

@@ -21,18 +21,18 @@ import (
 // bytes, refused by the validator, or no validator configured); SESSION_EXPIRED
 // when the account is gone or disabled; FORBIDDEN for an OperatorActor, which has
 // no account.
-func (a *Service) SetWebhook(ctx context.Context, user idkeeper.User, webhook string) (idkeeper.User, error) {
+func (a *Service) SetWebhook(ctx context.Context, user User, webhook string) (User, error) {
 	if user.IsOperator() {
-		return idkeeper.User{}, idkeeper.Errorf(protocol.CodeForbidden, "a webhook belongs to an account: the operator of the store has none")
+		return User{}, idkeeper.Errorf(protocol.CodeForbidden, "a webhook belongs to an account: the operator of the store has none")
 	}
 	webhook = strings.TrimSpace(webhook)
 	if webhook != "" {
 		if err := a.checkWebhook(webhook); err != nil {
-			return idkeeper.User{}, err
+			return User{}, err
 		}
 	}
 	detail := ""
-	u, err := a.update(ctx, user.Name, func(u *idkeeper.User) error {
+	u, err := a.update(ctx, user.Name, func(u *User) error {
 		detail = "" // a retry after a conflict reads again
 		if u.Disabled {
 			return errSessionExpired
@@ -49,9 +49,9 @@ func (a *Service) SetWebhook(ctx context.Context, user idkeeper.User, webhook st
 		return nil
 	})
 	if idkeeper.ErrorCode(err) == protocol.CodeNotFound {
-		return idkeeper.User{}, errSessionExpired
+		return User{}, errSessionExpired
 	} else if err != nil {
-		return idkeeper.User{}, err
+		return User{}, err
 	}
 	if detail != "" {
 		a.audit(ctx, audit.Entry{Actor: user.AuditActor(), Action: audit.UserWebhook, Target: "user:" + user.Name, Detail: detail})
@@ -63,8 +63,8 @@ func (a *Service) SetWebhook(ctx context.Context, user idkeeper.User, webhook st
 // checkWebhook returns nil when webhook may be stored, else an INVALID_REQUEST
 // Error naming "url" whose cause is the validator's error.
 func (a *Service) checkWebhook(webhook string) error {
-	if len(webhook) > idkeeper.MaxWebhookLen {
-		return idkeeper.Invalidf("url", "a webhook URL has at most %d bytes", idkeeper.MaxWebhookLen)
+	if len(webhook) > MaxWebhookLen {
+		return idkeeper.Invalidf("url", "a webhook URL has at most %d bytes", MaxWebhookLen)
 	}
 	if a.cfg.ValidWebhook == nil {
 		return idkeeper.Invalidf("url", "this server takes no webhook URL: alerts are not configured")

@@ -30,7 +30,7 @@ func TestSetWebhook(t *testing.T) {
 	e := newAcctEnv(t)
 	acc := e.webhookAccounts(t)
 	hook := "https://discord.com/api/webhooks/112233445566778899/tok_Zy-0123456789_abcdefghijklmnopqrstuvwxyzWXYZ"
-	for _, role := range []idkeeper.Role{idkeeper.RoleViewer, idkeeper.RoleOperator, idkeeper.RoleAdmin} {
+	for _, role := range []account.Role{account.RoleViewer, account.RoleOperator, account.RoleAdmin} {
 		name := "u-" + string(role)
 		e.addUser(t, name, role)
 		tok := e.login(t, name, bobPW, "192.0.2.9")
@@ -47,11 +47,11 @@ func TestSetWebhook(t *testing.T) {
 		}
 		e.wantSession(t, tok, true)
 	}
-	bob := e.addUser(t, "bob", idkeeper.RoleViewer)
+	bob := e.addUser(t, "bob", account.RoleViewer)
 
 	// The same URL again: no change, no entry.
 	before := len(e.auditLog(t))
-	if _, err := acc.SetWebhook(actx, idkeeper.User{Name: "u-viewer"}, hook); err != nil {
+	if _, err := acc.SetWebhook(actx, account.User{Name: "u-viewer"}, hook); err != nil {
 		t.Fatal(err)
 	}
 	if n := len(e.auditLog(t)); n != before {
@@ -65,7 +65,7 @@ func TestSetWebhook(t *testing.T) {
 		strings.Replace(hook, "discord.com", "discord.com.evil.example", 1),
 		hook + "/extra",
 		hook + "?token=x",
-		"https://discord.com/api/webhooks/1/" + strings.Repeat("a", idkeeper.MaxWebhookLen),
+		"https://discord.com/api/webhooks/1/" + strings.Repeat("a", account.MaxWebhookLen),
 	} {
 		_, err := acc.SetWebhook(actx, bob, bad)
 		wantCode(t, err, protocol.CodeInvalidRequest)
@@ -73,7 +73,7 @@ func TestSetWebhook(t *testing.T) {
 		if !errors.As(err, &de) || de.Field != "url" || strings.Contains(err.Error(), "tok_Zy") {
 			t.Errorf("%q: %v", bad, err)
 		}
-		if len(bad) <= idkeeper.MaxWebhookLen && !errors.Is(err, discord.ErrInvalidWebhookURL) {
+		if len(bad) <= account.MaxWebhookLen && !errors.Is(err, discord.ErrInvalidWebhookURL) {
 			t.Errorf("%q: %v does not wrap the validator's error", bad, err)
 		}
 	}
@@ -84,7 +84,7 @@ func TestSetWebhook(t *testing.T) {
 	// Without a validator no URL is taken; clearing works.
 	_, err := e.acc.SetWebhook(actx, bob, hook)
 	wantCode(t, err, protocol.CodeInvalidRequest)
-	if _, err := e.acc.SetWebhook(actx, idkeeper.User{Name: "u-admin"}, ""); err != nil {
+	if _, err := e.acc.SetWebhook(actx, account.User{Name: "u-admin"}, ""); err != nil {
 		t.Fatal(err)
 	}
 	if u, _ := e.store.User(actx, "u-admin"); u.Webhook != "" {
@@ -97,9 +97,9 @@ func TestSetWebhook(t *testing.T) {
 	}
 	_, err = acc.SetWebhook(actx, bob, hook)
 	wantCode(t, err, protocol.CodeSessionExpired)
-	_, err = acc.SetWebhook(actx, idkeeper.User{Name: "nobody"}, hook)
+	_, err = acc.SetWebhook(actx, account.User{Name: "nobody"}, hook)
 	wantCode(t, err, protocol.CodeSessionExpired)
-	_, err = acc.SetWebhook(actx, idkeeper.OperatorActor("alice"), hook)
+	_, err = acc.SetWebhook(actx, account.OperatorActor("alice"), hook)
 	wantCode(t, err, protocol.CodeForbidden)
 
 	// The audit log: set (masked as discord.Mask shows it) and cleared.
@@ -124,7 +124,7 @@ func TestSetWebhook(t *testing.T) {
 func TestSetWebhookMask(t *testing.T) {
 	e := newAcctEnv(t)
 	acc := e.webhookAccounts(t)
-	u := e.addUser(t, "bob", idkeeper.RoleViewer)
+	u := e.addUser(t, "bob", account.RoleViewer)
 	for _, hook := range []string{
 		"https://PTB.Discord.com/api/webhooks/1/abcdefghijklmnop",
 		"https://discordapp.com/api/webhooks/42/short",

@@ -26,7 +26,7 @@ func TestLoginThrottleMemoryBounded(t *testing.T) {
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	var th throttle
-	name := strings.Repeat("n", idkeeper.MaxUserNameLen-6)
+	name := strings.Repeat("n", MaxUserNameLen-6)
 	full := 0
 	for i := range LoginThrottleEntries/3 + 100 {
 		a, err := th.begin(context.Background(), clock, nosleep, fmt.Sprintf("%s%06d", name, i),

@@ -43,6 +43,7 @@ import (
 	"github.com/idkeeper/idkeeper/internal/problem"
 	"github.com/idkeeper/idkeeper/internal/wire"
 	"github.com/idkeeper/idkeeper/protocol"
+	"github.com/idkeeper/idkeeper/snapshot"
 )
 
 // APIPrefix starts every route of the admin API.
@@ -64,7 +65,7 @@ type Config struct {
 	Accounts *account.Service
 	// Store keeps the allow-list entries and the audit log (the store the
 	// Accounts use).
-	Store idkeeper.AdminStore
+	Store account.Store
 	// AllowList is the allow-list in force for API keys, on /v1 and here; it is
 	// refreshed at once after a change made here. Nil: every address may use an
 	// admin key, and the allow-list routes show no floor.
@@ -102,7 +103,7 @@ type Config struct {
 	// exports it and POST /admin/api/restore replaces it (backup.go); it must also
 	// answer Status (bolt and redis do). SnapshotKind names it in a backup's header
 	// ("bolt", "redis"). Nil: both routes answer 404 NOT_FOUND.
-	Snapshots    idkeeper.SnapshotStore
+	Snapshots    snapshot.Store
 	SnapshotKind string
 	// MaxRestoreBytes limits a restore's upload (413 BODY_TOO_LARGE):
 	// DefaultMaxRestoreBytes when 0 or less. RestoreDir is where the upload is
@@ -127,7 +128,7 @@ type Handler struct {
 	cfg    Config
 	reg    *idkeeper.Registry
 	acct   *account.Service
-	store  idkeeper.AdminStore
+	store  account.Store
 	allow  *allowlist.List
 	log    *slog.Logger
 	mux    *http.ServeMux
@@ -290,7 +291,7 @@ func (h *Handler) audit(ctx context.Context, e audit.Entry) {
 	}
 }
 
-// storeErr is err of an AdminStore call as the API answers it: an *idkeeper.Error
+// storeErr is err of an account.Store call as the API answers it: an *idkeeper.Error
 // as it is, anything else STORE_UNAVAILABLE.
 func storeErr(err error) error {
 	var e *idkeeper.Error

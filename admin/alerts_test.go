@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/alert"
 	"github.com/idkeeper/idkeeper/discord"
 	"github.com/idkeeper/idkeeper/discord/discordtest"
@@ -26,7 +27,7 @@ func TestStoreHealthAlerts(t *testing.T) {
 
 		fd := discordtest.New(t)
 		for i, name := range []string{"ann", "bob"} {
-			u := idkeeper.User{Name: name, Role: idkeeper.RoleViewer, PasswordHash: "$argon2id$x", CreatedAt: start, Epoch: 1,
+			u := account.User{Name: name, Role: account.RoleViewer, PasswordHash: "$argon2id$x", CreatedAt: start, Epoch: 1,
 				Webhook: fd.Webhook([]string{"501", "502"}[i]), Disabled: name == "bob"}
 			if err := e.store.CreateUser(ctx, u); err != nil {
 				t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/allowlist"
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/internal/clientip"
 	"github.com/idkeeper/idkeeper/internal/wire"
@@ -86,14 +87,14 @@ func (h *Handler) addAllowEntry(w http.ResponseWriter, r *http.Request, p *princ
 	if err != nil {
 		return nil, err
 	}
-	note, ok := idkeeper.CleanText(note, idkeeper.MaxNoteLen)
+	note, ok := idkeeper.CleanText(note, allowlist.MaxNoteLen)
 	switch {
 	case !ok:
-		return nil, idkeeper.Invalidf("note", "note must be printable UTF-8 text of at most %d bytes", idkeeper.MaxNoteLen)
+		return nil, idkeeper.Invalidf("note", "note must be printable UTF-8 text of at most %d bytes", allowlist.MaxNoteLen)
 	case note == "":
 		return nil, idkeeper.Invalidf("note", "note is required: why the prefix is on the list")
 	}
-	e := idkeeper.AllowEntry{Prefix: prefix, Note: note, CreatedBy: p.actor, CreatedAt: idkeeper.Millis(h.reg.Now())}
+	e := allowlist.Entry{Prefix: prefix, Note: note, CreatedBy: p.actor, CreatedAt: idkeeper.Millis(h.reg.Now())}
 	if err := h.store.AddAllowEntry(r.Context(), e); errors.Is(err, idkeeper.ErrConflict) {
 		return nil, idkeeper.Errorf(protocol.CodeConflict, "%s is on the allow-list already", prefix)
 	} else if err != nil {
@@ -131,7 +132,7 @@ func (h *Handler) removeAllowEntry(w http.ResponseWriter, r *http.Request, p *pr
 	if err != nil {
 		return nil, storeErr(err)
 	}
-	listed := slices.ContainsFunc(es, func(e idkeeper.AllowEntry) bool { return e.Prefix == prefix })
+	listed := slices.ContainsFunc(es, func(e allowlist.Entry) bool { return e.Prefix == prefix })
 	switch {
 	case !listed && slices.Contains(h.allow.Floor(), prefix):
 		return nil, idkeeper.Errorf(protocol.CodeConflict, "%s is part of the floor (--allowed-ips), which is configuration: "+

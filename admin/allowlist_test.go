@@ -5,7 +5,7 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/internal/wire"
 	"github.com/idkeeper/idkeeper/protocol"
@@ -16,7 +16,7 @@ import (
 // an empty floor goes only with "allowAll": true. Both changes are audited.
 func TestAllowListAppliesAtOnce(t *testing.T) {
 	stores(t, func(t *testing.T, e *env) {
-		e.user("alice", idkeeper.RoleOperator)
+		e.user("alice", account.RoleOperator)
 		tok := e.login("alice", userPW)
 		v1 := func() response { return e.do("GET", "/v1/leases/remaining", "", "X-API-Key", plainKey) }
 		v1().ok(t) // an empty list allows every address

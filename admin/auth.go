@@ -5,6 +5,7 @@ import (
 	"net/netip"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/internal/wire"
 	"github.com/idkeeper/idkeeper/protocol"
 )
@@ -18,11 +19,11 @@ type principal struct {
 	ip     netip.Addr // the same, parsed; invalid when ipErr is set
 	ipErr  error
 
-	user    *idkeeper.User // a logged-in user; nil for a key
-	session idkeeper.AdminSession
+	user    *account.User // a logged-in user; nil for a key
+	session account.Session
 	token   string           // the session cookie's token
 	key     *idkeeper.APIKey // an admin API key; nil for a user
-	role    idkeeper.Role
+	role    account.Role
 	actor   string // "user:NAME" or "key:ID", as the audit log names it
 }
 
@@ -63,7 +64,7 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, p *princi
 			return idkeeper.Errorf(protocol.CodeAdminKeyRequired, "the API key %s is not an admin key; the admin API "+
 				"needs one (idkeeper apikey create --admin, or IDKEEPER_ADMIN_API_KEY on the server), or a login", k.ID)
 		}
-		p.key, p.role, p.actor = &k, idkeeper.RoleAdmin, idkeeper.CreatedByKey(k.ID)
+		p.key, p.role, p.actor = &k, account.RoleAdmin, idkeeper.CreatedByKey(k.ID)
 		return nil
 	}
 	c, err := r.Cookie(h.cookie)

@@ -14,9 +14,11 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/backup"
 	"github.com/idkeeper/idkeeper/internal/wire"
 	"github.com/idkeeper/idkeeper/protocol"
+	"github.com/idkeeper/idkeeper/snapshot"
 )
 
 // Backups through the admin API (issue #12, docs/backup.md): GET
@@ -88,7 +90,7 @@ type lastRestore struct {
 }
 
 // snapshots returns the store the backup routes work on.
-func (h *Handler) snapshots() (idkeeper.SnapshotStore, backup.StatusReader, error) {
+func (h *Handler) snapshots() (snapshot.Store, backup.StatusReader, error) {
 	ss := h.cfg.Snapshots
 	if ss == nil {
 		return nil, nil, idkeeper.Errorf(protocol.CodeNotFound, "this server offers no backups of its store through the admin API")
@@ -146,7 +148,7 @@ func (h *Handler) exportBackup(w http.ResponseWriter, r *http.Request, p *princi
 			redacted = v
 		}
 	}
-	if !redacted && !p.role.AtLeast(idkeeper.RoleAdmin) {
+	if !redacted && !p.role.AtLeast(account.RoleAdmin) {
 		return nil, idkeeper.Errorf(protocol.CodeForbidden, "a full backup holds every password hash, API key hash and "+
 			"webhook URL: only an admin downloads one; %s has the role %s: ask for a redacted one (GET %sbackup?redacted=1)",
 			p.actor, p.role, APIPrefix)

@@ -14,11 +14,13 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/admin"
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/backup"
 	"github.com/idkeeper/idkeeper/internal/wire"
 	"github.com/idkeeper/idkeeper/protocol"
+	"github.com/idkeeper/idkeeper/snapshot"
 )
 
 // raw sends a request with body as it is (no Content-Type unless hdr gives one)
@@ -54,7 +56,7 @@ func (e *env) raw(method, path string, body []byte, hdr ...string) (*http.Respon
 func (e *env) snapshot() string {
 	e.t.Helper()
 	var buf bytes.Buffer
-	if _, err := backup.Export(context.Background(), e.store.(idkeeper.SnapshotStore), &buf,
+	if _, err := backup.Export(context.Background(), e.store.(snapshot.Store), &buf,
 		backup.Source{Store: "x", TakenAt: time.Unix(0, 0)}); err != nil {
 		e.t.Fatal(err)
 	}
@@ -102,7 +104,7 @@ func TestBackupExportAPI(t *testing.T) {
 		kind := map[bool]string{false: "bolt", true: "redis"}[e.redis != ""]
 
 		var offline bytes.Buffer
-		if _, err := backup.Export(ctx, e.store.(idkeeper.SnapshotStore), &offline, backup.Source{Store: kind, TakenAt: start.Add(-time.Hour)}); err != nil {
+		if _, err := backup.Export(ctx, e.store.(snapshot.Store), &offline, backup.Source{Store: kind, TakenAt: start.Add(-time.Hour)}); err != nil {
 			t.Fatal(err)
 		}
 		resp, data := e.raw("GET", "/admin/api/backup", nil, "Cookie", tok)
@@ -292,7 +294,7 @@ func TestRestoreAPI(t *testing.T) {
 // site; a viewer and an operator may not restore.
 func TestRestoreRefusals(t *testing.T) {
 	e := newEnv(t, func(s *setup) { s.nodes, s.maxRestore = 16, 16<<10 })
-	e.user("operator", idkeeper.RoleOperator)
+	e.user("operator", account.RoleOperator)
 	opTok := e.login("operator", userPW)
 	tok := e.login("root", rootPW)
 	_, file := e.raw("GET", "/admin/api/backup", nil, "Cookie", tok)

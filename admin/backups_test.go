@@ -17,10 +17,12 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/admin"
 	"github.com/idkeeper/idkeeper/backup"
 	"github.com/idkeeper/idkeeper/internal/wire"
 	"github.com/idkeeper/idkeeper/protocol"
+	"github.com/idkeeper/idkeeper/snapshot"
 )
 
 // testBackups is the backup job of the test envs: a gzip folder of its own,
@@ -30,7 +32,7 @@ import (
 // clock get names of their own; without, the real clock.
 func testBackups(t *testing.T, st idkeeper.Store, auditor idkeeper.Auditor, clock func() time.Time) *backup.Job {
 	t.Helper()
-	ss, ok := st.(idkeeper.SnapshotStore)
+	ss, ok := st.(snapshot.Store)
 	if !ok {
 		t.Fatalf("%T has no snapshots", st)
 	}
@@ -226,8 +228,8 @@ var backupLinkRE = regexp.MustCompile(`href="(/admin/api/backups/[^"]+)"`)
 // navigation nor load it); back up now, download, delete after a confirmation.
 func TestBackupsPage(t *testing.T) {
 	e := newWebEnv(t)
-	e.addUser("vera", idkeeper.RoleViewer)
-	e.addUser("otto", idkeeper.RoleOperator)
+	e.addUser("vera", account.RoleViewer)
+	e.addUser("otto", account.RoleOperator)
 	vera, otto := e.client(), e.client()
 	vera.login("vera")
 	otto.login("otto")
@@ -251,7 +253,7 @@ func TestBackupsPage(t *testing.T) {
 	}
 	checkPage(t, "operator's back up now", otto.post("/admin/backups", url.Values{}), http.StatusForbidden)
 	checkPage(t, "operator's restore", otto.post("/admin/restore", url.Values{}), http.StatusForbidden)
-	e.addUser("ada", idkeeper.RoleAdmin)
+	e.addUser("ada", account.RoleAdmin)
 	otto = e.client()
 	otto.login("ada")
 	p = otto.get("/admin/backups")

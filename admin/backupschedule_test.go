@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/internal/wire"
 	"github.com/idkeeper/idkeeper/protocol"
@@ -20,8 +21,8 @@ import (
 // replica's job follows it at once.
 func TestBackupScheduleAPI(t *testing.T) {
 	stores(t, func(t *testing.T, e *env) {
-		e.user("olga", idkeeper.RoleOperator)
-		e.user("vera", idkeeper.RoleViewer)
+		e.user("olga", account.RoleOperator)
+		e.user("vera", account.RoleViewer)
 		admin := []string{"Cookie", e.login("root", rootPW), "Sec-Fetch-Site", "same-origin"}
 		oper := []string{"Cookie", e.login("olga", userPW), "Sec-Fetch-Site", "same-origin"}
 		viewer := []string{"Cookie", e.login("vera", userPW)}

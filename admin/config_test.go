@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/admin"
 	"github.com/idkeeper/idkeeper/bolt"
 	idkhttp "github.com/idkeeper/idkeeper/http"
@@ -45,7 +45,7 @@ func TestNew(t *testing.T) {
 // it the header is ignored: the retry is a 409.
 func TestIdempotentCreates(t *testing.T) {
 	e := newEnv(t, loopback, func(s *setup) { s.idem = true })
-	e.user("boss", idkeeper.RoleAdmin)
+	e.user("boss", account.RoleAdmin)
 	tok := e.login("boss", userPW)
 	for _, c := range []struct{ path, body, other string }{
 		{"/admin/api/users", `{"name":"dave","role":"viewer","password":"daves-password-1"}`,
@@ -103,7 +103,7 @@ func TestIdempotentCreates(t *testing.T) {
 	}
 
 	plain := newEnv(t, loopback)
-	plain.user("boss", idkeeper.RoleAdmin)
+	plain.user("boss", account.RoleAdmin)
 	ptok := plain.login("boss", userPW)
 	body := `{"prefix":"198.51.100.0/24","note":"partner"}`
 	plain.do("POST", "/admin/api/allowlist", body, "Cookie", ptok, "Idempotency-Key", "k").status1(t, 201)

@@ -33,6 +33,7 @@ import (
 	"github.com/idkeeper/idkeeper/password"
 	"github.com/idkeeper/idkeeper/protocol"
 	"github.com/idkeeper/idkeeper/redis"
+	"github.com/idkeeper/idkeeper/snapshot"
 )
 
 // start is the fake clock's start in every test.
@@ -61,8 +62,8 @@ type env struct {
 	h      *admin.Handler
 	srv    *httptest.Server
 	client *http.Client
-	root   idkeeper.User // the first admin, "root"
-	redis  string        // the redis-server's URL; "" on bolt
+	root   account.User // the first admin, "root"
+	redis  string       // the redis-server's URL; "" on bolt
 	// backups is the admin handler's backup job (backups_test.go).
 	backups *backup.Job
 }
@@ -70,7 +71,7 @@ type env struct {
 // fullStore is a store of leases and admin records: bolt's or redis's.
 type fullStore interface {
 	idkeeper.Store
-	idkeeper.AdminStore
+	account.Store
 }
 
 // setup adjusts an env before it starts.
@@ -164,7 +165,7 @@ func newEnv(t *testing.T, opts ...func(*setup)) *env {
 	}
 	cfg := admin.Config{Registry: reg, Accounts: acct, Store: st, AllowList: allow, TrustedProxies: s.trusted,
 		TLS: s.tls, Logger: quiet, Durability: "fsync on every write", ClockCheck: "verified by the clock agent 127.0.0.1:1"}
-	cfg.Snapshots, cfg.SnapshotKind = st.(idkeeper.SnapshotStore), map[bool]string{false: "bolt", true: "redis"}[s.redis] // backup_test.go
+	cfg.Snapshots, cfg.SnapshotKind = st.(snapshot.Store), map[bool]string{false: "bolt", true: "redis"}[s.redis] // backup_test.go
 	cfg.MaxRestoreBytes = s.maxRestore
 	cfg.Discord = s.discord
 	if !s.noBackups {
@@ -200,7 +201,7 @@ func newEnv(t *testing.T, opts ...func(*setup)) *env {
 }
 
 // user creates an account with userPW.
-func (e *env) user(name string, role idkeeper.Role) {
+func (e *env) user(name string, role account.Role) {
 	e.t.Helper()
 	if _, err := e.acct.CreateUser(context.Background(), e.root, name, role, userPW); err != nil {
 		e.t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/protocol"
 )
 
@@ -17,7 +18,7 @@ import (
 // mayCreateKey returns nil when p may create a key with admin set as asked:
 // 403 FORBIDDEN for an admin key asked by a caller below the role admin.
 func (p *principal) mayCreateKey(admin bool) error {
-	if admin && !p.role.AtLeast(idkeeper.RoleAdmin) {
+	if admin && !p.role.AtLeast(account.RoleAdmin) {
 		return idkeeper.Errorf(protocol.CodeForbidden, "only an admin creates an admin key; %s has the role %s: "+
 			"leave out \"admin\" for a key of the /v1 API", p.actor, p.role)
 	}
@@ -28,7 +29,7 @@ func (p *principal) mayCreateKey(admin bool) error {
 // FORBIDDEN when the key is an admin key and p is below the role admin. An
 // unknown key is NOT_FOUND for everyone, as the change itself would answer.
 func (h *Handler) mayManageKey(ctx context.Context, p *principal, id, what string) error {
-	if p.role.AtLeast(idkeeper.RoleAdmin) {
+	if p.role.AtLeast(account.RoleAdmin) {
 		return nil
 	}
 	k, err := h.reg.Key(ctx, id)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/internal/wire"
 	"github.com/idkeeper/idkeeper/protocol"
@@ -81,7 +82,7 @@ func TestKeys(t *testing.T) {
 			t.Fatalf("create an admin key: %d %s", r.status, r.raw)
 		}
 		e.do("GET", "/admin/api/keys", "", "X-API-Key", made.Secret).ok(t)
-		e.user("alice", idkeeper.RoleOperator)
+		e.user("alice", account.RoleOperator)
 		e.do("POST", "/admin/api/keys", `{"description":"by alice"}`, "Cookie", e.login("alice", userPW)).
 			status1(t, 201).decode(t, &made)
 		if made.Key.CreatedBy != "user:alice" {
@@ -113,7 +114,7 @@ func TestKeyCallersRefused(t *testing.T) {
 	far := newEnv(t, func(s *setup) { s.floor = []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")} })
 	far.do("GET", "/admin/api/keys", "", "X-API-Key", adminKey).problem(t, protocol.CodeIPNotAllowed)
 	// A session is no key: the allow-list does not apply to it.
-	far.user("alice", idkeeper.RoleViewer)
+	far.user("alice", account.RoleViewer)
 	far.do("GET", "/admin/api/keys", "", "Cookie", far.login("alice", userPW)).ok(t)
 }
 
@@ -178,7 +179,7 @@ func TestKeyBodies(t *testing.T) {
 // revoked key cannot change; each change is audited.
 func TestKeyUpdate(t *testing.T) {
 	stores(t, func(t *testing.T, e *env) {
-		e.user("alice", idkeeper.RoleOperator)
+		e.user("alice", account.RoleOperator)
 		tok := e.login("alice", userPW)
 		plainID, _ := idkeeper.HashAPIKey(plainKey)
 		var k wire.APIKey
@@ -213,7 +214,7 @@ func TestKeyUpdate(t *testing.T) {
 // audit log or the users; passwords and their hashes never.
 func TestSecretsNeverShown(t *testing.T) {
 	e := newEnv(t)
-	e.user("boss", idkeeper.RoleAdmin)
+	e.user("boss", account.RoleAdmin)
 	tok := e.login("boss", userPW)
 	var made wire.CreateAPIKeyResponse
 	e.do("POST", "/admin/api/keys", `{"description":"secret test"}`, "Cookie", tok).status1(t, 201).decode(t, &made)

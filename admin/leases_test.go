@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/internal/wire"
 	"github.com/idkeeper/idkeeper/protocol"
@@ -19,7 +20,7 @@ import (
 // the filters.
 func TestPoolAndLeases(t *testing.T) {
 	stores(t, func(t *testing.T, e *env) {
-		e.user("vera", idkeeper.RoleViewer)
+		e.user("vera", account.RoleViewer)
 		tok := e.login("vera", userPW)
 		plainID, _ := idkeeper.HashAPIKey(plainKey)
 		behind := ts(start.Add(-6 * time.Minute)) // more than grace/2: a warning
@@ -99,7 +100,7 @@ func TestPoolAndLeases(t *testing.T) {
 // the operator as actor, and the node ID returns to the pool afterwards.
 func TestRevokeLease(t *testing.T) {
 	stores(t, func(t *testing.T, e *env) {
-		e.user("olga", idkeeper.RoleOperator)
+		e.user("olga", account.RoleOperator)
 		tok := e.login("olga", userPW)
 		who := `{"requester":` + requesterJSON("7") + `}`
 		r := e.do("POST", "/v1/leases", `{"requester":`+requesterJSON("7")+`,"count":1}`, "X-API-Key", plainKey).ok(t)
@@ -160,7 +161,7 @@ func TestRevokeLease(t *testing.T) {
 // actions) and actor, and refuses a bad query.
 func TestAuditPages(t *testing.T) {
 	e := newEnv(t, loopback)
-	e.user("alice", idkeeper.RoleOperator)
+	e.user("alice", account.RoleOperator)
 	tok := e.login("alice", userPW)
 	for i := range 12 {
 		e.do("POST", "/admin/api/allowlist", fmt.Sprintf(`{"prefix":"198.51.100.%d","note":"n%d"}`, i, i), "Cookie", tok).status1(t, 201)

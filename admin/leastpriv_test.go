@@ -49,7 +49,7 @@ func (e *env) state() string {
 // FORBIDDEN, nothing made); an admin session and an admin key can.
 func TestOperatorCannotCreateAdminKey(t *testing.T) {
 	e := newEnv(t)
-	e.user("operator", idkeeper.RoleOperator)
+	e.user("operator", account.RoleOperator)
 	op := e.login("operator", userPW)
 	before := e.state()
 	r := e.do("POST", "/admin/api/keys", `{"description":"escalate","admin":true}`, "Cookie", op).problem(t, protocol.CodeForbidden)
@@ -78,7 +78,7 @@ func TestOperatorCannotCreateAdminKey(t *testing.T) {
 // as it was), while an admin may.
 func TestOperatorCannotManageAdminKey(t *testing.T) {
 	e := newEnv(t)
-	e.user("operator", idkeeper.RoleOperator)
+	e.user("operator", account.RoleOperator)
 	op := e.login("operator", userPW)
 	plainID, _ := idkeeper.HashAPIKey(plainKey)
 	for _, hdr := range [][]string{{"Cookie", op}, {"X-API-Key", adminKey}} {
@@ -109,8 +109,8 @@ func TestOperatorCannotManageAdminKey(t *testing.T) {
 // quarantined until when.
 func TestRestoreNeedsAdminSessionAndPassword(t *testing.T) {
 	e := newEnv(t, func(s *setup) { s.nodes = 16 })
-	e.user("operator", idkeeper.RoleOperator)
-	e.user("boss", idkeeper.RoleAdmin)
+	e.user("operator", account.RoleOperator)
+	e.user("boss", account.RoleAdmin)
 	root := e.login("root", rootPW)
 	e.do("POST", "/admin/api/me/webhook", `{"url":"`+hookURL+`"}`, "Cookie", root).ok(t)
 	_, file := e.raw("GET", "/admin/api/backup", nil, "Cookie", root)
@@ -204,7 +204,7 @@ func TestRestorePasswordIsThrottled(t *testing.T) {
 // and a restore of it is refused before anything is written.
 func TestOperatorBackupIsRedacted(t *testing.T) {
 	e := newEnv(t)
-	e.user("operator", idkeeper.RoleOperator)
+	e.user("operator", account.RoleOperator)
 	root := e.login("root", rootPW)
 	e.do("POST", "/admin/api/me/webhook", `{"url":"`+hookURL+`"}`, "Cookie", root).ok(t)
 	op := e.login("operator", userPW)
@@ -244,7 +244,7 @@ func TestOperatorBackupIsRedacted(t *testing.T) {
 // backs up into it, downloads nor deletes (403, nothing changed).
 func TestOperatorCannotTouchFullBackups(t *testing.T) {
 	e := newEnv(t)
-	e.user("operator", idkeeper.RoleOperator)
+	e.user("operator", account.RoleOperator)
 	op := e.login("operator", userPW)
 	var f wire.BackupFile
 	e.do("POST", "/admin/api/backups", "", "X-API-Key", adminKey).status1(t, 201).decode(t, &f)
@@ -270,7 +270,7 @@ func hexOf(secret string) string {
 // refused.
 func TestAdminKeyPages(t *testing.T) {
 	e := newWebEnv(t)
-	e.addUser("otto", idkeeper.RoleOperator)
+	e.addUser("otto", account.RoleOperator)
 	ada, otto := e.client(), e.client()
 	ada.login("admin")
 	otto.login("otto")

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/admin"
 	"github.com/idkeeper/idkeeper/protocol"
 )
@@ -42,11 +43,11 @@ func fixed(s string) func(int) string { return func(int) string { return s } }
 // on an admin key or a full backup); an admitted one the route's own answer.
 func TestRoleRouteMatrix(t *testing.T) {
 	e := newEnv(t, loopback)
-	e.user("viewer", idkeeper.RoleViewer)
-	e.user("operator", idkeeper.RoleOperator)
-	e.user("boss", idkeeper.RoleAdmin)
-	e.user("target", idkeeper.RoleViewer)
-	e.user("matrix", idkeeper.RoleViewer)
+	e.user("viewer", account.RoleViewer)
+	e.user("operator", account.RoleOperator)
+	e.user("boss", account.RoleAdmin)
+	e.user("target", account.RoleViewer)
+	e.user("matrix", account.RoleViewer)
 	plainID, _ := idkeeper.HashAPIKey(plainKey)
 	_, spare, err := e.reg.CreateKey(context.Background(), idkeeper.KeySpec{Description: "spare admin key", Admin: true})
 	if err != nil {
@@ -197,7 +198,7 @@ func TestRoleRouteMatrix(t *testing.T) {
 	}
 }
 
-func countPrefix(us []idkeeper.User, prefix string) int {
+func countPrefix(us []account.User, prefix string) int {
 	n := 0
 	for _, u := range us {
 		if strings.HasPrefix(u.Name, prefix) {
@@ -222,7 +223,7 @@ func expect(t *testing.T, name string, r response, code idkeeper.Code) {
 // is no browser (no Origin, no Sec-Fetch-Site). A GET is never refused.
 func TestCrossSitePostRefused(t *testing.T) {
 	e := newEnv(t)
-	e.user("operator", idkeeper.RoleOperator)
+	e.user("operator", account.RoleOperator)
 	tok := e.login("operator", userPW)
 	body := `{"description":"csrf"}`
 	e.do("POST", "/admin/api/keys", body, "Cookie", tok, "Sec-Fetch-Site", "cross-site", "Origin", "https://evil.example").

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/internal/wire"
 	"github.com/idkeeper/idkeeper/protocol"
 )
@@ -17,7 +17,7 @@ import (
 // refused; a caller without a role gets nothing.
 func TestIDOrigin(t *testing.T) {
 	stores(t, func(t *testing.T, e *env) {
-		e.user("vera", idkeeper.RoleViewer)
+		e.user("vera", account.RoleViewer)
 		tok := e.login("vera", userPW)
 		var grant wire.AllocResponse
 		e.do("POST", "/v1/leases", `{"requester":`+requesterJSON("1")+`,"count":1,`+

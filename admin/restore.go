@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/backup"
 	"github.com/idkeeper/idkeeper/internal/jsonbody"
@@ -294,7 +295,7 @@ func (h *Handler) restoreBackup(w http.ResponseWriter, r *http.Request, p *princ
 	case !lowerHex(req.SHA256, 64):
 		return nil, idkeeper.Invalidf("sha256", "sha256 is the previewed file's checksum: 64 lower-case hex digits")
 	}
-	if err := h.acct.ConfirmPassword(r.Context(), *p.user, "password", req.Password, idkeeper.RoleAdmin); err != nil {
+	if err := h.acct.ConfirmPassword(r.Context(), *p.user, "password", req.Password, account.RoleAdmin); err != nil {
 		if idkeeper.ErrorCode(err) == protocol.CodeInvalidRequest && req.Password != "" {
 			h.log.Warn("restore refused: the password given to confirm it is wrong or throttled", "actor", p.actor,
 				"preview", req.Preview, "remoteIp", p.remote)

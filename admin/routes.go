@@ -4,7 +4,7 @@ import (
 	"context"
 	"net/http"
 
-	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/idempotency"
 	"github.com/idkeeper/idkeeper/internal/clientip"
@@ -18,8 +18,8 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request, p *principal) (any
 // route is one route of the table: what it takes and who may call it.
 type route struct {
 	method string
-	path   string        // after APIPrefix, in http.ServeMux syntax
-	role   idkeeper.Role // the least role; "" for the public login and logout
+	path   string       // after APIPrefix, in http.ServeMux syntax
+	role   account.Role // the least role; "" for the public login and logout
 	// userOnly: only a logged-in user, never an API key (accounts are changed by
 	// people, whose own record Accounts checks again).
 	userOnly bool
@@ -41,7 +41,7 @@ const (
 // http.CrossOriginProtection; no GET changes anything.
 func (h *Handler) apiRoutes() []route {
 	const get, post, put = http.MethodGet, http.MethodPost, http.MethodPut
-	const viewer, operator, admin = idkeeper.RoleViewer, idkeeper.RoleOperator, idkeeper.RoleAdmin
+	const viewer, operator, admin = account.RoleViewer, account.RoleOperator, account.RoleAdmin
 	return []route{
 		{post, "login", "", false, "", h.login},
 		{post, "logout", "", false, "", h.logout},
@@ -99,7 +99,7 @@ func (h *Handler) apiRoutes() []route {
 // Config.Idempotency is set).
 type RouteInfo struct {
 	Method, Path string
-	Role         idkeeper.Role
+	Role         account.Role
 	UserOnly     bool
 	Idempotent   bool
 }

@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/internal/jsonbody"
 	"github.com/idkeeper/idkeeper/internal/wire"
 )
@@ -120,7 +120,7 @@ func (h *Handler) changePassword(w http.ResponseWriter, r *http.Request, p *prin
 }
 
 // userJSON is u as the API shows it: never its password hash.
-func userJSON(u idkeeper.User) wire.User {
+func userJSON(u account.User) wire.User {
 	return wire.User{Name: u.Name, Role: string(u.Role), Disabled: u.Disabled, CreatedAt: wire.FormatTime(u.CreatedAt),
 		CreatedBy: u.CreatedBy, LastLoginAt: optTime(u.LastLoginAt), PasswordChangedAt: optTime(u.PasswordChangedAt)}
 }

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/admin"
 	"github.com/idkeeper/idkeeper/audit"
@@ -24,7 +23,7 @@ import (
 // cookie held; logout ends the session and clears the cookie.
 func TestLoginLogout(t *testing.T) {
 	e := newEnv(t)
-	e.user("alice", idkeeper.RoleOperator)
+	e.user("alice", account.RoleOperator)
 	r := e.do("POST", "/admin/api/login", `{"name":"  Alice ","password":"`+userPW+`"}`).ok(t)
 	var lr wire.LoginResponse
 	r.decode(t, &lr)
@@ -87,7 +86,7 @@ func TestLoginLogout(t *testing.T) {
 // Over TLS the cookie is Secure and named __Host-idkeeper_session.
 func TestCookieTLS(t *testing.T) {
 	e := newEnv(t, func(s *setup) { s.tls = true })
-	e.user("alice", idkeeper.RoleViewer)
+	e.user("alice", account.RoleViewer)
 	r := e.do("POST", "/admin/api/login", `{"name":"alice","password":"`+userPW+`"}`).ok(t)
 	c := sessionCookie(t, r, true)
 	if c.Name != "__Host-idkeeper_session" || !c.Secure || !c.HttpOnly || c.SameSite != http.SameSiteStrictMode ||
@@ -108,7 +107,7 @@ func TestCookieTLS(t *testing.T) {
 // cleared); one in use lives until the absolute timeout.
 func TestSessionExpires(t *testing.T) {
 	e := newEnv(t)
-	e.user("alice", idkeeper.RoleViewer)
+	e.user("alice", account.RoleViewer)
 	tok := e.login("alice", userPW)
 	idle := e.acct.Config().IdleTimeout
 	e.clk.Advance(idle - time.Minute)
@@ -136,8 +135,8 @@ func TestSessionExpires(t *testing.T) {
 // too (log in again with the new password).
 func TestSessionsDropped(t *testing.T) {
 	e := newEnv(t)
-	e.user("boss", idkeeper.RoleAdmin)
-	e.user("alice", idkeeper.RoleOperator)
+	e.user("boss", account.RoleAdmin)
+	e.user("alice", account.RoleOperator)
 	boss := e.login("boss", userPW)
 	alice := e.login("alice", userPW)
 	e.do("POST", "/admin/api/keys", `{"description":"before"}`, "Cookie", alice).status1(t, 201)
@@ -185,7 +184,7 @@ func TestSessionsDropped(t *testing.T) {
 // the window ends.
 func TestBruteForceThrottled(t *testing.T) {
 	e := newEnv(t)
-	e.user("alice", idkeeper.RoleViewer)
+	e.user("alice", account.RoleViewer)
 	for i := range account.LoginPairFailures {
 		r := e.do("POST", "/admin/api/login", fmt.Sprintf(`{"name":"alice","password":"guess-number-%d"}`, i)).
 			problem(t, protocol.CodeLoginFailed)
@@ -214,7 +213,7 @@ func TestSpoofedForwardedForIgnored(t *testing.T) {
 		e.do("POST", "/admin/api/login", fmt.Sprintf(`{"name":"nobody-%d","password":"guess-password"}`, i),
 			"X-Forwarded-For", fmt.Sprintf("203.0.113.%d", i+1)).problem(t, protocol.CodeLoginFailed)
 	}
-	e.user("alice", idkeeper.RoleViewer)
+	e.user("alice", account.RoleViewer)
 	r := e.do("POST", "/admin/api/login", `{"name":"alice","password":"`+userPW+`"}`, "X-Forwarded-For", "198.51.100.7").
 		problem(t, protocol.CodeLoginFailed)
 	if r.header.Get("Retry-After") == "" {
@@ -232,7 +231,7 @@ func TestSpoofedForwardedForIgnored(t *testing.T) {
 		p.do("POST", "/admin/api/login", fmt.Sprintf(`{"name":"nobody-%d","password":"guess-password"}`, i),
 			"X-Forwarded-For", "203.0.113.1").problem(t, protocol.CodeLoginFailed)
 	}
-	p.user("alice", idkeeper.RoleViewer)
+	p.user("alice", account.RoleViewer)
 	p.login("alice", userPW, "X-Forwarded-For", "203.0.113.2") // another client behind the proxy
 	if es, _ := p.store.AuditEntriesBefore(context.Background(), 0, 1); len(es) != 1 || es[0].RemoteIP != "203.0.113.2" {
 		t.Fatalf("the forwarded address is not audited: %+v", es)
@@ -248,7 +247,7 @@ func TestSpoofedForwardedForIgnored(t *testing.T) {
 // change is throttled (Retry-After).
 func TestChangePasswordThrottled(t *testing.T) {
 	e := newEnv(t)
-	e.user("alice", idkeeper.RoleViewer)
+	e.user("alice", account.RoleViewer)
 	tok := e.login("alice", userPW)
 	for range account.LoginPairFailures {
 		r := e.do("POST", "/admin/api/me/password", `{"oldPassword":"wrong-password-0","newPassword":"new-password-0123"}`,
@@ -269,7 +268,7 @@ func TestChangePasswordThrottled(t *testing.T) {
 // 400 PASSWORD_TOO_COMMON naming the member, and nothing changes.
 func TestCommonPasswordRefusedOverTheAPI(t *testing.T) {
 	e := newEnv(t)
-	e.user("alice", idkeeper.RoleViewer)
+	e.user("alice", account.RoleViewer)
 	root := e.login("root", rootPW)
 	for _, c := range []struct{ path, body, cookie, field string }{
 		{"/admin/api/users", `{"name":"carol","role":"viewer","password":"Password1234"}`, root, "password"},

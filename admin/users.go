@@ -5,6 +5,7 @@ import (
 	"net/url"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/internal/wire"
 )
 
@@ -35,7 +36,7 @@ func (h *Handler) listUsers(_ http.ResponseWriter, r *http.Request, p *principal
 	if err != nil {
 		return nil, err
 	}
-	admin := p.role.AtLeast(idkeeper.RoleAdmin)
+	admin := p.role.AtLeast(account.RoleAdmin)
 	out := userListJSON{Users: make([]userWebhookJSON, len(us))}
 	for i, u := range us {
 		out.Users[i].User = userJSON(u)
@@ -61,7 +62,7 @@ func (h *Handler) createUser(w http.ResponseWriter, r *http.Request, p *principa
 			return nil, err
 		}
 	}
-	u, err := h.acct.CreateUser(r.Context(), *p.user, userName(name), idkeeper.Role(role), pw)
+	u, err := h.acct.CreateUser(r.Context(), *p.user, userName(name), account.Role(role), pw)
 	if err != nil {
 		return nil, err
 	}
@@ -86,13 +87,13 @@ func (h *Handler) updateUser(w http.ResponseWriter, r *http.Request, p *principa
 	switch {
 	case role == "" && !setDisabled:
 		return nil, idkeeper.Invalidf("body", "give role, disabled or both")
-	case role != "" && !idkeeper.Role(role).Valid():
-		return nil, idkeeper.Invalidf("role", "the role is one of %s, %s, %s", idkeeper.RoleViewer, idkeeper.RoleOperator, idkeeper.RoleAdmin)
+	case role != "" && !account.Role(role).Valid():
+		return nil, idkeeper.Invalidf("role", "the role is one of %s, %s, %s", account.RoleViewer, account.RoleOperator, account.RoleAdmin)
 	}
 	ctx, name := r.Context(), r.PathValue("name")
-	var u idkeeper.User
+	var u account.User
 	if role != "" {
-		if u, err = h.acct.SetRole(ctx, *p.user, name, idkeeper.Role(role)); err != nil {
+		if u, err = h.acct.SetRole(ctx, *p.user, name, account.Role(role)); err != nil {
 			return nil, err
 		}
 	}

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/internal/clientip"
 	"github.com/idkeeper/idkeeper/internal/problem"
@@ -222,7 +223,7 @@ type navItem struct {
 type view struct {
 	Title    string
 	Nav      string // the navigation entry that is the current page
-	User     idkeeper.User
+	User     account.User
 	SignedIn bool
 	Flash    string // a success message (role=status)
 	Error    string // a failure message (role=alert)
@@ -233,10 +234,10 @@ type view struct {
 }
 
 // CanOperate reports whether the user may change keys, the allow-list and leases.
-func (v view) CanOperate() bool { return v.SignedIn && v.User.Role.AtLeast(idkeeper.RoleOperator) }
+func (v view) CanOperate() bool { return v.SignedIn && v.User.Role.AtLeast(account.RoleOperator) }
 
 // IsAdmin reports whether the user may manage accounts.
-func (v view) IsAdmin() bool { return v.SignedIn && v.User.Role.AtLeast(idkeeper.RoleAdmin) }
+func (v view) IsAdmin() bool { return v.SignedIn && v.User.Role.AtLeast(account.RoleAdmin) }
 
 // NavItems is the main navigation, the current page marked.
 func (v view) NavItems() []navItem {
@@ -339,7 +340,7 @@ type pageFunc func(w http.ResponseWriter, r *http.Request, p *principal)
 // check of a POST, the request timeout, the session (none or an ended one: a GET
 // is sent to the login page, a POST too with a message), the role (403 page).
 // Pages take no API key: an X-API-Key header is ignored.
-func (h *Handler) page(method string, role idkeeper.Role, fn pageFunc) http.Handler {
+func (h *Handler) page(method string, role account.Role, fn pageFunc) http.Handler {
 	authed := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
 		defer cancel()

@@ -27,13 +27,13 @@ var pwBounds = passwordBounds{MinPassword: account.MinPasswordLen, MaxPassword: 
 
 // usersView is the data of the users page.
 type usersView struct {
-	Users []idkeeper.User
-	Roles []idkeeper.Role
+	Users []account.User
+	Roles []account.Role
 	Form  url.Values
 	passwordBounds
 }
 
-var allRoles = []idkeeper.Role{idkeeper.RoleViewer, idkeeper.RoleOperator, idkeeper.RoleAdmin}
+var allRoles = []account.Role{account.RoleViewer, account.RoleOperator, account.RoleAdmin}
 
 func (h *Handler) usersPage(w http.ResponseWriter, r *http.Request, p *principal) {
 	h.renderUsers(w, r, p, http.StatusOK, "", nil)
@@ -72,9 +72,9 @@ func (h *Handler) userCreatePost(w http.ResponseWriter, r *http.Request, p *prin
 
 // userView is the data of a user's page.
 type userView struct {
-	Target idkeeper.User
+	Target account.User
 	Self   bool
-	Roles  []idkeeper.Role
+	Roles  []account.Role
 	// ShowWebhook: the caller is an admin or the user; Webhook is then the
 	// user's Discord webhook, masked ("" for none).
 	ShowWebhook bool
@@ -93,7 +93,7 @@ func (h *Handler) renderUser(w http.ResponseWriter, r *http.Request, p *principa
 		h.pageError(w, r, p, err)
 		return
 	}
-	i := slices.IndexFunc(us, func(u idkeeper.User) bool { return u.Name == name })
+	i := slices.IndexFunc(us, func(u account.User) bool { return u.Name == name })
 	if i < 0 {
 		h.pageError(w, r, p, idkeeper.Errorf(protocol.CodeNotFound, "There is no user %q.", name))
 		return
@@ -101,7 +101,7 @@ func (h *Handler) renderUser(w http.ResponseWriter, r *http.Request, p *principa
 	v := h.baseView(w, r, p, "User "+name, "users")
 	v.Error = errMsg
 	uv := userView{Target: us[i], Self: p.user.Name == name, Roles: allRoles, passwordBounds: pwBounds}
-	if uv.ShowWebhook = uv.Self || p.role.AtLeast(idkeeper.RoleAdmin); uv.ShowWebhook {
+	if uv.ShowWebhook = uv.Self || p.role.AtLeast(account.RoleAdmin); uv.ShowWebhook {
 		if m := maskedWebhook(us[i]); m != nil {
 			uv.Webhook = *m
 		}
@@ -175,7 +175,7 @@ func (h *Handler) renderProfile(w http.ResponseWriter, r *http.Request, p *princ
 func (h *Handler) renderProfileTest(w http.ResponseWriter, r *http.Request, p *principal, status int, flash, errMsg string,
 	test *webhookTestJSON) {
 	v := h.baseView(w, r, p, "Profile", "profile")
-	pv := profileView{passwordBounds: pwBounds, MaxWebhook: idkeeper.MaxWebhookLen, AlertsOn: h.cfg.Discord != nil, Test: test}
+	pv := profileView{passwordBounds: pwBounds, MaxWebhook: account.MaxWebhookLen, AlertsOn: h.cfg.Discord != nil, Test: test}
 	if m := maskedWebhook(*p.user); m != nil {
 		pv.Webhook = *m
 	}

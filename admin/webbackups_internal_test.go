@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/backup"
 )
 
@@ -19,7 +19,7 @@ import (
 func TestBackupTemplates(t *testing.T) {
 	h := &Handler{log: slog.New(slog.DiscardHandler)}
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	op := idkeeper.User{Name: "otto", Role: idkeeper.RoleOperator}
+	op := account.User{Name: "otto", Role: account.RoleOperator}
 	good := backup.Entry{Name: "idkeeper-20261130T030000Z-0123abcd.idkbackup.gz", Size: 12345, TakenAt: now.Add(-9 * time.Hour),
 		Generation: "0123abcd", Compressed: true, SHA256: strings.Repeat("ab", 32), Records: 4102}
 	damaged := backup.Entry{Name: "idkeeper-20261129T030000Z-0123abcd.idkbackup", Size: 10, TakenAt: now.Add(-33 * time.Hour)}
@@ -65,9 +65,9 @@ func TestBackupTemplates(t *testing.T) {
 		}
 	}
 	// The navigation shows Backups to operators and admins only.
-	for role, want := range map[idkeeper.Role]bool{idkeeper.RoleViewer: false, idkeeper.RoleOperator: true, idkeeper.RoleAdmin: true} {
+	for role, want := range map[account.Role]bool{account.RoleViewer: false, account.RoleOperator: true, account.RoleAdmin: true} {
 		got := false
-		for _, it := range (view{SignedIn: true, User: idkeeper.User{Role: role}}).NavItems() {
+		for _, it := range (view{SignedIn: true, User: account.User{Role: role}}).NavItems() {
 			got = got || it.Href == "/admin/backups"
 		}
 		if got != want {

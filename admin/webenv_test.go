@@ -47,7 +47,7 @@ type webEnv struct {
 	reg   *idkeeper.Registry
 	acct  *account.Service
 	url   string // http://127.0.0.1:PORT
-	admin idkeeper.User
+	admin account.User
 	// started is the start time of the requesters the tests lease with.
 	started time.Time
 	// backups is the admin handler's backup job (backups_test.go).
@@ -142,7 +142,7 @@ func newWebEnvPool(t *testing.T, pool idkeeper.PoolSpec) *webEnv {
 }
 
 // addUser adds an account with webAdminPW.
-func (e *webEnv) addUser(name string, role idkeeper.Role) {
+func (e *webEnv) addUser(name string, role account.Role) {
 	e.t.Helper()
 	if _, err := e.acct.CreateUser(context.Background(), e.admin, name, role, webAdminPW); err != nil {
 		e.t.Fatal(err)

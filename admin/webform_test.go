@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/backup"
 )
@@ -68,7 +69,7 @@ func TestFormTokenOnce(t *testing.T) {
 		return k.ID, secret
 	}
 	for _, name := range []string{"u-role", "u-off", "u-on", "u-pw"} {
-		e.addUser(name, idkeeper.RoleViewer)
+		e.addUser(name, account.RoleViewer)
 	}
 	hook := e.discord.Webhook("424242")
 	type tc struct {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/discord"
 	"github.com/idkeeper/idkeeper/internal/problem"
@@ -72,7 +73,7 @@ type webhookTestAnswer struct {
 }
 
 // maskedWebhook is u's webhook as it may be shown (discord.Mask), nil for none.
-func maskedWebhook(u idkeeper.User) *string {
+func maskedWebhook(u account.User) *string {
 	if u.Webhook == "" {
 		return nil
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/admin"
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/discord"
@@ -40,7 +40,7 @@ func withDiscord(fd *discordtest.Server) func(*setup) {
 func TestWebhookSetShowClear(t *testing.T) {
 	stores(t, func(t *testing.T, e *env) {
 		ctx := context.Background()
-		e.user("vera", idkeeper.RoleViewer)
+		e.user("vera", account.RoleViewer)
 		vera := e.login("vera", userPW)
 		hook := "https://discord.com/api/webhooks/112233445566778899/tok_vera-ABCDEFGHIJKLMNOPQRSTUVWXYZ_0123456789abcdef"
 		masked := discord.Mask(hook)
@@ -154,8 +154,8 @@ func TestWebhookSetShowClear(t *testing.T) {
 func TestWebhookTestMessage(t *testing.T) {
 	fd := discordtest.New(t)
 	e := newEnv(t, withDiscord(fd))
-	e.user("vera", idkeeper.RoleViewer)
-	e.user("otto", idkeeper.RoleOperator)
+	e.user("vera", account.RoleViewer)
+	e.user("otto", account.RoleOperator)
 	vera, otto := e.login("vera", userPW), e.login("otto", userPW)
 
 	e.do("POST", "/admin/api/me/webhook/test", "", "Cookie", vera).problem(t, admin.CodeWebhookNotSet)
@@ -234,7 +234,7 @@ func TestWebhookTestMessage(t *testing.T) {
 
 	// Without a sender the server says alerts are not configured.
 	e2 := newEnv(t)
-	e2.user("vera", idkeeper.RoleViewer)
+	e2.user("vera", account.RoleViewer)
 	v2 := e2.login("vera", userPW)
 	e2.do("POST", "/admin/api/me/webhook", `{"url":"`+hook+`"}`, "Cookie", v2).ok(t)
 	e2.do("POST", "/admin/api/me/webhook/test", "", "Cookie", v2).problem(t, admin.CodeAlertsNotConfigured)
@@ -249,8 +249,8 @@ func TestWebhookTestMessage(t *testing.T) {
 // admins only.
 func TestWebhookPages(t *testing.T) {
 	e := newWebEnv(t)
-	e.addUser("vera", idkeeper.RoleViewer)
-	e.addUser("otto", idkeeper.RoleViewer)
+	e.addUser("vera", account.RoleViewer)
+	e.addUser("otto", account.RoleViewer)
 	c := e.client()
 	c.login("vera")
 

@@ -235,7 +235,7 @@ func (h *Handler) keyRevokePost(w http.ResponseWriter, r *http.Request, p *princ
 // allowView is the data of the allow-list page.
 type allowView struct {
 	Floor, Proxies []netip.Prefix
-	Entries        []idkeeper.AllowEntry
+	Entries        []allowlist.Entry
 	AllowsAll      bool
 	LastOpens      bool // one entry, no floor: removing it allows every address
 	Refresh        time.Duration
@@ -255,7 +255,7 @@ func (h *Handler) renderAllow(w http.ResponseWriter, r *http.Request, p *princip
 	}
 	av := allowView{Floor: h.allow.Floor(), Proxies: slices.Clone(h.cfg.TrustedProxies), Entries: es,
 		AllowsAll: len(es) == 0 && len(h.allow.Floor()) == 0, LastOpens: len(es) == 1 && len(h.allow.Floor()) == 0, Refresh: allowlist.DefaultRefresh,
-		MaxNote: idkeeper.MaxNoteLen, Form: form}
+		MaxNote: allowlist.MaxNoteLen, Form: form}
 	v := h.baseView(w, r, p, "IP allow-list", "allowlist")
 	v.Error, v.P = errMsg, av
 	h.render(w, r, status, "allowlist", v)

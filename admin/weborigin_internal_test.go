@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/snowflake"
 )
 
@@ -18,7 +19,7 @@ import (
 // without client info, an empty window, a hostile host and labels (escaped).
 func TestOriginTemplate(t *testing.T) {
 	h := &Handler{log: slog.New(slog.DiscardHandler)}
-	viewer := idkeeper.User{Name: "vera", Role: idkeeper.RoleViewer}
+	viewer := account.User{Name: "vera", Role: account.RoleViewer}
 	at := time.Date(2026, 11, 30, 12, 0, 0, 123_000_000, time.UTC)
 	layout := idkeeper.DefaultLayout
 	ts, err := layout.Timestamp(at)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/internal/wire"
 )
 
@@ -73,7 +74,7 @@ func msTime(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05.000
 // to the box and nothing else.
 func TestOriginPage(t *testing.T) {
 	e := newWebEnv(t)
-	e.addUser("vera", idkeeper.RoleViewer)
+	e.addUser("vera", account.RoleViewer)
 	l := e.leaseForOrigin("orders-7f9c", 4242, "web-7.example", map[string]string{"service": "orders", "version": "1.4.2"})
 	ids := strconv.FormatInt(l.id, 10)
 
@@ -193,7 +194,7 @@ func TestOriginPage(t *testing.T) {
 // checked with axe-core and photographed at desktop and phone width.
 func TestOriginBrowser(t *testing.T) {
 	e := newWebEnv(t)
-	e.addUser("vera", idkeeper.RoleViewer)
+	e.addUser("vera", account.RoleViewer)
 	l := e.leaseForOrigin("orders-7f9c", 4242, "web-7.example", map[string]string{"service": "orders", "version": "1.4.2"})
 	ids := strconv.FormatInt(l.id, 10)
 	b := newBrowser(t, e.url)

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/internal/wire"
 	"github.com/idkeeper/idkeeper/protocol"
@@ -20,7 +21,7 @@ import (
 // webform.go names, its one-time token (once).
 func (h *Handler) webRoutes() {
 	const get, post = http.MethodGet, http.MethodPost
-	const viewer, operator, admin = idkeeper.RoleViewer, idkeeper.RoleOperator, idkeeper.RoleAdmin
+	const viewer, operator, admin = account.RoleViewer, account.RoleOperator, account.RoleAdmin
 	m := h.mux
 	m.HandleFunc("GET "+staticPath+"{file}", serveStatic)
 	m.HandleFunc("GET /admin/{$}", func(w http.ResponseWriter, r *http.Request) {

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/audit"
 )
 
@@ -121,8 +121,8 @@ func TestPagesNeedLogin(t *testing.T) {
 
 func TestPagesRender(t *testing.T) {
 	e := newWebEnv(t)
-	e.addUser("vera", idkeeper.RoleViewer)
-	e.addUser("otto", idkeeper.RoleOperator)
+	e.addUser("vera", account.RoleViewer)
+	e.addUser("otto", account.RoleOperator)
 	for _, who := range []string{"admin", "otto", "vera"} {
 		c := e.client()
 		c.login(who)
@@ -166,8 +166,8 @@ func TestPagesRender(t *testing.T) {
 
 func TestPagesRoles(t *testing.T) {
 	e := newWebEnv(t)
-	e.addUser("vera", idkeeper.RoleViewer)
-	e.addUser("otto", idkeeper.RoleOperator)
+	e.addUser("vera", account.RoleViewer)
+	e.addUser("otto", account.RoleOperator)
 	vera, otto := e.client(), e.client()
 	vera.login("vera")
 	otto.login("otto")
@@ -425,7 +425,7 @@ func TestPagesAccountsAndAllowList(t *testing.T) {
 		}
 	}
 	u, _ := e.store.User(context.Background(), "olivia")
-	if u.Role != idkeeper.RoleViewer || u.Disabled {
+	if u.Role != account.RoleViewer || u.Disabled {
 		t.Errorf("olivia: %+v", u)
 	}
 	olivia := e.client()

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/internal/wire"
 	"github.com/idkeeper/idkeeper/protocol"
@@ -25,8 +26,8 @@ import (
 func TestPageTemplates(t *testing.T) {
 	h := &Handler{log: slog.New(slog.DiscardHandler)}
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	admin := idkeeper.User{Name: "root", Role: idkeeper.RoleAdmin, CreatedAt: now}
-	viewer := idkeeper.User{Name: "vera", Role: idkeeper.RoleViewer}
+	admin := account.User{Name: "root", Role: account.RoleAdmin, CreatedAt: now}
+	viewer := account.User{Name: "vera", Role: account.RoleViewer}
 	row := leaseRow{Node: 7, Status: cellGrace, Machine: "host-<a>", PID: 42, StartedAt: now.Add(-time.Hour), KeyID: "k1",
 		KeyDesc: "billing & co", Token: 9, ExpiresAt: now.Add(-time.Minute), GrantedAt: now.Add(-time.Hour),
 		RenewedAt: now.Add(-30 * time.Minute), Skew: &skewView{Level: idkeeper.SkewWarn, Skew: formatSkew(1500 * time.Millisecond), ObservedAt: now}}
@@ -115,7 +116,7 @@ func TestPageTemplates(t *testing.T) {
 			passwordBounds: pwBounds, Form: url.Values{"role": {"operator"}}}}},
 		{"user", "layout", "This is your own account", view{Title: "User", User: admin, SignedIn: true, P: userView{Target: admin, Self: true}}},
 		{"user", "layout", "Enable vera", view{Title: "User", User: admin, SignedIn: true,
-			P: userView{Target: idkeeper.User{Name: "vera", Disabled: true, Role: idkeeper.RoleViewer}, Roles: allRoles, passwordBounds: pwBounds}}},
+			P: userView{Target: account.User{Name: "vera", Disabled: true, Role: account.RoleViewer}, Roles: allRoles, passwordBounds: pwBounds}}},
 		{"profile", "layout", "Change your password", view{Title: "Profile", User: viewer, SignedIn: true,
 			P: profileView{passwordBounds: pwBounds}}},
 		{"profile", "layout", "<dd id=\"answer-status\">404 Not Found</dd>", view{Title: "Profile", User: viewer, SignedIn: true,

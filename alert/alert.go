@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/discord"
 )
 
@@ -63,7 +64,7 @@ type Store interface {
 	idkeeper.AlertStore
 	TryLock(ctx context.Context, name, owner string, atMostFor time.Duration) (idkeeper.Lock, bool, error)
 	Unlock(ctx context.Context, name, owner string, atLeastFor time.Duration) (bool, error)
-	Users(ctx context.Context) ([]idkeeper.User, error)
+	Users(ctx context.Context) ([]account.User, error)
 }
 
 // Source is what the state-based alerts read; *idkeeper.Registry satisfies it.

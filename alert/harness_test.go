@@ -35,7 +35,7 @@ var (
 // store is what a test needs of bolt and redis.
 type store interface {
 	idkeeper.Store
-	idkeeper.AdminStore
+	account.Store
 	idkeeper.AlertStore
 }
 
@@ -143,7 +143,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 			hook = e.fd.Webhook(webhookID(u.name), o.replies[u.name]...)
 			e.hooks[u.name] = hook
 		}
-		err := st.CreateUser(ctx, idkeeper.User{Name: u.name, Role: idkeeper.RoleViewer, PasswordHash: "$argon2id$x",
+		err := st.CreateUser(ctx, account.User{Name: u.name, Role: account.RoleViewer, PasswordHash: "$argon2id$x",
 			Disabled: u.disabled, CreatedAt: start, Epoch: 1, Webhook: hook})
 		if err != nil {
 			t.Fatal(err)

@@ -1,5 +1,5 @@
 // Package allowlist keeps the IP allow-list in force for API-key routes: a fixed
-// floor from the command line and the entries the store keeps (AdminStore), read
+// floor from the command line and the entries the store keeps (Store), read
 // again every DefaultRefresh so a change on one replica applies on all.
 package allowlist
 
@@ -10,14 +10,36 @@ import (
 	"slices"
 	"sync/atomic"
 	"time"
-
-	"github.com/idkeeper/idkeeper"
 )
 
+// MaxNoteLen bounds Entry.Note, in bytes.
+const MaxNoteLen = 200
+
+// Entry is one entry of the IP allow-list kept in the store.
+type Entry struct {
+	Prefix    netip.Prefix // masked (Prefix.Masked), the identity of the entry
+	Note      string       // why it is there; at most MaxNoteLen bytes
+	CreatedBy string
+	CreatedAt time.Time
+}
+
+// Store keeps the allow-list's entries; the admin web's store (account.Store)
+// includes it. Errors: idkeeper.ErrNotFound and idkeeper.ErrConflict as stated.
+type Store interface {
+	// AddAllowEntry stores e (its Prefix masked); ErrConflict when that prefix is
+	// listed already.
+	AddAllowEntry(ctx context.Context, e Entry) error
+	// RemoveAllowEntry deletes the entry of that prefix (masked first); ErrNotFound
+	// when there is none.
+	RemoveAllowEntry(ctx context.Context, p netip.Prefix) error
+	// AllowEntries returns every entry, sorted by address then prefix length.
+	AllowEntries(ctx context.Context) ([]Entry, error)
+}
+
 // Source is where an List reads the entries kept in the store
-// (AdminStore.AllowEntries).
+// (Store.AllowEntries).
 type Source interface {
-	AllowEntries(ctx context.Context) ([]idkeeper.AllowEntry, error)
+	AllowEntries(ctx context.Context) ([]Entry, error)
 }
 
 // DefaultRefresh is how often List.Run reads the store's entries by

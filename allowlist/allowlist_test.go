@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/allowlist"
 	"github.com/idkeeper/idkeeper/bolt"
 )
@@ -48,7 +47,7 @@ func TestAllowList(t *testing.T) {
 		t.Fatal("the floor alone is in force: 192.0.2.1 is not in it")
 	}
 
-	if err := st.AddAllowEntry(ctx, idkeeper.AllowEntry{Prefix: netip.MustParsePrefix("192.0.2.0/24"), Note: "office",
+	if err := st.AddAllowEntry(ctx, allowlist.Entry{Prefix: netip.MustParsePrefix("192.0.2.0/24"), Note: "office",
 		CreatedBy: "alice", CreatedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}

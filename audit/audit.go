@@ -3,7 +3,7 @@
 // (Verify), the actions the registry and the admin record, and the context values
 // naming who acts and from where (WithActor, WithRemoteIP). It imports only the
 // standard library and package protocol; stores keep entries through the root
-// package's AdminStore, and the registry and package account append them.
+// package account's Store (audit.Store), and the registry and package account append them.
 package audit
 
 import (

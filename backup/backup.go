@@ -11,6 +11,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/internal/shortlease"
+	"github.com/idkeeper/idkeeper/snapshot"
 )
 
 // Summary tells what an export or import moved.
@@ -126,11 +127,11 @@ func collect(opts []Option) options {
 // out of order, a token above the fencing counter: a store read while it
 // changed); w then holds part of a file, without its trailer, which Import
 // refuses — write to a temporary file and rename it only on success.
-func Export(ctx context.Context, s idkeeper.SnapshotStore, w io.Writer, info Source, opts ...Option) (Summary, error) {
+func Export(ctx context.Context, s snapshot.Store, w io.Writer, info Source, opts ...Option) (Summary, error) {
 	o := collect(opts)
 	bw := NewWriter(w, info)
 	n := 0
-	err := s.ReadSnapshot(ctx, bw.WriteMeta, func(rec idkeeper.SnapshotRecord) error {
+	err := s.ReadSnapshot(ctx, bw.WriteMeta, func(rec snapshot.Record) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -161,18 +162,18 @@ type StatusReader interface {
 // that held a node ID after the backup was taken may still mint. Now is the later
 // of now and the store's clock; LiveFence and LiveGeneration are the store's
 // fencing counter and generation number (0 and 0 when it is not initialised).
-func PlanFor(ctx context.Context, s StatusReader, now time.Time, lease, grace time.Duration, opts ...Option) (idkeeper.RestorePlan, error) {
+func PlanFor(ctx context.Context, s StatusReader, now time.Time, lease, grace time.Duration, opts ...Option) (snapshot.RestorePlan, error) {
 	if err := checkDurations(lease, grace, collect(opts).shortLeases); err != nil {
-		return idkeeper.RestorePlan{}, err
+		return snapshot.RestorePlan{}, err
 	}
 	st, err := s.Status(ctx)
 	if err != nil {
-		return idkeeper.RestorePlan{}, fmt.Errorf("read the target store's status: %w", err)
+		return snapshot.RestorePlan{}, fmt.Errorf("read the target store's status: %w", err)
 	}
 	if st.Now.After(now) {
 		now = st.Now
 	}
-	p := idkeeper.RestorePlan{Now: idkeeper.Millis(now).UTC(), LeaseDuration: lease, Grace: grace}
+	p := snapshot.RestorePlan{Now: idkeeper.Millis(now).UTC(), LeaseDuration: lease, Grace: grace}
 	if st.Initialised {
 		p.LiveFence, p.LiveGeneration = st.Fence, st.Generation.Number
 	}
@@ -205,7 +206,7 @@ func checkDurations(lease, grace time.Duration, short bool) error {
 // s.LoadSnapshot, all or nothing: a file that is damaged, truncated, of a newer
 // format or not a backup at all fails the load and s is left as it was; a
 // redacted one (ErrRedacted) is refused before the load.
-func Import(ctx context.Context, s idkeeper.SnapshotStore, r io.Reader, plan idkeeper.RestorePlan, opts ...Option) (Summary, error) {
+func Import(ctx context.Context, s snapshot.Store, r io.Reader, plan snapshot.RestorePlan, opts ...Option) (Summary, error) {
 	o := collect(opts)
 	if plan.Now.IsZero() {
 		return Summary{}, errors.New("backup: the restore plan has no time (PlanFor)")
@@ -228,7 +229,7 @@ func Import(ctx context.Context, s idkeeper.SnapshotStore, r io.Reader, plan idk
 	sum := rd.Summary()
 	if sum.SHA256 == "" {
 		// The store returned before the Reader reached the trailer: a store that
-		// broke the SnapshotSource contract. Say so rather than report success.
+		// broke the snapshot.Source contract. Say so rather than report success.
 		return sum, errors.New("backup: the store ended the load before the end of the file")
 	}
 	sum.Generation, sum.Fence, sum.Until = meta.Generation, meta.Fence, plan.Until()
@@ -241,16 +242,16 @@ func Import(ctx context.Context, s idkeeper.SnapshotStore, r io.Reader, plan idk
 type importSource struct {
 	ctx        context.Context
 	rd         *Reader
-	plan       idkeeper.RestorePlan
+	plan       snapshot.RestorePlan
 	progress   func(int)
 	n          int
 	free, held NodeRanges
 	live       int
 }
 
-func (s *importSource) Next() (idkeeper.SnapshotRecord, error) {
+func (s *importSource) Next() (snapshot.Record, error) {
 	if err := s.ctx.Err(); err != nil {
-		return idkeeper.SnapshotRecord{}, err
+		return snapshot.Record{}, err
 	}
 	rec, err := s.rd.Next()
 	if err != nil {

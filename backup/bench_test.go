@@ -25,6 +25,7 @@ import (
 	"github.com/idkeeper/idkeeper/bolt"
 	"github.com/idkeeper/idkeeper/internal/harness/redistest"
 	"github.com/idkeeper/idkeeper/redis"
+	"github.com/idkeeper/idkeeper/snapshot"
 )
 
 // The big backup benchmark of issue #12: export and import of a store with 4,096
@@ -62,7 +63,7 @@ func newBigSource(now time.Time, audits int) *bigSource {
 	return &bigSource{now: idkeeper.Millis(now).UTC(), n: audits, keyID: "k0123456789abcdef"}
 }
 
-func (g *bigSource) meta() idkeeper.SnapshotMeta {
+func (g *bigSource) meta() snapshot.Meta {
 	// The audit head is the last entry's: generate the chain once to know it.
 	var seq uint64
 	var hash string
@@ -70,7 +71,7 @@ func (g *bigSource) meta() idkeeper.SnapshotMeta {
 		e := g.audit(i).Seal(seq, hash)
 		seq, hash = e.Seq, e.Hash
 	}
-	return idkeeper.SnapshotMeta{
+	return snapshot.Meta{
 		Generation: idkeeper.Generation{ID: idkeeper.NewGenerationID(), Number: 1, Origin: idkeeper.OriginFresh, At: g.now.Add(-365 * 24 * time.Hour)},
 		Fence:      bigNodes * 10, Nodes: bigNodes, AuditSeq: seq, AuditHash: hash,
 	}
@@ -90,7 +91,7 @@ func (g *bigSource) audit(i int) audit.Entry {
 	}
 }
 
-func (g *bigSource) Next() (idkeeper.SnapshotRecord, error) {
+func (g *bigSource) Next() (snapshot.Record, error) {
 	i := g.i
 	g.i++
 	switch {
@@ -101,18 +102,18 @@ func (g *bigSource) Next() (idkeeper.SnapshotRecord, error) {
 				StartedAt: g.now.Add(-time.Hour), Instance: "6f1c2a" + strconv.Itoa(i)},
 			NotBefore: g.now.Add(-time.Hour), ExpiresAt: exp, FencingToken: uint64(bigNodes*9 + i + 1),
 			GrantedAt: g.now.Add(-time.Hour), RenewedAt: g.now, KeyID: g.keyID}
-		return idkeeper.SnapshotRecord{Node: &idkeeper.NodeState{NodeID: idkeeper.NodeID(i), Lease: l, Watermark: exp,
+		return snapshot.Record{Node: &idkeeper.NodeState{NodeID: idkeeper.NodeID(i), Lease: l, Watermark: exp,
 			LastToken: l.FencingToken}}, nil
 	case i == bigNodes:
 		h := sha256.Sum256([]byte("secret"))
-		return idkeeper.SnapshotRecord{Key: &idkeeper.APIKey{ID: g.keyID, Hash: h[:], Description: "services",
+		return snapshot.Record{Key: &idkeeper.APIKey{ID: g.keyID, Hash: h[:], Description: "services",
 			CreatedAt: g.now.Add(-365 * 24 * time.Hour), CreatedBy: idkeeper.CreatedByCLI}}, nil
 	case i <= bigNodes+g.n:
 		e := g.audit(i-bigNodes-1).Seal(g.last.Seq, g.last.Hash)
 		g.last = e
-		return idkeeper.SnapshotRecord{Audit: &e}, nil
+		return snapshot.Record{Audit: &e}, nil
 	}
-	return idkeeper.SnapshotRecord{}, io.EOF
+	return snapshot.Record{}, io.EOF
 }
 
 // memWatch measures one operation's memory: the Go heap in use, sampled every
@@ -377,12 +378,12 @@ func benchExportImport(b *testing.B, rdb *goredis.Client, open func(*testing.B, 
 			b.Logf("Redis used_memory with the source and the imported store: %.0f MiB", mib(redisMem(b, rdb, "used_memory")))
 		}
 		// The target holds what was exported: its audit head is the source's.
-		if err := dst.ReadSnapshot(ctx, func(m idkeeper.SnapshotMeta) error {
+		if err := dst.ReadSnapshot(ctx, func(m snapshot.Meta) error {
 			if m.AuditSeq != meta.AuditSeq || m.AuditHash != meta.AuditHash {
 				return fmt.Errorf("the imported audit head is %d %s", m.AuditSeq, m.AuditHash)
 			}
 			return errStop
-		}, func(idkeeper.SnapshotRecord) error { return errStop }); !errors.Is(err, errStop) {
+		}, func(snapshot.Record) error { return errStop }); !errors.Is(err, errStop) {
 			b.Fatalf("read the imported store: %v", err)
 		}
 	}

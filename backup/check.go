@@ -8,8 +8,11 @@ import (
 	"math"
 	"time"
 
+	"github.com/idkeeper/idkeeper/account"
+	"github.com/idkeeper/idkeeper/allowlist"
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/internal/plural"
+	"github.com/idkeeper/idkeeper/snapshot"
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/discord"
@@ -48,7 +51,7 @@ func decodeHeader(line []byte) (Header, error) {
 		return Header{}, err
 	}
 	g := l.Source.Generation
-	m := idkeeper.SnapshotMeta{Generation: idkeeper.Generation{ID: g.ID, Number: g.Number, Origin: idkeeper.Origin(g.Origin)},
+	m := snapshot.Meta{Generation: idkeeper.Generation{ID: g.ID, Number: g.Number, Origin: idkeeper.Origin(g.Origin)},
 		Fence: l.Meta.Fence, Nodes: l.Meta.Nodes, First: idkeeper.NodeID(l.Meta.First), AuditSeq: l.Meta.AuditSeq,
 		AuditHash: l.Meta.AuditHash}
 	if m.Generation.At, err = parseTime("source.generation.at", g.At); err != nil {
@@ -116,8 +119,8 @@ func word(s string, upper bool) bool {
 // decodeRecord reads a record line of the given kind, checking each member's
 // type and bounds (not yet its place in the snapshot: checker.add). In a
 // redacted backup a secret is refused and a key's hash is "".
-func decodeRecord(kind string, line []byte, redacted bool) (idkeeper.SnapshotRecord, error) {
-	var rec idkeeper.SnapshotRecord
+func decodeRecord(kind string, line []byte, redacted bool) (snapshot.Record, error) {
+	var rec snapshot.Record
 	var err error
 	switch kind {
 	case kindNode:
@@ -129,14 +132,14 @@ func decodeRecord(kind string, line []byte, redacted bool) (idkeeper.SnapshotRec
 		k, err = decodeKey(line, redacted)
 		rec.Key = k
 	case kindUser:
-		var u *idkeeper.User
+		var u *account.User
 		u, err = decodeUser(line)
 		if err == nil && redacted && (u.PasswordHash != "" || u.Webhook != "") {
 			err = fmt.Errorf("user %s: a redacted backup holds no password hash and no webhook", u.Name)
 		}
 		rec.User = u
 	case kindAllow:
-		var a *idkeeper.AllowEntry
+		var a *allowlist.Entry
 		a, err = decodeAllow(line)
 		rec.Allow = a
 	case kindAudit:
@@ -249,15 +252,15 @@ func decodeKey(line []byte, redacted bool) (*idkeeper.APIKey, error) {
 	return k, nil
 }
 
-func decodeUser(line []byte) (*idkeeper.User, error) {
+func decodeUser(line []byte) (*account.User, error) {
 	var l userLine
 	if err := strict(line, &l); err != nil {
 		return nil, err
 	}
-	if !idkeeper.ValidUserName(l.Name) {
-		return nil, fmt.Errorf("name %q is not a user name (1 to %d of a-z 0-9 . _ @ -)", l.Name, idkeeper.MaxUserNameLen)
+	if !account.ValidUserName(l.Name) {
+		return nil, fmt.Errorf("name %q is not a user name (1 to %d of a-z 0-9 . _ @ -)", l.Name, account.MaxUserNameLen)
 	}
-	u := &idkeeper.User{Name: l.Name, Role: idkeeper.Role(l.Role), PasswordHash: l.PasswordHash, Disabled: l.Disabled,
+	u := &account.User{Name: l.Name, Role: account.Role(l.Role), PasswordHash: l.PasswordHash, Disabled: l.Disabled,
 		CreatedBy: l.CreatedBy, Epoch: l.Epoch, Version: l.Version, Webhook: l.Webhook}
 	err := times([]*time.Time{&u.CreatedAt, &u.PasswordChangedAt, &u.LastLoginAt},
 		"createdAt", l.CreatedAt, "passwordChangedAt", l.PasswordChangedAt, "lastLoginAt", l.LastLoginAt)
@@ -282,7 +285,7 @@ func decodeUser(line []byte) (*idkeeper.User, error) {
 	return u, nil
 }
 
-func decodeAllow(line []byte) (*idkeeper.AllowEntry, error) {
+func decodeAllow(line []byte) (*allowlist.Entry, error) {
 	var l allowLine
 	if err := strict(line, &l); err != nil {
 		return nil, err
@@ -291,9 +294,9 @@ func decodeAllow(line []byte) (*idkeeper.AllowEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &idkeeper.AllowEntry{Prefix: p, Note: l.Note, CreatedBy: l.CreatedBy}
+	a := &allowlist.Entry{Prefix: p, Note: l.Note, CreatedBy: l.CreatedBy}
 	if a.CreatedAt, err = parseTime("createdAt", l.CreatedAt); err == nil {
-		if err = text("note", a.Note, idkeeper.MaxNoteLen, false, false); err == nil {
+		if err = text("note", a.Note, allowlist.MaxNoteLen, false, false); err == nil {
 			err = text("createdBy", a.CreatedBy, maxText, false, true)
 		}
 	}
@@ -365,18 +368,18 @@ func decodeHistory(line []byte) (*idkeeper.HistoryRecord, error) {
 }
 
 // checker checks that the records of one snapshot come in order and agree with
-// its meta, as a store's LoadSnapshot will (idkeeper.SnapshotChecker: every node
+// its meta, as a store's LoadSnapshot will (snapshot.Checker: every node
 // ID of the pool once, in order; keys, users and allow-list entries in order, each
 // once; audit entries unbroken up to the head; no token above the fencing
 // counter), and counts them. The Reader runs it on every record it reads, the
 // Writer on every record it writes. It holds a few values, never the records.
 type checker struct {
-	sc     *idkeeper.SnapshotChecker
+	sc     *snapshot.Checker
 	counts Counts
 }
 
-func newChecker(meta idkeeper.SnapshotMeta) (checker, error) {
-	sc, err := idkeeper.NewSnapshotChecker(meta)
+func newChecker(meta snapshot.Meta) (checker, error) {
+	sc, err := snapshot.NewChecker(meta)
 	if err != nil {
 		return checker{}, errors.New(message(err))
 	}
@@ -392,7 +395,7 @@ func message(err error) string {
 	return err.Error()
 }
 
-func kindOf(rec idkeeper.SnapshotRecord) (string, error) {
+func kindOf(rec snapshot.Record) (string, error) {
 	set, kind := 0, ""
 	for _, f := range []struct {
 		ok   bool
@@ -411,7 +414,7 @@ func kindOf(rec idkeeper.SnapshotRecord) (string, error) {
 }
 
 // add checks rec, the next record, and counts it.
-func (c *checker) add(rec idkeeper.SnapshotRecord) error {
+func (c *checker) add(rec snapshot.Record) error {
 	if err := c.sc.Check(rec); err != nil {
 		return errors.New(message(err))
 	}

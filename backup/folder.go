@@ -20,6 +20,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/protocol"
+	"github.com/idkeeper/idkeeper/snapshot"
 )
 
 // A backup folder (issue #12): the files the scheduled and manual backups of a
@@ -117,7 +118,7 @@ func parseName(name string) (e Entry, ok bool) {
 // half file under a backup's name (on an error the temporary file is removed).
 // src.TakenAt is set to now. Errors: CONFLICT when a backup of the same second
 // exists or is being written, and those of Export.
-func (f Folder) Create(ctx context.Context, s idkeeper.SnapshotStore, src Source, now time.Time) (Entry, Summary, error) {
+func (f Folder) Create(ctx context.Context, s snapshot.Store, src Source, now time.Time) (Entry, Summary, error) {
 	if f.Dir == "" {
 		return Entry{}, Summary{}, errors.New("backup: the folder has no Dir")
 	}
@@ -163,7 +164,7 @@ func (f Folder) Create(ctx context.Context, s idkeeper.SnapshotStore, src Source
 
 // write exports s into file, compressed when f.Gzip, and syncs it; it returns the
 // backup's name.
-func (f Folder) write(ctx context.Context, file *os.File, s idkeeper.SnapshotStore, src Source) (string, Summary, error) {
+func (f Folder) write(ctx context.Context, file *os.File, s snapshot.Store, src Source) (string, Summary, error) {
 	bw := bufio.NewWriterSize(file, 256<<10)
 	var w io.Writer = bw
 	var zw *splitGzip

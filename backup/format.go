@@ -1,14 +1,14 @@
-// Package backup writes a store's snapshot (idkeeper.SnapshotStore) to a file and
+// Package backup writes a store's snapshot (snapshot.Store) to a file and
 // loads one back so that no node ID can be handed out twice (issue #12, DESIGN §7).
 //
 // The file (docs/backup.md) is versioned, store-neutral and streamed: one JSON
 // line of header, one JSON line per record in the order of
-// idkeeper.SnapshotRecord, and a trailer line with the record count and the
+// snapshot.Record, and a trailer line with the record count and the
 // SHA-256 of every byte before it. A Writer writes it; a Reader reads it back as an
-// idkeeper.SnapshotSource that checks every line and returns io.EOF only once the
+// snapshot.Source that checks every line and returns io.EOF only once the
 // trailer has proved the file whole, so that a store's LoadSnapshot writes nothing
 // from a damaged, truncated or forged file. Export and Import join them to a store;
-// Import makes the restored state safe with an idkeeper.RestorePlan (PlanFor).
+// Import makes the restored state safe with an snapshot.RestorePlan (PlanFor).
 //
 // Standard library and the root package only (and internal/shortlease, standard
 // library only, through which the hidden --unsafe-short-leases of `idkeeper backup
@@ -29,6 +29,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/internal/wire"
+	"github.com/idkeeper/idkeeper/snapshot"
 )
 
 // The file format.
@@ -97,7 +98,7 @@ type Header struct {
 	TakenAt time.Time
 	Store   string // the store it was taken from: "bolt", "redis"
 	// Meta is the snapshot's head; Meta.Generation is the source store's generation.
-	Meta idkeeper.SnapshotMeta
+	Meta snapshot.Meta
 	// Redacted (issue #29): the file holds no secret — every API key's hash, user's
 	// password hash and webhook URL left out (Source.Redacted) — and so can never
 	// be restored: Import refuses it (ErrRedacted), for it would leave no account
@@ -289,7 +290,7 @@ func encodeHeader(h Header) ([]byte, error) {
 // redact is rec without its secrets, as a redacted backup holds it: a key
 // without its hash, a user without its password hash and webhook URL. The
 // records of rec are copied, never changed.
-func redact(rec idkeeper.SnapshotRecord) idkeeper.SnapshotRecord {
+func redact(rec snapshot.Record) snapshot.Record {
 	if k := rec.Key; k != nil {
 		c := *k
 		c.Hash = nil
@@ -314,7 +315,7 @@ func layoutText(l idkeeper.Layout) string {
 
 // encodeRecord is rec's line, without its line feed. A lease's receipt is never
 // written (stores hold none).
-func encodeRecord(rec idkeeper.SnapshotRecord) ([]byte, error) {
+func encodeRecord(rec snapshot.Record) ([]byte, error) {
 	switch {
 	case rec.Node != nil:
 		n := rec.Node

@@ -16,7 +16,10 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
+	"github.com/idkeeper/idkeeper/allowlist"
 	"github.com/idkeeper/idkeeper/audit"
+	"github.com/idkeeper/idkeeper/snapshot"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -27,16 +30,16 @@ const annWebhook = "https://discord.com/api/webhooks/123456789012345678/tok_ann-
 // sample is a small snapshot with every kind of record: 4 node IDs (node 1
 // leased, node 2 quarantined), 2 API keys, 2 users, 2 allow-list entries, 2
 // audit entries up to the head and 2 lease history records (node 1's grants).
-func sample() (idkeeper.SnapshotMeta, []idkeeper.SnapshotRecord) {
+func sample() (snapshot.Meta, []snapshot.Record) {
 	a1 := audit.Entry{At: t0, Actor: "user:ann", Action: "apikey.create", Target: "key:0011", RemoteIP: "10.0.0.1", Detail: "billing <x> & \"y\""}.Seal(0, "")
 	a2 := audit.Entry{At: t0.Add(time.Second), Actor: "system", Action: "lease.grant", Target: "node:1"}.Seal(a1.Seq, a1.Hash)
-	meta := idkeeper.SnapshotMeta{Generation: idkeeper.Generation{ID: "0123456789abcdef0123456789abcdef", Number: 3,
+	meta := snapshot.Meta{Generation: idkeeper.Generation{ID: "0123456789abcdef0123456789abcdef", Number: 3,
 		Origin: idkeeper.OriginRecovered, At: t0.Add(-time.Hour)}, Fence: 42, Nodes: 4, Layout: idkeeper.DefaultLayout,
 		AuditSeq: a2.Seq, AuditHash: a2.Hash}
 	h := sha256.Sum256([]byte("secret"))
 	lease := &idkeeper.Lease{NodeID: 1, Requester: idkeeper.Requester{MachineID: "host-ü", PID: 7, StartedAt: t0.Add(-time.Minute), Instance: "abc_-9"},
 		NotBefore: t0.Add(time.Millisecond), ExpiresAt: t0.Add(48 * time.Hour), FencingToken: 41, GrantedAt: t0, RenewedAt: t0.Add(time.Hour), KeyID: "0011223344556677"}
-	recs := []idkeeper.SnapshotRecord{
+	recs := []snapshot.Record{
 		{Node: &idkeeper.NodeState{NodeID: 0}},
 		{Node: &idkeeper.NodeState{NodeID: 1, Lease: lease, Watermark: t0.Add(48 * time.Hour), LastToken: 41}},
 		{Node: &idkeeper.NodeState{NodeID: 2, Watermark: t0, Floor: t0.Add(time.Hour), QuarantinedUntil: t0.Add(2 * time.Hour), LastToken: 40, Restorable: true}},
@@ -44,11 +47,11 @@ func sample() (idkeeper.SnapshotMeta, []idkeeper.SnapshotRecord) {
 		{Key: &idkeeper.APIKey{ID: "0011223344556677", Hash: h[:], Description: "billing\nline two", CreatedAt: t0, CreatedBy: "cli",
 			ExpiresAt: t0.Add(90 * 24 * time.Hour), MaxNodes: 3, LastUsedAt: t0.Add(time.Minute)}},
 		{Key: &idkeeper.APIKey{ID: "8899aabbccddeeff", Hash: h[:], Description: "admin", CreatedAt: t0, Admin: true, Bootstrap: true, RevokedAt: t0.Add(time.Hour)}},
-		{User: &idkeeper.User{Name: "ann", Role: idkeeper.RoleAdmin, PasswordHash: "$argon2id$v=19$m=65536,t=3,p=4$c2FsdA$aGFzaA", CreatedAt: t0,
+		{User: &account.User{Name: "ann", Role: account.RoleAdmin, PasswordHash: "$argon2id$v=19$m=65536,t=3,p=4$c2FsdA$aGFzaA", CreatedAt: t0,
 			Epoch: 2, PasswordChangedAt: t0, LastLoginAt: t0.Add(time.Hour), Version: 5, Webhook: annWebhook}},
-		{User: &idkeeper.User{Name: "bob", Role: idkeeper.RoleViewer, PasswordHash: "$argon2id$x", Disabled: true, CreatedAt: t0, CreatedBy: "ann", Epoch: 1, Version: 1}},
-		{Allow: &idkeeper.AllowEntry{Prefix: netip.MustParsePrefix("10.0.0.0/8"), Note: "office", CreatedBy: "user:ann", CreatedAt: t0}},
-		{Allow: &idkeeper.AllowEntry{Prefix: netip.MustParsePrefix("2001:db8::/32"), CreatedAt: t0}},
+		{User: &account.User{Name: "bob", Role: account.RoleViewer, PasswordHash: "$argon2id$x", Disabled: true, CreatedAt: t0, CreatedBy: "ann", Epoch: 1, Version: 1}},
+		{Allow: &allowlist.Entry{Prefix: netip.MustParsePrefix("10.0.0.0/8"), Note: "office", CreatedBy: "user:ann", CreatedAt: t0}},
+		{Allow: &allowlist.Entry{Prefix: netip.MustParsePrefix("2001:db8::/32"), CreatedAt: t0}},
 		{Audit: &a1},
 		{Audit: &a2},
 		{History: &idkeeper.HistoryRecord{NodeID: 1, Token: 40, Requester: idkeeper.Requester{MachineID: "host-ü", PID: 6, StartedAt: t0.Add(-2 * time.Hour)},
@@ -62,7 +65,7 @@ func sample() (idkeeper.SnapshotMeta, []idkeeper.SnapshotRecord) {
 }
 
 // write writes meta and recs as a backup.
-func write(t testing.TB, meta idkeeper.SnapshotMeta, recs []idkeeper.SnapshotRecord) []byte {
+func write(t testing.TB, meta snapshot.Meta, recs []snapshot.Record) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	w := NewWriter(&buf, Source{Store: "bolt", TakenAt: t0.Add(2 * time.Hour)})
@@ -81,12 +84,12 @@ func write(t testing.TB, meta idkeeper.SnapshotMeta, recs []idkeeper.SnapshotRec
 }
 
 // readAll reads a backup to its end.
-func readAll(data []byte) (Header, []idkeeper.SnapshotRecord, Summary, error) {
+func readAll(data []byte) (Header, []snapshot.Record, Summary, error) {
 	rd, err := NewReader(bytes.NewReader(data))
 	if err != nil {
 		return Header{}, nil, Summary{}, err
 	}
-	var recs []idkeeper.SnapshotRecord
+	var recs []snapshot.Record
 	for {
 		rec, err := rd.Next()
 		if errors.Is(err, io.EOF) {
@@ -196,7 +199,7 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
-func show(r idkeeper.SnapshotRecord) string {
+func show(r snapshot.Record) string {
 	b, err := encodeRecord(r)
 	if err != nil {
 		return err.Error()
@@ -363,38 +366,38 @@ func TestWriterRefusesWhatImportWould(t *testing.T) {
 	meta, recs := sample()
 	bad := []struct {
 		name string
-		edit func(m *idkeeper.SnapshotMeta, rs []idkeeper.SnapshotRecord) []idkeeper.SnapshotRecord
+		edit func(m *snapshot.Meta, rs []snapshot.Record) []snapshot.Record
 		msg  string
 	}{
-		{"node missing", func(_ *idkeeper.SnapshotMeta, rs []idkeeper.SnapshotRecord) []idkeeper.SnapshotRecord {
+		{"node missing", func(_ *snapshot.Meta, rs []snapshot.Record) []snapshot.Record {
 			return append(rs[:3:3], rs[4:]...)
 		}, "holds 3 of the 4 nodes"},
-		{"token above the counter", func(m *idkeeper.SnapshotMeta, rs []idkeeper.SnapshotRecord) []idkeeper.SnapshotRecord {
+		{"token above the counter", func(m *snapshot.Meta, rs []snapshot.Record) []snapshot.Record {
 			m.Fence = 40
 			return rs
 		}, "fencing counter"},
-		{"keys out of order", func(_ *idkeeper.SnapshotMeta, rs []idkeeper.SnapshotRecord) []idkeeper.SnapshotRecord {
+		{"keys out of order", func(_ *snapshot.Meta, rs []snapshot.Record) []snapshot.Record {
 			rs[4], rs[5] = rs[5], rs[4]
 			return rs
 		}, "out of order"},
-		{"a time past year 9999", func(_ *idkeeper.SnapshotMeta, rs []idkeeper.SnapshotRecord) []idkeeper.SnapshotRecord {
-			rs[3] = idkeeper.SnapshotRecord{Node: &idkeeper.NodeState{NodeID: 3, Watermark: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}}
+		{"a time past year 9999", func(_ *snapshot.Meta, rs []snapshot.Record) []snapshot.Record {
+			rs[3] = snapshot.Record{Node: &idkeeper.NodeState{NodeID: 3, Watermark: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}}
 			return rs
 		}, "not a time"},
-		{"a key hash that is no SHA-256", func(_ *idkeeper.SnapshotMeta, rs []idkeeper.SnapshotRecord) []idkeeper.SnapshotRecord {
+		{"a key hash that is no SHA-256", func(_ *snapshot.Meta, rs []snapshot.Record) []snapshot.Record {
 			k := *rs[4].Key
 			k.Hash = []byte("short")
-			rs[4] = idkeeper.SnapshotRecord{Key: &k}
+			rs[4] = snapshot.Record{Key: &k}
 			return rs
 		}, "SHA-256"},
-		{"two fields set", func(_ *idkeeper.SnapshotMeta, rs []idkeeper.SnapshotRecord) []idkeeper.SnapshotRecord {
+		{"two fields set", func(_ *snapshot.Meta, rs []snapshot.Record) []snapshot.Record {
 			rs[4].User = rs[6].User
 			return rs
 		}, "2 fields"},
 	}
 	for _, c := range bad {
 		m := meta
-		rs := c.edit(&m, append([]idkeeper.SnapshotRecord(nil), recs...))
+		rs := c.edit(&m, append([]snapshot.Record(nil), recs...))
 		var buf bytes.Buffer
 		w := NewWriter(&buf, Source{Store: "bolt", TakenAt: t0})
 		err := w.WriteMeta(m)

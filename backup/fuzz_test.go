@@ -7,7 +7,7 @@ import (
 	"io"
 	"testing"
 
-	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/snapshot"
 )
 
 // FuzzReader: the Reader never panics and holds at most one line, whatever the
@@ -37,7 +37,7 @@ func FuzzReader(f *testing.F) {
 			}
 			return
 		}
-		var got []idkeeper.SnapshotRecord
+		var got []snapshot.Record
 		w := new(bytes.Buffer)
 		bw := NewWriter(w, Source{Store: rd.Header().Store, TakenAt: rd.Header().TakenAt})
 		if err := bw.WriteMeta(rd.Header().Meta); err != nil {

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"io"
 
-	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/snapshot"
 )
 
 // Contents is what one snapshot holds, as a restore preview shows it (issue
@@ -18,7 +18,7 @@ type Contents struct {
 	Free, Leased NodeRanges
 }
 
-func (c *Contents) add(rec idkeeper.SnapshotRecord) {
+func (c *Contents) add(rec snapshot.Record) {
 	switch {
 	case rec.Node != nil && rec.Node.Lease == nil:
 		c.Free.add(rec.Node.NodeID)
@@ -57,9 +57,9 @@ func Inspect(r io.Reader, opts ...Option) (Summary, Contents, error) {
 // would replace. It reads as Export does, one consistent view, and holds no
 // record; unlike Export it checks none (a preview must not fail on what the
 // restore replaces anyway). Errors: STORE_NOT_INITIALISED, or the store's.
-func Tally(ctx context.Context, s idkeeper.SnapshotStore) (Contents, error) {
+func Tally(ctx context.Context, s snapshot.Store) (Contents, error) {
 	var c Contents
-	err := s.ReadSnapshot(ctx, func(idkeeper.SnapshotMeta) error { return nil }, func(rec idkeeper.SnapshotRecord) error {
+	err := s.ReadSnapshot(ctx, func(snapshot.Meta) error { return nil }, func(rec snapshot.Record) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}

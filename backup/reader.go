@@ -14,11 +14,11 @@ import (
 	"io"
 	"math"
 
-	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/snapshot"
 )
 
 // Reader reads one backup. NewReader reads and checks the header; Next returns
-// the records one at a time (it implements idkeeper.SnapshotSource), checking
+// the records one at a time (it implements snapshot.Source), checking
 // every line as it goes — its JSON (strict and canonical), its bounds, its place
 // in the snapshot — and returns io.EOF only after the trailer: the record count
 // and the SHA-256 of every byte before the trailer match, and nothing follows.
@@ -102,9 +102,9 @@ func (r *Reader) Summary() Summary {
 }
 
 // Next returns the next record, or io.EOF after the trailer proved the file whole.
-func (r *Reader) Next() (idkeeper.SnapshotRecord, error) {
+func (r *Reader) Next() (snapshot.Record, error) {
 	if r.err != nil {
-		return idkeeper.SnapshotRecord{}, r.err
+		return snapshot.Record{}, r.err
 	}
 	rec, err := r.next()
 	if err != nil {
@@ -117,8 +117,8 @@ func (r *Reader) damaged(format string, args ...any) error {
 	return &FormatError{Line: r.line, Kind: ErrDamaged, Msg: fmt.Sprintf(format, args...)}
 }
 
-func (r *Reader) next() (idkeeper.SnapshotRecord, error) {
-	var none idkeeper.SnapshotRecord
+func (r *Reader) next() (snapshot.Record, error) {
+	var none snapshot.Record
 	line, err := r.readLine()
 	if errors.Is(err, io.EOF) {
 		return none, &FormatError{Kind: ErrTruncated, Msg: fmt.Sprintf("the file ends after line %d, without its trailer", r.line)}

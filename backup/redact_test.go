@@ -9,12 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/internal/harness/fakeclock"
+	"github.com/idkeeper/idkeeper/snapshot"
 )
 
 // writeRedacted writes meta and recs as a redacted backup.
-func writeRedacted(t testing.TB, meta idkeeper.SnapshotMeta, recs []idkeeper.SnapshotRecord) []byte {
+func writeRedacted(t testing.TB, meta snapshot.Meta, recs []snapshot.Record) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	w := NewWriter(&buf, Source{Store: "bolt", TakenAt: t0.Add(2 * time.Hour), Redacted: true})
@@ -59,7 +59,7 @@ func TestRedactedBackup(t *testing.T) {
 	if err != nil || !h.Redacted {
 		t.Fatalf("read the redacted backup: %v, header %+v", err, h)
 	}
-	want := make([]idkeeper.SnapshotRecord, len(recs))
+	want := make([]snapshot.Record, len(recs))
 	for i, r := range recs {
 		want[i] = redact(r)
 	}

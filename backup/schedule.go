@@ -11,6 +11,7 @@ import (
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/protocol"
+	"github.com/idkeeper/idkeeper/snapshot"
 )
 
 // Scheduled and manual backups (issue #12): a Job writes backups into a Folder on
@@ -57,7 +58,7 @@ type Locker interface {
 // a zero field of the others means its default.
 type JobConfig struct {
 	Folder Folder
-	Store  idkeeper.SnapshotStore
+	Store  snapshot.Store
 	// StoreKind names the store in the backups' headers: "bolt", "redis".
 	StoreKind string
 	Locker    Locker

@@ -20,19 +20,22 @@ import (
 	bbolt "go.etcd.io/bbolt"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
+	"github.com/idkeeper/idkeeper/allowlist"
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/bolt"
 	"github.com/idkeeper/idkeeper/internal/harness/fakeclock"
 	"github.com/idkeeper/idkeeper/internal/harness/redistest"
 	"github.com/idkeeper/idkeeper/protocol"
 	"github.com/idkeeper/idkeeper/redis"
+	"github.com/idkeeper/idkeeper/snapshot"
 )
 
 // store is what bolt and redis both are.
 type store interface {
 	idkeeper.Store
-	idkeeper.AdminStore
-	idkeeper.SnapshotStore
+	account.Store
+	snapshot.Store
 }
 
 var (
@@ -44,7 +47,7 @@ func asStore(t testing.TB, s any) store {
 	t.Helper()
 	st, ok := s.(store)
 	if !ok {
-		t.Fatalf("%T is no idkeeper.SnapshotStore", s)
+		t.Fatalf("%T is no snapshot.Store", s)
 	}
 	return st
 }
@@ -204,16 +207,16 @@ func populate(t testing.TB, s store, clk *fakeclock.Clock) {
 	if err := s.RevokeAPIKey(ctx, k2.ID, clk.Now()); err != nil {
 		t.Fatal(err)
 	}
-	for _, u := range []idkeeper.User{
-		{Name: "ann", Role: idkeeper.RoleAdmin, PasswordHash: "$argon2id$v=19$m=65536,t=3,p=4$c2FsdA$aGFzaA", CreatedAt: clk.Now(), Epoch: 1, PasswordChangedAt: clk.Now(),
+	for _, u := range []account.User{
+		{Name: "ann", Role: account.RoleAdmin, PasswordHash: "$argon2id$v=19$m=65536,t=3,p=4$c2FsdA$aGFzaA", CreatedAt: clk.Now(), Epoch: 1, PasswordChangedAt: clk.Now(),
 			Webhook: annWebhook},
-		{Name: "bob", Role: idkeeper.RoleViewer, PasswordHash: "$argon2id$v=19$m=65536,t=3,p=4$c2FsdA$aGFzaB", CreatedAt: clk.Now(), CreatedBy: "ann", Disabled: true, Epoch: 2},
+		{Name: "bob", Role: account.RoleViewer, PasswordHash: "$argon2id$v=19$m=65536,t=3,p=4$c2FsdA$aGFzaB", CreatedAt: clk.Now(), CreatedBy: "ann", Disabled: true, Epoch: 2},
 	} {
 		if err := s.CreateUser(ctx, u); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, e := range []idkeeper.AllowEntry{
+	for _, e := range []allowlist.Entry{
 		{Prefix: netip.MustParsePrefix("10.0.0.0/8"), Note: "office", CreatedBy: "user:ann", CreatedAt: clk.Now()},
 		{Prefix: netip.MustParsePrefix("2001:db8::/32"), CreatedAt: clk.Now()},
 	} {
@@ -233,7 +236,7 @@ func populate(t testing.TB, s store, clk *fakeclock.Clock) {
 	if n, err := s.PruneAudit(ctx, clk.Now().Add(500*time.Millisecond), 1); err != nil || n != 1 {
 		t.Fatalf("prune: %d, %v", n, err)
 	}
-	if err := s.CreateSession(ctx, idkeeper.AdminSession{ID: "sess-1", User: "ann", Epoch: 1, CreatedAt: clk.Now(), SeenAt: clk.Now(),
+	if err := s.CreateSession(ctx, account.Session{ID: "sess-1", User: "ann", Epoch: 1, CreatedAt: clk.Now(), SeenAt: clk.Now(),
 		ExpiresAt: clk.Now().Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
@@ -243,16 +246,16 @@ func populate(t testing.TB, s store, clk *fakeclock.Clock) {
 // "error: …" when it has none. Two stores with equal snaps hold the same durable
 // state.
 type snap struct {
-	meta idkeeper.SnapshotMeta
-	recs []idkeeper.SnapshotRecord
+	meta snapshot.Meta
+	recs []snapshot.Record
 	err  error
 }
 
-func read(t testing.TB, s idkeeper.SnapshotStore) snap {
+func read(t testing.TB, s snapshot.Store) snap {
 	t.Helper()
 	var sn snap
-	sn.err = s.ReadSnapshot(context.Background(), func(m idkeeper.SnapshotMeta) error { sn.meta = m; return nil },
-		func(r idkeeper.SnapshotRecord) error { sn.recs = append(sn.recs, r); return nil })
+	sn.err = s.ReadSnapshot(context.Background(), func(m snapshot.Meta) error { sn.meta = m; return nil },
+		func(r snapshot.Record) error { sn.recs = append(sn.recs, r); return nil })
 	return sn
 }
 
@@ -287,7 +290,7 @@ func (sn snap) String() string {
 }
 
 // safe is sn as an import with plan must leave it.
-func (sn snap) safe(plan idkeeper.RestorePlan) snap {
+func (sn snap) safe(plan snapshot.RestorePlan) snap {
 	out := snap{meta: sn.meta}
 	for _, r := range sn.recs {
 		out.recs = append(out.recs, plan.SafeRecord(r))
@@ -295,7 +298,7 @@ func (sn snap) safe(plan idkeeper.RestorePlan) snap {
 	return out
 }
 
-func export(t testing.TB, s idkeeper.SnapshotStore, kind string, at time.Time) ([]byte, Summary) {
+func export(t testing.TB, s snapshot.Store, kind string, at time.Time) ([]byte, Summary) {
 	t.Helper()
 	var buf bytes.Buffer
 	sum, err := Export(context.Background(), s, &buf, Source{Store: kind, TakenAt: at})
@@ -474,7 +477,7 @@ func TestPlanFor(t *testing.T) {
 			t.Errorf("lease %v, grace %v: accepted", d[0], d[1])
 		}
 	}
-	if _, err := Import(ctx, s, strings.NewReader(""), idkeeper.RestorePlan{}); err == nil {
+	if _, err := Import(ctx, s, strings.NewReader(""), snapshot.RestorePlan{}); err == nil {
 		t.Error("an import without a plan ran")
 	}
 	// Export of a store that holds nothing: STORE_NOT_INITIALISED, and no trailer.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/snapshot"
 )
 
 // Source tells a Writer where a snapshot comes from.
@@ -54,7 +55,7 @@ func (w *Writer) fail(err error) error {
 }
 
 // WriteMeta writes the header: the format, the source and the snapshot's meta.
-func (w *Writer) WriteMeta(meta idkeeper.SnapshotMeta) error {
+func (w *Writer) WriteMeta(meta snapshot.Meta) error {
 	if w.err != nil {
 		return w.err
 	}
@@ -83,7 +84,7 @@ func (w *Writer) WriteMeta(meta idkeeper.SnapshotMeta) error {
 
 // WriteRecord writes one record; a lease's receipt is left out, and so are the
 // secrets in a redacted backup (Source.Redacted).
-func (w *Writer) WriteRecord(rec idkeeper.SnapshotRecord) error {
+func (w *Writer) WriteRecord(rec snapshot.Record) error {
 	if w.err != nil {
 		return w.err
 	}
@@ -99,7 +100,7 @@ func (w *Writer) WriteRecord(rec idkeeper.SnapshotRecord) error {
 	}
 	line, err := encodeRecord(rec)
 	if err == nil {
-		var dec idkeeper.SnapshotRecord
+		var dec snapshot.Record
 		if dec, err = decodeRecord(kind, line, w.src.Redacted); err == nil {
 			err = w.chk.add(dec)
 		}

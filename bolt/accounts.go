@@ -11,9 +11,10 @@ import (
 	bbolt "go.etcd.io/bbolt"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
 )
 
-var _ idkeeper.AdminStore = (*Store)(nil)
+var _ account.Store = (*Store)(nil)
 
 // maxSessionKey bounds a session ID, well under bbolt's key limit with the user
 // index prefix.
@@ -23,7 +24,7 @@ const maxSessionKey = 1024
 // passwordChangedAt | lastLoginAt | version [| webhook]. The webhook came later:
 // it is written only when set, so the record of a user without one is the record
 // older builds wrote and read.
-func encodeUser(u idkeeper.User) []byte {
+func encodeUser(u account.User) []byte {
 	w := newRec(64 + len(u.Role) + len(u.PasswordHash) + len(u.CreatedBy) + len(u.Webhook))
 	w = w.str(string(u.Role)).str(u.PasswordHash).flag(u.Disabled).ms(timeMs(u.CreatedAt)).str(u.CreatedBy)
 	w = w.u64(u.Epoch).ms(timeMs(u.PasswordChangedAt)).ms(timeMs(u.LastLoginAt)).u64(u.Version)
@@ -33,9 +34,9 @@ func encodeUser(u idkeeper.User) []byte {
 	return w
 }
 
-func decodeUser(name string, v []byte) (idkeeper.User, error) {
+func decodeUser(name string, v []byte) (account.User, error) {
 	r := readRec(fmt.Sprintf("user %q", name), v)
-	u := idkeeper.User{Name: name, Role: idkeeper.Role(r.str()), PasswordHash: r.str(), Disabled: r.flag(),
+	u := account.User{Name: name, Role: account.Role(r.str()), PasswordHash: r.str(), Disabled: r.flag(),
 		CreatedAt: msTime(r.ms()), CreatedBy: r.str(), Epoch: r.u64(), PasswordChangedAt: msTime(r.ms()),
 		LastLoginAt: msTime(r.ms()), Version: r.u64()}
 	if r.more() {
@@ -44,7 +45,7 @@ func decodeUser(name string, v []byte) (idkeeper.User, error) {
 		}
 	}
 	if err := r.end(); err != nil {
-		return idkeeper.User{}, err
+		return account.User{}, err
 	}
 	return u, nil
 }
@@ -53,10 +54,10 @@ func decodeUser(name string, v []byte) (idkeeper.User, error) {
 // that older builds wrote without them.
 func (r *recReader) more() bool { return r.err == nil && len(r.b) > 0 }
 
-// CreateUser implements idkeeper.AdminStore. It checks no more of u than a bbolt
-// key needs (the caller checks idkeeper.ValidUserName): an empty name, or one over
+// CreateUser implements account.Store. It checks no more of u than a bbolt
+// key needs (the caller checks account.ValidUserName): an empty name, or one over
 // bbolt.MaxKeySize bytes, is an INVALID_REQUEST error.
-func (s *Store) CreateUser(ctx context.Context, u idkeeper.User) error {
+func (s *Store) CreateUser(ctx context.Context, u account.User) error {
 	if u.Name == "" || len(u.Name) > bbolt.MaxKeySize {
 		return idkeeper.Invalidf("name", "an account needs a name of 1 to %d bytes", bbolt.MaxKeySize)
 	}
@@ -73,9 +74,9 @@ func (s *Store) CreateUser(ctx context.Context, u idkeeper.User) error {
 	})
 }
 
-// User implements idkeeper.AdminStore.
-func (s *Store) User(ctx context.Context, name string) (idkeeper.User, error) {
-	var u idkeeper.User
+// User implements account.Store.
+func (s *Store) User(ctx context.Context, name string) (account.User, error) {
+	var u account.User
 	err := s.view(ctx, func(t *txn) error {
 		var v []byte
 		if b := t.tx.Bucket(bucketUsers); b != nil && name != "" {
@@ -91,9 +92,9 @@ func (s *Store) User(ctx context.Context, name string) (idkeeper.User, error) {
 	return u, err
 }
 
-// Users implements idkeeper.AdminStore: key order is name order.
-func (s *Store) Users(ctx context.Context) ([]idkeeper.User, error) {
-	out := []idkeeper.User{}
+// Users implements account.Store: key order is name order.
+func (s *Store) Users(ctx context.Context) ([]account.User, error) {
+	out := []account.User{}
 	err := s.view(ctx, func(t *txn) error {
 		b := t.tx.Bucket(bucketUsers)
 		if b == nil {
@@ -111,8 +112,8 @@ func (s *Store) Users(ctx context.Context) ([]idkeeper.User, error) {
 	return out, nil
 }
 
-// UpdateUser implements idkeeper.AdminStore.
-func (s *Store) UpdateUser(ctx context.Context, u idkeeper.User) error {
+// UpdateUser implements account.Store.
+func (s *Store) UpdateUser(ctx context.Context, u account.User) error {
 	if u.Name == "" {
 		return idkeeper.ErrNotFound
 	}
@@ -137,7 +138,7 @@ func (s *Store) UpdateUser(ctx context.Context, u idkeeper.User) error {
 	})
 }
 
-// CountUsers implements idkeeper.AdminStore. It walks the users bucket: O(n),
+// CountUsers implements account.Store. It walks the users bucket: O(n),
 // and accounts are few.
 func (s *Store) CountUsers(ctx context.Context) (int, error) {
 	n := 0
@@ -151,18 +152,18 @@ func (s *Store) CountUsers(ctx context.Context) (int, error) {
 }
 
 // encodeSession is user | epoch | createdAt | seenAt | expiresAt | remoteIP | userAgent.
-func encodeSession(a idkeeper.AdminSession) []byte {
+func encodeSession(a account.Session) []byte {
 	w := newRec(48 + len(a.User) + len(a.RemoteIP) + len(a.UserAgent))
 	w = w.str(a.User).u64(a.Epoch).ms(timeMs(a.CreatedAt)).ms(timeMs(a.SeenAt)).ms(timeMs(a.ExpiresAt))
 	return w.str(a.RemoteIP).str(a.UserAgent)
 }
 
-func decodeSession(id string, v []byte) (idkeeper.AdminSession, error) {
+func decodeSession(id string, v []byte) (account.Session, error) {
 	r := readRec(fmt.Sprintf("session %q", id), v)
-	a := idkeeper.AdminSession{ID: id, User: r.str(), Epoch: r.u64(), CreatedAt: msTime(r.ms()), SeenAt: msTime(r.ms()),
+	a := account.Session{ID: id, User: r.str(), Epoch: r.u64(), CreatedAt: msTime(r.ms()), SeenAt: msTime(r.ms()),
 		ExpiresAt: msTime(r.ms()), RemoteIP: r.str(), UserAgent: r.str()}
 	if err := r.end(); err != nil {
-		return idkeeper.AdminSession{}, err
+		return account.Session{}, err
 	}
 	return a, nil
 }
@@ -194,9 +195,9 @@ func (st sessionTxn) delete(id, user string) error {
 	return st.byUser.Delete(userSessionKey(user, id))
 }
 
-// CreateSession implements idkeeper.AdminStore. An empty ID, an ID over 1024
+// CreateSession implements account.Store. An empty ID, an ID over 1024
 // bytes or a user name over 65535 bytes is an INVALID_REQUEST error.
-func (s *Store) CreateSession(ctx context.Context, a idkeeper.AdminSession) error {
+func (s *Store) CreateSession(ctx context.Context, a account.Session) error {
 	switch {
 	case a.ID == "" || len(a.ID) > maxSessionKey:
 		return idkeeper.Invalidf("id", "a session ID is 1 to %d bytes", maxSessionKey)
@@ -218,9 +219,9 @@ func (s *Store) CreateSession(ctx context.Context, a idkeeper.AdminSession) erro
 	})
 }
 
-// Session implements idkeeper.AdminStore.
-func (s *Store) Session(ctx context.Context, id string) (idkeeper.AdminSession, error) {
-	var a idkeeper.AdminSession
+// Session implements account.Store.
+func (s *Store) Session(ctx context.Context, id string) (account.Session, error) {
+	var a account.Session
 	err := s.view(ctx, func(t *txn) error {
 		var v []byte
 		if b := t.tx.Bucket(bucketSessions); b != nil && id != "" && len(id) <= maxSessionKey {
@@ -236,7 +237,7 @@ func (s *Store) Session(ctx context.Context, id string) (idkeeper.AdminSession, 
 	return a, err
 }
 
-// TouchSession implements idkeeper.AdminStore. It writes only when SeenAt rises.
+// TouchSession implements account.Store. It writes only when SeenAt rises.
 func (s *Store) TouchSession(ctx context.Context, id string, at time.Time) error {
 	if id == "" || len(id) > maxSessionKey {
 		return nil
@@ -260,7 +261,7 @@ func (s *Store) TouchSession(ctx context.Context, id string, at time.Time) error
 	})
 }
 
-// DeleteSession implements idkeeper.AdminStore.
+// DeleteSession implements account.Store.
 func (s *Store) DeleteSession(ctx context.Context, id string) error {
 	if id == "" || len(id) > maxSessionKey {
 		return nil
@@ -285,7 +286,7 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 	})
 }
 
-// DeleteUserSessions implements idkeeper.AdminStore. It reads the user's entries
+// DeleteUserSessions implements account.Store. It reads the user's entries
 // of the usersessions index: O(log n + k) for k sessions of the user.
 func (s *Store) DeleteUserSessions(ctx context.Context, user string) (int, error) {
 	if len(user) > math.MaxUint16 {
@@ -318,7 +319,7 @@ func (s *Store) DeleteUserSessions(ctx context.Context, user string) (int, error
 	return n, err
 }
 
-// PruneSessions implements idkeeper.AdminStore. It reads every session: O(n) for
+// PruneSessions implements account.Store. It reads every session: O(n) for
 // n sessions, which are few (each is a logged-in browser).
 func (s *Store) PruneSessions(ctx context.Context, now time.Time, idle time.Duration) (int, error) {
 	n := 0
@@ -331,7 +332,7 @@ func (s *Store) PruneSessions(ctx context.Context, now time.Time, idle time.Dura
 		if err != nil {
 			return err
 		}
-		var ended []idkeeper.AdminSession
+		var ended []account.Session
 		err = st.recs.ForEach(func(k, v []byte) error {
 			a, err := decodeSession(string(k), v)
 			if err != nil {

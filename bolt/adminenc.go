@@ -8,7 +8,7 @@ import (
 	bbolt "go.etcd.io/bbolt"
 )
 
-// The records of the admin web (idkeeper.AdminStore) live in buckets of their own,
+// The records of the admin web (account.Store) live in buckets of their own,
 // created by the first write that needs them, so a file written before they
 // existed opens unchanged and reads as holding none:
 //

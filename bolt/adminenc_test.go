@@ -9,7 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
+	"github.com/idkeeper/idkeeper/allowlist"
 	"github.com/idkeeper/idkeeper/audit"
 )
 
@@ -64,11 +65,11 @@ func TestAllowKeyOrder(t *testing.T) {
 // always an error.
 func TestAdminRecordsCorrupt(t *testing.T) {
 	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	u := idkeeper.User{Name: "alice", Role: idkeeper.RoleAdmin, PasswordHash: "$argon2id$x", Disabled: true, CreatedAt: at,
+	u := account.User{Name: "alice", Role: account.RoleAdmin, PasswordHash: "$argon2id$x", Disabled: true, CreatedAt: at,
 		CreatedBy: "root", Epoch: 3, PasswordChangedAt: at, Version: 7}
-	sess := idkeeper.AdminSession{ID: "ab", User: "alice", Epoch: 3, CreatedAt: at, SeenAt: at, ExpiresAt: at.Add(time.Hour),
+	sess := account.Session{ID: "ab", User: "alice", Epoch: 3, CreatedAt: at, SeenAt: at, ExpiresAt: at.Add(time.Hour),
 		RemoteIP: "192.0.2.1", UserAgent: "bad \xff utf-8"}
-	allow := idkeeper.AllowEntry{Prefix: netip.MustParsePrefix("10.0.0.0/8"), Note: "n", CreatedBy: "alice", CreatedAt: at}
+	allow := allowlist.Entry{Prefix: netip.MustParsePrefix("10.0.0.0/8"), Note: "n", CreatedBy: "alice", CreatedAt: at}
 	audit := audit.Entry{At: at, Actor: "user:alice", Action: "x", Detail: "\xc3"}.Seal(4, "prev")
 	ak, sk := allowKey(allow.Prefix), auditKey(audit.Seq)
 
@@ -116,7 +117,7 @@ func TestAdminRecordsCorrupt(t *testing.T) {
 // is an error, and so is an empty webhook (never written).
 func TestUserRecordWebhook(t *testing.T) {
 	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	old := idkeeper.User{Name: "alice", Role: idkeeper.RoleViewer, PasswordHash: "$argon2id$x", CreatedAt: at,
+	old := account.User{Name: "alice", Role: account.RoleViewer, PasswordHash: "$argon2id$x", CreatedAt: at,
 		CreatedBy: "root", Epoch: 2, PasswordChangedAt: at, LastLoginAt: at.Add(time.Minute), Version: 4}
 	// The record as builds before webhooks wrote it, field by field.
 	legacy := []byte{adminFormat, 6}

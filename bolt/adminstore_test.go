@@ -13,12 +13,14 @@ import (
 	bbolt "go.etcd.io/bbolt"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
+	"github.com/idkeeper/idkeeper/allowlist"
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/internal/harness/storetest"
 )
 
 func TestAdminStore(t *testing.T) {
-	storetest.RunAdmin(t, func(t *testing.T, clock idkeeper.Clock) idkeeper.AdminStore {
+	storetest.RunAdmin(t, func(t *testing.T, clock idkeeper.Clock) account.Store {
 		return open(t, filepath.Join(t.TempDir(), "idkeeper.db"), clock)
 	})
 }
@@ -73,7 +75,7 @@ func TestAdminStoreOnOlderFile(t *testing.T) {
 		"TouchSession":     s.TouchSession(ctx, "s", time.Now()),
 		"DeleteSession":    s.DeleteSession(ctx, "s"),
 		"RemoveAllowEntry": wantIs(s.RemoveAllowEntry(ctx, netip.MustParsePrefix("10.0.0.0/8")), idkeeper.ErrNotFound),
-		"UpdateUser":       wantIs(s.UpdateUser(ctx, idkeeper.User{Name: "alice"}), idkeeper.ErrNotFound),
+		"UpdateUser":       wantIs(s.UpdateUser(ctx, account.User{Name: "alice"}), idkeeper.ErrNotFound),
 	} {
 		if err != nil {
 			t.Errorf("%s on an older file: %v", what, err)
@@ -88,7 +90,7 @@ func TestAdminStoreOnOlderFile(t *testing.T) {
 	if n, err := s.PruneAudit(ctx, time.Now(), 10); err != nil || n != 0 {
 		t.Errorf("PruneAudit on an older file: %d, %v", n, err)
 	}
-	if err := s.CreateUser(ctx, idkeeper.User{Name: "alice", Role: idkeeper.RoleAdmin}); err != nil {
+	if err := s.CreateUser(ctx, account.User{Name: "alice", Role: account.RoleAdmin}); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := s.CountUsers(ctx); err != nil || n != 1 {
@@ -114,9 +116,9 @@ func TestAdminRecordsSurviveReopen(t *testing.T) {
 	e2 := audit.Entry{At: at, Action: audit.Logout}.Seal(e1.Seq, e1.Hash)
 	for _, err := range []error{
 		s.AppendAudit(ctx, e1), s.AppendAudit(ctx, e2),
-		s.CreateUser(ctx, idkeeper.User{Name: "alice", Role: idkeeper.RoleAdmin, CreatedAt: at}),
-		s.CreateSession(ctx, idkeeper.AdminSession{ID: "s1", User: "alice", CreatedAt: at, SeenAt: at, ExpiresAt: at.Add(time.Hour)}),
-		s.AddAllowEntry(ctx, idkeeper.AllowEntry{Prefix: netip.MustParsePrefix("2001:db8::/32"), CreatedAt: at}),
+		s.CreateUser(ctx, account.User{Name: "alice", Role: account.RoleAdmin, CreatedAt: at}),
+		s.CreateSession(ctx, account.Session{ID: "s1", User: "alice", CreatedAt: at, SeenAt: at, ExpiresAt: at.Add(time.Hour)}),
+		s.AddAllowEntry(ctx, allowlist.Entry{Prefix: netip.MustParsePrefix("2001:db8::/32"), CreatedAt: at}),
 	} {
 		if err != nil {
 			t.Fatal(err)
@@ -147,7 +149,7 @@ func TestCorruptAdminRecord(t *testing.T) {
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "idkeeper.db")
 	s := open(t, path, nil)
-	if err := s.CreateUser(ctx, idkeeper.User{Name: "alice", Role: idkeeper.RoleAdmin}); err != nil {
+	if err := s.CreateUser(ctx, account.User{Name: "alice", Role: account.RoleAdmin}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.AppendAudit(ctx, audit.Entry{Action: "x"}.Seal(0, "")); err != nil {
@@ -171,7 +173,7 @@ func TestCorruptAdminRecord(t *testing.T) {
 	s = open(t, path, nil)
 	_, err1 := s.User(ctx, "alice")
 	_, err2 := s.Users(ctx)
-	err3 := s.UpdateUser(ctx, idkeeper.User{Name: "alice", Version: 1})
+	err3 := s.UpdateUser(ctx, account.User{Name: "alice", Version: 1})
 	_, err4 := s.AuditEntries(ctx, 1, 10)
 	_, err5 := s.PruneAudit(ctx, time.Now(), 10)
 	for i, err := range []error{err1, err2, err3, err4, err5} {

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/allowlist"
 )
 
 // allowKeyLen is family u8 | 16-byte address | bits u8.
@@ -55,26 +56,26 @@ func allowPrefix(p netip.Prefix) (netip.Prefix, error) {
 }
 
 // encodeAllow is note | createdBy | createdAt.
-func encodeAllow(e idkeeper.AllowEntry) []byte {
+func encodeAllow(e allowlist.Entry) []byte {
 	return newRec(16 + len(e.Note) + len(e.CreatedBy)).str(e.Note).str(e.CreatedBy).ms(timeMs(e.CreatedAt))
 }
 
-func decodeAllow(k, v []byte) (idkeeper.AllowEntry, error) {
+func decodeAllow(k, v []byte) (allowlist.Entry, error) {
 	p, err := keyPrefix(k)
 	if err != nil {
-		return idkeeper.AllowEntry{}, err
+		return allowlist.Entry{}, err
 	}
 	r := readRec("allow-list entry "+p.String(), v)
-	e := idkeeper.AllowEntry{Prefix: p, Note: r.str(), CreatedBy: r.str(), CreatedAt: msTime(r.ms())}
+	e := allowlist.Entry{Prefix: p, Note: r.str(), CreatedBy: r.str(), CreatedAt: msTime(r.ms())}
 	if err := r.end(); err != nil {
-		return idkeeper.AllowEntry{}, err
+		return allowlist.Entry{}, err
 	}
 	return e, nil
 }
 
-// AddAllowEntry implements idkeeper.AdminStore. An invalid prefix is an
+// AddAllowEntry implements account.Store. An invalid prefix is an
 // INVALID_REQUEST error.
-func (s *Store) AddAllowEntry(ctx context.Context, e idkeeper.AllowEntry) error {
+func (s *Store) AddAllowEntry(ctx context.Context, e allowlist.Entry) error {
 	p, err := allowPrefix(e.Prefix)
 	if err != nil {
 		return err
@@ -93,7 +94,7 @@ func (s *Store) AddAllowEntry(ctx context.Context, e idkeeper.AllowEntry) error 
 	})
 }
 
-// RemoveAllowEntry implements idkeeper.AdminStore. An invalid prefix is an
+// RemoveAllowEntry implements account.Store. An invalid prefix is an
 // INVALID_REQUEST error.
 func (s *Store) RemoveAllowEntry(ctx context.Context, p netip.Prefix) error {
 	p, err := allowPrefix(p)
@@ -110,9 +111,9 @@ func (s *Store) RemoveAllowEntry(ctx context.Context, p netip.Prefix) error {
 	})
 }
 
-// AllowEntries implements idkeeper.AdminStore: key order is the contract's order.
-func (s *Store) AllowEntries(ctx context.Context) ([]idkeeper.AllowEntry, error) {
-	out := []idkeeper.AllowEntry{}
+// AllowEntries implements account.Store: key order is the contract's order.
+func (s *Store) AllowEntries(ctx context.Context) ([]allowlist.Entry, error) {
+	out := []allowlist.Entry{}
 	err := s.view(ctx, func(t *txn) error {
 		b := t.tx.Bucket(bucketAllow)
 		if b == nil {

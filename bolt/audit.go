@@ -57,7 +57,7 @@ func auditHead(t *txn) (uint64, string, error) {
 	return binary.BigEndian.Uint64(v), string(v[8:]), nil
 }
 
-// AppendAudit implements idkeeper.AdminStore: it reads the head and writes the
+// AppendAudit implements account.Store: it reads the head and writes the
 // entry and the new head in one transaction.
 func (s *Store) AppendAudit(ctx context.Context, e audit.Entry) error {
 	return s.update(ctx, nil, func(t *txn) error {
@@ -79,7 +79,7 @@ func (s *Store) AppendAudit(ctx context.Context, e audit.Entry) error {
 	})
 }
 
-// AuditHead implements idkeeper.AdminStore.
+// AuditHead implements account.Store.
 func (s *Store) AuditHead(ctx context.Context) (seq uint64, hash string, err error) {
 	err = s.view(ctx, func(t *txn) error {
 		seq, hash, err = auditHead(t)
@@ -110,7 +110,7 @@ func auditRange(k, v []byte, next func() ([]byte, []byte), limit int) ([]audit.E
 	return out, nil
 }
 
-// AuditEntries implements idkeeper.AdminStore: O(log n + limit). A limit outside
+// AuditEntries implements account.Store: O(log n + limit). A limit outside
 // 1..1000 is an INVALID_REQUEST error.
 func (s *Store) AuditEntries(ctx context.Context, from uint64, limit int) ([]audit.Entry, error) {
 	if err := checkLimit(limit, maxAuditPage); err != nil {
@@ -134,7 +134,7 @@ func (s *Store) AuditEntries(ctx context.Context, from uint64, limit int) ([]aud
 	return out, nil
 }
 
-// AuditEntriesBefore implements idkeeper.AdminStore: O(log n + limit). A limit
+// AuditEntriesBefore implements account.Store: O(log n + limit). A limit
 // outside 1..1000 is an INVALID_REQUEST error.
 func (s *Store) AuditEntriesBefore(ctx context.Context, before uint64, limit int) ([]audit.Entry, error) {
 	if err := checkLimit(limit, maxAuditPage); err != nil {
@@ -165,7 +165,7 @@ func (s *Store) AuditEntriesBefore(ctx context.Context, before uint64, limit int
 	return out, nil
 }
 
-// PruneAudit implements idkeeper.AdminStore: O(log n + limit). It deletes from the
+// PruneAudit implements account.Store: O(log n + limit). It deletes from the
 // oldest entry on and stops at the first entry whose At is not before before, so
 // what remains is always an unbroken run up to the head, even where At is out of
 // order (a clock stepped back). A limit outside 1..10000 is an INVALID_REQUEST

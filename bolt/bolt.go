@@ -51,7 +51,7 @@
 //	restore-staging  the state a LoadSnapshot is writing, until it swaps it in
 //	            (snapshot.go); nothing else reads it
 //
-// The admin records (idkeeper.AdminStore: users, sessions, usersessions,
+// The admin records (account.Store: users, sessions, usersessions,
 // allowlist, audit and meta "audithead") are laid out in adminenc.go; their
 // buckets are made by the first write that needs them, as is the alerts bucket
 // (idkeeper.AlertStore: alert name → its state; alerts.go) and the settings bucket

@@ -10,6 +10,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/internal/histrec"
+	"github.com/idkeeper/idkeeper/snapshot"
 )
 
 // The lease history (idkeeper.HistoryStore), in two buckets written in the same
@@ -177,13 +178,13 @@ func (s *Store) HistoryCount(ctx context.Context) (int, error) {
 }
 
 // histRecords emits every record in (node, token) order, for ReadSnapshot.
-func histRecords(t *txn, out func(idkeeper.SnapshotRecord) error) error {
+func histRecords(t *txn, out func(snapshot.Record) error) error {
 	return t.hist.ForEach(func(k, v []byte) error {
 		h, err := decodeHist(k, v)
 		if err != nil {
 			return err
 		}
-		return out(idkeeper.SnapshotRecord{History: &h})
+		return out(snapshot.Record{History: &h})
 	})
 }
 

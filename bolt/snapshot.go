@@ -12,9 +12,10 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/internal/leasetx"
+	"github.com/idkeeper/idkeeper/snapshot"
 )
 
-var _ idkeeper.SnapshotStore = (*Store)(nil)
+var _ snapshot.Store = (*Store)(nil)
 
 // snapshotBuckets hold the durable state a snapshot replaces: LoadSnapshot
 // deletes every one of them (the sessions with them) and puts in their place those
@@ -30,18 +31,18 @@ var snapshotBuckets = [][]byte{bucketNodes, bucketLeases, bucketRequesters, buck
 // checks of its context.
 const snapshotCtxEvery = leasetx.CtxEvery
 
-// ReadSnapshot implements idkeeper.SnapshotStore in one read transaction: the
+// ReadSnapshot implements snapshot.Store in one read transaction: the
 // snapshot is one consistent view of the file, whatever writes while emit runs.
 // The transaction stays open until the last record is emitted; bbolt's writers
 // go on meanwhile (they wait for it only when the file must grow its memory map).
-func (s *Store) ReadSnapshot(ctx context.Context, meta func(idkeeper.SnapshotMeta) error, emit func(idkeeper.SnapshotRecord) error) error {
+func (s *Store) ReadSnapshot(ctx context.Context, meta func(snapshot.Meta) error, emit func(snapshot.Record) error) error {
 	var cbErr error // an error of meta or emit, returned as it is
 	call := func(err error) error {
 		cbErr = err
 		return err
 	}
 	n := 0
-	out := func(rec idkeeper.SnapshotRecord) error {
+	out := func(rec snapshot.Record) error {
 		if n++; n%snapshotCtxEvery == 0 {
 			if err := ctx.Err(); err != nil {
 				return call(err)
@@ -68,7 +69,7 @@ func (s *Store) ReadSnapshot(ctx context.Context, meta func(idkeeper.SnapshotMet
 		if err != nil {
 			return err
 		}
-		m := idkeeper.SnapshotMeta{Generation: g, Fence: t.fence, Nodes: pool.Nodes, First: pool.First, Layout: pool.Layout,
+		m := snapshot.Meta{Generation: g, Fence: t.fence, Nodes: pool.Nodes, First: pool.First, Layout: pool.Layout,
 			AuditSeq: seq, AuditHash: hash}
 		if err := meta(m); err != nil {
 			return call(err)
@@ -91,7 +92,7 @@ func (s *Store) ReadSnapshot(ctx context.Context, meta func(idkeeper.SnapshotMet
 				}
 				st.Lease = &l
 			}
-			if err := out(idkeeper.SnapshotRecord{Node: &st}); err != nil {
+			if err := out(snapshot.Record{Node: &st}); err != nil {
 				return err
 			}
 		}
@@ -100,7 +101,7 @@ func (s *Store) ReadSnapshot(ctx context.Context, meta func(idkeeper.SnapshotMet
 			if err != nil {
 				return err
 			}
-			return out(idkeeper.SnapshotRecord{Key: &key})
+			return out(snapshot.Record{Key: &key})
 		})
 		if err != nil {
 			return err
@@ -110,7 +111,7 @@ func (s *Store) ReadSnapshot(ctx context.Context, meta func(idkeeper.SnapshotMet
 			if err != nil {
 				return err
 			}
-			return out(idkeeper.SnapshotRecord{User: &u})
+			return out(snapshot.Record{User: &u})
 		}); err != nil {
 			return err
 		}
@@ -119,7 +120,7 @@ func (s *Store) ReadSnapshot(ctx context.Context, meta func(idkeeper.SnapshotMet
 			if err != nil {
 				return err
 			}
-			return out(idkeeper.SnapshotRecord{Allow: &e})
+			return out(snapshot.Record{Allow: &e})
 		}); err != nil {
 			return err
 		}
@@ -128,7 +129,7 @@ func (s *Store) ReadSnapshot(ctx context.Context, meta func(idkeeper.SnapshotMet
 			if err != nil {
 				return err
 			}
-			return out(idkeeper.SnapshotRecord{Audit: &e})
+			return out(snapshot.Record{Audit: &e})
 		}); err != nil {
 			return err
 		}
@@ -183,11 +184,11 @@ const (
 	snapshotBatchBytes = 4 << 20
 )
 
-// LoadSnapshot implements idkeeper.SnapshotStore in bounded write transactions
+// LoadSnapshot implements snapshot.Store in bounded write transactions
 // and one swap. One load at a time runs (a mutex; bbolt lets one process open the
 // file). It first deletes the staging bucket a load that died left behind, and
 // makes its own, with meta. It reads src into a batch of at most snapshotBatch
-// records (or about snapshotBatchBytes), checking each (idkeeper.SnapshotChecker,
+// records (or about snapshotBatchBytes), checking each (snapshot.Checker,
 // and the checks of this layout: a requester's leases all of one API key; keys
 // within bbolt's limits), and writes each batch in one write transaction into the
 // staging bucket, laid out as the live buckets, rebuilding the indexes
@@ -203,8 +204,8 @@ const (
 // one batch of records and the dirty pages of its transaction, whatever the
 // snapshot's size; the file needs room for the old and the new state until the
 // swap (bbolt reuses the old state's pages afterwards).
-func (s *Store) LoadSnapshot(ctx context.Context, meta idkeeper.SnapshotMeta, src idkeeper.SnapshotSource) error {
-	chk, err := idkeeper.NewSnapshotChecker(meta)
+func (s *Store) LoadSnapshot(ctx context.Context, meta snapshot.Meta, src snapshot.Source) error {
+	chk, err := snapshot.NewChecker(meta)
 	if err != nil {
 		return err
 	}
@@ -264,14 +265,14 @@ type staging struct {
 	s     *Store
 	token []byte
 	now   int64 // Unix ms: the free nodes are filed at this instant
-	batch []idkeeper.SnapshotRecord
+	batch []snapshot.Record
 	size  int // about the bytes of batch
 	full  int // records of a full batch
 }
 
 // start deletes a stale staging bucket and makes the load's own, with the
 // buckets every load makes and meta.
-func (st *staging) start(m idkeeper.SnapshotMeta) error {
+func (st *staging) start(m snapshot.Meta) error {
 	stale := false
 	err := st.s.db.Update(func(tx *bbolt.Tx) error {
 		switch err := tx.DeleteBucket(bucketStaging); {
@@ -327,7 +328,7 @@ func (st *staging) bucket(tx *bbolt.Tx) (*bbolt.Bucket, error) {
 }
 
 // add appends rec to the batch, and writes the batch when it is full.
-func (st *staging) add(rec idkeeper.SnapshotRecord) error {
+func (st *staging) add(rec snapshot.Record) error {
 	st.batch = append(st.batch, rec)
 	st.size += recordSize(rec)
 	if len(st.batch) < st.full && st.size < snapshotBatchBytes {
@@ -337,7 +338,7 @@ func (st *staging) add(rec idkeeper.SnapshotRecord) error {
 }
 
 // recordSize is about the bytes rec takes in memory.
-func recordSize(rec idkeeper.SnapshotRecord) int {
+func recordSize(rec snapshot.Record) int {
 	n := 256
 	switch {
 	case rec.Node != nil && rec.Node.Lease != nil:
@@ -464,7 +465,7 @@ type loader struct {
 	users, allow, audit *bbolt.Bucket // made by the first record that needs them
 }
 
-func (l *loader) load(rec idkeeper.SnapshotRecord) error {
+func (l *loader) load(rec snapshot.Record) error {
 	var err error
 	switch {
 	case rec.Node != nil:

@@ -15,23 +15,24 @@ import (
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/bolt"
 	"github.com/idkeeper/idkeeper/internal/harness/fakeclock"
+	"github.com/idkeeper/idkeeper/snapshot"
 )
 
 // stagingBucket is the bucket LoadSnapshot stages a load in.
 var stagingBucket = []byte("restore-staging")
 
 // snapshotOf reads the store's snapshot: its meta and its records, each as JSON.
-func snapshotOf(t *testing.T, s *bolt.Store) (idkeeper.SnapshotMeta, []idkeeper.SnapshotRecord, []string) {
+func snapshotOf(t *testing.T, s *bolt.Store) (snapshot.Meta, []snapshot.Record, []string) {
 	t.Helper()
 	var (
-		meta idkeeper.SnapshotMeta
-		recs []idkeeper.SnapshotRecord
+		meta snapshot.Meta
+		recs []snapshot.Record
 		js   []string
 	)
-	err := s.ReadSnapshot(t.Context(), func(m idkeeper.SnapshotMeta) error {
+	err := s.ReadSnapshot(t.Context(), func(m snapshot.Meta) error {
 		meta = m
 		return nil
-	}, func(r idkeeper.SnapshotRecord) error {
+	}, func(r snapshot.Record) error {
 		b, err := json.Marshal(r)
 		recs, js = append(recs, r), append(js, string(b))
 		return err
@@ -43,7 +44,7 @@ func snapshotOf(t *testing.T, s *bolt.Store) (idkeeper.SnapshotMeta, []idkeeper.
 }
 
 // wantSnapshot fails unless the store's snapshot is meta and recs (as JSON).
-func wantSnapshot(t *testing.T, what string, s *bolt.Store, meta idkeeper.SnapshotMeta, recs []string) {
+func wantSnapshot(t *testing.T, what string, s *bolt.Store, meta snapshot.Meta, recs []string) {
 	t.Helper()
 	m, _, r := snapshotOf(t, s)
 	if m != meta {
@@ -112,18 +113,18 @@ func hasStaging(t *testing.T, path string) bool {
 
 // failingSource yields recs and fails with err at record at.
 type failingSource struct {
-	recs []idkeeper.SnapshotRecord
+	recs []snapshot.Record
 	i    int
 	at   int
 	err  error
 }
 
-func (s *failingSource) Next() (idkeeper.SnapshotRecord, error) {
+func (s *failingSource) Next() (snapshot.Record, error) {
 	switch {
 	case s.i == s.at:
-		return idkeeper.SnapshotRecord{}, s.err
+		return snapshot.Record{}, s.err
 	case s.i >= len(s.recs):
-		return idkeeper.SnapshotRecord{}, io.EOF
+		return snapshot.Record{}, io.EOF
 	}
 	s.i++
 	return s.recs[s.i-1], nil
@@ -218,8 +219,8 @@ func TestLoadSnapshotConcurrent(t *testing.T) {
 	r := idkeeper.Requester{MachineID: "host", PID: 7, StartedAt: clock.Now().Add(-time.Hour), Instance: "a"}
 
 	type snap struct {
-		meta idkeeper.SnapshotMeta
-		recs []idkeeper.SnapshotRecord
+		meta snapshot.Meta
+		recs []snapshot.Record
 		js   []string
 	}
 	var snaps []snap

@@ -12,13 +12,15 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
+	"github.com/idkeeper/idkeeper/allowlist"
 )
 
-// The records of the admin web (idkeeper.AdminStore): accounts, sessions and the
+// The records of the admin web (account.Store): accounts, sessions and the
 // allow-list here, the audit log in audit.go. Each change is one transaction
 // conditioned on the revisions of the keys it read.
 
-var _ idkeeper.AdminStore = (*Store)(nil)
+var _ account.Store = (*Store)(nil)
 
 // Bounds of the limit arguments of the audit reads and of PruneAudit.
 const (
@@ -45,19 +47,19 @@ type userRec struct {
 	Version           uint64    `json:"version"`
 }
 
-func encodeUser(u idkeeper.User) (string, error) {
+func encodeUser(u account.User) (string, error) {
 	return jsonString(userRec{Role: string(u.Role), PasswordHash: u.PasswordHash, Disabled: u.Disabled,
 		CreatedAt: idkeeper.Millis(u.CreatedAt), CreatedBy: u.CreatedBy, Epoch: u.Epoch,
 		PasswordChangedAt: idkeeper.Millis(u.PasswordChangedAt), LastLoginAt: idkeeper.Millis(u.LastLoginAt),
 		Webhook: u.Webhook, Version: u.Version})
 }
 
-func decodeUser(name string, v []byte) (idkeeper.User, error) {
+func decodeUser(name string, v []byte) (account.User, error) {
 	var r userRec
 	if err := json.Unmarshal(v, &r); err != nil {
-		return idkeeper.User{}, fmt.Errorf("etcd: corrupt user record %q: %w", name, err)
+		return account.User{}, fmt.Errorf("etcd: corrupt user record %q: %w", name, err)
 	}
-	return idkeeper.User{Name: name, Role: idkeeper.Role(r.Role), PasswordHash: r.PasswordHash, Disabled: r.Disabled,
+	return account.User{Name: name, Role: account.Role(r.Role), PasswordHash: r.PasswordHash, Disabled: r.Disabled,
 		CreatedAt: r.CreatedAt.UTC(), CreatedBy: r.CreatedBy, Epoch: r.Epoch, PasswordChangedAt: r.PasswordChangedAt.UTC(),
 		LastLoginAt: r.LastLoginAt.UTC(), Webhook: r.Webhook, Version: r.Version}, nil
 }
@@ -78,8 +80,8 @@ func (s *Store) createIfAbsent(ctx context.Context, op, key, val string, more ..
 	return nil
 }
 
-// CreateUser implements idkeeper.AdminStore.
-func (s *Store) CreateUser(ctx context.Context, u idkeeper.User) error {
+// CreateUser implements account.Store.
+func (s *Store) CreateUser(ctx context.Context, u account.User) error {
 	u.Version = 1
 	rec, err := encodeUser(u)
 	if err != nil {
@@ -88,19 +90,19 @@ func (s *Store) CreateUser(ctx context.Context, u idkeeper.User) error {
 	return s.createIfAbsent(ctx, "create user", s.k.user+u.Name, rec)
 }
 
-// User implements idkeeper.AdminStore.
-func (s *Store) User(ctx context.Context, name string) (idkeeper.User, error) {
+// User implements account.Store.
+func (s *Store) User(ctx context.Context, name string) (account.User, error) {
 	return getRecord(ctx, s, "user", s.k.user, name, decodeUser)
 }
 
-// Users implements idkeeper.AdminStore: one range read, in key (name) order.
-func (s *Store) Users(ctx context.Context) ([]idkeeper.User, error) {
+// Users implements account.Store: one range read, in key (name) order.
+func (s *Store) Users(ctx context.Context) ([]account.User, error) {
 	return getRecords(ctx, s, "users", s.k.user, decodeUser)
 }
 
-// UpdateUser implements idkeeper.AdminStore: compare and set on the record's key,
+// UpdateUser implements account.Store: compare and set on the record's key,
 // the stored Version checked against u.Version.
-func (s *Store) UpdateUser(ctx context.Context, u idkeeper.User) error {
+func (s *Store) UpdateUser(ctx context.Context, u account.User) error {
 	return s.cas(ctx, "update user", s.k.user+u.Name, func(v []byte, ok bool) (casOp, string, error) {
 		if !ok {
 			return casKeep, "", idkeeper.ErrNotFound
@@ -119,7 +121,7 @@ func (s *Store) UpdateUser(ctx context.Context, u idkeeper.User) error {
 	})
 }
 
-// CountUsers implements idkeeper.AdminStore: a count of the user range.
+// CountUsers implements account.Store: a count of the user range.
 func (s *Store) CountUsers(ctx context.Context) (int, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
@@ -141,17 +143,17 @@ type sessionRec struct {
 	UserAgent string `json:"userAgent,omitempty"`
 }
 
-func encodeSession(a idkeeper.AdminSession) (string, error) {
+func encodeSession(a account.Session) (string, error) {
 	return jsonString(sessionRec{User: a.User, Epoch: a.Epoch, CreatedAt: timeMs(a.CreatedAt), SeenAt: timeMs(a.SeenAt),
 		ExpiresAt: timeMs(a.ExpiresAt), RemoteIP: a.RemoteIP, UserAgent: a.UserAgent})
 }
 
-func decodeSession(id string, v []byte) (idkeeper.AdminSession, error) {
+func decodeSession(id string, v []byte) (account.Session, error) {
 	var r sessionRec
 	if err := json.Unmarshal(v, &r); err != nil {
-		return idkeeper.AdminSession{}, fmt.Errorf("etcd: corrupt session record %q: %w", id, err)
+		return account.Session{}, fmt.Errorf("etcd: corrupt session record %q: %w", id, err)
 	}
-	return idkeeper.AdminSession{ID: id, User: r.User, Epoch: r.Epoch, CreatedAt: msTime(r.CreatedAt),
+	return account.Session{ID: id, User: r.User, Epoch: r.Epoch, CreatedAt: msTime(r.CreatedAt),
 		SeenAt: msTime(r.SeenAt), ExpiresAt: msTime(r.ExpiresAt), RemoteIP: r.RemoteIP, UserAgent: r.UserAgent}, nil
 }
 
@@ -165,7 +167,7 @@ func (k keys) sessionExpKey(ms int64, id string) string {
 }
 
 // sessionIndex returns the puts (or deletes) of the index entries of a.
-func (s *Store) sessionIndex(a idkeeper.AdminSession, put bool) []clientv3.Op {
+func (s *Store) sessionIndex(a account.Session, put bool) []clientv3.Op {
 	ks := []string{s.k.userSessionKey(a.User, a.ID), s.k.sessionSeenKey(timeMs(a.SeenAt), a.ID),
 		s.k.sessionExpKey(timeMs(a.ExpiresAt), a.ID)}
 	ops := make([]clientv3.Op, len(ks))
@@ -179,9 +181,9 @@ func (s *Store) sessionIndex(a idkeeper.AdminSession, put bool) []clientv3.Op {
 	return ops
 }
 
-// CreateSession implements idkeeper.AdminStore: the record and its index entries
+// CreateSession implements account.Store: the record and its index entries
 // in one transaction, on the condition that the ID was never used.
-func (s *Store) CreateSession(ctx context.Context, a idkeeper.AdminSession) error {
+func (s *Store) CreateSession(ctx context.Context, a account.Session) error {
 	a.CreatedAt, a.SeenAt, a.ExpiresAt = idkeeper.Millis(a.CreatedAt), idkeeper.Millis(a.SeenAt), idkeeper.Millis(a.ExpiresAt)
 	rec, err := encodeSession(a)
 	if err != nil {
@@ -190,16 +192,16 @@ func (s *Store) CreateSession(ctx context.Context, a idkeeper.AdminSession) erro
 	return s.createIfAbsent(ctx, "create session", s.k.session+a.ID, rec, s.sessionIndex(a, true)...)
 }
 
-// Session implements idkeeper.AdminStore.
-func (s *Store) Session(ctx context.Context, id string) (idkeeper.AdminSession, error) {
+// Session implements account.Store.
+func (s *Store) Session(ctx context.Context, id string) (account.Session, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	resp, err := s.c.Get(ctx, s.k.session+id)
 	if err != nil {
-		return idkeeper.AdminSession{}, wrap("session", err)
+		return account.Session{}, wrap("session", err)
 	}
 	if len(resp.Kvs) == 0 {
-		return idkeeper.AdminSession{}, idkeeper.ErrNotFound
+		return account.Session{}, idkeeper.ErrNotFound
 	}
 	return decodeSession(id, resp.Kvs[0].Value)
 }
@@ -207,9 +209,9 @@ func (s *Store) Session(ctx context.Context, id string) (idkeeper.AdminSession, 
 // changeSession reads session id and, when change returns ops, commits them on
 // the condition that the record is unchanged since; else it starts over, a
 // bounded number of times. change sees ok false for a missing session.
-func (s *Store) changeSession(ctx context.Context, op, id string, change func(a idkeeper.AdminSession, ok bool) ([]clientv3.Op, error)) error {
+func (s *Store) changeSession(ctx context.Context, op, id string, change func(a account.Session, ok bool) ([]clientv3.Op, error)) error {
 	return s.casOps(ctx, op, s.k.session+id, func(v []byte, ok bool) ([]clientv3.Op, error) {
-		var a idkeeper.AdminSession
+		var a account.Session
 		if ok {
 			var err error
 			if a, err = decodeSession(id, v); err != nil {
@@ -220,12 +222,12 @@ func (s *Store) changeSession(ctx context.Context, op, id string, change func(a 
 	})
 }
 
-// TouchSession implements idkeeper.AdminStore.
+// TouchSession implements account.Store.
 func (s *Store) TouchSession(ctx context.Context, id string, at time.Time) error {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	at = idkeeper.Millis(at)
-	return s.changeSession(ctx, "touch session", id, func(a idkeeper.AdminSession, ok bool) ([]clientv3.Op, error) {
+	return s.changeSession(ctx, "touch session", id, func(a account.Session, ok bool) ([]clientv3.Op, error) {
 		if !ok || !at.After(a.SeenAt) {
 			return nil, nil
 		}
@@ -239,8 +241,8 @@ func (s *Store) TouchSession(ctx context.Context, id string, at time.Time) error
 
 // deleteSession deletes session id when want accepts it; deleted says whether it
 // did.
-func (s *Store) deleteSession(ctx context.Context, op, id string, want func(idkeeper.AdminSession) bool) (deleted bool, err error) {
-	err = s.changeSession(ctx, op, id, func(a idkeeper.AdminSession, ok bool) ([]clientv3.Op, error) {
+func (s *Store) deleteSession(ctx context.Context, op, id string, want func(account.Session) bool) (deleted bool, err error) {
+	err = s.changeSession(ctx, op, id, func(a account.Session, ok bool) ([]clientv3.Op, error) {
 		deleted = ok && (want == nil || want(a))
 		if !deleted {
 			return nil, nil
@@ -250,7 +252,7 @@ func (s *Store) deleteSession(ctx context.Context, op, id string, want func(idke
 	return deleted && err == nil, err
 }
 
-// DeleteSession implements idkeeper.AdminStore.
+// DeleteSession implements account.Store.
 func (s *Store) DeleteSession(ctx context.Context, id string) error {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
@@ -272,7 +274,7 @@ func (s *Store) indexIDs(ctx context.Context, op, from, end string) ([]string, e
 	return out, nil
 }
 
-// DeleteUserSessions implements idkeeper.AdminStore: a transaction per session,
+// DeleteUserSessions implements account.Store: a transaction per session,
 // each conditioned on the session's record.
 func (s *Store) DeleteUserSessions(ctx context.Context, user string) (int, error) {
 	ctx, cancel := s.bound(ctx)
@@ -284,7 +286,7 @@ func (s *Store) DeleteUserSessions(ctx context.Context, user string) (int, error
 	}
 	n := 0
 	for _, id := range ids {
-		ok, err := s.deleteSession(ctx, "delete user sessions", id, func(a idkeeper.AdminSession) bool { return a.User == user })
+		ok, err := s.deleteSession(ctx, "delete user sessions", id, func(a account.Session) bool { return a.User == user })
 		if err != nil {
 			return n, err
 		}
@@ -295,7 +297,7 @@ func (s *Store) DeleteUserSessions(ctx context.Context, user string) (int, error
 	return n, nil
 }
 
-// PruneSessions implements idkeeper.AdminStore: the candidates are read from the
+// PruneSessions implements account.Store: the candidates are read from the
 // expiry and SeenAt indexes, and each is deleted in a transaction of its own
 // conditioned on its record, judged again on the record.
 func (s *Store) PruneSessions(ctx context.Context, now time.Time, idle time.Duration) (int, error) {
@@ -311,7 +313,7 @@ func (s *Store) PruneSessions(ctx context.Context, now time.Time, idle time.Dura
 	if err != nil {
 		return 0, err
 	}
-	due := func(a idkeeper.AdminSession) bool {
+	due := func(a account.Session) bool {
 		return timeMs(a.ExpiresAt) <= nowMs || timeMs(a.SeenAt)+idleMs <= nowMs
 	}
 	n := 0
@@ -359,25 +361,25 @@ func allowPrefix(p netip.Prefix) (netip.Prefix, error) {
 	return p.Masked(), nil
 }
 
-func encodeAllow(e idkeeper.AllowEntry) (string, error) {
+func encodeAllow(e allowlist.Entry) (string, error) {
 	return jsonString(allowRec{Prefix: e.Prefix.String(), Note: e.Note, CreatedBy: e.CreatedBy, CreatedAt: timeMs(e.CreatedAt)})
 }
 
-func decodeAllow(v []byte) (idkeeper.AllowEntry, error) {
+func decodeAllow(v []byte) (allowlist.Entry, error) {
 	var r allowRec
 	if err := json.Unmarshal(v, &r); err != nil {
-		return idkeeper.AllowEntry{}, fmt.Errorf("etcd: corrupt allow-list entry: %w", err)
+		return allowlist.Entry{}, fmt.Errorf("etcd: corrupt allow-list entry: %w", err)
 	}
 	p, err := netip.ParsePrefix(r.Prefix)
 	if err != nil {
-		return idkeeper.AllowEntry{}, fmt.Errorf("etcd: corrupt allow-list entry: %w", err)
+		return allowlist.Entry{}, fmt.Errorf("etcd: corrupt allow-list entry: %w", err)
 	}
-	return idkeeper.AllowEntry{Prefix: p, Note: r.Note, CreatedBy: r.CreatedBy, CreatedAt: msTime(r.CreatedAt)}, nil
+	return allowlist.Entry{Prefix: p, Note: r.Note, CreatedBy: r.CreatedBy, CreatedAt: msTime(r.CreatedAt)}, nil
 }
 
-// AddAllowEntry implements idkeeper.AdminStore. An invalid prefix is an
+// AddAllowEntry implements account.Store. An invalid prefix is an
 // INVALID_REQUEST error.
-func (s *Store) AddAllowEntry(ctx context.Context, e idkeeper.AllowEntry) error {
+func (s *Store) AddAllowEntry(ctx context.Context, e allowlist.Entry) error {
 	p, err := allowPrefix(e.Prefix)
 	if err != nil {
 		return err
@@ -390,7 +392,7 @@ func (s *Store) AddAllowEntry(ctx context.Context, e idkeeper.AllowEntry) error 
 	return s.createIfAbsent(ctx, "add allow-list entry", s.allowKeyOf(p), rec)
 }
 
-// RemoveAllowEntry implements idkeeper.AdminStore. An invalid prefix is an
+// RemoveAllowEntry implements account.Store. An invalid prefix is an
 // INVALID_REQUEST error.
 func (s *Store) RemoveAllowEntry(ctx context.Context, p netip.Prefix) error {
 	p, err := allowPrefix(p)
@@ -409,16 +411,16 @@ func (s *Store) RemoveAllowEntry(ctx context.Context, p netip.Prefix) error {
 	return nil
 }
 
-// AllowEntries implements idkeeper.AdminStore: one range read; key order is the
+// AllowEntries implements account.Store: one range read; key order is the
 // contract's order.
-func (s *Store) AllowEntries(ctx context.Context) ([]idkeeper.AllowEntry, error) {
+func (s *Store) AllowEntries(ctx context.Context) ([]allowlist.Entry, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	resp, err := s.c.Get(ctx, s.k.allow, clientv3.WithPrefix())
 	if err != nil {
 		return nil, wrap("allow-list", err)
 	}
-	out := make([]idkeeper.AllowEntry, 0, len(resp.Kvs))
+	out := make([]allowlist.Entry, 0, len(resp.Kvs))
 	for _, e := range resp.Kvs {
 		a, err := decodeAllow(e.Value)
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/etcd"
 	"github.com/idkeeper/idkeeper/internal/harness/etcdtest"
@@ -16,7 +17,7 @@ import (
 
 func TestAdminStore(t *testing.T) {
 	srv := etcdtest.Start(t)
-	storetest.RunAdmin(t, func(t *testing.T, clock idkeeper.Clock) idkeeper.AdminStore {
+	storetest.RunAdmin(t, func(t *testing.T, clock idkeeper.Clock) account.Store {
 		return open(t, srv.Client(), etcd.Options{Clock: clock})
 	})
 }
@@ -41,7 +42,7 @@ func TestCorruptAdminRecord(t *testing.T) {
 	ctx := t.Context()
 	prefix := fmt.Sprintf("test%d/", prefixSeq.Add(1))
 	s := open(t, srv.Client(), etcd.Options{Prefix: prefix})
-	if err := s.CreateUser(ctx, idkeeper.User{Name: "alice", Role: idkeeper.RoleAdmin}); err != nil {
+	if err := s.CreateUser(ctx, account.User{Name: "alice", Role: account.RoleAdmin}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.AppendAudit(ctx, audit.Entry{Action: "x"}.Seal(0, "")); err != nil {
@@ -55,7 +56,7 @@ func TestCorruptAdminRecord(t *testing.T) {
 	}
 	_, err1 := s.User(ctx, "alice")
 	_, err2 := s.Users(ctx)
-	err3 := s.UpdateUser(ctx, idkeeper.User{Name: "alice", Version: 1})
+	err3 := s.UpdateUser(ctx, account.User{Name: "alice", Version: 1})
 	_, err4 := s.AuditEntries(ctx, 1, 10)
 	_, err5 := s.PruneAudit(ctx, time.Now(), 10)
 	_, err6 := s.AlertState(ctx, idkeeper.AlertCapacity)

@@ -63,7 +63,7 @@ func decodeHead(v []byte) (headRec, error) {
 	return h, nil
 }
 
-// AppendAudit implements idkeeper.AdminStore: the head read, then the entry and
+// AppendAudit implements account.Store: the head read, then the entry and
 // the new head written in one transaction conditioned on the head's revision.
 func (s *Store) AppendAudit(ctx context.Context, e audit.Entry) error {
 	ctx, cancel := s.bound(ctx)
@@ -102,7 +102,7 @@ func (s *Store) AppendAudit(ctx context.Context, e audit.Entry) error {
 	return nil
 }
 
-// AuditHead implements idkeeper.AdminStore.
+// AuditHead implements account.Store.
 func (s *Store) AuditHead(ctx context.Context) (uint64, string, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
@@ -142,7 +142,7 @@ func (s *Store) auditRange(ctx context.Context, op, from, end string, limit int,
 	return out, nil
 }
 
-// AuditEntries implements idkeeper.AdminStore: one range read. A limit outside
+// AuditEntries implements account.Store: one range read. A limit outside
 // 1..1000 is an INVALID_REQUEST error.
 func (s *Store) AuditEntries(ctx context.Context, from uint64, limit int) ([]audit.Entry, error) {
 	if err := checkLimit(limit, maxAuditPage); err != nil {
@@ -151,7 +151,7 @@ func (s *Store) AuditEntries(ctx context.Context, from uint64, limit int) ([]aud
 	return s.auditRange(ctx, "audit entries", s.k.auditKey(from), clientv3.GetPrefixRangeEnd(s.k.audit), limit)
 }
 
-// AuditEntriesBefore implements idkeeper.AdminStore: one range read, descending.
+// AuditEntriesBefore implements account.Store: one range read, descending.
 // A limit outside 1..1000 is an INVALID_REQUEST error.
 func (s *Store) AuditEntriesBefore(ctx context.Context, before uint64, limit int) ([]audit.Entry, error) {
 	if err := checkLimit(limit, maxAuditPage); err != nil {
@@ -165,7 +165,7 @@ func (s *Store) AuditEntriesBefore(ctx context.Context, before uint64, limit int
 		clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend))
 }
 
-// PruneAudit implements idkeeper.AdminStore: the oldest entries are read at one
+// PruneAudit implements account.Store: the oldest entries are read at one
 // revision and deleted in transactions of adminBatch, each conditioned on the
 // revisions of the entries it deletes; when another pruner came first, it reads
 // again. A limit outside 1..10000 is an INVALID_REQUEST error.

@@ -99,7 +99,7 @@
 //	skew/<requester key>       JSON: the last clock-skew observation and when it lapses
 //	skewlapse/<lapse>/<requester key>
 //	                           observations by lapse time: SkewObservations drops the lapsed ones
-//	user/<name>                JSON: an admin account (idkeeper.User) with its Version
+//	user/<name>                JSON: an admin account (account.User) with its Version
 //	session/<ID>               JSON: an admin session (user, epoch, createdAt, seenAt, expiresAt, …)
 //	usersession/<user>/<ID>    empty: the sessions of a user (DeleteUserSessions)
 //	sessionseen/<seenAt>/<ID>  empty: sessions by SeenAt (PruneSessions: idle)
@@ -138,7 +138,7 @@
 //
 // # Admin records, alerts, idempotency
 //
-// The admin records (idkeeper.AdminStore), the alert state (idkeeper.AlertStore)
+// The admin records (account.Store), the alert state (idkeeper.AlertStore)
 // and the idempotency records (idkeeper.IdempotencyStore) are outside the lease
 // pool and its meta record. Each change is one transaction conditioned on the
 // revisions of what it read: a create on CreateRevision(key) = 0 (CreateUser,
@@ -176,7 +176,7 @@
 //     delete of staging/), then writes its marker staging/<load ID>/~load, whose
 //     CreateRevision names the load.
 //  2. It reads the records of the source, checks each with
-//     idkeeper.SnapshotChecker (and that a requester's leases belong to one key),
+//     snapshot.Checker (and that a requester's leases belong to one key),
 //     and writes the keys they make, under staging/<load ID>/ (the live key's
 //     name below the prefix), in transactions of at most 100 keys conditioned
 //     on the marker: node records with their index entries (free nodes filed at

@@ -10,6 +10,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/internal/leasetx"
+	"github.com/idkeeper/idkeeper/snapshot"
 )
 
 // The node pool inside a transaction: node records, the free indexes and the
@@ -384,7 +385,7 @@ func (t *txn) grant(ids []uint32) (idkeeper.Grant, error) {
 // livePool reads the live meta record (at *rev when it is not 0, else the newest,
 // setting *rev) and returns PoolMismatch when it holds a pool with another First or
 // layout than m's.
-func (l *loader) livePool(ctx context.Context, m idkeeper.SnapshotMeta, rev *int64) error {
+func (l *loader) livePool(ctx context.Context, m snapshot.Meta, rev *int64) error {
 	var opts []clientv3.OpOption
 	if *rev > 0 {
 		opts = append(opts, clientv3.WithRev(*rev))

@@ -14,12 +14,13 @@ import (
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/internal/histrec"
 	"github.com/idkeeper/idkeeper/internal/leasetx"
+	"github.com/idkeeper/idkeeper/snapshot"
 )
 
-// Snapshots (idkeeper.SnapshotStore); the package doc ("Snapshots") describes
+// Snapshots (snapshot.Store); the package doc ("Snapshots") describes
 // the design.
 
-var _ idkeeper.SnapshotStore = (*Store)(nil)
+var _ snapshot.Store = (*Store)(nil)
 
 const (
 	// snapshotPage is the most keys one range read of ReadSnapshot or of the
@@ -75,15 +76,15 @@ func (s *Store) readRange(ctx context.Context, op, from, end string, rev int64, 
 	}
 }
 
-// ReadSnapshot implements idkeeper.SnapshotStore from one consistent view: the
+// ReadSnapshot implements snapshot.Store from one consistent view: the
 // meta record is read first, and every other key at that read's revision
 // (clientv3.WithRev), in ranges of snapshotPage keys, so no write made meanwhile
 // shows. Options.Timeout bounds each read, not the whole snapshot. etcd keeps that revision until it compacts: a read that outlasts the
 // compaction retention (the package doc suggests 5 minutes) fails with
 // etcd's "required revision has been compacted", and can be tried again.
-func (s *Store) ReadSnapshot(ctx context.Context, meta func(idkeeper.SnapshotMeta) error, emit func(idkeeper.SnapshotRecord) error) error {
+func (s *Store) ReadSnapshot(ctx context.Context, meta func(snapshot.Meta) error, emit func(snapshot.Record) error) error {
 	var cbErr error // an error of meta or emit, returned as it is
-	out := func(rec idkeeper.SnapshotRecord) error {
+	out := func(rec snapshot.Record) error {
 		if err := emit(rec); err != nil {
 			cbErr = err
 			return err
@@ -97,7 +98,7 @@ func (s *Store) ReadSnapshot(ctx context.Context, meta func(idkeeper.SnapshotMet
 	return err
 }
 
-func (s *Store) readSnapshot(ctx context.Context, metaFn func(idkeeper.SnapshotMeta) error, out func(idkeeper.SnapshotRecord) error, cbErr *error) error {
+func (s *Store) readSnapshot(ctx context.Context, metaFn func(snapshot.Meta) error, out func(snapshot.Record) error, cbErr *error) error {
 	k := s.k
 	tctx, cancel := s.bound(ctx)
 	resp, err := s.c.Txn(tctx).Then(clientv3.OpGet(k.meta), clientv3.OpGet(k.auditHead)).Commit()
@@ -127,7 +128,7 @@ func (s *Store) readSnapshot(ctx context.Context, metaFn func(idkeeper.SnapshotM
 	if err != nil {
 		return err
 	}
-	sm := idkeeper.SnapshotMeta{Generation: m.Generation.generation(), Fence: m.Fence, Nodes: pool.Nodes,
+	sm := snapshot.Meta{Generation: m.Generation.generation(), Fence: m.Fence, Nodes: pool.Nodes,
 		First: pool.First, Layout: pool.Layout, AuditSeq: head.Seq, AuditHash: head.Hash}
 	if err := metaFn(sm); err != nil {
 		*cbErr = err
@@ -158,7 +159,7 @@ func (s *Store) readSnapshot(ctx context.Context, metaFn func(idkeeper.SnapshotM
 		if err != nil {
 			return fmt.Errorf("etcd: read snapshot: node %d: %w", id, err)
 		}
-		return out(idkeeper.SnapshotRecord{Node: &st})
+		return out(snapshot.Record{Node: &st})
 	})
 	if err != nil {
 		return err
@@ -171,7 +172,7 @@ func (s *Store) readSnapshot(ctx context.Context, metaFn func(idkeeper.SnapshotM
 		if err != nil {
 			return err
 		}
-		return out(idkeeper.SnapshotRecord{Key: &a})
+		return out(snapshot.Record{Key: &a})
 	}); err != nil {
 		return err
 	}
@@ -180,7 +181,7 @@ func (s *Store) readSnapshot(ctx context.Context, metaFn func(idkeeper.SnapshotM
 		if err != nil {
 			return err
 		}
-		return out(idkeeper.SnapshotRecord{User: &u})
+		return out(snapshot.Record{User: &u})
 	}); err != nil {
 		return err
 	}
@@ -189,7 +190,7 @@ func (s *Store) readSnapshot(ctx context.Context, metaFn func(idkeeper.SnapshotM
 		if err != nil {
 			return err
 		}
-		return out(idkeeper.SnapshotRecord{Allow: &a})
+		return out(snapshot.Record{Allow: &a})
 	}); err != nil {
 		return err
 	}
@@ -198,7 +199,7 @@ func (s *Store) readSnapshot(ctx context.Context, metaFn func(idkeeper.SnapshotM
 		if err != nil {
 			return err
 		}
-		return out(idkeeper.SnapshotRecord{Audit: &e})
+		return out(snapshot.Record{Audit: &e})
 	}); err != nil {
 		return err
 	}
@@ -207,14 +208,14 @@ func (s *Store) readSnapshot(ctx context.Context, metaFn func(idkeeper.SnapshotM
 		if err != nil {
 			return fmt.Errorf("etcd: read snapshot: %w", err)
 		}
-		return out(idkeeper.SnapshotRecord{History: &h})
+		return out(snapshot.Record{History: &h})
 	})
 }
 
-// LoadSnapshot implements idkeeper.SnapshotStore: stage, check, swap (the
+// LoadSnapshot implements snapshot.Store: stage, check, swap (the
 // package doc, "Snapshots").
-func (s *Store) LoadSnapshot(ctx context.Context, sm idkeeper.SnapshotMeta, src idkeeper.SnapshotSource) error {
-	chk, err := idkeeper.NewSnapshotChecker(sm)
+func (s *Store) LoadSnapshot(ctx context.Context, sm snapshot.Meta, src snapshot.Source) error {
+	chk, err := snapshot.NewChecker(sm)
 	if err != nil {
 		return err
 	}
@@ -366,7 +367,7 @@ func (l *loader) putNode(id uint32, r nodeRec) error {
 }
 
 // add stages one checked record.
-func (l *loader) add(rec idkeeper.SnapshotRecord) error {
+func (l *loader) add(rec snapshot.Record) error {
 	k := l.s.k
 	switch {
 	case rec.Node != nil:
@@ -477,7 +478,7 @@ func (l *loader) finish() error {
 // and the audit head, and deletes the staging keys, on the condition that the
 // staging is this load's and that no durable key changed since the swap read
 // them. When a writer came between, it reads again, up to swapTries times.
-func (l *loader) swap(m idkeeper.SnapshotMeta) error {
+func (l *loader) swap(m snapshot.Meta) error {
 	ctx, cancel := l.s.bound(l.ctx)
 	defer cancel()
 	k := l.s.k

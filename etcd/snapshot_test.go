@@ -9,10 +9,12 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/etcd"
 	"github.com/idkeeper/idkeeper/internal/harness/etcdtest"
 	"github.com/idkeeper/idkeeper/internal/harness/storetest"
+	"github.com/idkeeper/idkeeper/snapshot"
 )
 
 func TestSnapshot(t *testing.T) {
@@ -34,12 +36,12 @@ func TestSnapshotSmallBatches(t *testing.T) {
 }
 
 // snapshotOf reads s's snapshot whole.
-func snapshotOf(t *testing.T, s *etcd.Store) (idkeeper.SnapshotMeta, []idkeeper.SnapshotRecord) {
+func snapshotOf(t *testing.T, s *etcd.Store) (snapshot.Meta, []snapshot.Record) {
 	t.Helper()
-	var m idkeeper.SnapshotMeta
-	var recs []idkeeper.SnapshotRecord
-	err := s.ReadSnapshot(t.Context(), func(sm idkeeper.SnapshotMeta) error { m = sm; return nil },
-		func(r idkeeper.SnapshotRecord) error { recs = append(recs, r); return nil })
+	var m snapshot.Meta
+	var recs []snapshot.Record
+	err := s.ReadSnapshot(t.Context(), func(sm snapshot.Meta) error { m = sm; return nil },
+		func(r snapshot.Record) error { recs = append(recs, r); return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,13 +49,13 @@ func snapshotOf(t *testing.T, s *etcd.Store) (idkeeper.SnapshotMeta, []idkeeper.
 }
 
 type recSource struct {
-	recs []idkeeper.SnapshotRecord
+	recs []snapshot.Record
 	i    int
 }
 
-func (r *recSource) Next() (idkeeper.SnapshotRecord, error) {
+func (r *recSource) Next() (snapshot.Record, error) {
 	if r.i >= len(r.recs) {
-		return idkeeper.SnapshotRecord{}, io.EOF
+		return snapshot.Record{}, io.EOF
 	}
 	r.i++
 	return r.recs[r.i-1], nil
@@ -80,7 +82,7 @@ func TestLoadSnapshotStagingAndSideRecords(t *testing.T) {
 	}
 	at := time.Now().UTC()
 	for _, err := range []error{
-		s.CreateUser(ctx, idkeeper.User{Name: "alice", Role: idkeeper.RoleAdmin, CreatedAt: at}),
+		s.CreateUser(ctx, account.User{Name: "alice", Role: account.RoleAdmin, CreatedAt: at}),
 		s.AppendAudit(ctx, audit.Entry{At: at, Action: audit.Login}.Seal(0, "")),
 	} {
 		if err != nil {
@@ -103,7 +105,7 @@ func TestLoadSnapshotStagingAndSideRecords(t *testing.T) {
 	}
 
 	// Records outside the snapshot.
-	if err := s.CreateSession(ctx, idkeeper.AdminSession{ID: "s1", User: "alice", CreatedAt: at, SeenAt: at,
+	if err := s.CreateSession(ctx, account.Session{ID: "s1", User: "alice", CreatedAt: at, SeenAt: at,
 		ExpiresAt: at.Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
@@ -161,9 +163,9 @@ type failingSource struct {
 	failAt int
 }
 
-func (f *failingSource) Next() (idkeeper.SnapshotRecord, error) {
+func (f *failingSource) Next() (snapshot.Record, error) {
 	if f.i == f.failAt {
-		return idkeeper.SnapshotRecord{}, errSource
+		return snapshot.Record{}, errSource
 	}
 	return f.recSource.Next()
 }

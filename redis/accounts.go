@@ -14,14 +14,15 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
 )
 
-// The records of the admin web (idkeeper.AdminStore): accounts and sessions here,
+// The records of the admin web (account.Store): accounts and sessions here,
 // the allow-list in allowlist.go, the audit log in audit.go. Their keys are in the
-// package doc. The AdminStore takes every time as an argument: no method reads the
+// package doc. The account.Store takes every time as an argument: no method reads the
 // store clock.
 
-var _ idkeeper.AdminStore = (*Store)(nil)
+var _ account.Store = (*Store)(nil)
 
 var (
 	scriptUserUpdate        = plainScript("user_update")
@@ -90,40 +91,40 @@ func decodeRecord(what, id, rec string, v any) error {
 // userRecord is the JSON of one account in the users hash, keyed by name. Times
 // are Unix ms (ms: Go's zero time is its own value).
 type userRecord struct {
-	Role              idkeeper.Role `json:"role"`
-	PasswordHash      string        `json:"passwordHash"`
-	Disabled          bool          `json:"disabled,omitempty"`
-	CreatedAt         int64         `json:"createdAt"`
-	CreatedBy         string        `json:"createdBy,omitempty"`
-	Epoch             uint64        `json:"epoch"`
-	PasswordChangedAt int64         `json:"passwordChangedAt"`
-	LastLoginAt       int64         `json:"lastLoginAt"`
-	Version           uint64        `json:"version"`
-	Webhook           string        `json:"webhook,omitempty"`
+	Role              account.Role `json:"role"`
+	PasswordHash      string       `json:"passwordHash"`
+	Disabled          bool         `json:"disabled,omitempty"`
+	CreatedAt         int64        `json:"createdAt"`
+	CreatedBy         string       `json:"createdBy,omitempty"`
+	Epoch             uint64       `json:"epoch"`
+	PasswordChangedAt int64        `json:"passwordChangedAt"`
+	LastLoginAt       int64        `json:"lastLoginAt"`
+	Version           uint64       `json:"version"`
+	Webhook           string       `json:"webhook,omitempty"`
 }
 
-func encodeUser(u idkeeper.User) (string, error) {
+func encodeUser(u account.User) (string, error) {
 	return encodeRecord("user", userRecord{Role: u.Role, PasswordHash: u.PasswordHash, Disabled: u.Disabled,
 		CreatedAt: ms(u.CreatedAt), CreatedBy: u.CreatedBy, Epoch: u.Epoch, PasswordChangedAt: ms(u.PasswordChangedAt),
 		LastLoginAt: ms(u.LastLoginAt), Version: u.Version, Webhook: u.Webhook})
 }
 
-func decodeUser(name, rec string) (idkeeper.User, error) {
+func decodeUser(name, rec string) (account.User, error) {
 	var r userRecord
 	if err := decodeRecord("user", name, rec, &r); err != nil {
-		return idkeeper.User{}, err
+		return account.User{}, err
 	}
 	if r.Version == 0 {
-		return idkeeper.User{}, fmt.Errorf("redis: malformed user %q: no version", name)
+		return account.User{}, fmt.Errorf("redis: malformed user %q: no version", name)
 	}
-	return idkeeper.User{Name: name, Role: r.Role, PasswordHash: r.PasswordHash, Disabled: r.Disabled,
+	return account.User{Name: name, Role: r.Role, PasswordHash: r.PasswordHash, Disabled: r.Disabled,
 		CreatedAt: fromMs(r.CreatedAt), CreatedBy: r.CreatedBy, Epoch: r.Epoch, PasswordChangedAt: fromMs(r.PasswordChangedAt),
 		LastLoginAt: fromMs(r.LastLoginAt), Version: r.Version, Webhook: r.Webhook}, nil
 }
 
 // CreateUser stores u with Version 1; ErrConflict when the name exists, an
 // INVALID_REQUEST error when it is empty.
-func (s *Store) CreateUser(ctx context.Context, u idkeeper.User) error {
+func (s *Store) CreateUser(ctx context.Context, u account.User) error {
 	if u.Name == "" {
 		return idkeeper.Invalidf("name", "an account needs a name")
 	}
@@ -143,31 +144,31 @@ func (s *Store) CreateUser(ctx context.Context, u idkeeper.User) error {
 }
 
 // User returns the account with that name; ErrNotFound when there is none.
-func (s *Store) User(ctx context.Context, name string) (idkeeper.User, error) {
+func (s *Store) User(ctx context.Context, name string) (account.User, error) {
 	u, _, err := s.user(ctx, name)
 	return u, err
 }
 
 // user returns the account and its record as stored.
-func (s *Store) user(ctx context.Context, name string) (idkeeper.User, string, error) {
+func (s *Store) user(ctx context.Context, name string) (account.User, string, error) {
 	rec, err := s.client.HGet(ctx, s.adminKey(keyUsers), name).Result()
 	if errors.Is(err, goredis.Nil) {
-		return idkeeper.User{}, "", idkeeper.ErrNotFound
+		return account.User{}, "", idkeeper.ErrNotFound
 	}
 	if err != nil {
-		return idkeeper.User{}, "", fmt.Errorf("redis: user: %w", err)
+		return account.User{}, "", fmt.Errorf("redis: user: %w", err)
 	}
 	u, err := decodeUser(name, rec)
 	return u, rec, err
 }
 
 // Users returns every account, sorted by name: one HGETALL, O(n) for n accounts.
-func (s *Store) Users(ctx context.Context) ([]idkeeper.User, error) {
+func (s *Store) Users(ctx context.Context) ([]account.User, error) {
 	m, err := s.client.HGetAll(ctx, s.adminKey(keyUsers)).Result()
 	if err != nil {
 		return nil, fmt.Errorf("redis: users: %w", err)
 	}
-	out := make([]idkeeper.User, 0, len(m))
+	out := make([]account.User, 0, len(m))
 	for name, rec := range m {
 		u, err := decodeUser(name, rec)
 		if err != nil {
@@ -175,7 +176,7 @@ func (s *Store) Users(ctx context.Context) ([]idkeeper.User, error) {
 		}
 		out = append(out, u)
 	}
-	slices.SortFunc(out, func(a, b idkeeper.User) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b account.User) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
 
@@ -183,7 +184,7 @@ func (s *Store) Users(ctx context.Context) ([]idkeeper.User, error) {
 // stored Version is u.Version. It reads the record, checks the Version, and a
 // script replaces the record only when it is still the one read: every update
 // raises the Version, so a record changed meanwhile is ErrConflict.
-func (s *Store) UpdateUser(ctx context.Context, u idkeeper.User) error {
+func (s *Store) UpdateUser(ctx context.Context, u account.User) error {
 	cur, old, err := s.user(ctx, u.Name)
 	if err != nil {
 		return err
@@ -232,18 +233,18 @@ type sessionRecord struct {
 	UserAgent string `json:"userAgent,omitempty"`
 }
 
-func decodeSession(id, rec string) (idkeeper.AdminSession, error) {
+func decodeSession(id, rec string) (account.Session, error) {
 	var r sessionRecord
 	if err := decodeRecord("session", id, rec, &r); err != nil {
-		return idkeeper.AdminSession{}, err
+		return account.Session{}, err
 	}
-	return idkeeper.AdminSession{ID: id, User: r.User, Epoch: r.Epoch, CreatedAt: fromMs(r.CreatedAt),
+	return account.Session{ID: id, User: r.User, Epoch: r.Epoch, CreatedAt: fromMs(r.CreatedAt),
 		ExpiresAt: fromMs(r.ExpiresAt), RemoteIP: r.RemoteIP, UserAgent: r.UserAgent}, nil
 }
 
 // CreateSession stores s; ErrConflict when its ID exists, an INVALID_REQUEST
 // error when it is empty.
-func (s *Store) CreateSession(ctx context.Context, sess idkeeper.AdminSession) error {
+func (s *Store) CreateSession(ctx context.Context, sess account.Session) error {
 	if sess.ID == "" {
 		return idkeeper.Invalidf("id", "a session needs an ID")
 	}
@@ -265,7 +266,7 @@ func (s *Store) CreateSession(ctx context.Context, sess idkeeper.AdminSession) e
 
 // Session returns the session with that ID; ErrNotFound when there is none. Its
 // record and SeenAt are read in one MULTI.
-func (s *Store) Session(ctx context.Context, id string) (idkeeper.AdminSession, error) {
+func (s *Store) Session(ctx context.Context, id string) (account.Session, error) {
 	var get *goredis.StringCmd
 	var seen *goredis.FloatCmd
 	_, err := s.client.TxPipelined(ctx, func(p goredis.Pipeliner) error {
@@ -275,25 +276,25 @@ func (s *Store) Session(ctx context.Context, id string) (idkeeper.AdminSession, 
 	})
 	rec, err2 := get.Result()
 	if errors.Is(err2, goredis.Nil) {
-		return idkeeper.AdminSession{}, idkeeper.ErrNotFound
+		return account.Session{}, idkeeper.ErrNotFound
 	}
 	if err2 != nil {
-		return idkeeper.AdminSession{}, fmt.Errorf("redis: session: %w", err2)
+		return account.Session{}, fmt.Errorf("redis: session: %w", err2)
 	}
 	if err != nil && !errors.Is(err, goredis.Nil) {
-		return idkeeper.AdminSession{}, fmt.Errorf("redis: session: %w", err)
+		return account.Session{}, fmt.Errorf("redis: session: %w", err)
 	}
 	sess, err := decodeSession(id, rec)
 	if err != nil {
-		return idkeeper.AdminSession{}, err
+		return account.Session{}, err
 	}
 	score, err := seen.Result()
 	if err != nil {
-		return idkeeper.AdminSession{}, fmt.Errorf("redis: malformed session %q: no seen time: %w", id, err)
+		return account.Session{}, fmt.Errorf("redis: malformed session %q: no seen time: %w", id, err)
 	}
 	at, ok := scoreMs(score)
 	if !ok {
-		return idkeeper.AdminSession{}, fmt.Errorf("redis: malformed session %q: seen time %v", id, score)
+		return account.Session{}, fmt.Errorf("redis: malformed session %q: seen time %v", id, score)
 	}
 	sess.SeenAt = fromMs(at)
 	return sess, nil

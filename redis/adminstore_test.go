@@ -11,6 +11,8 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
+	"github.com/idkeeper/idkeeper/allowlist"
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/internal/harness/redistest"
 	"github.com/idkeeper/idkeeper/internal/harness/storetest"
@@ -20,7 +22,7 @@ import (
 
 func TestAdminContract(t *testing.T) {
 	srv := redistest.Start(t)
-	storetest.RunAdmin(t, func(t *testing.T, clock idkeeper.Clock) idkeeper.AdminStore {
+	storetest.RunAdmin(t, func(t *testing.T, clock idkeeper.Clock) account.Store {
 		return open(t, srv, redis.Options{Clock: clock})
 	})
 }
@@ -31,7 +33,7 @@ func TestAdminCluster(t *testing.T) {
 	srv := redistest.Start(t, redistest.WithCluster())
 	c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: []string{srv.Addr()}})
 	t.Cleanup(func() { c.Close() })
-	storetest.RunAdmin(t, func(t *testing.T, clock idkeeper.Clock) idkeeper.AdminStore {
+	storetest.RunAdmin(t, func(t *testing.T, clock idkeeper.Clock) account.Store {
 		return open(t, srv, redis.Options{Clock: clock, Client: c})
 	})
 }
@@ -47,9 +49,9 @@ func TestAdminKeysShareOneHashTag(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	must(s.CreateUser(ctx, idkeeper.User{Name: "alice", Role: idkeeper.RoleAdmin, CreatedAt: t0}))
-	must(s.CreateSession(ctx, idkeeper.AdminSession{ID: "s1", User: "{evil}", CreatedAt: t0, SeenAt: t0, ExpiresAt: t0.Add(time.Hour)}))
-	must(s.AddAllowEntry(ctx, idkeeper.AllowEntry{Prefix: netip.MustParsePrefix("10.0.0.0/8"), CreatedAt: t0}))
+	must(s.CreateUser(ctx, account.User{Name: "alice", Role: account.RoleAdmin, CreatedAt: t0}))
+	must(s.CreateSession(ctx, account.Session{ID: "s1", User: "{evil}", CreatedAt: t0, SeenAt: t0, ExpiresAt: t0.Add(time.Hour)}))
+	must(s.AddAllowEntry(ctx, allowlist.Entry{Prefix: netip.MustParsePrefix("10.0.0.0/8"), CreatedAt: t0}))
 	must(s.AppendAudit(ctx, audit.Entry{At: t0, Action: "x"}.Seal(0, "")))
 	keys, err := rawClient(t, srv).Keys(ctx, "*").Result()
 	must(err)
@@ -127,7 +129,7 @@ func TestAdminPruneManySessions(t *testing.T) {
 		if i%2 == 1 {
 			seen = t0.Add(2 * time.Hour) // lives on
 		}
-		if err := s.CreateSession(ctx, idkeeper.AdminSession{ID: id, User: fmt.Sprint("u", i%3), CreatedAt: t0, SeenAt: seen,
+		if err := s.CreateSession(ctx, account.Session{ID: id, User: fmt.Sprint("u", i%3), CreatedAt: t0, SeenAt: seen,
 			ExpiresAt: t0.Add(24 * time.Hour)}); err != nil {
 			t.Fatal(err)
 		}

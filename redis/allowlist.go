@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/allowlist"
 )
 
 // allowRecord is the JSON of one allow-list entry in the allowlist hash, keyed by
@@ -19,7 +20,7 @@ type allowRecord struct {
 
 // AddAllowEntry stores e, its Prefix masked; ErrConflict when that prefix is
 // listed already. An invalid prefix is an INVALID_REQUEST error.
-func (s *Store) AddAllowEntry(ctx context.Context, e idkeeper.AllowEntry) error {
+func (s *Store) AddAllowEntry(ctx context.Context, e allowlist.Entry) error {
 	if !e.Prefix.IsValid() {
 		return idkeeper.Invalidf("prefix", "an allow-list entry needs a valid IP prefix")
 	}
@@ -55,12 +56,12 @@ func (s *Store) RemoveAllowEntry(ctx context.Context, p netip.Prefix) error {
 
 // AllowEntries returns every entry, sorted by address then prefix length
 // (netip.Prefix.Compare: IPv4 before IPv6): one HGETALL, sorted in Go.
-func (s *Store) AllowEntries(ctx context.Context) ([]idkeeper.AllowEntry, error) {
+func (s *Store) AllowEntries(ctx context.Context) ([]allowlist.Entry, error) {
 	m, err := s.client.HGetAll(ctx, s.adminKey(keyAllowList)).Result()
 	if err != nil {
 		return nil, fmt.Errorf("redis: allow entries: %w", err)
 	}
-	out := make([]idkeeper.AllowEntry, 0, len(m))
+	out := make([]allowlist.Entry, 0, len(m))
 	for field, rec := range m {
 		p, err := netip.ParsePrefix(field)
 		if err != nil || p != p.Masked() {
@@ -70,8 +71,8 @@ func (s *Store) AllowEntries(ctx context.Context) ([]idkeeper.AllowEntry, error)
 		if err := decodeRecord("allow entry", field, rec, &r); err != nil {
 			return nil, err
 		}
-		out = append(out, idkeeper.AllowEntry{Prefix: p, Note: r.Note, CreatedBy: r.CreatedBy, CreatedAt: fromMs(r.CreatedAt)})
+		out = append(out, allowlist.Entry{Prefix: p, Note: r.Note, CreatedBy: r.CreatedBy, CreatedAt: fromMs(r.CreatedAt)})
 	}
-	slices.SortFunc(out, func(a, b idkeeper.AllowEntry) int { return a.Prefix.Compare(b.Prefix) })
+	slices.SortFunc(out, func(a, b allowlist.Entry) int { return a.Prefix.Compare(b.Prefix) })
 	return out, nil
 }

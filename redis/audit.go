@@ -162,7 +162,7 @@ func decodeAudit(member, rec string) (audit.Entry, error) {
 // PruneAudit deletes the oldest entries whose At is before before, at most limit
 // (1..10000) of them, and returns how many. It deletes a run from the oldest
 // entry up and stops at the first entry that is not before before, so what stays
-// is an unbroken chain up to the head (VerifyAudit). It reads pruneBatch entries
+// is an unbroken chain up to the head (audit.Verify). It reads pruneBatch entries
 // at a time and a script deletes those it picked; entries never change once
 // appended, so deciding in Go is safe. The head hash stays.
 func (s *Store) PruneAudit(ctx context.Context, before time.Time, limit int) (int, error) {

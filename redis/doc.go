@@ -82,7 +82,7 @@
 // those (rare: a restore after the store lost writes, or a contest) are all
 // checked. PruneHistory deletes the oldest ends first, a batch (256) per script.
 //
-// The admin records (idkeeper.AdminStore; JSON records, times in Unix ms, at most
+// The admin records (account.Store; JSON records, times in Unix ms, at most
 // 64 KiB each):
 //
 //	{idkeeper}:users              hash: user name → JSON (role, passwordHash, disabled, createdAt,

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/snapshot"
 )
 
 // The lease history (idkeeper.HistoryStore). The lease scripts write it in the
@@ -271,7 +272,7 @@ func (r *snapReader) history() error {
 			return err
 		}
 		for i := range hs {
-			if err := r.emit(idkeeper.SnapshotRecord{History: &hs[i]}); err != nil {
+			if err := r.emit(snapshot.Record{History: &hs[i]}); err != nil {
 				return err
 			}
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/idkeeper/idkeeper/internal/harness/fakeclock"
 	"github.com/idkeeper/idkeeper/internal/harness/redistest"
 	"github.com/idkeeper/idkeeper/redis"
+	"github.com/idkeeper/idkeeper/snapshot"
 )
 
 // Leases written before the history existed have no record, and the lease
@@ -120,10 +121,10 @@ func TestHistoryRecordsRoundTrip(t *testing.T) {
 		Claims: []idkeeper.Claim{c}}); err != nil || len(gr.Restored) != 1 {
 		t.Fatalf("Renew with a claim = %+v, %v; want it restored", gr, err)
 	}
-	var meta idkeeper.SnapshotMeta
+	var meta snapshot.Meta
 	var recs sliceSource
-	if err := s.ReadSnapshot(ctx, func(m idkeeper.SnapshotMeta) error { meta = m; return nil },
-		func(r idkeeper.SnapshotRecord) error { recs = append(recs, r); return nil }); err != nil {
+	if err := s.ReadSnapshot(ctx, func(m snapshot.Meta) error { meta = m; return nil },
+		func(r snapshot.Record) error { recs = append(recs, r); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	s2 := open(t, srv, redis.Options{Clock: clk.Now})

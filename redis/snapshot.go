@@ -13,9 +13,11 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/allowlist"
+	"github.com/idkeeper/idkeeper/snapshot"
 )
 
-// Snapshots (idkeeper.SnapshotStore).
+// Snapshots (snapshot.Store).
 //
 // ReadSnapshot copies every durable key, in one script (COPY, Redis 6.2 or
 // later), to keys of its own, "{prefix}:snapshot:<random>:<name>", which lapse by
@@ -33,7 +35,7 @@ import (
 // idkeeper.ErrConflict. It writes meta and the records, snapshotBatch at a time,
 // to staging keys "{prefix}:restore:<random>:<name>", under the store's hash tag
 // (one Cluster slot), that lapse by themselves should the load die, checking each
-// record as it goes (idkeeper.SnapshotChecker; a requester's leases all of one
+// record as it goes (snapshot.Checker; a requester's leases all of one
 // key). The free nodes are filed at the store's now, in NodeID order. Then one
 // script swaps: it deletes every live durable key and renames each staging key
 // into its place, deletes every admin session and releases the lock. Before the
@@ -47,7 +49,7 @@ import (
 // records come last in a snapshot, read from the copy in (NodeID, Token) order,
 // the order of their 't:' members in history:index, snapshotBatch at a time.
 
-var _ idkeeper.SnapshotStore = (*Store)(nil)
+var _ snapshot.Store = (*Store)(nil)
 
 var (
 	scriptSnapCopy  = plainScript("snapshot_copy")
@@ -107,9 +109,9 @@ func (s *Store) cleanup(ctx context.Context, keys []string) {
 	}
 }
 
-// ReadSnapshot implements idkeeper.SnapshotStore from one copy of the store taken
+// ReadSnapshot implements snapshot.Store from one copy of the store taken
 // in one script (see the package's snapshot notes above).
-func (s *Store) ReadSnapshot(ctx context.Context, meta func(idkeeper.SnapshotMeta) error, emit func(idkeeper.SnapshotRecord) error) error {
+func (s *Store) ReadSnapshot(ctx context.Context, meta func(snapshot.Meta) error, emit func(snapshot.Record) error) error {
 	live, cp := s.durableKeys(), s.tempKeys("snapshot", idkeeper.NewGenerationID())
 	v, err := s.run(ctx, scriptSnapCopy, append(slices.Clone(live), cp...), false, snapshotTTL.Milliseconds())
 	if err != nil {
@@ -133,22 +135,22 @@ func (s *Store) ReadSnapshot(ctx context.Context, meta func(idkeeper.SnapshotMet
 			return err
 		}
 	}
-	if err := r.hash(durAPIKeys, func(id, rec string) (idkeeper.SnapshotRecord, error) {
+	if err := r.hash(durAPIKeys, func(id, rec string) (snapshot.Record, error) {
 		k, err := decodeAPIKey(id, rec)
-		return idkeeper.SnapshotRecord{Key: &k}, err
-	}, func(a, b idkeeper.SnapshotRecord) int { return strings.Compare(a.Key.ID, b.Key.ID) }); err != nil {
+		return snapshot.Record{Key: &k}, err
+	}, func(a, b snapshot.Record) int { return strings.Compare(a.Key.ID, b.Key.ID) }); err != nil {
 		return err
 	}
-	if err := r.hash(durUsers, func(name, rec string) (idkeeper.SnapshotRecord, error) {
+	if err := r.hash(durUsers, func(name, rec string) (snapshot.Record, error) {
 		u, err := decodeUser(name, rec)
-		return idkeeper.SnapshotRecord{User: &u}, err
-	}, func(a, b idkeeper.SnapshotRecord) int { return strings.Compare(a.User.Name, b.User.Name) }); err != nil {
+		return snapshot.Record{User: &u}, err
+	}, func(a, b snapshot.Record) int { return strings.Compare(a.User.Name, b.User.Name) }); err != nil {
 		return err
 	}
-	if err := r.hash(durAllow, func(field, rec string) (idkeeper.SnapshotRecord, error) {
+	if err := r.hash(durAllow, func(field, rec string) (snapshot.Record, error) {
 		e, err := decodeAllow(field, rec)
-		return idkeeper.SnapshotRecord{Allow: &e}, err
-	}, func(a, b idkeeper.SnapshotRecord) int { return a.Allow.Prefix.Compare(b.Allow.Prefix) }); err != nil {
+		return snapshot.Record{Allow: &e}, err
+	}, func(a, b snapshot.Record) int { return a.Allow.Prefix.Compare(b.Allow.Prefix) }); err != nil {
 		return err
 	}
 	if err := r.audit(); err != nil {
@@ -158,16 +160,16 @@ func (s *Store) ReadSnapshot(ctx context.Context, meta func(idkeeper.SnapshotMet
 }
 
 // decodeAllow decodes the allow-list entry of field (its masked prefix).
-func decodeAllow(field, rec string) (idkeeper.AllowEntry, error) {
+func decodeAllow(field, rec string) (allowlist.Entry, error) {
 	p, err := netip.ParsePrefix(field)
 	if err != nil || p != p.Masked() {
-		return idkeeper.AllowEntry{}, fmt.Errorf("redis: malformed allow entry %q: not a masked prefix", field)
+		return allowlist.Entry{}, fmt.Errorf("redis: malformed allow entry %q: not a masked prefix", field)
 	}
 	var r allowRecord
 	if err := decodeRecord("allow entry", field, rec, &r); err != nil {
-		return idkeeper.AllowEntry{}, err
+		return allowlist.Entry{}, err
 	}
-	return idkeeper.AllowEntry{Prefix: p, Note: r.Note, CreatedBy: r.CreatedBy, CreatedAt: fromMs(r.CreatedAt)}, nil
+	return allowlist.Entry{Prefix: p, Note: r.Note, CreatedBy: r.CreatedBy, CreatedAt: fromMs(r.CreatedAt)}, nil
 }
 
 // snapReader reads the copy cp of a snapshot.
@@ -175,7 +177,7 @@ type snapReader struct {
 	s    *Store
 	ctx  context.Context
 	cp   []string
-	emit func(idkeeper.SnapshotRecord) error
+	emit func(snapshot.Record) error
 }
 
 // keep renews the copy's lapse time, and fails when it has lapsed already.
@@ -190,7 +192,7 @@ func (r *snapReader) keep() error {
 	return nil
 }
 
-func (r *snapReader) meta() (idkeeper.SnapshotMeta, error) {
+func (r *snapReader) meta() (snapshot.Meta, error) {
 	var gen, head *goredis.SliceCmd
 	_, err := r.s.client.Pipelined(r.ctx, func(p goredis.Pipeliner) error {
 		gen = p.HMGet(r.ctx, r.cp[0], "gen", "gen:number", "gen:origin", "gen:at", "fence", "nodes", "first", "layout")
@@ -198,13 +200,13 @@ func (r *snapReader) meta() (idkeeper.SnapshotMeta, error) {
 		return nil
 	})
 	if err != nil {
-		return idkeeper.SnapshotMeta{}, fmt.Errorf("redis: read snapshot: %w", err)
+		return snapshot.Meta{}, fmt.Errorf("redis: read snapshot: %w", err)
 	}
 	a, h := gen.Val(), head.Val()
-	bad := func(err error) (idkeeper.SnapshotMeta, error) {
-		return idkeeper.SnapshotMeta{}, fmt.Errorf("redis: read snapshot: malformed meta %v %v: %w", a, h, err)
+	bad := func(err error) (snapshot.Meta, error) {
+		return snapshot.Meta{}, fmt.Errorf("redis: read snapshot: malformed meta %v %v: %w", a, h, err)
 	}
-	var m idkeeper.SnapshotMeta
+	var m snapshot.Meta
 	if m.Generation, err = generationReply(a[:4]); err != nil {
 		return bad(err)
 	}
@@ -266,7 +268,7 @@ func (r *snapReader) nodes(from, to int) error {
 			return fmt.Errorf("redis: read snapshot: node %d: %w", id, err)
 		}
 		st.Restorable = f[5] == int64(1)
-		if err := r.emit(idkeeper.SnapshotRecord{Node: &st}); err != nil {
+		if err := r.emit(snapshot.Record{Node: &st}); err != nil {
 			return err
 		}
 	}
@@ -275,8 +277,8 @@ func (r *snapReader) nodes(from, to int) error {
 
 // hash emits the records of the copy's hash durableKeys[i], decoded by dec and
 // sorted with compare.
-func (r *snapReader) hash(i int, dec func(field, rec string) (idkeeper.SnapshotRecord, error),
-	compare func(a, b idkeeper.SnapshotRecord) int) error {
+func (r *snapReader) hash(i int, dec func(field, rec string) (snapshot.Record, error),
+	compare func(a, b snapshot.Record) int) error {
 	if err := r.keep(); err != nil {
 		return err
 	}
@@ -284,7 +286,7 @@ func (r *snapReader) hash(i int, dec func(field, rec string) (idkeeper.SnapshotR
 	if err != nil {
 		return fmt.Errorf("redis: read snapshot: %w", err)
 	}
-	recs := make([]idkeeper.SnapshotRecord, 0, len(m))
+	recs := make([]snapshot.Record, 0, len(m))
 	for f, v := range m {
 		rec, err := dec(f, v)
 		if err != nil {
@@ -332,7 +334,7 @@ func (r *snapReader) audit() error {
 			if err != nil {
 				return err
 			}
-			if err := r.emit(idkeeper.SnapshotRecord{Audit: &e}); err != nil {
+			if err := r.emit(snapshot.Record{Audit: &e}); err != nil {
 				return err
 			}
 			lo = "(" + member

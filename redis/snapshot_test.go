@@ -13,6 +13,7 @@ import (
 	"github.com/idkeeper/idkeeper/internal/harness/redistest"
 	"github.com/idkeeper/idkeeper/internal/harness/storetest"
 	"github.com/idkeeper/idkeeper/redis"
+	"github.com/idkeeper/idkeeper/snapshot"
 )
 
 // wantNoSnapshotKeys checks that no snapshot copy, staging key or load lock is
@@ -51,27 +52,27 @@ func TestSnapshotCluster(t *testing.T) {
 
 // blockingSource yields one node record, then waits until released and fails.
 type blockingSource struct {
-	rec     idkeeper.SnapshotRecord
+	rec     snapshot.Record
 	sent    bool
 	reached chan struct{}
 	release chan struct{}
 }
 
-func (b *blockingSource) Next() (idkeeper.SnapshotRecord, error) {
+func (b *blockingSource) Next() (snapshot.Record, error) {
 	if !b.sent {
 		b.sent = true
 		return b.rec, nil
 	}
 	close(b.reached)
 	<-b.release
-	return idkeeper.SnapshotRecord{}, errors.New("released")
+	return snapshot.Record{}, errors.New("released")
 }
 
-type sliceSource []idkeeper.SnapshotRecord
+type sliceSource []snapshot.Record
 
-func (s *sliceSource) Next() (idkeeper.SnapshotRecord, error) {
+func (s *sliceSource) Next() (snapshot.Record, error) {
 	if len(*s) == 0 {
-		return idkeeper.SnapshotRecord{}, io.EOF
+		return snapshot.Record{}, io.EOF
 	}
 	r := (*s)[0]
 	*s = (*s)[1:]
@@ -85,12 +86,12 @@ func TestSnapshotOneLoadAtATime(t *testing.T) {
 	srv := redistest.Start(t)
 	s := open(t, srv, redis.Options{})
 	initGuard(t, s, 1)
-	var meta idkeeper.SnapshotMeta
+	var meta snapshot.Meta
 	var recs sliceSource
-	err := s.ReadSnapshot(ctx, func(m idkeeper.SnapshotMeta) error {
+	err := s.ReadSnapshot(ctx, func(m snapshot.Meta) error {
 		meta = m
 		return nil
-	}, func(r idkeeper.SnapshotRecord) error {
+	}, func(r snapshot.Record) error {
 		recs = append(recs, r)
 		return nil
 	})
@@ -127,10 +128,10 @@ func TestSnapshotLoadLosesLock(t *testing.T) {
 	srv := redistest.Start(t)
 	s := open(t, srv, redis.Options{Prefix: "lostlock"})
 	g := initGuard(t, s, 2)
-	var meta idkeeper.SnapshotMeta
+	var meta snapshot.Meta
 	var recs sliceSource
-	if err := s.ReadSnapshot(ctx, func(m idkeeper.SnapshotMeta) error { meta = m; return nil },
-		func(r idkeeper.SnapshotRecord) error { recs = append(recs, r); return nil }); err != nil {
+	if err := s.ReadSnapshot(ctx, func(m snapshot.Meta) error { meta = m; return nil },
+		func(r snapshot.Record) error { recs = append(recs, r); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Alloc(ctx, g, allocP(who(1), 1, time.Hour)); err != nil {
@@ -155,11 +156,11 @@ type lockThief struct {
 	raw  *goredis.Client
 }
 
-func (l *lockThief) Next() (idkeeper.SnapshotRecord, error) {
+func (l *lockThief) Next() (snapshot.Record, error) {
 	r, err := l.recs.Next()
 	if errors.Is(err, io.EOF) {
 		if err := l.raw.Set(context.Background(), "{lostlock}:restore-lock", "thief", time.Minute).Err(); err != nil {
-			return idkeeper.SnapshotRecord{}, err
+			return snapshot.Record{}, err
 		}
 	}
 	return r, err

@@ -13,12 +13,13 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/snapshot"
 )
 
-// LoadSnapshot implements idkeeper.SnapshotStore: staging keys written in
+// LoadSnapshot implements snapshot.Store: staging keys written in
 // batches, then one swap (see the notes at the top of snapshot.go).
-func (s *Store) LoadSnapshot(ctx context.Context, meta idkeeper.SnapshotMeta, src idkeeper.SnapshotSource) error {
-	chk, err := idkeeper.NewSnapshotChecker(meta)
+func (s *Store) LoadSnapshot(ctx context.Context, meta snapshot.Meta, src snapshot.Source) error {
+	chk, err := snapshot.NewChecker(meta)
 	if err != nil {
 		return err
 	}
@@ -94,8 +95,8 @@ type snapLoader struct {
 	ctx         context.Context
 	token, lock string
 	stage       []string
-	batch       []idkeeper.SnapshotRecord
-	meta        idkeeper.SnapshotMeta // the snapshot's head
+	batch       []snapshot.Record
+	meta        snapshot.Meta // the snapshot's head
 }
 
 // keep renews the lapse time of the load lock and of every staging key, in one
@@ -122,7 +123,7 @@ func (l *snapLoader) release() {
 }
 
 // writeMeta writes the staging meta and audit head.
-func (l *snapLoader) writeMeta(m idkeeper.SnapshotMeta) error {
+func (l *snapLoader) writeMeta(m snapshot.Meta) error {
 	g := m.Generation
 	_, err := l.s.client.Pipelined(l.ctx, func(p goredis.Pipeliner) error {
 		p.HSet(l.ctx, l.stage[0], "gen", g.ID, "gen:number", strconv.FormatUint(g.Number, 10), "gen:origin", string(g.Origin),

@@ -24,6 +24,7 @@ import (
 	"github.com/idkeeper/idkeeper/idempotency"
 	"github.com/idkeeper/idkeeper/password"
 	"github.com/idkeeper/idkeeper/redis"
+	"github.com/idkeeper/idkeeper/snapshot"
 )
 
 // AdminPasswordEnv names the environment variable holding the first admin's
@@ -39,7 +40,7 @@ const DefaultAdminUser = "admin"
 // the store, the IP allow-list (the --allowed-ips floor and the store's entries),
 // and the handler of /admin/, on the API listener or its own.
 type adminWeb struct {
-	store   idkeeper.AdminStore
+	store   account.Store
 	acc     *account.Service
 	allow   *allowlist.List
 	idem    *idempotency.Service // the Idempotency-Key records of the admin creates; nil: none
@@ -49,7 +50,7 @@ type adminWeb struct {
 	created atomic.Bool // the first admin was created by this process
 	// snaps is the store as the admin API's backup and restore routes use it; nil
 	// for a store without snapshots. snapKind names it in a backup's header.
-	snaps    idkeeper.SnapshotStore
+	snaps    snapshot.Store
 	snapKind string
 	// backups is the server's backup job (--backup-dir; backupjob.go); nil: none.
 	backups *backup.Job
@@ -63,8 +64,8 @@ type adminWeb struct {
 // or password that could not be used and session timeouts out of range.
 func checkAdminSettings(cfg serverConfig) error {
 	if cfg.AdminPassword != "" {
-		if !idkeeper.ValidUserName(cfg.AdminUser) {
-			return usagef("--admin-user %q: a user name is 1 to %d of a-z 0-9 . _ @ -", cfg.AdminUser, idkeeper.MaxUserNameLen)
+		if !account.ValidUserName(cfg.AdminUser) {
+			return usagef("--admin-user %q: a user name is 1 to %d of a-z 0-9 . _ @ -", cfg.AdminUser, account.MaxUserNameLen)
 		}
 		if err := account.CheckPassword("password", cfg.AdminPassword); err != nil {
 			return usagef("%s: a password has %d to %d bytes", AdminPasswordEnv, account.MinPasswordLen, account.MaxPasswordLen)
@@ -75,7 +76,7 @@ func checkAdminSettings(cfg serverConfig) error {
 		}
 
 	}
-	// NewAccounts checks its settings without touching the store: a nil store of
+	// account.New checks its settings without touching the store: a nil store of
 	// the right type suffices for that.
 	if _, err := account.New((*bolt.Store)(nil), password.Hasher{}, cfg.Accounts); err != nil {
 		return usageError{err}
@@ -86,7 +87,7 @@ func checkAdminSettings(cfg serverConfig) error {
 // newAdminWeb returns the admin web over store, which keeps the accounts and the
 // allow-list too (bolt and redis do). It does no I/O.
 func newAdminWeb(store idkeeper.Store, cfg serverConfig, log *slog.Logger) (*adminWeb, error) {
-	as, ok := store.(idkeeper.AdminStore)
+	as, ok := store.(account.Store)
 	if !ok {
 		return nil, errors.New("the store keeps no admin records (accounts, allow-list, audit log)")
 	}
@@ -103,7 +104,7 @@ func newAdminWeb(store idkeeper.Store, cfg serverConfig, log *slog.Logger) (*adm
 	}
 	a := &adminWeb{store: as, acc: acc, allow: allowlist.New(cfg.AllowedIPs, as), idem: idem,
 		discord: &discord.Client{HTTP: cfg.Alerts.http}}
-	if ss, ok := store.(idkeeper.SnapshotStore); ok {
+	if ss, ok := store.(snapshot.Store); ok {
 		a.snaps, a.snapKind = ss, storeKind(cfg.Store)
 	}
 	return a, nil

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/bolt"
 	"github.com/idkeeper/idkeeper/discord/discordtest"
 )
@@ -28,7 +29,7 @@ func TestServerSendsCapacityAlert(t *testing.T) {
 	if _, err := st.Init(ctx, idkeeper.PoolSpec{Nodes: 4}); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.CreateUser(ctx, idkeeper.User{Name: "ops", Role: idkeeper.RoleViewer, PasswordHash: "$argon2id$x",
+	if err := st.CreateUser(ctx, account.User{Name: "ops", Role: account.RoleViewer, PasswordHash: "$argon2id$x",
 		CreatedAt: time.Now(), Epoch: 1, Webhook: hook}); err != nil {
 		t.Fatal(err)
 	}

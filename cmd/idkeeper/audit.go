@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/internal/wire"
 )
@@ -73,7 +74,7 @@ func runAudit(ctx context.Context, args []string, env lookupEnv, stdout, stderr 
 		return err
 	}
 	defer s.Close()
-	as, ok := s.(idkeeper.AdminStore)
+	as, ok := s.(account.Store)
 	if !ok {
 		return errors.New("this store keeps no audit log")
 	}
@@ -90,7 +91,7 @@ func runAudit(ctx context.Context, args []string, env lookupEnv, stdout, stderr 
 // verifyAudit checks the log up to the head it reads first (entries appended
 // meanwhile are left for the next run), a page at a time, each page linked to the
 // last entry of the one before.
-func verifyAudit(ctx context.Context, as idkeeper.AdminStore, stdout io.Writer) error {
+func verifyAudit(ctx context.Context, as account.Store, stdout io.Writer) error {
 	headSeq, headHash, err := as.AuditHead(ctx)
 	if err != nil {
 		return fmt.Errorf("read the audit log's head: %w", err)

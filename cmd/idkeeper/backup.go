@@ -6,13 +6,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/idkeeper/idkeeper/internal/plural"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/idkeeper/idkeeper/internal/plural"
+	"github.com/idkeeper/idkeeper/snapshot"
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/backup"
@@ -68,7 +70,7 @@ func runBackup(ctx context.Context, args []string, env lookupEnv, stdout, stderr
 }
 
 // openSnapshotStore opens the store of sf for a backup command.
-func openSnapshotStore(ctx context.Context, sf *keyStoreFlags, sub string, stderr io.Writer) (idkeeper.Store, idkeeper.SnapshotStore, error) {
+func openSnapshotStore(ctx context.Context, sf *keyStoreFlags, sub string, stderr io.Writer) (idkeeper.Store, snapshot.Store, error) {
 	s, err := sf.open(ctx, stderr)
 	if errors.Is(err, bolt.ErrLocked) {
 		return nil, nil, fmt.Errorf("%w; to run backup %s while the server runs, give --server URL and an admin API key "+
@@ -77,7 +79,7 @@ func openSnapshotStore(ctx context.Context, sf *keyStoreFlags, sub string, stder
 	if err != nil {
 		return nil, nil, err
 	}
-	ss, ok := s.(idkeeper.SnapshotStore)
+	ss, ok := s.(snapshot.Store)
 	if !ok {
 		s.Close()
 		return nil, nil, fmt.Errorf("the store %s cannot be backed up (%T has no snapshots)", redactURL(sf.store), s)

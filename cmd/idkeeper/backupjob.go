@@ -13,6 +13,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/backup"
+	"github.com/idkeeper/idkeeper/snapshot"
 )
 
 // The server's scheduled and manual backups (issue #12, docs/backup.md
@@ -151,7 +152,7 @@ func startBackups(cfg backupConfig, store idkeeper.Store, kind, owner string, au
 	if cfg.Dir == "" {
 		return nil, nil
 	}
-	ss, ok := store.(idkeeper.SnapshotStore)
+	ss, ok := store.(snapshot.Store)
 	if !ok {
 		return nil, fmt.Errorf("--backup-dir: the store %T cannot be backed up", store)
 	}

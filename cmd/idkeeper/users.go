@@ -109,7 +109,7 @@ func runUsers(ctx context.Context, args []string, env lookupEnv, stdout, stderr 
 		}
 		return printUsers(stdout, rows, *format)
 	case "add":
-		if u, err = b.add(ctx, pos[0], idkeeper.Role(*role), pw); err == nil {
+		if u, err = b.add(ctx, pos[0], account.Role(*role), pw); err == nil {
 			fmt.Fprintf(stdout, "added user %s (role %s)\n", u.Name, u.Role)
 		}
 	case "disable", "enable":
@@ -117,7 +117,7 @@ func runUsers(ctx context.Context, args []string, env lookupEnv, stdout, stderr 
 			fmt.Fprintf(stdout, "user %s: %sd\n", u.Name, sub)
 		}
 	case "set-role":
-		if u, err = b.setRole(ctx, pos[0], idkeeper.Role(pos[1])); err == nil {
+		if u, err = b.setRole(ctx, pos[0], account.Role(pos[1])); err == nil {
 			fmt.Fprintf(stdout, "user %s: role %s\n", u.Name, u.Role)
 		}
 	case "reset-password":
@@ -175,7 +175,7 @@ type userRow struct {
 	LastLoginAt       *time.Time `json:"lastLoginAt"`
 }
 
-func userRowOf(u idkeeper.User) userRow {
+func userRowOf(u account.User) userRow {
 	return userRow{Name: u.Name, Role: string(u.Role), Disabled: u.Disabled, CreatedAt: u.CreatedAt, CreatedBy: u.CreatedBy,
 		PasswordChangedAt: optional(u.PasswordChangedAt), LastLoginAt: optional(u.LastLoginAt)}
 }
@@ -208,9 +208,9 @@ func printUsers(w io.Writer, rows []userRow, format string) error {
 // operator), or a running server's admin API with --server.
 type usersBackend interface {
 	list(ctx context.Context) ([]userRow, error)
-	add(ctx context.Context, name string, role idkeeper.Role, password string) (userRow, error)
+	add(ctx context.Context, name string, role account.Role, password string) (userRow, error)
 	setDisabled(ctx context.Context, name string, disabled bool) (userRow, error)
-	setRole(ctx context.Context, name string, role idkeeper.Role) (userRow, error)
+	setRole(ctx context.Context, name string, role account.Role) (userRow, error)
 	resetPassword(ctx context.Context, name, password string) (userRow, error)
 	Close() error
 }
@@ -285,15 +285,15 @@ func (f *usersFlags) backend(ctx context.Context, stderr io.Writer) (usersBacken
 }
 
 // storeUsers are the accounts of a store opened by this command, changed as its
-// operator (idkeeper.OperatorActor).
+// operator (account.OperatorActor).
 type storeUsers struct {
 	s     idkeeper.Store
 	acc   *account.Service
-	actor idkeeper.User
+	actor account.User
 }
 
 func newStoreUsers(s idkeeper.Store, log *slog.Logger) (usersBackend, error) {
-	as, ok := s.(idkeeper.AdminStore)
+	as, ok := s.(account.Store)
 	if !ok {
 		_ = s.Close()
 		return nil, errors.New("this store keeps no accounts")
@@ -303,7 +303,7 @@ func newStoreUsers(s idkeeper.Store, log *slog.Logger) (usersBackend, error) {
 		_ = s.Close()
 		return nil, err
 	}
-	return storeUsers{s: s, acc: acc, actor: idkeeper.OperatorActor(osUser())}, nil
+	return storeUsers{s: s, acc: acc, actor: account.OperatorActor(osUser())}, nil
 }
 
 // osUser names the operating system's user running the command, for the audit
@@ -332,7 +332,7 @@ func (b storeUsers) list(ctx context.Context) ([]userRow, error) {
 	return rows, nil
 }
 
-func (b storeUsers) add(ctx context.Context, name string, role idkeeper.Role, pw string) (userRow, error) {
+func (b storeUsers) add(ctx context.Context, name string, role account.Role, pw string) (userRow, error) {
 	u, err := b.acc.CreateUser(ctx, b.actor, name, role, pw)
 	return userRowOf(u), err
 }
@@ -342,7 +342,7 @@ func (b storeUsers) setDisabled(ctx context.Context, name string, disabled bool)
 	return userRowOf(u), err
 }
 
-func (b storeUsers) setRole(ctx context.Context, name string, role idkeeper.Role) (userRow, error) {
+func (b storeUsers) setRole(ctx context.Context, name string, role account.Role) (userRow, error) {
 	u, err := b.acc.SetRole(ctx, b.actor, name, role)
 	return userRowOf(u), err
 }
@@ -399,7 +399,7 @@ func (b *serverUsers) list(ctx context.Context) ([]userRow, error) {
 	return rows, nil
 }
 
-func (b *serverUsers) add(ctx context.Context, name string, role idkeeper.Role, pw string) (userRow, error) {
+func (b *serverUsers) add(ctx context.Context, name string, role account.Role, pw string) (userRow, error) {
 	var ans wire.User
 	hdr := http.Header{"Idempotency-Key": {idempotencyKey()}}
 	err := b.c.doWith(ctx, http.MethodPost, "users", hdr, wire.CreateUserRequest{Name: name, Role: string(role), Password: pw},
@@ -422,7 +422,7 @@ func (b *serverUsers) setDisabled(ctx context.Context, name string, disabled boo
 	return b.update(ctx, name, wire.UpdateUserRequest{Disabled: &disabled})
 }
 
-func (b *serverUsers) setRole(ctx context.Context, name string, role idkeeper.Role) (userRow, error) {
+func (b *serverUsers) setRole(ctx context.Context, name string, role account.Role) (userRow, error) {
 	return b.update(ctx, name, wire.UpdateUserRequest{Role: string(role)})
 }
 

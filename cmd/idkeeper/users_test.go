@@ -12,7 +12,7 @@ import (
 
 	bbolt "go.etcd.io/bbolt"
 
-	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/bolt"
 )
@@ -123,7 +123,7 @@ func TestUsersOnTheStore(t *testing.T) {
 		}
 	}
 	bob, err := st.User(ctx, "bob")
-	if err != nil || bob.Role != idkeeper.RoleOperator || bob.Disabled || !strings.HasPrefix(bob.CreatedBy, "operator:") ||
+	if err != nil || bob.Role != account.RoleOperator || bob.Disabled || !strings.HasPrefix(bob.CreatedBy, "operator:") ||
 		strings.Contains(bob.PasswordHash, "456") {
 		t.Fatalf("bob %+v, %v", bob, err)
 	}

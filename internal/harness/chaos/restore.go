@@ -95,7 +95,7 @@ func (c *Cluster) ImportBackup(ctx context.Context, run *restoreRun, raw bool) e
 // under the store's current generation and a fencing counter above every token it
 // handed out, so that the running servers have nothing to notice (no new
 // generation, no counter below a token they know): an import without the restore
-// plan (idkeeper.RestorePlan) that a running cluster cannot tell from no import.
+// plan (snapshot.RestorePlan) that a running cluster cannot tell from no import.
 // It uses the store adapter and package backup, never the command.
 func (c *Cluster) loadRaw(ctx context.Context, file string) error {
 	s, err := redis.Open(c.store, redis.Options{})

@@ -10,20 +10,22 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
+	"github.com/idkeeper/idkeeper/allowlist"
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/internal/harness/fakeclock"
 )
 
-// AdminFactory opens a new, empty AdminStore. It registers the store's Close with
+// AdminFactory opens a new, empty account.Store. It registers the store's Close with
 // t.Cleanup.
-type AdminFactory func(t *testing.T, clock idkeeper.Clock) idkeeper.AdminStore
+type AdminFactory func(t *testing.T, clock idkeeper.Clock) account.Store
 
-// RunAdmin runs the contract suite of idkeeper.AdminStore as subtests of t,
+// RunAdmin runs the contract suite of account.Store as subtests of t,
 // sentence by sentence of its doc comments.
 func RunAdmin(t *testing.T, open AdminFactory) {
 	for _, c := range []struct {
 		name string
-		fn   func(*testing.T, idkeeper.AdminStore)
+		fn   func(*testing.T, account.Store)
 	}{
 		{"Users/CreateRead", testUsersCreateRead},
 		{"Users/UpdateVersion", testUsersUpdate},
@@ -48,8 +50,8 @@ var ctx0 = context.Background()
 // t0 is the base time of the admin records, to the millisecond.
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
-func user(name string, role idkeeper.Role) idkeeper.User {
-	return idkeeper.User{Name: name, Role: role, PasswordHash: "$argon2id$v=19$m=65536,t=3,p=2$c2FsdA$aGFzaA",
+func user(name string, role account.Role) account.User {
+	return account.User{Name: name, Role: role, PasswordHash: "$argon2id$v=19$m=65536,t=3,p=2$c2FsdA$aGFzaA",
 		CreatedAt: t0, CreatedBy: "root", Epoch: 1, PasswordChangedAt: t0}
 }
 
@@ -74,18 +76,18 @@ func wantEqual[T comparable](t *testing.T, what string, got, want T) {
 	}
 }
 
-func testUsersCreateRead(t *testing.T, s idkeeper.AdminStore) {
+func testUsersCreateRead(t *testing.T, s account.Store) {
 	if n, err := s.CountUsers(ctx0); err != nil || n != 0 {
 		t.Fatalf("CountUsers of an empty store: %d, %v", n, err)
 	}
 	_, err := s.User(ctx0, "alice")
 	wantErr(t, "User of an unknown name", err, idkeeper.ErrNotFound)
 
-	bob, alice := user("bob", idkeeper.RoleViewer), user("alice", idkeeper.RoleAdmin)
+	bob, alice := user("bob", account.RoleViewer), user("alice", account.RoleAdmin)
 	alice.LastLoginAt = t0.Add(time.Minute)
 	must(t, s.CreateUser(ctx0, bob))
 	must(t, s.CreateUser(ctx0, alice))
-	wantErr(t, "CreateUser of an existing name", s.CreateUser(ctx0, user("bob", idkeeper.RoleAdmin)), idkeeper.ErrConflict)
+	wantErr(t, "CreateUser of an existing name", s.CreateUser(ctx0, user("bob", account.RoleAdmin)), idkeeper.ErrConflict)
 
 	got, err := s.User(ctx0, "alice")
 	must(t, err)
@@ -93,7 +95,7 @@ func testUsersCreateRead(t *testing.T, s idkeeper.AdminStore) {
 	wantUser(t, got, alice)
 	got, err = s.User(ctx0, "bob")
 	must(t, err)
-	if got.Role != idkeeper.RoleViewer {
+	if got.Role != account.RoleViewer {
 		t.Fatalf("CreateUser of an existing name changed the record: role %s", got.Role)
 	}
 	all, err := s.Users(ctx0)
@@ -106,7 +108,7 @@ func testUsersCreateRead(t *testing.T, s idkeeper.AdminStore) {
 	}
 }
 
-func wantUser(t *testing.T, got, want idkeeper.User) {
+func wantUser(t *testing.T, got, want account.User) {
 	t.Helper()
 	for _, p := range []*time.Time{&got.CreatedAt, &got.PasswordChangedAt, &got.LastLoginAt} {
 		if !p.IsZero() && p.Location() != time.UTC {
@@ -122,15 +124,15 @@ func wantUser(t *testing.T, got, want idkeeper.User) {
 	}
 }
 
-func testUsersUpdate(t *testing.T, s idkeeper.AdminStore) {
-	u := user("carol", idkeeper.RoleOperator)
+func testUsersUpdate(t *testing.T, s account.Store) {
+	u := user("carol", account.RoleOperator)
 	wantErr(t, "UpdateUser of an unknown name", s.UpdateUser(ctx0, u), idkeeper.ErrNotFound)
 	must(t, s.CreateUser(ctx0, u))
 	read, err := s.User(ctx0, "carol")
 	must(t, err)
 
 	changed := read
-	changed.Disabled, changed.Epoch, changed.Role = true, 2, idkeeper.RoleViewer
+	changed.Disabled, changed.Epoch, changed.Role = true, 2, account.RoleViewer
 	must(t, s.UpdateUser(ctx0, changed))
 	got, err := s.User(ctx0, "carol")
 	must(t, err)
@@ -148,12 +150,12 @@ func testUsersUpdate(t *testing.T, s idkeeper.AdminStore) {
 
 // testUsersWebhook: a user's webhook URL is kept as given through CreateUser,
 // UpdateUser, User and Users, and an update that clears it clears it.
-func testUsersWebhook(t *testing.T, s idkeeper.AdminStore) {
+func testUsersWebhook(t *testing.T, s account.Store) {
 	const hook = "https://discord.com/api/webhooks/112233445566778899/tok_AbC-dEf_0123456789abcdefghijklmnopqrstuvwxyz"
-	dave := user("dave", idkeeper.RoleViewer)
+	dave := user("dave", account.RoleViewer)
 	dave.Webhook = hook
 	must(t, s.CreateUser(ctx0, dave))
-	must(t, s.CreateUser(ctx0, user("erin", idkeeper.RoleOperator)))
+	must(t, s.CreateUser(ctx0, user("erin", account.RoleOperator)))
 	got, err := s.User(ctx0, "dave")
 	must(t, err)
 	dave.Version = 1
@@ -192,12 +194,12 @@ func testUsersWebhook(t *testing.T, s idkeeper.AdminStore) {
 	wantEqual(t, "the other user's webhook in Users", all[0].Webhook, hook)
 }
 
-func session(id, user string, created time.Time) idkeeper.AdminSession {
-	return idkeeper.AdminSession{ID: id, User: user, Epoch: 1, CreatedAt: created, SeenAt: created,
+func session(id, user string, created time.Time) account.Session {
+	return account.Session{ID: id, User: user, Epoch: 1, CreatedAt: created, SeenAt: created,
 		ExpiresAt: created.Add(12 * time.Hour), RemoteIP: "192.0.2.7", UserAgent: "Mozilla/5.0 test"}
 }
 
-func wantSession(t *testing.T, s idkeeper.AdminStore, want idkeeper.AdminSession) {
+func wantSession(t *testing.T, s account.Store, want account.Session) {
 	t.Helper()
 	got, err := s.Session(ctx0, want.ID)
 	must(t, err)
@@ -208,7 +210,7 @@ func wantSession(t *testing.T, s idkeeper.AdminStore, want idkeeper.AdminSession
 	}
 }
 
-func testSessionsCreateRead(t *testing.T, s idkeeper.AdminStore) {
+func testSessionsCreateRead(t *testing.T, s account.Store) {
 	_, err := s.Session(ctx0, "nope")
 	wantErr(t, "Session of an unknown ID", err, idkeeper.ErrNotFound)
 	a := session("a1", "alice", t0)
@@ -226,7 +228,7 @@ func testSessionsCreateRead(t *testing.T, s idkeeper.AdminStore) {
 	}
 }
 
-func testSessionsDelete(t *testing.T, s idkeeper.AdminStore) {
+func testSessionsDelete(t *testing.T, s account.Store) {
 	for i, id := range []string{"a1", "a2", "b1"} {
 		sess := session(id, map[bool]string{true: "alice", false: "bob"}[id[0] == 'a'], t0.Add(time.Duration(i)*time.Hour))
 		must(t, s.CreateSession(ctx0, sess))
@@ -256,7 +258,7 @@ func testSessionsDelete(t *testing.T, s idkeeper.AdminStore) {
 	c2 := session("c2", "carol", t0)
 	c3 := session("c3", "carol", t0)
 	c3.SeenAt = t0.Add(45 * time.Minute)
-	for _, c := range []idkeeper.AdminSession{c1, c2, c3} {
+	for _, c := range []account.Session{c1, c2, c3} {
 		must(t, s.CreateSession(ctx0, c))
 	}
 	n, err = s.PruneSessions(ctx0, t0.Add(time.Hour), idle)
@@ -269,12 +271,12 @@ func testSessionsDelete(t *testing.T, s idkeeper.AdminStore) {
 	wantSession(t, s, c3)
 }
 
-func testAllowList(t *testing.T, s idkeeper.AdminStore) {
+func testAllowList(t *testing.T, s account.Store) {
 	entries, err := s.AllowEntries(ctx0)
 	must(t, err)
 	wantEqual(t, "entries of an empty list", len(entries), 0)
 	add := func(p, note string) error {
-		return s.AddAllowEntry(ctx0, idkeeper.AllowEntry{Prefix: netip.MustParsePrefix(p), Note: note, CreatedBy: "alice", CreatedAt: t0})
+		return s.AddAllowEntry(ctx0, allowlist.Entry{Prefix: netip.MustParsePrefix(p), Note: note, CreatedBy: "alice", CreatedAt: t0})
 	}
 	must(t, add("10.1.2.3/8", "office"))
 	must(t, add("2001:db8::1/32", "v6 lab"))
@@ -302,7 +304,7 @@ func testAllowList(t *testing.T, s idkeeper.AdminStore) {
 }
 
 // appendAudit appends an entry after the head, as the registry does.
-func appendAudit(t *testing.T, s idkeeper.AdminStore, at time.Time, action string) audit.Entry {
+func appendAudit(t *testing.T, s account.Store, at time.Time, action string) audit.Entry {
 	t.Helper()
 	seq, hash, err := s.AuditHead(ctx0)
 	must(t, err)
@@ -312,7 +314,7 @@ func appendAudit(t *testing.T, s idkeeper.AdminStore, at time.Time, action strin
 	return e
 }
 
-func testAuditChain(t *testing.T, s idkeeper.AdminStore) {
+func testAuditChain(t *testing.T, s account.Store) {
 	seq, hash, err := s.AuditHead(ctx0)
 	must(t, err)
 	if seq != 0 || hash != "" {
@@ -343,7 +345,7 @@ func testAuditChain(t *testing.T, s idkeeper.AdminStore) {
 	must(t, audit.Verify(got, seq, hash))
 }
 
-func testAuditPages(t *testing.T, s idkeeper.AdminStore) {
+func testAuditPages(t *testing.T, s account.Store) {
 	var all []audit.Entry
 	for i := range 25 {
 		all = append(all, appendAudit(t, s, t0.Add(time.Duration(i)*time.Minute), audit.LeaseGrant))
@@ -376,7 +378,7 @@ func testAuditPages(t *testing.T, s idkeeper.AdminStore) {
 	}
 }
 
-func testAuditPrune(t *testing.T, s idkeeper.AdminStore) {
+func testAuditPrune(t *testing.T, s account.Store) {
 	for i := range 5 {
 		appendAudit(t, s, t0.Add(time.Duration(i)*time.Hour), audit.LeaseGrant)
 	}
@@ -414,7 +416,7 @@ func testAuditPrune(t *testing.T, s idkeeper.AdminStore) {
 }
 
 // testAuditConcurrent: appenders that retry on ErrConflict build one unbroken chain.
-func testAuditConcurrent(t *testing.T, s idkeeper.AdminStore) {
+func testAuditConcurrent(t *testing.T, s account.Store) {
 	const workers, each = 4, 10
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)

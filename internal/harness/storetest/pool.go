@@ -302,7 +302,7 @@ func testSnapshotPool(t *testing.T, open Factory) {
 	}
 
 	// Node records that do not start at First are refused.
-	bad := snapshot{meta: sn.meta, recs: sn.recs}
+	bad := storeState{meta: sn.meta, recs: sn.recs}
 	bad.meta.First = 101
 	h := openEnv(t, open)
 	wantCode(t, h.snap().LoadSnapshot(h.ctx, bad.meta, newSource(bad.recs, -1, nil)), protocol.CodeInvalidRequest)

@@ -10,13 +10,16 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/account"
+	"github.com/idkeeper/idkeeper/allowlist"
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/protocol"
+	"github.com/idkeeper/idkeeper/snapshot"
 )
 
-// RunSnapshot runs the contract suite of idkeeper.SnapshotStore as subtests of t,
+// RunSnapshot runs the contract suite of snapshot.Store as subtests of t,
 // sentence by sentence of its doc comments and of RestorePlan's. The stores open
-// returns must implement idkeeper.SnapshotStore and idkeeper.AdminStore too; the
+// returns must implement snapshot.Store and account.Store too; the
 // suite fails when they do not.
 func RunSnapshot(t *testing.T, open Factory) {
 	for _, c := range []testCase{
@@ -41,38 +44,38 @@ func RunSnapshot(t *testing.T, open Factory) {
 // snapStore is what RunSnapshot needs of a store.
 type snapStore interface {
 	idkeeper.Store
-	idkeeper.SnapshotStore
-	idkeeper.AdminStore
+	snapshot.Store
+	account.Store
 }
 
 func (e *env) snap() snapStore {
 	e.t.Helper()
 	s, ok := e.s.(snapStore)
 	if !ok {
-		e.t.Fatalf("%T does not implement idkeeper.SnapshotStore and idkeeper.AdminStore", e.s)
+		e.t.Fatalf("%T does not implement snapshot.Store and account.Store", e.s)
 	}
 	return s
 }
 
-// snapshot is a snapshot read whole, for tests.
-type snapshot struct {
-	meta idkeeper.SnapshotMeta
-	recs []idkeeper.SnapshotRecord
+// storeState is a snapshot read whole, for tests.
+type storeState struct {
+	meta snapshot.Meta
+	recs []snapshot.Record
 }
 
 // readSnapshot reads the store's snapshot and checks that it is one: meta once,
-// before the records, and records a SnapshotChecker accepts.
-func (e *env) readSnapshot() snapshot {
+// before the records, and records a snapshot.Checker accepts.
+func (e *env) readSnapshot() storeState {
 	e.t.Helper()
-	var sn snapshot
+	var sn storeState
 	metas := 0
-	err := e.snap().ReadSnapshot(e.ctx, func(m idkeeper.SnapshotMeta) error {
+	err := e.snap().ReadSnapshot(e.ctx, func(m snapshot.Meta) error {
 		if metas++; len(sn.recs) > 0 {
 			e.t.Errorf("ReadSnapshot called meta after %d records", len(sn.recs))
 		}
 		sn.meta = m
 		return nil
-	}, func(r idkeeper.SnapshotRecord) error {
+	}, func(r snapshot.Record) error {
 		if metas != 1 {
 			e.t.Errorf("ReadSnapshot emitted a record after %d calls of meta", metas)
 		}
@@ -83,7 +86,7 @@ func (e *env) readSnapshot() snapshot {
 	if metas != 1 {
 		e.t.Fatalf("ReadSnapshot called meta %d times", metas)
 	}
-	chk, err := idkeeper.NewSnapshotChecker(sn.meta)
+	chk, err := snapshot.NewChecker(sn.meta)
 	e.must(err, "the meta ReadSnapshot gave")
 	for i, r := range sn.recs {
 		e.must(chk.Check(r), fmt.Sprintf("record %d ReadSnapshot gave (%s)", i, fmtRecord(r)))
@@ -97,7 +100,7 @@ func (e *env) readSnapshot() snapshot {
 }
 
 // load loads sn into the store and adopts its meta.
-func (e *env) load(sn snapshot) {
+func (e *env) load(sn storeState) {
 	e.t.Helper()
 	e.must(e.snap().LoadSnapshot(e.ctx, sn.meta, newSource(sn.recs, -1, nil)), "LoadSnapshot")
 	e.adopt(sn.meta)
@@ -105,36 +108,36 @@ func (e *env) load(sn snapshot) {
 
 // adopt makes the env track a store that holds meta, freshly loaded: its free
 // order is NodeID order, which the env knows nothing of.
-func (e *env) adopt(meta idkeeper.SnapshotMeta) {
+func (e *env) adopt(meta snapshot.Meta) {
 	e.gen, e.fence, e.first, e.nodes = meta.Generation, meta.Fence, meta.First, meta.Nodes
 	e.frees, e.rank = 0, map[idkeeper.NodeID]int{}
 }
 
-// source is a SnapshotSource of records; it fails with err at record failAt (never
+// source is a snapshot.Source of records; it fails with err at record failAt (never
 // when failAt < 0) instead of returning it.
 type source struct {
-	recs   []idkeeper.SnapshotRecord
+	recs   []snapshot.Record
 	i      int
 	failAt int
 	err    error
 }
 
-func newSource(recs []idkeeper.SnapshotRecord, failAt int, err error) *source {
+func newSource(recs []snapshot.Record, failAt int, err error) *source {
 	return &source{recs: recs, failAt: failAt, err: err}
 }
 
-func (s *source) Next() (idkeeper.SnapshotRecord, error) {
+func (s *source) Next() (snapshot.Record, error) {
 	if s.i == s.failAt {
-		return idkeeper.SnapshotRecord{}, s.err
+		return snapshot.Record{}, s.err
 	}
 	if s.i >= len(s.recs) {
-		return idkeeper.SnapshotRecord{}, io.EOF
+		return snapshot.Record{}, io.EOF
 	}
 	s.i++
 	return s.recs[s.i-1], nil
 }
 
-func fmtMeta(m idkeeper.SnapshotMeta) string {
+func fmtMeta(m snapshot.Meta) string {
 	return fmt.Sprintf("{generation %s #%d %s at %s, fence %d, pool %s, audit head %d %q}", m.Generation.ID,
 		m.Generation.Number, m.Generation.Origin, fmtTime(m.Generation.At), m.Fence, m.Pool(), m.AuditSeq, m.AuditHash)
 }
@@ -154,13 +157,13 @@ func fmtKey(k idkeeper.APIKey) string {
 		k.Admin, fmtTime(k.RevokedAt), fmtTime(k.LastUsedAt))
 }
 
-func fmtUser(u idkeeper.User) string {
+func fmtUser(u account.User) string {
 	return fmt.Sprintf("user %q: %s %q disabled %v created %s by %q epoch %d password changed %s login %s version %d",
 		u.Name, u.Role, u.PasswordHash, u.Disabled, fmtTime(u.CreatedAt), u.CreatedBy, u.Epoch,
 		fmtTime(u.PasswordChangedAt), fmtTime(u.LastLoginAt), u.Version)
 }
 
-func fmtAllow(a idkeeper.AllowEntry) string {
+func fmtAllow(a allowlist.Entry) string {
 	return fmt.Sprintf("allow %s: %q by %q at %s", a.Prefix, a.Note, a.CreatedBy, fmtTime(a.CreatedAt))
 }
 
@@ -171,7 +174,7 @@ func fmtAudit(a audit.Entry) string {
 
 // fmtRecord spells out every field of a record, times to the microsecond, so that
 // two records are the same exactly when their strings are.
-func fmtRecord(r idkeeper.SnapshotRecord) string {
+func fmtRecord(r snapshot.Record) string {
 	var parts []string
 	if r.Node != nil {
 		parts = append(parts, fmtNode(*r.Node))
@@ -195,7 +198,7 @@ func fmtRecord(r idkeeper.SnapshotRecord) string {
 }
 
 // wantSameSnapshot checks that got and want hold the same meta and records.
-func wantSameSnapshot(t *testing.T, what string, got, want snapshot) {
+func wantSameSnapshot(t *testing.T, what string, got, want storeState) {
 	t.Helper()
 	if fmtMeta(got.meta) != fmtMeta(want.meta) {
 		t.Fatalf("%s: meta\n got %s\nwant %s", what, fmtMeta(got.meta), fmtMeta(want.meta))
@@ -215,7 +218,7 @@ func wantSameSnapshot(t *testing.T, what string, got, want snapshot) {
 }
 
 // count returns how many records of sn satisfy ok.
-func (sn snapshot) count(ok func(idkeeper.SnapshotRecord) bool) int {
+func (sn storeState) count(ok func(snapshot.Record) bool) int {
 	n := 0
 	for _, r := range sn.recs {
 		if ok(r) {
@@ -225,13 +228,13 @@ func (sn snapshot) count(ok func(idkeeper.SnapshotRecord) bool) int {
 	return n
 }
 
-func isAudit(r idkeeper.SnapshotRecord) bool   { return r.Audit != nil }
-func isHistory(r idkeeper.SnapshotRecord) bool { return r.History != nil }
-func isLease(r idkeeper.SnapshotRecord) bool   { return r.Node != nil && r.Node.Lease != nil }
-func isFree(r idkeeper.SnapshotRecord) bool    { return r.Node != nil && r.Node.Lease == nil }
+func isAudit(r snapshot.Record) bool   { return r.Audit != nil }
+func isHistory(r snapshot.Record) bool { return r.History != nil }
+func isLease(r snapshot.Record) bool   { return r.Node != nil && r.Node.Lease != nil }
+func isFree(r snapshot.Record) bool    { return r.Node != nil && r.Node.Lease == nil }
 
 // first returns the index of the first record that satisfies ok.
-func (sn snapshot) first(ok func(idkeeper.SnapshotRecord) bool) int {
+func (sn storeState) first(ok func(snapshot.Record) bool) int {
 	i := slices.IndexFunc(sn.recs, ok)
 	if i < 0 {
 		panic("storetest: the snapshot holds no such record")
@@ -295,14 +298,14 @@ func richState(t *testing.T, open Factory) *env {
 	e.advance(2 * time.Minute)
 	e.check()
 
-	alice, bob := user("alice", idkeeper.RoleAdmin), user("bob", idkeeper.RoleViewer)
+	alice, bob := user("alice", account.RoleAdmin), user("bob", account.RoleViewer)
 	e.must(s.CreateUser(e.ctx, alice), "CreateUser alice")
 	e.must(s.CreateUser(e.ctx, bob), "CreateUser bob")
 	bob.Version, bob.Disabled, bob.Epoch, bob.LastLoginAt = 1, true, 2, now
 	e.must(s.UpdateUser(e.ctx, bob), "UpdateUser bob")
 	e.must(s.CreateSession(e.ctx, session("s-alice", "alice", now)), "CreateSession")
 	for _, p := range []string{"10.0.0.0/8", "2001:db8::/32", "192.0.2.0/24"} {
-		e.must(s.AddAllowEntry(e.ctx, idkeeper.AllowEntry{Prefix: netip.MustParsePrefix(p), Note: "office " + p,
+		e.must(s.AddAllowEntry(e.ctx, allowlist.Entry{Prefix: netip.MustParsePrefix(p), Note: "office " + p,
 			CreatedBy: "alice", CreatedAt: now}), "AddAllowEntry")
 	}
 	for i := range 5 {
@@ -331,11 +334,11 @@ func otherState(t *testing.T, open Factory, at time.Time) *env {
 	f.must(s.CreateAPIKey(f.ctx, newKey("key-z", now, "")), "CreateAPIKey")
 	f.allocP(idkeeper.AllocParams{Requester: req(9), KeyID: "key-z", Count: 5, First: time.Hour})
 	f.quarantine(now.Add(time.Hour), 19)
-	f.must(s.CreateUser(f.ctx, user("zed", idkeeper.RoleOperator)), "CreateUser")
-	f.must(s.CreateUser(f.ctx, user("alice", idkeeper.RoleViewer)), "CreateUser")
+	f.must(s.CreateUser(f.ctx, user("zed", account.RoleOperator)), "CreateUser")
+	f.must(s.CreateUser(f.ctx, user("alice", account.RoleViewer)), "CreateUser")
 	f.must(s.CreateSession(f.ctx, session("s-zed", "zed", now)), "CreateSession")
 	f.must(s.CreateSession(f.ctx, session("s-alice-2", "alice", now)), "CreateSession")
-	f.must(s.AddAllowEntry(f.ctx, idkeeper.AllowEntry{Prefix: netip.MustParsePrefix("172.16.0.0/12"), CreatedAt: now}), "AddAllowEntry")
+	f.must(s.AddAllowEntry(f.ctx, allowlist.Entry{Prefix: netip.MustParsePrefix("172.16.0.0/12"), CreatedAt: now}), "AddAllowEntry")
 	for range 3 {
 		appendAudit(t, s, now, audit.Login)
 	}
@@ -600,7 +603,7 @@ func testSnapshotReplaces(t *testing.T, open Factory) {
 }
 
 // wantUntouched checks that f's store holds before and its sessions.
-func wantUntouched(t *testing.T, what string, f *env, before snapshot) {
+func wantUntouched(t *testing.T, what string, f *env, before storeState) {
 	t.Helper()
 	wantSameSnapshot(t, what, f.readSnapshot(), before)
 	for _, id := range []string{"s-zed", "s-alice-2"} {
@@ -630,8 +633,8 @@ func testSnapshotSourceFails(t *testing.T, open Factory) {
 }
 
 // clone copies a snapshot deeply enough to change any field of a copy.
-func (sn snapshot) clone() snapshot {
-	out := snapshot{meta: sn.meta, recs: make([]idkeeper.SnapshotRecord, len(sn.recs))}
+func (sn storeState) clone() storeState {
+	out := storeState{meta: sn.meta, recs: make([]snapshot.Record, len(sn.recs))}
 	for i, r := range sn.recs {
 		switch {
 		case r.Node != nil:
@@ -672,9 +675,9 @@ func testSnapshotInvalid(t *testing.T, open Factory) {
 	nodes := sn.meta.Nodes
 	lease := sn.first(isLease)
 	audit := sn.first(isAudit)
-	key := sn.first(func(r idkeeper.SnapshotRecord) bool { return r.Key != nil })
-	user := sn.first(func(r idkeeper.SnapshotRecord) bool { return r.User != nil })
-	allow := sn.first(func(r idkeeper.SnapshotRecord) bool { return r.Allow != nil })
+	key := sn.first(func(r snapshot.Record) bool { return r.Key != nil })
+	user := sn.first(func(r snapshot.Record) bool { return r.User != nil })
+	allow := sn.first(func(r snapshot.Record) bool { return r.Allow != nil })
 	hist := sn.first(isHistory)
 	// Two leases of one requester.
 	var pair []int
@@ -688,59 +691,59 @@ func testSnapshotInvalid(t *testing.T, open Factory) {
 	}
 	for _, c := range []struct {
 		name   string
-		change func(sn *snapshot)
+		change func(sn *storeState)
 	}{
-		{"no generation", func(sn *snapshot) { sn.meta.Generation.ID = "" }},
-		{"generation 0", func(sn *snapshot) { sn.meta.Generation.Number = 0 }},
-		{"unknown origin", func(sn *snapshot) { sn.meta.Generation.Origin = "restored" }},
-		{"pool of 0", func(sn *snapshot) { sn.meta.Nodes = 0 }},
-		{"fence past the ceiling", func(sn *snapshot) { sn.meta.Fence = idkeeper.MaxFencingToken + 1 }},
-		{"audit head half set", func(sn *snapshot) { sn.meta.AuditHash = "" }},
-		{"pool smaller than its nodes", func(sn *snapshot) { sn.meta.Nodes-- }},
-		{"pool larger than its nodes", func(sn *snapshot) { sn.meta.Nodes++ }},
-		{"node outside the pool", func(sn *snapshot) { sn.recs[nodes-1].Node.NodeID = idkeeper.NodeID(nodes) }},
-		{"negative node", func(sn *snapshot) { sn.recs[0].Node.NodeID = -1 }},
-		{"node repeated", func(sn *snapshot) { sn.recs = slices.Insert(sn.recs, 3, sn.recs[2]) }},
-		{"node missing", func(sn *snapshot) { sn.recs = slices.Delete(sn.recs, 4, 5) }},
-		{"nodes out of order", func(sn *snapshot) { sn.recs[3], sn.recs[4] = sn.recs[4], sn.recs[3] }},
-		{"lease in the wrong node", func(sn *snapshot) { sn.recs[lease].Node.Lease.NodeID++ }},
-		{"lease token past the fence", func(sn *snapshot) { sn.recs[lease].Node.Lease.FencingToken = sn.meta.Fence + 1 }},
-		{"lease token 0", func(sn *snapshot) { sn.recs[lease].Node.Lease.FencingToken = 0 }},
-		{"last token past the fence", func(sn *snapshot) { sn.recs[0].Node.LastToken = sn.meta.Fence + 1 }},
-		{"lease of an invalid requester", func(sn *snapshot) { sn.recs[lease].Node.Lease.Requester.PID = 0 }},
-		{"requester of two API keys", func(sn *snapshot) { sn.recs[pair[1]].Node.Lease.KeyID = "key-b" }},
-		{"empty record", func(sn *snapshot) { sn.recs = slices.Insert(sn.recs, key, idkeeper.SnapshotRecord{}) }},
-		{"two records in one", func(sn *snapshot) { sn.recs[key].User = sn.recs[user].User }},
-		{"key before the nodes", func(sn *snapshot) { sn.recs = slices.Insert(sn.recs, 0, sn.recs[key]) }},
-		{"node after the keys", func(sn *snapshot) { sn.recs = slices.Insert(sn.recs, key+1, sn.recs[0]) }},
-		{"key repeated", func(sn *snapshot) { sn.recs = slices.Insert(sn.recs, key+1, sn.recs[key]) }},
-		{"key without ID", func(sn *snapshot) { sn.recs[key].Key.ID = "" }},
-		{"user without name", func(sn *snapshot) { sn.recs[user].User.Name = "" }},
-		{"user without version", func(sn *snapshot) { sn.recs[user].User.Version = 0 }},
-		{"users out of order", func(sn *snapshot) { sn.recs[user], sn.recs[user+1] = sn.recs[user+1], sn.recs[user] }},
-		{"allow entry not masked", func(sn *snapshot) { sn.recs[allow].Allow.Prefix = netip.MustParsePrefix("10.1.2.3/8") }},
-		{"allow entry repeated", func(sn *snapshot) { sn.recs = slices.Insert(sn.recs, allow+1, sn.recs[allow]) }},
-		{"audit gap", func(sn *snapshot) { sn.recs = slices.Delete(sn.recs, audit+1, audit+2) }},
-		{"audit out of order", func(sn *snapshot) { sn.recs[audit], sn.recs[audit+1] = sn.recs[audit+1], sn.recs[audit] }},
-		{"audit entry repeated", func(sn *snapshot) { sn.recs = slices.Insert(sn.recs, audit+1, sn.recs[audit]) }},
-		{"audit entry past the head", func(sn *snapshot) { sn.meta.AuditSeq-- }},
-		{"audit head past the last entry", func(sn *snapshot) { sn.meta.AuditSeq++ }},
-		{"audit head's hash not the last entry's", func(sn *snapshot) { sn.meta.AuditHash = "00" }},
-		{"audit before the allow-list", func(sn *snapshot) { sn.recs = slices.Insert(sn.recs, allow, sn.recs[audit]) }},
-		{"history before the audit log", func(sn *snapshot) { sn.recs = slices.Insert(sn.recs, audit, sn.recs[hist]) }},
-		{"history record repeated", func(sn *snapshot) { sn.recs = slices.Insert(sn.recs, hist+1, sn.recs[hist]) }},
-		{"history out of order", func(sn *snapshot) { sn.recs[hist], sn.recs[hist+1] = sn.recs[hist+1], sn.recs[hist] }},
-		{"history node outside the pool", func(sn *snapshot) { sn.recs[len(sn.recs)-1].History.NodeID = idkeeper.NodeID(nodes) }},
-		{"history token past the fence", func(sn *snapshot) { sn.recs[len(sn.recs)-1].History.Token = sn.meta.Fence + 1 }},
-		{"history token 0", func(sn *snapshot) { sn.recs[hist].History.Token = 0 }},
-		{"history of an invalid requester", func(sn *snapshot) { sn.recs[hist].History.Requester.MachineID = "" }},
-		{"history with an unknown end", func(sn *snapshot) {
+		{"no generation", func(sn *storeState) { sn.meta.Generation.ID = "" }},
+		{"generation 0", func(sn *storeState) { sn.meta.Generation.Number = 0 }},
+		{"unknown origin", func(sn *storeState) { sn.meta.Generation.Origin = "restored" }},
+		{"pool of 0", func(sn *storeState) { sn.meta.Nodes = 0 }},
+		{"fence past the ceiling", func(sn *storeState) { sn.meta.Fence = idkeeper.MaxFencingToken + 1 }},
+		{"audit head half set", func(sn *storeState) { sn.meta.AuditHash = "" }},
+		{"pool smaller than its nodes", func(sn *storeState) { sn.meta.Nodes-- }},
+		{"pool larger than its nodes", func(sn *storeState) { sn.meta.Nodes++ }},
+		{"node outside the pool", func(sn *storeState) { sn.recs[nodes-1].Node.NodeID = idkeeper.NodeID(nodes) }},
+		{"negative node", func(sn *storeState) { sn.recs[0].Node.NodeID = -1 }},
+		{"node repeated", func(sn *storeState) { sn.recs = slices.Insert(sn.recs, 3, sn.recs[2]) }},
+		{"node missing", func(sn *storeState) { sn.recs = slices.Delete(sn.recs, 4, 5) }},
+		{"nodes out of order", func(sn *storeState) { sn.recs[3], sn.recs[4] = sn.recs[4], sn.recs[3] }},
+		{"lease in the wrong node", func(sn *storeState) { sn.recs[lease].Node.Lease.NodeID++ }},
+		{"lease token past the fence", func(sn *storeState) { sn.recs[lease].Node.Lease.FencingToken = sn.meta.Fence + 1 }},
+		{"lease token 0", func(sn *storeState) { sn.recs[lease].Node.Lease.FencingToken = 0 }},
+		{"last token past the fence", func(sn *storeState) { sn.recs[0].Node.LastToken = sn.meta.Fence + 1 }},
+		{"lease of an invalid requester", func(sn *storeState) { sn.recs[lease].Node.Lease.Requester.PID = 0 }},
+		{"requester of two API keys", func(sn *storeState) { sn.recs[pair[1]].Node.Lease.KeyID = "key-b" }},
+		{"empty record", func(sn *storeState) { sn.recs = slices.Insert(sn.recs, key, snapshot.Record{}) }},
+		{"two records in one", func(sn *storeState) { sn.recs[key].User = sn.recs[user].User }},
+		{"key before the nodes", func(sn *storeState) { sn.recs = slices.Insert(sn.recs, 0, sn.recs[key]) }},
+		{"node after the keys", func(sn *storeState) { sn.recs = slices.Insert(sn.recs, key+1, sn.recs[0]) }},
+		{"key repeated", func(sn *storeState) { sn.recs = slices.Insert(sn.recs, key+1, sn.recs[key]) }},
+		{"key without ID", func(sn *storeState) { sn.recs[key].Key.ID = "" }},
+		{"user without name", func(sn *storeState) { sn.recs[user].User.Name = "" }},
+		{"user without version", func(sn *storeState) { sn.recs[user].User.Version = 0 }},
+		{"users out of order", func(sn *storeState) { sn.recs[user], sn.recs[user+1] = sn.recs[user+1], sn.recs[user] }},
+		{"allow entry not masked", func(sn *storeState) { sn.recs[allow].Allow.Prefix = netip.MustParsePrefix("10.1.2.3/8") }},
+		{"allow entry repeated", func(sn *storeState) { sn.recs = slices.Insert(sn.recs, allow+1, sn.recs[allow]) }},
+		{"audit gap", func(sn *storeState) { sn.recs = slices.Delete(sn.recs, audit+1, audit+2) }},
+		{"audit out of order", func(sn *storeState) { sn.recs[audit], sn.recs[audit+1] = sn.recs[audit+1], sn.recs[audit] }},
+		{"audit entry repeated", func(sn *storeState) { sn.recs = slices.Insert(sn.recs, audit+1, sn.recs[audit]) }},
+		{"audit entry past the head", func(sn *storeState) { sn.meta.AuditSeq-- }},
+		{"audit head past the last entry", func(sn *storeState) { sn.meta.AuditSeq++ }},
+		{"audit head's hash not the last entry's", func(sn *storeState) { sn.meta.AuditHash = "00" }},
+		{"audit before the allow-list", func(sn *storeState) { sn.recs = slices.Insert(sn.recs, allow, sn.recs[audit]) }},
+		{"history before the audit log", func(sn *storeState) { sn.recs = slices.Insert(sn.recs, audit, sn.recs[hist]) }},
+		{"history record repeated", func(sn *storeState) { sn.recs = slices.Insert(sn.recs, hist+1, sn.recs[hist]) }},
+		{"history out of order", func(sn *storeState) { sn.recs[hist], sn.recs[hist+1] = sn.recs[hist+1], sn.recs[hist] }},
+		{"history node outside the pool", func(sn *storeState) { sn.recs[len(sn.recs)-1].History.NodeID = idkeeper.NodeID(nodes) }},
+		{"history token past the fence", func(sn *storeState) { sn.recs[len(sn.recs)-1].History.Token = sn.meta.Fence + 1 }},
+		{"history token 0", func(sn *storeState) { sn.recs[hist].History.Token = 0 }},
+		{"history of an invalid requester", func(sn *storeState) { sn.recs[hist].History.Requester.MachineID = "" }},
+		{"history with an unknown end", func(sn *storeState) {
 			sn.recs[hist].History.End, sn.recs[hist].History.EndedAt = "lost", sn.recs[hist].History.GrantedAt
 		}},
-		{"history held with an end time", func(sn *snapshot) {
+		{"history held with an end time", func(sn *storeState) {
 			sn.recs[hist].History.End, sn.recs[hist].History.EndedAt = idkeeper.EndHeld, sn.recs[hist].History.GrantedAt
 		}},
-		{"history with a bad label", func(sn *snapshot) { sn.recs[hist].History.Client.Labels = map[string]string{"a b": "c"} }},
+		{"history with a bad label", func(sn *storeState) { sn.recs[hist].History.Client.Labels = map[string]string{"a b": "c"} }},
 	} {
 		bad := sn.clone()
 		c.change(&bad)
@@ -757,12 +760,12 @@ func testSnapshotInvalid(t *testing.T, open Factory) {
 func testSnapshotNotInitialised(t *testing.T, open Factory) {
 	e := openEnv(t, open)
 	s := e.snap()
-	e.must(s.CreateUser(e.ctx, user("alice", idkeeper.RoleAdmin)), "CreateUser")
+	e.must(s.CreateUser(e.ctx, user("alice", account.RoleAdmin)), "CreateUser")
 	called := false
-	err := s.ReadSnapshot(e.ctx, func(idkeeper.SnapshotMeta) error {
+	err := s.ReadSnapshot(e.ctx, func(snapshot.Meta) error {
 		called = true
 		return nil
-	}, func(idkeeper.SnapshotRecord) error {
+	}, func(snapshot.Record) error {
 		called = true
 		return nil
 	})
@@ -779,8 +782,8 @@ func testSnapshotEmitError(t *testing.T, open Factory) {
 	sn := e.readSnapshot()
 	boom := errors.New("the disk is full")
 	emitted := 0
-	err := e.snap().ReadSnapshot(e.ctx, func(idkeeper.SnapshotMeta) error { return boom },
-		func(idkeeper.SnapshotRecord) error {
+	err := e.snap().ReadSnapshot(e.ctx, func(snapshot.Meta) error { return boom },
+		func(snapshot.Record) error {
 			emitted++
 			return nil
 		})
@@ -789,8 +792,8 @@ func testSnapshotEmitError(t *testing.T, open Factory) {
 	}
 	for _, k := range []int{0, 1, sn.meta.Nodes, sn.first(isAudit), len(sn.recs) - 1} {
 		emitted = 0
-		err := e.snap().ReadSnapshot(e.ctx, func(idkeeper.SnapshotMeta) error { return nil },
-			func(idkeeper.SnapshotRecord) error {
+		err := e.snap().ReadSnapshot(e.ctx, func(snapshot.Meta) error { return nil },
+			func(snapshot.Record) error {
 				if emitted++; emitted == k+1 {
 					return boom
 				}
@@ -824,7 +827,7 @@ func testSnapshotConsistent(t *testing.T, open Factory) {
 		if err := s.CreateAPIKey(e.ctx, newKey("key-0", now, "")); err != nil {
 			return err
 		}
-		if err := s.CreateUser(e.ctx, user("zz", idkeeper.RoleViewer)); err != nil {
+		if err := s.CreateUser(e.ctx, user("zz", account.RoleViewer)); err != nil {
 			return err
 		}
 		if err := s.AppendAudit(e.ctx, audit.Entry{At: now, Action: audit.Login}.Seal(seq, hash)); err != nil {
@@ -836,11 +839,11 @@ func testSnapshotConsistent(t *testing.T, open Factory) {
 		return nil
 	}
 	wrote := make(chan error, 1)
-	var during snapshot
-	err = s.ReadSnapshot(e.ctx, func(m idkeeper.SnapshotMeta) error {
+	var during storeState
+	err = s.ReadSnapshot(e.ctx, func(m snapshot.Meta) error {
 		during.meta = m
 		return nil
-	}, func(r idkeeper.SnapshotRecord) error {
+	}, func(r snapshot.Record) error {
 		if during.recs = append(during.recs, r); len(during.recs) == 1 {
 			go func() { wrote <- write() }()
 			select {
@@ -879,11 +882,11 @@ func testSnapshotRestorePlan(t *testing.T, open Factory) {
 		e.remove(req(10), e.now())
 	}
 	live := e.status()
-	plan := idkeeper.RestorePlan{Now: e.clock.Now(), LeaseDuration: 48 * time.Hour, Grace: 10 * time.Minute,
+	plan := snapshot.RestorePlan{Now: e.clock.Now(), LeaseDuration: 48 * time.Hour, Grace: 10 * time.Minute,
 		LiveFence: live.Fence, LiveGeneration: live.Generation.Number}
 	until := plan.Until()
 	wantTime(t, "Until", until, e.now().Add(48*time.Hour+10*time.Minute))
-	safe := snapshot{meta: plan.SafeMeta(sn.meta)}
+	safe := storeState{meta: plan.SafeMeta(sn.meta)}
 	for _, r := range sn.recs {
 		safe.recs = append(safe.recs, plan.SafeRecord(r))
 	}

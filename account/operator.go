@@ -1,4 +1,4 @@
-package idkeeper
+package account
 
 // OperatorActor returns the actor of account changes made with direct access to
 // the store — the `idkeeper users` command on --store — named who (the operating

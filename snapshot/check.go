@@ -1,20 +1,21 @@
-package idkeeper
+package snapshot
 
 import (
 	"net/netip"
 
+	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/audit"
 )
 
-// SnapshotChecker checks a snapshot as a SnapshotStore's LoadSnapshot reads it:
-// its meta (NewSnapshotChecker), then every record in the order it comes (Check),
+// Checker checks a snapshot as a Store's LoadSnapshot reads it:
+// its meta (NewChecker), then every record in the order it comes (Check),
 // then its end (Done). Every failure is an INVALID_REQUEST Error (field
 // "snapshot") naming the problem. It keeps a few values, never the records, so a
 // store may check a snapshot of any size as it streams by. bolt and redis share it;
 // what only a store's layout can check (a requester whose leases belong to two API
 // keys, a record too large for the store) the store checks itself.
-type SnapshotChecker struct {
-	meta   SnapshotMeta
+type Checker struct {
+	meta   Meta
 	kind   int // of the last record checked; 0 before the first
 	nodes  int // node records checked
 	key    string
@@ -22,10 +23,10 @@ type SnapshotChecker struct {
 	allow  netip.Prefix
 	audits int // audit entries checked
 	last   audit.Entry
-	hist   HistoryRecord // the last history record checked
+	hist   idkeeper.HistoryRecord // the last history record checked
 }
 
-// The kinds of snapshot records, in the order SnapshotRecord states.
+// The kinds of snapshot records, in the order Record states.
 const (
 	snapNode = 1 + iota
 	snapKey
@@ -37,34 +38,36 @@ const (
 
 var snapKindNames = [...]string{"", "node", "API key", "user", "allow-list entry", "audit entry", "history record"}
 
-func snapInvalid(format string, args ...any) *Error { return Invalidf("snapshot", format, args...) }
+func snapInvalid(format string, args ...any) *idkeeper.Error {
+	return idkeeper.Invalidf("snapshot", format, args...)
+}
 
-// NewSnapshotChecker checks meta and returns the checker of the records that
+// NewChecker checks meta and returns the checker of the records that
 // follow it: a generation with an ID, a Number of at least 1 and a known origin; a
 // valid pool (PoolSpec.Validate of meta.Pool()); a fencing counter of at most MaxFencingToken;
 // an audit head whose Seq and Hash are both set or both not.
-func NewSnapshotChecker(meta SnapshotMeta) (*SnapshotChecker, error) {
+func NewChecker(meta Meta) (*Checker, error) {
 	g := meta.Generation
 	switch {
 	case g.ID == "":
 		return nil, snapInvalid("the snapshot has no generation ID")
 	case g.Number == 0:
 		return nil, snapInvalid("the snapshot's generation has number 0")
-	case g.Origin != OriginFresh && g.Origin != OriginRecovered:
+	case g.Origin != idkeeper.OriginFresh && g.Origin != idkeeper.OriginRecovered:
 		return nil, snapInvalid("the snapshot's generation has the unknown origin %q", g.Origin)
-	case meta.Fence > MaxFencingToken:
-		return nil, snapInvalid("the snapshot's fencing counter %d is above %d", meta.Fence, uint64(MaxFencingToken))
+	case meta.Fence > idkeeper.MaxFencingToken:
+		return nil, snapInvalid("the snapshot's fencing counter %d is above %d", meta.Fence, uint64(idkeeper.MaxFencingToken))
 	case (meta.AuditSeq == 0) != (meta.AuditHash == ""):
 		return nil, snapInvalid("the snapshot's audit head (Seq %d, Hash %q) is half set", meta.AuditSeq, meta.AuditHash)
 	}
 	if err := meta.Pool().Validate(); err != nil {
-		return nil, snapInvalid("the snapshot's pool: %s", ErrorMessage(err))
+		return nil, snapInvalid("the snapshot's pool: %s", idkeeper.ErrorMessage(err))
 	}
-	return &SnapshotChecker{meta: meta}, nil
+	return &Checker{meta: meta}, nil
 }
 
 // Check checks the next record: exactly one field set; the kinds in the order
-// SnapshotRecord states; the nodes First..First+Nodes-1 each once, in order; a node's lease
+// Record states; the nodes First..First+Nodes-1 each once, in order; a node's lease
 // on that node, with a valid requester and a token in 1..Fence; a LastToken of at
 // most Fence; API keys with an ID, users with a name and a Version, each in
 // ascending order without repeats; allow-list entries with a valid, masked prefix
@@ -72,7 +75,7 @@ func NewSnapshotChecker(meta SnapshotMeta) (*SnapshotChecker, error) {
 // unbroken Seq order (each the one before + 1), none above the head; history
 // records with a node in the pool and a token in 1..Fence, in ascending (NodeID,
 // Token) order without repeats, each valid (HistoryRecord.Validate).
-func (c *SnapshotChecker) Check(rec SnapshotRecord) error {
+func (c *Checker) Check(rec Record) error {
 	kind, n := 0, 0
 	for k, set := range []bool{rec.Node != nil, rec.Key != nil, rec.User != nil, rec.Allow != nil, rec.Audit != nil, rec.History != nil} {
 		if set {
@@ -140,7 +143,7 @@ func (c *SnapshotChecker) Check(rec SnapshotRecord) error {
 	return nil
 }
 
-func (c *SnapshotChecker) history(h *HistoryRecord, first bool) error {
+func (c *Checker) history(h *idkeeper.HistoryRecord, first bool) error {
 	switch {
 	case !c.meta.Pool().Holds(h.NodeID):
 		return snapInvalid("a history record of node %d lies outside the pool %d..%d", h.NodeID, c.meta.First, c.meta.Pool().End()-1)
@@ -151,20 +154,20 @@ func (c *SnapshotChecker) history(h *HistoryRecord, first bool) error {
 			h.NodeID, h.Token, c.hist.NodeID, c.hist.Token)
 	}
 	if err := h.Validate(); err != nil {
-		return snapInvalid("history record (node %d, token %d): %s", h.NodeID, h.Token, ErrorMessage(err))
+		return snapInvalid("history record (node %d, token %d): %s", h.NodeID, h.Token, idkeeper.ErrorMessage(err))
 	}
 	c.hist = *h
 	return nil
 }
 
-func (c *SnapshotChecker) node(n *NodeState) error {
+func (c *Checker) node(n *idkeeper.NodeState) error {
 	switch {
 	case !c.meta.Pool().Holds(n.NodeID):
 		return snapInvalid("node %d lies outside the pool %d..%d", n.NodeID, c.meta.First, c.meta.Pool().End()-1)
-	case n.NodeID < c.meta.First+NodeID(c.nodes):
-		return snapInvalid("node %d comes after node %d: repeated or out of order", n.NodeID, c.meta.First+NodeID(c.nodes)-1)
-	case n.NodeID > c.meta.First+NodeID(c.nodes):
-		return snapInvalid("node %d is missing (the next record is node %d)", c.meta.First+NodeID(c.nodes), n.NodeID)
+	case n.NodeID < c.meta.First+idkeeper.NodeID(c.nodes):
+		return snapInvalid("node %d comes after node %d: repeated or out of order", n.NodeID, c.meta.First+idkeeper.NodeID(c.nodes)-1)
+	case n.NodeID > c.meta.First+idkeeper.NodeID(c.nodes):
+		return snapInvalid("node %d is missing (the next record is node %d)", c.meta.First+idkeeper.NodeID(c.nodes), n.NodeID)
 	case n.LastToken > c.meta.Fence:
 		return snapInvalid("node %d has LastToken %d, above the fencing counter %d", n.NodeID, n.LastToken, c.meta.Fence)
 	}
@@ -180,7 +183,7 @@ func (c *SnapshotChecker) node(n *NodeState) error {
 		return snapInvalid("the lease of node %d has token %d, outside 1..%d (the fencing counter)", n.NodeID, l.FencingToken, c.meta.Fence)
 	}
 	if err := l.Requester.Validate(); err != nil {
-		return snapInvalid("the lease of node %d: %s", n.NodeID, ErrorMessage(err))
+		return snapInvalid("the lease of node %d: %s", n.NodeID, idkeeper.ErrorMessage(err))
 	}
 	return nil
 }
@@ -188,7 +191,7 @@ func (c *SnapshotChecker) node(n *NodeState) error {
 // Done checks the end of the snapshot, after the last record: every node of the
 // pool was there, and the last audit entry, when there is one, is the audit head
 // (its Seq and Hash).
-func (c *SnapshotChecker) Done() error {
+func (c *Checker) Done() error {
 	if c.nodes < c.meta.Nodes {
 		return snapInvalid("the snapshot holds %d of the %d nodes of its pool", c.nodes, c.meta.Nodes)
 	}
