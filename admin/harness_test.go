@@ -112,7 +112,7 @@ func newEnv(t *testing.T, opts ...func(*setup)) *env {
 	var err error
 	var (
 		st       fullStore
-		idem     idkeeper.IdempotencyStore
+		idem     idempotency.Store
 		redisURL string
 	)
 	if s.redis {

@@ -12,9 +12,10 @@ import (
 	bbolt "go.etcd.io/bbolt"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/idempotency"
 )
 
-// IdempotencyStore is the idkeeper.IdempotencyStore on a bbolt file: for a single
+// IdempotencyStore is the idempotency.Store on a bbolt file: for a single
 // process (one gateway, or `idkeeper dev`), since bbolt lets one process at a time
 // open a file. Processes that share work need the redis store instead.
 //
@@ -42,7 +43,7 @@ type IdempotencyStore struct {
 	own   bool // Close closes db
 }
 
-var _ idkeeper.IdempotencyStore = (*IdempotencyStore)(nil)
+var _ idempotency.Store = (*IdempotencyStore)(nil)
 
 var (
 	bucketIdem       = []byte("idempotency")
@@ -90,31 +91,31 @@ func (s *IdempotencyStore) Close() error {
 	return s.db.Close()
 }
 
-// idemRec is the stored form of an idkeeper.IdempotencyRecord.
+// idemRec is the stored form of an idempotency.Record.
 type idemRec struct {
-	V           int                       `json:"v,omitempty"`     // format: absent for 1, idemFormat
-	Owner       string                    `json:"owner,omitempty"` // format 2: the owner it counts against
-	State       idkeeper.IdempotencyState `json:"state"`
-	Fingerprint string                    `json:"fingerprint"`
-	Token       string                    `json:"token,omitempty"` // owner of an in-flight marker
-	Status      int                       `json:"status,omitempty"`
-	Header      map[string][]string       `json:"header,omitempty"`
-	Body        []byte                    `json:"body,omitempty"`
-	CreatedAt   int64                     `json:"createdAt"`
-	LockedUntil int64                     `json:"lockedUntil,omitempty"`
-	ExpiresAt   int64                     `json:"expiresAt"`
+	V           int                 `json:"v,omitempty"`     // format: absent for 1, idemFormat
+	Owner       string              `json:"owner,omitempty"` // format 2: the owner it counts against
+	State       idempotency.State   `json:"state"`
+	Fingerprint string              `json:"fingerprint"`
+	Token       string              `json:"token,omitempty"` // owner of an in-flight marker
+	Status      int                 `json:"status,omitempty"`
+	Header      map[string][]string `json:"header,omitempty"`
+	Body        []byte              `json:"body,omitempty"`
+	CreatedAt   int64               `json:"createdAt"`
+	LockedUntil int64               `json:"lockedUntil,omitempty"`
+	ExpiresAt   int64               `json:"expiresAt"`
 
 	size int64 // bytes of key and value, as read or written
 }
 
 func (r *idemRec) counted() bool { return r.V >= idemFormat }
 
-func (r *idemRec) record(scope string) *idkeeper.IdempotencyRecord {
-	out := &idkeeper.IdempotencyRecord{
+func (r *idemRec) record(scope string) *idempotency.Record {
+	out := &idempotency.Record{
 		Scope: scope, Fingerprint: r.Fingerprint, State: r.State, Outcome: r.Status, Metadata: r.Header, Body: r.Body,
 		CreatedAt: msTime(r.CreatedAt), ExpiresAt: msTime(r.ExpiresAt),
 	}
-	if r.State == idkeeper.IdempotencyInFlight {
+	if r.State == idempotency.InFlight {
 		out.LockedUntil = msTime(r.LockedUntil)
 	}
 	return out
@@ -317,7 +318,7 @@ func (t *idemTxn) purgeOwner(owner string) error {
 // full returns the refusal of a new record of owner when it holds limit live
 // records or more, else nil. It purges owner's lapsed records first when they
 // might make the difference.
-func (t *idemTxn) full(owner string, limit int) (*idkeeper.IdempotencyCapError, error) {
+func (t *idemTxn) full(owner string, limit int) (*idempotency.CapError, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
@@ -336,38 +337,38 @@ func (t *idemTxn) full(owner string, limit int) (*idkeeper.IdempotencyCapError, 
 	if k != nil && bytes.HasPrefix(k, prefix) && len(k) >= len(prefix)+8 {
 		wait = keyTime(k[len(prefix):]) - t.now
 	}
-	return idkeeper.NewIdempotencyCapError(limit, time.Duration(wait)*time.Millisecond), nil
+	return idempotency.NewCapError(limit, time.Duration(wait)*time.Millisecond), nil
 }
 
 // validOwner checks the arguments of IdempotencyStore.Owned.
 func validOwner(owner string, limit int) error {
 	switch {
-	case len(owner) > idkeeper.MaxIdempotencyScopeLen:
-		return idkeeper.Invalidf("owner", "an idempotency owner must have at most %d bytes", idkeeper.MaxIdempotencyScopeLen)
+	case len(owner) > idempotency.MaxScopeLen:
+		return idkeeper.Invalidf("owner", "an idempotency owner must have at most %d bytes", idempotency.MaxScopeLen)
 	case limit < 0:
 		return idkeeper.Invalidf("maxRecords", "the most records of an owner must not be negative, got %d", limit)
 	}
 	return nil
 }
 
-// Begin implements idkeeper.IdempotencyStore: a record of the owner "", uncapped.
-func (s *IdempotencyStore) Begin(ctx context.Context, scope, fingerprint, token string, lockFor time.Duration) (*idkeeper.IdempotencyRecord, bool, error) {
+// Begin implements idempotency.Store: a record of the owner "", uncapped.
+func (s *IdempotencyStore) Begin(ctx context.Context, scope, fingerprint, token string, lockFor time.Duration) (*idempotency.Record, bool, error) {
 	return s.Owned("", 0).Begin(ctx, scope, fingerprint, token, lockFor)
 }
 
-// Complete implements idkeeper.IdempotencyStore for the records of the owner "".
-func (s *IdempotencyStore) Complete(ctx context.Context, scope, token string, res idkeeper.IdempotencyResult, ttl time.Duration) error {
+// Complete implements idempotency.Store for the records of the owner "".
+func (s *IdempotencyStore) Complete(ctx context.Context, scope, token string, res idempotency.Stored, ttl time.Duration) error {
 	return s.Owned("", 0).Complete(ctx, scope, token, res, ttl)
 }
 
-// Abort implements idkeeper.IdempotencyStore for the records of the owner "".
+// Abort implements idempotency.Store for the records of the owner "".
 func (s *IdempotencyStore) Abort(ctx context.Context, scope, token string) error {
 	return s.Owned("", 0).Abort(ctx, scope, token)
 }
 
 // Owned returns the view of owner's records, capped at maxRecords (0: no cap),
 // as idempotency.CountingStore defines it.
-func (s *IdempotencyStore) Owned(owner string, maxRecords int) idkeeper.IdempotencyStore {
+func (s *IdempotencyStore) Owned(owner string, maxRecords int) idempotency.Store {
 	return &idemOwned{s: s, owner: owner, max: maxRecords}
 }
 
@@ -380,17 +381,17 @@ type idemOwned struct {
 
 func (o *idemOwned) valid() error { return validOwner(o.owner, o.max) }
 
-// Begin implements idkeeper.IdempotencyStore, counting the marker against the
+// Begin implements idempotency.Store, counting the marker against the
 // owner and refusing it when the owner is full.
-func (o *idemOwned) Begin(ctx context.Context, scope, fingerprint, token string, lockFor time.Duration) (*idkeeper.IdempotencyRecord, bool, error) {
-	if err := idkeeper.ValidateIdempotencyBegin(scope, fingerprint, token, lockFor); err != nil {
+func (o *idemOwned) Begin(ctx context.Context, scope, fingerprint, token string, lockFor time.Duration) (*idempotency.Record, bool, error) {
+	if err := idempotency.ValidateBegin(scope, fingerprint, token, lockFor); err != nil {
 		return nil, false, err
 	}
 	if err := o.valid(); err != nil {
 		return nil, false, err
 	}
-	var existing *idkeeper.IdempotencyRecord
-	var refused *idkeeper.IdempotencyCapError
+	var existing *idempotency.Record
+	var refused *idempotency.CapError
 	err := o.s.update(ctx, func(t *idemTxn) error {
 		existing, refused = nil, nil
 		if _, err := t.purge(purgeBatch); err != nil {
@@ -417,7 +418,7 @@ func (o *idemOwned) Begin(ctx context.Context, scope, fingerprint, token string,
 		until := t.now + lockFor.Milliseconds()
 		return t.put(scope, old, &idemRec{
 			V: idemFormat, Owner: o.owner,
-			State: idkeeper.IdempotencyInFlight, Fingerprint: fingerprint, Token: token,
+			State: idempotency.InFlight, Fingerprint: fingerprint, Token: token,
 			CreatedAt: t.now, LockedUntil: until, ExpiresAt: until,
 		})
 	})
@@ -432,12 +433,12 @@ func (o *idemOwned) Begin(ctx context.Context, scope, fingerprint, token string,
 
 // ours reports whether r is the in-flight marker of token that o may settle.
 func (o *idemOwned) ours(r *idemRec, token string) bool {
-	return r != nil && r.State == idkeeper.IdempotencyInFlight && r.Token == token && (!r.counted() || r.Owner == o.owner)
+	return r != nil && r.State == idempotency.InFlight && r.Token == token && (!r.counted() || r.Owner == o.owner)
 }
 
-// Complete implements idkeeper.IdempotencyStore.
-func (o *idemOwned) Complete(ctx context.Context, scope, token string, res idkeeper.IdempotencyResult, ttl time.Duration) error {
-	if err := idkeeper.ValidateIdempotencyComplete(scope, token, res, ttl); err != nil {
+// Complete implements idempotency.Store.
+func (o *idemOwned) Complete(ctx context.Context, scope, token string, res idempotency.Stored, ttl time.Duration) error {
+	if err := idempotency.ValidateComplete(scope, token, res, ttl); err != nil {
 		return err
 	}
 	if err := o.valid(); err != nil {
@@ -449,20 +450,20 @@ func (o *idemOwned) Complete(ctx context.Context, scope, token string, res idkee
 			return err
 		}
 		if !o.ours(old, token) || t.now >= old.LockedUntil {
-			return idkeeper.ErrIdempotencyMarkerLost
+			return idempotency.ErrMarkerLost
 		}
 		return t.put(scope, old, &idemRec{
 			V: old.V, Owner: old.Owner,
-			State: idkeeper.IdempotencyCompleted, Fingerprint: old.Fingerprint,
+			State: idempotency.Completed, Fingerprint: old.Fingerprint,
 			Status: res.Outcome, Header: res.Metadata, Body: res.Body,
 			CreatedAt: old.CreatedAt, ExpiresAt: t.now + ttl.Milliseconds(),
 		})
 	})
 }
 
-// Abort implements idkeeper.IdempotencyStore.
+// Abort implements idempotency.Store.
 func (o *idemOwned) Abort(ctx context.Context, scope, token string) error {
-	if err := idkeeper.ValidateIdempotencyAbort(scope, token); err != nil {
+	if err := idempotency.ValidateAbort(scope, token); err != nil {
 		return err
 	}
 	if err := o.valid(); err != nil {

@@ -34,13 +34,13 @@ func openIdempotency(t testing.TB, path string, clock idkeeper.Clock) *bolt.Idem
 var _ idempotency.CountingStore = (*bolt.IdempotencyStore)(nil)
 
 func TestIdempotencyContract(t *testing.T) {
-	idemtest.Run(t, func(t *testing.T, clock idkeeper.Clock) idkeeper.IdempotencyStore {
+	idemtest.Run(t, func(t *testing.T, clock idkeeper.Clock) idempotency.Store {
 		return openIdempotency(t, filepath.Join(t.TempDir(), "idempotency.db"), clock)
 	})
 }
 
 func TestIdempotencyContractInStoreFile(t *testing.T) {
-	idemtest.Run(t, func(t *testing.T, clock idkeeper.Clock) idkeeper.IdempotencyStore {
+	idemtest.Run(t, func(t *testing.T, clock idkeeper.Clock) idempotency.Store {
 		s, err := bolt.Open(filepath.Join(t.TempDir(), "idkeeper.db"), bolt.Options{Clock: clock, Logger: testLogger(t)})
 		if err != nil {
 			t.Fatal(err)
@@ -61,7 +61,7 @@ func TestIdempotencyReopenKeepsRecords(t *testing.T) {
 	if _, _, err := s.Begin(ctx, "done", "fp", "t1", time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Complete(ctx, "done", "t1", idkeeper.IdempotencyResult{Outcome: 201, Body: []byte("x")}, time.Hour); err != nil {
+	if err := s.Complete(ctx, "done", "t1", idempotency.Stored{Outcome: 201, Body: []byte("x")}, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := s.Begin(ctx, "running", "fp", "t2", time.Minute); err != nil {

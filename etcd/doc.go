@@ -139,7 +139,7 @@
 // # Admin records, alerts, idempotency
 //
 // The admin records (account.Store), the alert state (idkeeper.AlertStore)
-// and the idempotency records (idkeeper.IdempotencyStore) are outside the lease
+// and the idempotency records (idempotency.Store) are outside the lease
 // pool and its meta record. Each change is one transaction conditioned on the
 // revisions of what it read: a create on CreateRevision(key) = 0 (CreateUser,
 // CreateSession, AddAllowEntry: ErrConflict when the key exists), an update on

@@ -12,16 +12,17 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/idempotency"
 )
 
-// The records of the Idempotency-Key component (idkeeper.IdempotencyStore): one
+// The records of the Idempotency-Key component (idempotency.Store): one
 // JSON record per scope under idem/<scope>, and an entry per record under
 // idemexp/<expiresAt>/<scope>, written with it, from which Purge deletes the
 // lapsed ones. Each change is one transaction conditioned on the record key's
 // revision. Times are Options.Clock's, truncated to the millisecond. The records
 // are not part of a snapshot, and a load leaves them alone.
 
-var _ idkeeper.IdempotencyStore = (*Store)(nil)
+var _ idempotency.Store = (*Store)(nil)
 
 // idemRec is the JSON of an idempotency record; times are Unix ms.
 type idemRec struct {
@@ -37,8 +38,8 @@ type idemRec struct {
 	ExpiresAt   int64               `json:"expiresAt"`
 }
 
-func (r idemRec) record(scope string) *idkeeper.IdempotencyRecord {
-	return &idkeeper.IdempotencyRecord{Scope: scope, Fingerprint: r.Fingerprint, State: idkeeper.IdempotencyState(r.State),
+func (r idemRec) record(scope string) *idempotency.Record {
+	return &idempotency.Record{Scope: scope, Fingerprint: r.Fingerprint, State: idempotency.State(r.State),
 		Outcome: r.Outcome, Metadata: r.Metadata, Body: r.Body, CreatedAt: msTime(r.CreatedAt),
 		LockedUntil: optTime(r.LockedUntil), ExpiresAt: msTime(r.ExpiresAt)}
 }
@@ -101,9 +102,9 @@ func (s *Store) idemDelete(scope string, r idemRec) []clientv3.Op {
 	return append(s.idemUnindex(scope, r), clientv3.OpDelete(s.k.idemKey(scope)))
 }
 
-// Begin implements idkeeper.IdempotencyStore: the records of owner "", never
+// Begin implements idempotency.Store: the records of owner "", never
 // capped.
-func (s *Store) Begin(ctx context.Context, scope, fingerprint, token string, lockFor time.Duration) (*idkeeper.IdempotencyRecord, bool, error) {
+func (s *Store) Begin(ctx context.Context, scope, fingerprint, token string, lockFor time.Duration) (*idempotency.Record, bool, error) {
 	return s.idemBegin(ctx, "", 0, scope, fingerprint, token, lockFor)
 }
 
@@ -111,8 +112,8 @@ func (s *Store) Begin(ctx context.Context, scope, fingerprint, token string, loc
 // cap). It reads the record of scope and owner's live entries at one revision,
 // and writes on the condition that the record is unchanged and that no entry of
 // owner was written since (a deleted one only lowers the count).
-func (s *Store) idemBegin(ctx context.Context, owner string, maxRecords int, scope, fingerprint, token string, lockFor time.Duration) (*idkeeper.IdempotencyRecord, bool, error) {
-	if err := idkeeper.ValidateIdempotencyBegin(scope, fingerprint, token, lockFor); err != nil {
+func (s *Store) idemBegin(ctx context.Context, owner string, maxRecords int, scope, fingerprint, token string, lockFor time.Duration) (*idempotency.Record, bool, error) {
+	if err := idempotency.ValidateBegin(scope, fingerprint, token, lockFor); err != nil {
 		return nil, false, err
 	}
 	ctx, cancel := s.bound(ctx)
@@ -148,13 +149,13 @@ func (s *Store) idemBegin(ctx context.Context, owner string, maxRecords int, sco
 						wait = time.Duration(exp-now) * time.Millisecond
 					}
 				}
-				return nil, false, idkeeper.NewIdempotencyCapError(maxRecords, wait)
+				return nil, false, idempotency.NewCapError(maxRecords, wait)
 			}
 			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(own), "<", resp.Header.Revision+1).WithPrefix())
 		}
 		until := now + lockFor.Milliseconds()
 		ops, err := s.idemWrite(scope, r, ok, idemRec{Owner: owner, Fingerprint: fingerprint, Token: token,
-			State: uint8(idkeeper.IdempotencyInFlight), CreatedAt: now, LockedUntil: until, ExpiresAt: until})
+			State: uint8(idempotency.InFlight), CreatedAt: now, LockedUntil: until, ExpiresAt: until})
 		if err != nil {
 			return nil, false, err
 		}
@@ -174,36 +175,36 @@ func (s *Store) idemBegin(ctx context.Context, owner string, maxRecords int, sco
 	}
 }
 
-// Complete implements idkeeper.IdempotencyStore for the records of owner "".
-func (s *Store) Complete(ctx context.Context, scope, token string, res idkeeper.IdempotencyResult, ttl time.Duration) error {
+// Complete implements idempotency.Store for the records of owner "".
+func (s *Store) Complete(ctx context.Context, scope, token string, res idempotency.Stored, ttl time.Duration) error {
 	return s.idemComplete(ctx, "", scope, token, res, ttl)
 }
 
-func (s *Store) idemComplete(ctx context.Context, owner, scope, token string, res idkeeper.IdempotencyResult, ttl time.Duration) error {
-	if err := idkeeper.ValidateIdempotencyComplete(scope, token, res, ttl); err != nil {
+func (s *Store) idemComplete(ctx context.Context, owner, scope, token string, res idempotency.Stored, ttl time.Duration) error {
+	if err := idempotency.ValidateComplete(scope, token, res, ttl); err != nil {
 		return err
 	}
 	return s.changeIdem(ctx, "idempotency complete", scope, func(r idemRec, ok bool, now int64) ([]clientv3.Op, error) {
-		if !ok || r.State != uint8(idkeeper.IdempotencyInFlight) || r.Token != token || r.Owner != owner || now >= r.LockedUntil {
-			return nil, idkeeper.ErrIdempotencyMarkerLost
+		if !ok || r.State != uint8(idempotency.InFlight) || r.Token != token || r.Owner != owner || now >= r.LockedUntil {
+			return nil, idempotency.ErrMarkerLost
 		}
 		return s.idemWrite(scope, r, ok, idemRec{Owner: owner, Fingerprint: r.Fingerprint,
-			State: uint8(idkeeper.IdempotencyCompleted), Outcome: res.Outcome, Metadata: res.Metadata, Body: res.Body,
+			State: uint8(idempotency.Completed), Outcome: res.Outcome, Metadata: res.Metadata, Body: res.Body,
 			CreatedAt: r.CreatedAt, ExpiresAt: now + ttl.Milliseconds()})
 	})
 }
 
-// Abort implements idkeeper.IdempotencyStore for the records of owner "".
+// Abort implements idempotency.Store for the records of owner "".
 func (s *Store) Abort(ctx context.Context, scope, token string) error {
 	return s.idemAbort(ctx, "", scope, token)
 }
 
 func (s *Store) idemAbort(ctx context.Context, owner, scope, token string) error {
-	if err := idkeeper.ValidateIdempotencyAbort(scope, token); err != nil {
+	if err := idempotency.ValidateAbort(scope, token); err != nil {
 		return err
 	}
 	return s.changeIdem(ctx, "idempotency abort", scope, func(r idemRec, ok bool, _ int64) ([]clientv3.Op, error) {
-		if !ok || r.State != uint8(idkeeper.IdempotencyInFlight) || r.Token != token || r.Owner != owner {
+		if !ok || r.State != uint8(idempotency.InFlight) || r.Token != token || r.Owner != owner {
 			return nil, nil
 		}
 		return s.idemDelete(scope, r), nil
@@ -212,7 +213,7 @@ func (s *Store) idemAbort(ctx context.Context, owner, scope, token string) error
 
 // Owned implements idempotency.CountingStore: owner's live records are its
 // entries under idemown/<hex owner>/ with a lapse time after now, counted by etcd.
-func (s *Store) Owned(owner string, maxRecords int) idkeeper.IdempotencyStore {
+func (s *Store) Owned(owner string, maxRecords int) idempotency.Store {
 	return &ownedIdem{s: s, owner: owner, max: maxRecords}
 }
 
@@ -248,22 +249,22 @@ type ownedIdem struct {
 
 func (o *ownedIdem) valid() error {
 	switch {
-	case len(o.owner) > idkeeper.MaxIdempotencyScopeLen:
-		return idkeeper.Invalidf("owner", "an idempotency owner has at most %d bytes", idkeeper.MaxIdempotencyScopeLen)
+	case len(o.owner) > idempotency.MaxScopeLen:
+		return idkeeper.Invalidf("owner", "an idempotency owner has at most %d bytes", idempotency.MaxScopeLen)
 	case o.max < 0:
 		return idkeeper.Invalidf("maxRecords", "the cap of an owner's records is not negative, got %d", o.max)
 	}
 	return nil
 }
 
-func (o *ownedIdem) Begin(ctx context.Context, scope, fingerprint, token string, lockFor time.Duration) (*idkeeper.IdempotencyRecord, bool, error) {
+func (o *ownedIdem) Begin(ctx context.Context, scope, fingerprint, token string, lockFor time.Duration) (*idempotency.Record, bool, error) {
 	if err := o.valid(); err != nil {
 		return nil, false, err
 	}
 	return o.s.idemBegin(ctx, o.owner, o.max, scope, fingerprint, token, lockFor)
 }
 
-func (o *ownedIdem) Complete(ctx context.Context, scope, token string, res idkeeper.IdempotencyResult, ttl time.Duration) error {
+func (o *ownedIdem) Complete(ctx context.Context, scope, token string, res idempotency.Stored, ttl time.Duration) error {
 	if err := o.valid(); err != nil {
 		return err
 	}

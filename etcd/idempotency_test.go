@@ -18,7 +18,7 @@ var _ idemtest.Purger = (*etcd.Store)(nil)
 
 func TestIdempotencyContract(t *testing.T) {
 	srv := etcdtest.Start(t)
-	idemtest.Run(t, func(t *testing.T, clock idkeeper.Clock) idkeeper.IdempotencyStore {
+	idemtest.Run(t, func(t *testing.T, clock idkeeper.Clock) idempotency.Store {
 		return open(t, srv.Client(), etcd.Options{Clock: clock})
 	})
 }
@@ -34,11 +34,11 @@ func TestIdempotencyCompleteAtSameExpiry(t *testing.T) {
 	clock := fakeclock.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	s := open(t, srv.Client(), etcd.Options{Clock: clock.Now})
 	ctx := t.Context()
-	for _, o := range []idkeeper.IdempotencyStore{s, s.Owned("owner", 5)} {
+	for _, o := range []idempotency.Store{s, s.Owned("owner", 5)} {
 		if _, started, err := o.Begin(ctx, "scope", "fp", "tok", time.Minute); err != nil || !started {
 			t.Fatalf("Begin: %v %v", started, err)
 		}
-		if err := o.Complete(ctx, "scope", "tok", idkeeper.IdempotencyResult{Outcome: 200}, time.Minute); err != nil {
+		if err := o.Complete(ctx, "scope", "tok", idempotency.Stored{Outcome: 200}, time.Minute); err != nil {
 			t.Fatalf("Complete: %v", err)
 		}
 		if recs, _, err := s.Stats(ctx); err != nil || recs != 1 {

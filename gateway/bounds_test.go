@@ -22,7 +22,7 @@ import (
 )
 
 // counting returns the store's record counter.
-func counting(t testing.TB, store idkeeper.IdempotencyStore) idempotency.CountingStore {
+func counting(t testing.TB, store idempotency.Store) idempotency.CountingStore {
 	t.Helper()
 	c, ok := store.(idempotency.CountingStore)
 	if !ok {
@@ -31,7 +31,7 @@ func counting(t testing.TB, store idkeeper.IdempotencyStore) idempotency.Countin
 	return c
 }
 
-func stats(t testing.TB, store idkeeper.IdempotencyStore) (records, size int64) {
+func stats(t testing.TB, store idempotency.Store) (records, size int64) {
 	t.Helper()
 	records, size, err := counting(t, store).Stats(t.Context())
 	if err != nil {
@@ -40,7 +40,7 @@ func stats(t testing.TB, store idkeeper.IdempotencyStore) (records, size int64) 
 	return records, size
 }
 
-func idempotencyWith(t testing.TB, store idkeeper.IdempotencyStore, cfg idempotency.Config) *idempotency.Service {
+func idempotencyWith(t testing.TB, store idempotency.Store, cfg idempotency.Config) *idempotency.Service {
 	t.Helper()
 	cfg.Logger = quiet
 	svc, err := idempotency.New(store, cfg)

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/bolt"
 	"github.com/idkeeper/idkeeper/gateway"
 	"github.com/idkeeper/idkeeper/idempotency"
@@ -25,7 +24,7 @@ func hashOf(key string) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-func boltIdem(t testing.TB) idkeeper.IdempotencyStore {
+func boltIdem(t testing.TB) idempotency.Store {
 	t.Helper()
 	s, err := bolt.OpenIdempotency(filepath.Join(t.TempDir(), "gateway-idem.db"), bolt.Options{})
 	if err != nil {
@@ -35,7 +34,7 @@ func boltIdem(t testing.TB) idkeeper.IdempotencyStore {
 	return s
 }
 
-func newIdempotency(t testing.TB, store idkeeper.IdempotencyStore, required bool) *idempotency.Service {
+func newIdempotency(t testing.TB, store idempotency.Store, required bool) *idempotency.Service {
 	t.Helper()
 	svc, err := idempotency.New(store, idempotency.Config{Required: required, Logger: quiet})
 	if err != nil {

@@ -31,7 +31,7 @@ var (
 // gateways would have; for bolt, which one process owns, the same handle twice.
 type backend struct {
 	name string
-	open func(t *testing.T, clock idkeeper.Clock) (a, b idkeeper.IdempotencyStore)
+	open func(t *testing.T, clock idkeeper.Clock) (a, b idempotency.Store)
 }
 
 // backends starts what the stores need, for one top-level test.
@@ -39,7 +39,7 @@ func backends(t *testing.T) []backend {
 	srv := redistest.Start(t)
 	var seq atomic.Int64
 	return []backend{
-		{"bolt", func(t *testing.T, clock idkeeper.Clock) (idkeeper.IdempotencyStore, idkeeper.IdempotencyStore) {
+		{"bolt", func(t *testing.T, clock idkeeper.Clock) (idempotency.Store, idempotency.Store) {
 			s, err := bolt.OpenIdempotency(filepath.Join(t.TempDir(), "idempotency.db"), bolt.Options{Clock: clock})
 			if err != nil {
 				t.Fatal(err)
@@ -47,9 +47,9 @@ func backends(t *testing.T) []backend {
 			t.Cleanup(func() { s.Close() })
 			return s, s
 		}},
-		{"redis", func(t *testing.T, clock idkeeper.Clock) (idkeeper.IdempotencyStore, idkeeper.IdempotencyStore) {
+		{"redis", func(t *testing.T, clock idkeeper.Clock) (idempotency.Store, idempotency.Store) {
 			prefix := fmt.Sprintf("svc%d", seq.Add(1))
-			open := func() idkeeper.IdempotencyStore {
+			open := func() idempotency.Store {
 				s, err := redis.OpenIdempotency(srv.URL(), redis.Options{Clock: clock, Prefix: prefix, Logger: quiet})
 				if err != nil {
 					t.Fatal(err)
@@ -67,7 +67,7 @@ func backends(t *testing.T) []backend {
 type env struct {
 	*testing.T
 	clock  *fakeclock.Clock
-	a, b   idkeeper.IdempotencyStore
+	a, b   idempotency.Store
 	runs   atomic.Int64
 	delay  time.Duration
 	status func(run int64) int              // default 200
@@ -80,7 +80,7 @@ func newEnv(t *testing.T, be backend) *env {
 	return e
 }
 
-func (e *env) service(store idkeeper.IdempotencyStore, cfg idempotency.Config) *idempotency.Service {
+func (e *env) service(store idempotency.Store, cfg idempotency.Config) *idempotency.Service {
 	e.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = quiet

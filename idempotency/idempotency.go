@@ -30,7 +30,7 @@
 // effect that a retry would repeat (the gateway drops the IDs of a failed request,
 // DESIGN §5, and mints nothing for a request it refuses).
 //
-// Records live in an idkeeper.IdempotencyStore (bolt for one process, redis for
+// Records live in an Store (bolt for one process, redis for
 // several), never only in memory, for Config.TTL after completion (24 h by
 // default). The decisions are the Service's (Do); Wrap is the HTTP layer over it.
 //
@@ -162,7 +162,7 @@ type Config struct {
 // to HTTP handlers (Wrap). It is safe for concurrent use; any number of Services,
 // in any number of processes, may share a store.
 type Service struct {
-	store      idkeeper.IdempotencyStore
+	store      Store
 	counting   CountingStore // nil when store is not one
 	ttl        time.Duration
 	lockFor    time.Duration
@@ -178,7 +178,7 @@ type Service struct {
 // durations, a negative MaxBody or MaxRecords, MaxRecords with a store that is not
 // a CountingStore, and a replay header that is not a valid field name are an
 // error.
-func New(store idkeeper.IdempotencyStore, cfg Config) (*Service, error) {
+func New(store Store, cfg Config) (*Service, error) {
 	if store == nil {
 		return nil, errors.New("idempotency: no store")
 	}
@@ -306,8 +306,8 @@ func (s *Service) Do(ctx context.Context, scope, fingerprint string, fn func(con
 
 // request is one request's business with the store.
 type request struct {
-	st                 idkeeper.IdempotencyStore // where its key is claimed: capped by MaxRecords for its owner
-	again              idkeeper.IdempotencyStore // the same owner uncapped: to claim the key again once it ran
+	st                 Store // where its key is claimed: capped by MaxRecords for its owner
+	again              Store // the same owner uncapped: to claim the key again once it ran
 	codec              *Codec
 	bind               []int // BindKeyOn
 	lockFor            time.Duration
@@ -349,9 +349,9 @@ func (s *Service) do(ctx context.Context, req request, fn func(context.Context) 
 }
 
 // refusal reports whether rec binds its key to a refused request (BindKeyOn).
-func refusal(rec *idkeeper.IdempotencyRecord) bool {
+func refusal(rec *Record) bool {
 	enc := rec.Metadata[HeaderEncoding]
-	return rec.State == idkeeper.IdempotencyCompleted && len(enc) == 1 && enc[0] == encodingRefusal
+	return rec.State == Completed && len(enc) == 1 && enc[0] == encodingRefusal
 }
 
 // rerun runs fn for a request whose key a refusal of the same request holds, and
@@ -376,12 +376,12 @@ func (s *Service) afterRefusal(resp Response) (Result, error) {
 }
 
 // decide is the answer to req that found rec live under its scope.
-func (s *Service) decide(rec *idkeeper.IdempotencyRecord, req request) (Result, error) {
+func (s *Service) decide(rec *Record, req request) (Result, error) {
 	switch {
 	case rec.Fingerprint != req.fingerprint:
 		return Result{}, &idkeeper.Error{Code: CodeKeyReused,
 			Message: "this Idempotency-Key was used for a different request; use a new key for a new request"}
-	case rec.State == idkeeper.IdempotencyCompleted:
+	case rec.State == Completed:
 		resp, err := s.stored(rec, req.codec)
 		if err != nil {
 			return Result{}, err
@@ -395,7 +395,7 @@ func (s *Service) decide(rec *idkeeper.IdempotencyRecord, req request) (Result, 
 // stored is the response a completed record holds, its body decoded when a Codec
 // encoded it. A record this Service cannot decode is never replayed as it is
 // stored: it is a STORE_UNAVAILABLE Error (a newer build may have written it).
-func (s *Service) stored(rec *idkeeper.IdempotencyRecord, codec *Codec) (Response, error) {
+func (s *Service) stored(rec *Record, codec *Codec) (Response, error) {
 	enc := rec.Metadata[HeaderEncoding]
 	if enc == nil {
 		return Response{Status: rec.Outcome, Header: http.Header(rec.Metadata), Body: rec.Body}, nil
@@ -449,14 +449,14 @@ func (s *Service) finish(ctx context.Context, req request, token string, resp Re
 	defer cancel()
 	res := s.result(resp, req.codec)
 	if bound {
-		res = idkeeper.IdempotencyResult{Outcome: resp.Status, Metadata: map[string][]string{HeaderEncoding: {encodingRefusal}}}
+		res = Stored{Outcome: resp.Status, Metadata: map[string][]string{HeaderEncoding: {encodingRefusal}}}
 	}
 	err := req.st.Complete(sctx, req.scope, token, res, s.ttl)
 	switch {
 	case err == nil:
 		s.m.stored.Inc()
 		return Result{Response: resp}, nil
-	case errors.Is(err, idkeeper.ErrIdempotencyMarkerLost) && !again:
+	case errors.Is(err, ErrMarkerLost) && !again:
 		// The marker lapsed while fn ran, so another request may have run too.
 		// Our response is unsent: answer what the store holds now, or claim the
 		// key afresh and store ours. The cap does not refuse that claim: the
@@ -489,8 +489,8 @@ func (s *Service) finish(ctx context.Context, req request, token string, resp Re
 // result is what Complete stores of resp: the status as the Outcome, the
 // replayable headers as the Metadata and the body, encoded by codec when it takes
 // it (the Metadata then names the encoding).
-func (s *Service) result(resp Response, codec *Codec) idkeeper.IdempotencyResult {
-	res := idkeeper.IdempotencyResult{Outcome: resp.Status, Metadata: s.replayable(resp.Header), Body: resp.Body}
+func (s *Service) result(resp Response, codec *Codec) Stored {
+	res := Stored{Outcome: resp.Status, Metadata: s.replayable(resp.Header), Body: resp.Body}
 	if codec != nil {
 		if b, ok := codec.Encode(resp.Status, resp.Header, resp.Body); ok {
 			if res.Metadata == nil {
@@ -514,7 +514,7 @@ func (s *Service) abort(ctx context.Context, req request, token string) {
 }
 
 func (s *Service) storeError(op, scope string, err error) error {
-	if ce, ok := errors.AsType[*idkeeper.IdempotencyCapError](err); ok {
+	if ce, ok := errors.AsType[*CapError](err); ok {
 		return s.exhausted(ce)
 	}
 	if _, ok := errors.AsType[*idkeeper.Error](err); ok {
@@ -528,7 +528,7 @@ func (s *Service) storeError(op, scope string, err error) error {
 }
 
 // exhausted is the client's error for the store's refusal e of a new record.
-func (s *Service) exhausted(e *idkeeper.IdempotencyCapError) error {
+func (s *Service) exhausted(e *CapError) error {
 	s.m.exhausted.Inc()
 	limit, retry := e.MaxRecords, max(e.RetryAfter, 1)
 	return &idkeeper.Error{Code: CodeRecordsExhausted,

@@ -284,7 +284,7 @@ func testCrashedMarker(e *env) {
 	e.wantProblem(e.serve(h, post("k", `{"count":1}`)), 409, idempotency.CodeInProgress)
 	e.clock.Advance(time.Millisecond)
 	e.wantRun(e.serve(h, post("k", `{"count":1}`)), 200, 1)
-	if err := e.b.Complete(e.Context(), scope, "crashed-gateway", idkeeper.IdempotencyResult{Outcome: 200}, time.Hour); err == nil {
+	if err := e.b.Complete(e.Context(), scope, "crashed-gateway", idempotency.Stored{Outcome: 200}, time.Hour); err == nil {
 		e.Fatal("the crashed gateway's marker completed after another took the key over")
 	}
 	e.wantReplay(e.serve(h, post("k", `{"count":1}`)), 200, 1)

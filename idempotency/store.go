@@ -5,34 +5,32 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-
-	"github.com/idkeeper/idkeeper"
 )
 
 // CountingStore is the part of a store that bounds and measures its records,
-// beside the idkeeper.IdempotencyStore contract. The bolt and redis stores
+// beside the Store contract. The bolt and redis stores
 // implement it; a Service needs it for Config.MaxRecords and for the gauges of its
 // Collector.
 //
 // Every record belongs to an owner: the caller of one operation (Owner), or ""
-// for the records written through the plain IdempotencyStore methods.
+// for the records written through the plain Store methods.
 type CountingStore interface {
 	// Owned returns the store's view of owner's records: its Begin, Complete and
-	// Abort are those of the IdempotencyStore contract, for records that count
+	// Abort are those of the Store contract, for records that count
 	// against owner. When scope has no live record and owner already holds
 	// maxRecords live records (in-flight markers and completed records alike),
-	// Begin writes nothing and returns an *idkeeper.IdempotencyCapError (its
+	// Begin writes nothing and returns an *CapError (its
 	// RetryAfter: whole seconds, at least 1, until the earliest of owner's live
 	// records lapses), which a Service answers with CodeRecordsExhausted. The
 	// check and the write are one atomic step, so concurrent Begins never take
 	// owner past maxRecords. A live record of scope is returned as usual, whatever
 	// owner holds. maxRecords 0 means no cap; an owner
-	// longer than idkeeper.MaxIdempotencyScopeLen bytes is an INVALID_REQUEST
+	// longer than MaxScopeLen bytes is an INVALID_REQUEST
 	// Error from every method.
 	//
 	// Complete and Abort of the view find only markers that its Begin wrote for the
 	// same owner (and markers written before the store counted records).
-	Owned(owner string, maxRecords int) idkeeper.IdempotencyStore
+	Owned(owner string, maxRecords int) Store
 
 	// Stats returns the number of live records in the store, of every owner, and
 	// their size in bytes as the store counts it (the stored record: scope,

@@ -21,14 +21,14 @@ type faultyStore struct {
 	fail   map[string]error
 	calls  []string
 	marker map[string]string // scope → token
-	done   map[string]*idkeeper.IdempotencyRecord
+	done   map[string]*idempotency.Record
 }
 
 func newFaulty(fail map[string]error) *faultyStore {
-	return &faultyStore{fail: fail, marker: map[string]string{}, done: map[string]*idkeeper.IdempotencyRecord{}}
+	return &faultyStore{fail: fail, marker: map[string]string{}, done: map[string]*idempotency.Record{}}
 }
 
-func (s *faultyStore) Begin(_ context.Context, scope, fp, token string, _ time.Duration) (*idkeeper.IdempotencyRecord, bool, error) {
+func (s *faultyStore) Begin(_ context.Context, scope, fp, token string, _ time.Duration) (*idempotency.Record, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls = append(s.calls, "begin")
@@ -39,13 +39,13 @@ func (s *faultyStore) Begin(_ context.Context, scope, fp, token string, _ time.D
 		return r, false, nil
 	}
 	if _, held := s.marker[scope]; held {
-		return &idkeeper.IdempotencyRecord{Scope: scope, Fingerprint: fp, State: idkeeper.IdempotencyInFlight}, false, nil
+		return &idempotency.Record{Scope: scope, Fingerprint: fp, State: idempotency.InFlight}, false, nil
 	}
 	s.marker[scope] = token
 	return nil, true, nil
 }
 
-func (s *faultyStore) Complete(_ context.Context, scope, token string, res idkeeper.IdempotencyResult, _ time.Duration) error {
+func (s *faultyStore) Complete(_ context.Context, scope, token string, res idempotency.Stored, _ time.Duration) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls = append(s.calls, "complete")
@@ -53,10 +53,10 @@ func (s *faultyStore) Complete(_ context.Context, scope, token string, res idkee
 		return err
 	}
 	if s.marker[scope] != token {
-		return idkeeper.ErrIdempotencyMarkerLost
+		return idempotency.ErrMarkerLost
 	}
 	delete(s.marker, scope)
-	s.done[scope] = &idkeeper.IdempotencyRecord{Scope: scope, State: idkeeper.IdempotencyCompleted, Outcome: res.Outcome, Body: res.Body}
+	s.done[scope] = &idempotency.Record{Scope: scope, State: idempotency.Completed, Outcome: res.Outcome, Body: res.Body}
 	return nil
 }
 

@@ -11,9 +11,10 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/idempotency"
 )
 
-// IdempotencyStore is the idkeeper.IdempotencyStore on Redis: the one to use when
+// IdempotencyStore is the idempotency.Store on Redis: the one to use when
 // several processes (gateways, server replicas) share work, since they all see the
 // same records.
 //
@@ -46,7 +47,7 @@ type IdempotencyStore struct {
 	own    bool   // Close closes s
 }
 
-var _ idkeeper.IdempotencyStore = (*IdempotencyStore)(nil)
+var _ idempotency.Store = (*IdempotencyStore)(nil)
 
 // idemScript is an idempotency script: its body after the helpers of common.lua
 // and idempotency_common.lua it uses.
@@ -101,24 +102,24 @@ func (i *IdempotencyStore) OwnerKey(owner string) string { return i.owners + own
 // StatsKey is the Redis key of the hash that Stats reads.
 func (i *IdempotencyStore) StatsKey() string { return i.stats }
 
-// Begin implements idkeeper.IdempotencyStore: a record of the owner "", uncapped.
-func (i *IdempotencyStore) Begin(ctx context.Context, scope, fingerprint, token string, lockFor time.Duration) (*idkeeper.IdempotencyRecord, bool, error) {
+// Begin implements idempotency.Store: a record of the owner "", uncapped.
+func (i *IdempotencyStore) Begin(ctx context.Context, scope, fingerprint, token string, lockFor time.Duration) (*idempotency.Record, bool, error) {
 	return i.Owned("", 0).Begin(ctx, scope, fingerprint, token, lockFor)
 }
 
-// Complete implements idkeeper.IdempotencyStore for the records of the owner "".
-func (i *IdempotencyStore) Complete(ctx context.Context, scope, token string, res idkeeper.IdempotencyResult, ttl time.Duration) error {
+// Complete implements idempotency.Store for the records of the owner "".
+func (i *IdempotencyStore) Complete(ctx context.Context, scope, token string, res idempotency.Stored, ttl time.Duration) error {
 	return i.Owned("", 0).Complete(ctx, scope, token, res, ttl)
 }
 
-// Abort implements idkeeper.IdempotencyStore for the records of the owner "".
+// Abort implements idempotency.Store for the records of the owner "".
 func (i *IdempotencyStore) Abort(ctx context.Context, scope, token string) error {
 	return i.Owned("", 0).Abort(ctx, scope, token)
 }
 
 // Owned returns the view of owner's records, capped at maxRecords (0: no cap),
 // as idempotency.CountingStore defines it.
-func (i *IdempotencyStore) Owned(owner string, maxRecords int) idkeeper.IdempotencyStore {
+func (i *IdempotencyStore) Owned(owner string, maxRecords int) idempotency.Store {
 	return &idemOwned{i: i, owner: owner, max: maxRecords}
 }
 
@@ -150,10 +151,10 @@ func (o *idemOwned) keys(scope string) []string {
 	return []string{o.i.Key(scope), o.i.OwnerKey(o.owner), o.i.stats}
 }
 
-// Begin implements idkeeper.IdempotencyStore, counting the marker against the
+// Begin implements idempotency.Store, counting the marker against the
 // owner and refusing it when the owner is full.
-func (o *idemOwned) Begin(ctx context.Context, scope, fingerprint, token string, lockFor time.Duration) (*idkeeper.IdempotencyRecord, bool, error) {
-	if err := idkeeper.ValidateIdempotencyBegin(scope, fingerprint, token, lockFor); err != nil {
+func (o *idemOwned) Begin(ctx context.Context, scope, fingerprint, token string, lockFor time.Duration) (*idempotency.Record, bool, error) {
+	if err := idempotency.ValidateBegin(scope, fingerprint, token, lockFor); err != nil {
 		return nil, false, err
 	}
 	if err := validOwner(o.owner, o.max); err != nil {
@@ -173,7 +174,7 @@ func (o *idemOwned) Begin(ctx context.Context, scope, fingerprint, token string,
 		return nil, true, nil
 	case kind == 2 && len(a) == 2:
 		wait, _ := a[1].(int64)
-		return nil, false, idkeeper.NewIdempotencyCapError(o.max, time.Duration(wait)*time.Millisecond)
+		return nil, false, idempotency.NewCapError(o.max, time.Duration(wait)*time.Millisecond)
 	case kind == 3 && len(a) == 2:
 		return nil, false, fmt.Errorf("redis: idempotency record of scope %q has format %v; this build reads formats up to 2", scope, a[1])
 	}
@@ -186,7 +187,7 @@ func (o *idemOwned) Begin(ctx context.Context, scope, fingerprint, token string,
 
 // decodeIdem decodes the {0, state, fingerprint, created, locked, expires, status,
 // header, body} reply of idempotency_begin.lua.
-func decodeIdem(scope string, a []any) (*idkeeper.IdempotencyRecord, error) {
+func decodeIdem(scope string, a []any) (*idempotency.Record, error) {
 	if len(a) != 9 {
 		return nil, fmt.Errorf("record of scope %q: reply of %d elements", scope, len(a))
 	}
@@ -197,12 +198,12 @@ func decodeIdem(scope string, a []any) (*idkeeper.IdempotencyRecord, error) {
 		}
 		return strconv.ParseInt(str(i), 10, 64)
 	}
-	r := &idkeeper.IdempotencyRecord{Scope: scope, Fingerprint: str(2)}
+	r := &idempotency.Record{Scope: scope, Fingerprint: str(2)}
 	switch str(1) {
 	case "inflight":
-		r.State = idkeeper.IdempotencyInFlight
+		r.State = idempotency.InFlight
 	case "completed":
-		r.State = idkeeper.IdempotencyCompleted
+		r.State = idempotency.Completed
 	default:
 		return nil, fmt.Errorf("record of scope %q has state %q", scope, str(1))
 	}
@@ -214,7 +215,7 @@ func decodeIdem(scope string, a []any) (*idkeeper.IdempotencyRecord, error) {
 		return nil, fmt.Errorf("record of scope %q: %w", scope, err)
 	}
 	r.CreatedAt, r.ExpiresAt, r.Outcome = fromMs(created), fromMs(expires), int(status)
-	if r.State == idkeeper.IdempotencyInFlight {
+	if r.State == idempotency.InFlight {
 		r.LockedUntil = fromMs(locked)
 		return r, nil
 	}
@@ -238,10 +239,10 @@ func firstErr(errs ...error) error {
 	return nil
 }
 
-// Complete implements idkeeper.IdempotencyStore. With Options.WaitReplicas it
+// Complete implements idempotency.Store. With Options.WaitReplicas it
 // also waits for the replicas, as the type's doc says.
-func (o *idemOwned) Complete(ctx context.Context, scope, token string, res idkeeper.IdempotencyResult, ttl time.Duration) error {
-	if err := idkeeper.ValidateIdempotencyComplete(scope, token, res, ttl); err != nil {
+func (o *idemOwned) Complete(ctx context.Context, scope, token string, res idempotency.Stored, ttl time.Duration) error {
+	if err := idempotency.ValidateComplete(scope, token, res, ttl); err != nil {
 		return err
 	}
 	if err := validOwner(o.owner, o.max); err != nil {
@@ -261,14 +262,14 @@ func (o *idemOwned) Complete(ctx context.Context, scope, token string, res idkee
 		return fmt.Errorf("redis: idempotency complete: unexpected reply %v", v)
 	}
 	if done, _ := a[0].(int64); done != 1 {
-		return idkeeper.ErrIdempotencyMarkerLost
+		return idempotency.ErrMarkerLost
 	}
 	return nil
 }
 
-// Abort implements idkeeper.IdempotencyStore.
+// Abort implements idempotency.Store.
 func (o *idemOwned) Abort(ctx context.Context, scope, token string) error {
-	if err := idkeeper.ValidateIdempotencyAbort(scope, token); err != nil {
+	if err := idempotency.ValidateAbort(scope, token); err != nil {
 		return err
 	}
 	if err := validOwner(o.owner, o.max); err != nil {
@@ -283,8 +284,8 @@ func (o *idemOwned) Abort(ctx context.Context, scope, token string) error {
 // validOwner checks the arguments of IdempotencyStore.Owned.
 func validOwner(owner string, limit int) error {
 	switch {
-	case len(owner) > idkeeper.MaxIdempotencyScopeLen:
-		return idkeeper.Invalidf("owner", "an idempotency owner must have at most %d bytes", idkeeper.MaxIdempotencyScopeLen)
+	case len(owner) > idempotency.MaxScopeLen:
+		return idkeeper.Invalidf("owner", "an idempotency owner must have at most %d bytes", idempotency.MaxScopeLen)
 	case limit < 0:
 		return idkeeper.Invalidf("maxRecords", "the most records of an owner must not be negative, got %d", limit)
 	}

@@ -40,7 +40,7 @@ var _ idempotency.CountingStore = (*redis.IdempotencyStore)(nil)
 
 func TestIdempotencyContract(t *testing.T) {
 	srv := redistest.Start(t)
-	idemtest.Run(t, func(t *testing.T, clock idkeeper.Clock) idkeeper.IdempotencyStore {
+	idemtest.Run(t, func(t *testing.T, clock idkeeper.Clock) idempotency.Store {
 		return openIdempotency(t, srv, redis.Options{Clock: clock})
 	})
 }
@@ -76,7 +76,7 @@ func TestIdempotencyRedisTime(t *testing.T) {
 	if _, started, err := s.Begin(ctx, "s", "fp", "t3", time.Minute); err != nil || !started {
 		t.Fatalf("Begin after the marker lapsed: %v, %v", started, err)
 	}
-	if err := s.Complete(ctx, "s", "t3", idkeeper.IdempotencyResult{Outcome: 200}, 2*time.Hour); err != nil {
+	if err := s.Complete(ctx, "s", "t3", idempotency.Stored{Outcome: 200}, 2*time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	if pttl := raw.PTTL(ctx, s.Key("s")).Val(); pttl <= time.Hour || pttl > 2*time.Hour {
@@ -115,13 +115,13 @@ func TestIdempotencyTwoClientsShare(t *testing.T) {
 	if _, started, err := a.Begin(ctx, "s", "fp", "ta", time.Minute); err != nil || !started {
 		t.Fatalf("Begin on a: %v, %v", started, err)
 	}
-	if rec, started, err := b.Begin(ctx, "s", "fp", "tb", time.Minute); err != nil || started || rec.State != idkeeper.IdempotencyInFlight {
+	if rec, started, err := b.Begin(ctx, "s", "fp", "tb", time.Minute); err != nil || started || rec.State != idempotency.InFlight {
 		t.Fatalf("Begin on b = %+v, %v, %v; want a's marker", rec, started, err)
 	}
 	if _, started, err := other.Begin(ctx, "s", "fp", "to", time.Minute); err != nil || !started {
 		t.Fatalf("Begin under another prefix: %v, %v", started, err)
 	}
-	if err := a.Complete(ctx, "s", "ta", idkeeper.IdempotencyResult{Outcome: 201, Body: []byte("ids")}, time.Hour); err != nil {
+	if err := a.Complete(ctx, "s", "ta", idempotency.Stored{Outcome: 201, Body: []byte("ids")}, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	if rec, _, err := b.Begin(ctx, "s", "fp", "tb", time.Minute); err != nil || rec == nil || string(rec.Body) != "ids" {
@@ -209,7 +209,7 @@ func TestIdempotencyStatsSwept(t *testing.T) {
 		if _, started, err := s.Begin(ctx, scope, "fp", token, time.Second); err != nil || !started {
 			t.Fatalf("Begin %d: %v, %v", i, started, err)
 		}
-		if err := s.Complete(ctx, scope, token, idkeeper.IdempotencyResult{Outcome: 200}, ttl); err != nil {
+		if err := s.Complete(ctx, scope, token, idempotency.Stored{Outcome: 200}, ttl); err != nil {
 			t.Fatal(err)
 		}
 		clock.Advance(time.Minute)
@@ -228,7 +228,7 @@ func TestIdempotencyContractCluster(t *testing.T) {
 	srv := redistest.Start(t, redistest.WithCluster())
 	c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: []string{srv.Addr()}})
 	t.Cleanup(func() { c.Close() })
-	idemtest.Run(t, func(t *testing.T, clock idkeeper.Clock) idkeeper.IdempotencyStore {
+	idemtest.Run(t, func(t *testing.T, clock idkeeper.Clock) idempotency.Store {
 		return openIdempotency(t, srv, redis.Options{Clock: clock, Client: c})
 	})
 }

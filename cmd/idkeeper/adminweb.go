@@ -135,7 +135,7 @@ const AdminIdempotencyMaxRecords = 10_000
 // above the admin API's request timeout. Nil for a store that keeps none. It does
 // no I/O.
 func adminIdempotency(store idkeeper.Store, log *slog.Logger) (*idempotency.Service, error) {
-	var records idkeeper.IdempotencyStore
+	var records idempotency.Store
 	switch s := store.(type) {
 	case *bolt.Store:
 		records = s.Idempotency()

@@ -354,7 +354,7 @@ func startGateway(cfg gatewayConfig) (_ *gatewayServer, err error) {
 			lns.release()
 		}
 	}()
-	var store idkeeper.IdempotencyStore
+	var store idempotency.Store
 	switch spec := cfg.IdempotencyStore; {
 	case spec == "none" || spec == "":
 	case strings.HasPrefix(spec, "bolt:"):

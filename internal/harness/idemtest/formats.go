@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/idempotency"
 	"github.com/idkeeper/idkeeper/internal/harness/fakeclock"
 	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // StatsStore is a store with the Stats of idempotency.CountingStore.
 type StatsStore interface {
-	idkeeper.IdempotencyStore
+	idempotency.Store
 	Stats(ctx context.Context) (records, bytes int64, err error)
 }
 
@@ -35,7 +36,7 @@ func RecordFormats(t *testing.T, s StatsStore, clock *fakeclock.Clock) {
 	if rec, started, err := s.Begin(ctx, "old-done", "fp", "t1", time.Minute); err != nil || started || rec.Outcome != 201 || string(rec.Body) != "x" {
 		t.Fatalf("format 1 record = %+v, %v, %v", rec, started, err)
 	}
-	if err := s.Complete(ctx, "old-running", "t-old", idkeeper.IdempotencyResult{Outcome: 200, Body: []byte("y")}, time.Hour); err != nil {
+	if err := s.Complete(ctx, "old-running", "t-old", idempotency.Stored{Outcome: 200, Body: []byte("y")}, time.Hour); err != nil {
 		t.Fatalf("Complete of a format 1 marker: %v", err)
 	}
 	if rec, _, err := s.Begin(ctx, "old-running", "fp", "t2", time.Minute); err != nil || rec.Outcome != 200 || string(rec.Body) != "y" {

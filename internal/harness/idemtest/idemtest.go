@@ -1,9 +1,9 @@
-// Package idemtest is the contract suite every idkeeper.IdempotencyStore passes. A
+// Package idemtest is the contract suite every idempotency.Store passes. A
 // store's test calls Run with a Factory that opens a new, empty store on a fake
 // clock:
 //
 //	func TestIdempotencyContract(t *testing.T) {
-//		idemtest.Run(t, func(t *testing.T, clock idkeeper.Clock) idkeeper.IdempotencyStore {
+//		idemtest.Run(t, func(t *testing.T, clock idkeeper.Clock) idempotency.Store {
 //			return openMyStore(t, clock) // closed by t.Cleanup
 //		})
 //	}
@@ -34,7 +34,7 @@ import (
 
 // Factory opens a new, empty store whose clock is clock and registers its Close
 // with t.Cleanup.
-type Factory func(t *testing.T, clock idkeeper.Clock) idkeeper.IdempotencyStore
+type Factory func(t *testing.T, clock idkeeper.Clock) idempotency.Store
 
 // Purger is the optional Purge of a store that deletes lapsed records only when
 // asked (bolt). Redis expires them by itself.
@@ -90,11 +90,11 @@ type env struct {
 	*testing.T
 	ctx   context.Context
 	clock *fakeclock.Clock
-	s     idkeeper.IdempotencyStore
+	s     idempotency.Store
 }
 
 // begin calls Begin and fails the test on an error.
-func (e *env) begin(scope, fp, token string) (*idkeeper.IdempotencyRecord, bool) {
+func (e *env) begin(scope, fp, token string) (*idempotency.Record, bool) {
 	e.Helper()
 	rec, started, err := e.s.Begin(e.ctx, scope, fp, token, lockFor)
 	if err != nil {
@@ -114,7 +114,7 @@ func (e *env) mustStart(scope, fp, token string) {
 }
 
 // mustFind calls Begin with a throw-away token and returns the live record.
-func (e *env) mustFind(scope string) *idkeeper.IdempotencyRecord {
+func (e *env) mustFind(scope string) *idempotency.Record {
 	e.Helper()
 	rec, started := e.begin(scope, "probe", "probe-token")
 	if started {
@@ -123,19 +123,19 @@ func (e *env) mustFind(scope string) *idkeeper.IdempotencyRecord {
 	return rec
 }
 
-func (e *env) complete(scope, token string, res idkeeper.IdempotencyResult) error {
+func (e *env) complete(scope, token string, res idempotency.Stored) error {
 	e.Helper()
 	return e.s.Complete(e.ctx, scope, token, res, ttl)
 }
 
 func (e *env) wantLost(err error, what string) {
 	e.Helper()
-	if !errors.Is(err, idkeeper.ErrIdempotencyMarkerLost) {
+	if !errors.Is(err, idempotency.ErrMarkerLost) {
 		e.Fatalf("%s: %v, want ErrIdempotencyMarkerLost", what, err)
 	}
 }
 
-var result = idkeeper.IdempotencyResult{
+var result = idempotency.Stored{
 	Outcome:  201,
 	Metadata: map[string][]string{"Content-Type": {"application/json"}, "Link": {"</a>", "</b>"}},
 	Body:     []byte("{\"ids\":[1,2]}\x00\xff binary"),
@@ -149,8 +149,8 @@ func testBeginInFlight(e *env) {
 	e.mustStart("s", "fp", "t1")
 	e.clock.Advance(10 * time.Second)
 	rec, _ := e.begin("s", "fp", "t2")
-	want := idkeeper.IdempotencyRecord{
-		Scope: "s", Fingerprint: "fp", State: idkeeper.IdempotencyInFlight,
+	want := idempotency.Record{
+		Scope: "s", Fingerprint: "fp", State: idempotency.InFlight,
 		CreatedAt: T0, LockedUntil: T0.Add(lockFor), ExpiresAt: T0.Add(lockFor),
 	}
 	checkRecord(e, rec, want)
@@ -158,13 +158,13 @@ func testBeginInFlight(e *env) {
 
 func testBeginOtherFingerprint(e *env) {
 	e.mustStart("s", "fp1", "t1")
-	if rec, _ := e.begin("s", "fp2", "t2"); rec.Fingerprint != "fp1" || rec.State != idkeeper.IdempotencyInFlight {
+	if rec, _ := e.begin("s", "fp2", "t2"); rec.Fingerprint != "fp1" || rec.State != idempotency.InFlight {
 		e.Fatalf("Begin with another fingerprint = %+v, want the in-flight record of fp1", rec)
 	}
 	if err := e.complete("s", "t1", result); err != nil {
 		e.Fatal(err)
 	}
-	if rec, _ := e.begin("s", "fp2", "t3"); rec.Fingerprint != "fp1" || rec.State != idkeeper.IdempotencyCompleted {
+	if rec, _ := e.begin("s", "fp2", "t3"); rec.Fingerprint != "fp1" || rec.State != idempotency.Completed {
 		e.Fatalf("Begin with another fingerprint = %+v, want the completed record of fp1", rec)
 	}
 }
@@ -175,7 +175,7 @@ func testScopesIndependent(e *env) {
 	if err := e.complete("a", "t1", result); err != nil {
 		e.Fatal(err)
 	}
-	if rec := e.mustFind("b"); rec.State != idkeeper.IdempotencyInFlight {
+	if rec := e.mustFind("b"); rec.State != idempotency.InFlight {
 		e.Fatalf("scope b = %+v after completing scope a", rec)
 	}
 }
@@ -188,8 +188,8 @@ func testCompleteReplay(e *env) {
 	}
 	e.clock.Advance(time.Hour)
 	rec, _ := e.begin("s", "fp", "t2")
-	checkRecord(e, rec, idkeeper.IdempotencyRecord{
-		Scope: "s", Fingerprint: "fp", State: idkeeper.IdempotencyCompleted,
+	checkRecord(e, rec, idempotency.Record{
+		Scope: "s", Fingerprint: "fp", State: idempotency.Completed,
 		Outcome: result.Outcome, Metadata: result.Metadata, Body: result.Body,
 		CreatedAt: T0, ExpiresAt: idkeeper.Millis(done).Add(ttl),
 	})
@@ -197,11 +197,11 @@ func testCompleteReplay(e *env) {
 
 func testCompleteEmpty(e *env) {
 	e.mustStart("s", "fp", "t1")
-	if err := e.complete("s", "t1", idkeeper.IdempotencyResult{Outcome: 204}); err != nil {
+	if err := e.complete("s", "t1", idempotency.Stored{Outcome: 204}); err != nil {
 		e.Fatal(err)
 	}
 	rec := e.mustFind("s")
-	if rec.State != idkeeper.IdempotencyCompleted || rec.Outcome != 204 || len(rec.Metadata) != 0 || len(rec.Body) != 0 {
+	if rec.State != idempotency.Completed || rec.Outcome != 204 || len(rec.Metadata) != 0 || len(rec.Body) != 0 {
 		e.Fatalf("record = %+v, want completed 204 without header or body", rec)
 	}
 }
@@ -210,13 +210,13 @@ func testCompleteNotOurs(e *env) {
 	e.wantLost(e.complete("s", "t1", result), "Complete of an absent scope")
 	e.mustStart("s", "fp", "t1")
 	e.wantLost(e.complete("s", "t2", result), "Complete with another token")
-	if rec := e.mustFind("s"); rec.State != idkeeper.IdempotencyInFlight {
+	if rec := e.mustFind("s"); rec.State != idempotency.InFlight {
 		e.Fatalf("record after a foreign Complete = %+v, want in flight", rec)
 	}
 	if err := e.complete("s", "t1", result); err != nil {
 		e.Fatal(err)
 	}
-	e.wantLost(e.complete("s", "t1", idkeeper.IdempotencyResult{Outcome: 500}), "a second Complete")
+	e.wantLost(e.complete("s", "t1", idempotency.Stored{Outcome: 500}), "a second Complete")
 	if rec := e.mustFind("s"); rec.Outcome != result.Outcome {
 		e.Fatalf("record after a second Complete = %+v, want the first result", rec)
 	}
@@ -241,7 +241,7 @@ func testAbort(e *env) {
 	if err := e.s.Abort(e.ctx, "s", "t2"); err != nil {
 		e.Fatalf("Abort with another token: %v", err)
 	}
-	if rec := e.mustFind("s"); rec.State != idkeeper.IdempotencyInFlight {
+	if rec := e.mustFind("s"); rec.State != idempotency.InFlight {
 		e.Fatalf("record after a foreign Abort = %+v", rec)
 	}
 	if err := e.s.Abort(e.ctx, "s", "t1"); err != nil {
@@ -255,7 +255,7 @@ func testAbort(e *env) {
 	if err := e.s.Abort(e.ctx, "s", "t3"); err != nil {
 		e.Fatal(err)
 	}
-	if rec := e.mustFind("s"); rec.State != idkeeper.IdempotencyCompleted || rec.Fingerprint != "fp2" {
+	if rec := e.mustFind("s"); rec.State != idempotency.Completed || rec.Fingerprint != "fp2" {
 		e.Fatalf("record after aborting a completed one = %+v, want it kept", rec)
 	}
 }
@@ -263,7 +263,7 @@ func testAbort(e *env) {
 func testMarkerLapse(e *env) {
 	e.mustStart("s", "fp", "t1")
 	e.clock.Advance(lockFor - time.Millisecond)
-	if rec := e.mustFind("s"); rec.State != idkeeper.IdempotencyInFlight {
+	if rec := e.mustFind("s"); rec.State != idempotency.InFlight {
 		e.Fatalf("record 1 ms before the marker lapses = %+v", rec)
 	}
 	now := e.clock.Advance(time.Millisecond)
@@ -273,8 +273,8 @@ func testMarkerLapse(e *env) {
 		e.Fatal(err)
 	}
 	rec := e.mustFind("s")
-	checkRecord(e, rec, idkeeper.IdempotencyRecord{
-		Scope: "s", Fingerprint: "fp2", State: idkeeper.IdempotencyInFlight, CreatedAt: idkeeper.Millis(now),
+	checkRecord(e, rec, idempotency.Record{
+		Scope: "s", Fingerprint: "fp2", State: idempotency.InFlight, CreatedAt: idkeeper.Millis(now),
 		LockedUntil: idkeeper.Millis(now).Add(lockFor), ExpiresAt: idkeeper.Millis(now).Add(lockFor),
 	})
 	if err := e.complete("s", "t2", result); err != nil {
@@ -288,12 +288,12 @@ func testRecordLapse(e *env) {
 		e.Fatal(err)
 	}
 	e.clock.Advance(ttl - time.Millisecond)
-	if rec := e.mustFind("s"); rec.State != idkeeper.IdempotencyCompleted {
+	if rec := e.mustFind("s"); rec.State != idempotency.Completed {
 		e.Fatalf("record 1 ms before it lapses = %+v", rec)
 	}
 	e.clock.Advance(time.Millisecond)
 	e.mustStart("s", "fp2", "t2")
-	if rec := e.mustFind("s"); rec.State != idkeeper.IdempotencyInFlight || rec.Fingerprint != "fp2" || rec.Body != nil {
+	if rec := e.mustFind("s"); rec.State != idempotency.InFlight || rec.Fingerprint != "fp2" || rec.Body != nil {
 		e.Fatalf("record after the lapse = %+v, want a fresh marker", rec)
 	}
 }
@@ -316,7 +316,7 @@ func testConcurrent(e *env) {
 				e.Errorf("Begin: %v", err)
 			case started:
 				winners = append(winners, token)
-			case rec.State != idkeeper.IdempotencyInFlight:
+			case rec.State != idempotency.InFlight:
 				e.Errorf("concurrent Begin found %+v", rec)
 			}
 		})
@@ -328,10 +328,10 @@ func testConcurrent(e *env) {
 	var lost int
 	for i := range n {
 		wg.Go(func() {
-			err := e.s.Complete(e.ctx, "s", fmt.Sprintf("t%d", i), idkeeper.IdempotencyResult{Outcome: 200 + i}, ttl)
+			err := e.s.Complete(e.ctx, "s", fmt.Sprintf("t%d", i), idempotency.Stored{Outcome: 200 + i}, ttl)
 			mu.Lock()
 			defer mu.Unlock()
-			if errors.Is(err, idkeeper.ErrIdempotencyMarkerLost) {
+			if errors.Is(err, idempotency.ErrMarkerLost) {
 				lost++
 			} else if err != nil {
 				e.Errorf("Complete: %v", err)
@@ -348,7 +348,7 @@ func testConcurrent(e *env) {
 }
 
 func testInvalid(e *env) {
-	long := string(bytes.Repeat([]byte("x"), idkeeper.MaxIdempotencyScopeLen+1))
+	long := string(bytes.Repeat([]byte("x"), idempotency.MaxScopeLen+1))
 	for _, c := range []struct {
 		name string
 		call func() error
@@ -359,7 +359,7 @@ func testInvalid(e *env) {
 		{"Begin/EmptyToken", func() error { _, _, err := e.s.Begin(e.ctx, "s", "fp", "", lockFor); return err }},
 		{"Begin/ZeroLock", func() error { _, _, err := e.s.Begin(e.ctx, "s", "fp", "t", 0); return err }},
 		{"Complete/EmptyToken", func() error { return e.s.Complete(e.ctx, "s", "", result, ttl) }},
-		{"Complete/Outcome", func() error { return e.s.Complete(e.ctx, "s", "t", idkeeper.IdempotencyResult{Outcome: 0}, ttl) }},
+		{"Complete/Outcome", func() error { return e.s.Complete(e.ctx, "s", "t", idempotency.Stored{Outcome: 0}, ttl) }},
 		{"Complete/ZeroTTL", func() error { return e.s.Complete(e.ctx, "s", "t", result, 0) }},
 		{"Abort/EmptyScope", func() error { return e.s.Abort(e.ctx, "", "t") }},
 	} {
@@ -385,7 +385,7 @@ func testPurge(e *env) {
 	if err != nil || n != 2 {
 		e.Fatalf("Purge = %d, %v; want the 2 lapsed markers", n, err)
 	}
-	if rec := e.mustFind("a"); rec.State != idkeeper.IdempotencyCompleted {
+	if rec := e.mustFind("a"); rec.State != idempotency.Completed {
 		e.Fatalf("completed record after Purge = %+v", rec)
 	}
 	if n, err := p.Purge(e.ctx); err != nil || n != 0 {
@@ -393,7 +393,7 @@ func testPurge(e *env) {
 	}
 }
 
-func checkRecord(e *env, got *idkeeper.IdempotencyRecord, want idkeeper.IdempotencyRecord) {
+func checkRecord(e *env, got *idempotency.Record, want idempotency.Record) {
 	e.Helper()
 	if got == nil {
 		e.Fatalf("no record, want %+v", want)
@@ -417,7 +417,7 @@ func (e *env) counting() idempotency.CountingStore {
 	return c
 }
 
-func beginOn(e *env, s idkeeper.IdempotencyStore, scope, token string) (*idkeeper.IdempotencyRecord, bool, error) {
+func beginOn(e *env, s idempotency.Store, scope, token string) (*idempotency.Record, bool, error) {
 	e.Helper()
 	rec, started, err := s.Begin(e.ctx, scope, "fp", token, lockFor)
 	if err == nil && started != (rec == nil) {
@@ -426,7 +426,7 @@ func beginOn(e *env, s idkeeper.IdempotencyStore, scope, token string) (*idkeepe
 	return rec, started, err
 }
 
-func mustStartOn(e *env, s idkeeper.IdempotencyStore, scope, token string) {
+func mustStartOn(e *env, s idempotency.Store, scope, token string) {
 	e.Helper()
 	if rec, started, err := beginOn(e, s, scope, token); err != nil || !started {
 		e.Fatalf("Begin(%q): started %v, %+v, %v; want a new marker", scope, started, rec, err)
@@ -435,12 +435,12 @@ func mustStartOn(e *env, s idkeeper.IdempotencyStore, scope, token string) {
 
 // wantFull checks that Begin of scope on s is refused for a full owner of max
 // records whose earliest record lapses in retryAfter seconds.
-func wantFull(e *env, s idkeeper.IdempotencyStore, scope string, max, retryAfter int) {
+func wantFull(e *env, s idempotency.Store, scope string, max, retryAfter int) {
 	e.Helper()
 	rec, started, err := beginOn(e, s, scope, "refused")
-	ce, ok := errors.AsType[*idkeeper.IdempotencyCapError](err)
+	ce, ok := errors.AsType[*idempotency.CapError](err)
 	if !ok {
-		e.Fatalf("Begin(%q) on a full owner: %+v, %v, %v; want an *idkeeper.IdempotencyCapError", scope, rec, started, err)
+		e.Fatalf("Begin(%q) on a full owner: %+v, %v, %v; want an *idempotency.CapError", scope, rec, started, err)
 	}
 	if ce.MaxRecords != max || ce.RetryAfter != retryAfter {
 		e.Fatalf("refusal %+v, want MaxRecords %d, RetryAfter %d", *ce, max, retryAfter)
@@ -450,7 +450,7 @@ func wantFull(e *env, s idkeeper.IdempotencyStore, scope string, max, retryAfter
 // testEncodedRecord: a record holds any header name, HeaderEncoding included,
 // and a binary body, byte for byte.
 func testEncodedRecord(e *env) {
-	res := idkeeper.IdempotencyResult{Outcome: 200,
+	res := idempotency.Stored{Outcome: 200,
 		Metadata: map[string][]string{"Content-Type": {"application/json"}, idempotency.HeaderEncoding: {"gateway.ids/1"}},
 		Body:     []byte{'n', 0x01, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01, 0x00, 0xff, 0x07}}
 	e.mustStart("s", "fp", "t1")
@@ -478,10 +478,10 @@ func testCapRefuses(e *env) {
 	e.clock.Advance(10 * time.Second)
 	// The markers of s2 and s3 lapse at T0+lockFor, 50 s from now.
 	wantFull(e, o, "s4", 3, 50)
-	if rec, started, err := beginOn(e, o, "s1", "t-x"); err != nil || started || rec.State != idkeeper.IdempotencyCompleted {
+	if rec, started, err := beginOn(e, o, "s1", "t-x"); err != nil || started || rec.State != idempotency.Completed {
 		e.Fatalf("Begin of a completed scope of a full owner = %+v, %v, %v; want the record", rec, started, err)
 	}
-	if rec, started, err := beginOn(e, o, "s2", "t-x"); err != nil || started || rec.State != idkeeper.IdempotencyInFlight {
+	if rec, started, err := beginOn(e, o, "s2", "t-x"); err != nil || started || rec.State != idempotency.InFlight {
 		e.Fatalf("Begin of an in-flight scope of a full owner = %+v, %v, %v; want the marker", rec, started, err)
 	}
 	wantFull(e, o, "s4", 3, 50) // the refusal wrote nothing
@@ -537,7 +537,7 @@ func testCapConcurrent(e *env) {
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
-			case errors.As(err, new(*idkeeper.IdempotencyCapError)):
+			case errors.As(err, new(*idempotency.CapError)):
 				refused++
 			case err != nil:
 				e.Errorf("Begin: %v", err)
@@ -564,7 +564,7 @@ func testCapOtherOwner(e *env) {
 	if err := b.Abort(e.ctx, "sa", "ta"); err != nil {
 		e.Fatal(err)
 	}
-	if rec := e.mustFind("sa"); rec.State != idkeeper.IdempotencyInFlight {
+	if rec := e.mustFind("sa"); rec.State != idempotency.InFlight {
 		e.Fatalf("another owner's Abort changed the marker: %+v", rec)
 	}
 	if err := a.Complete(e.ctx, "sa", "ta", result, ttl); err != nil {
@@ -574,8 +574,8 @@ func testCapOtherOwner(e *env) {
 
 func testCapInvalid(e *env) {
 	c := e.counting()
-	long := string(bytes.Repeat([]byte("o"), idkeeper.MaxIdempotencyScopeLen+1))
-	for name, s := range map[string]idkeeper.IdempotencyStore{"LongOwner": c.Owned(long, 1), "NegativeCap": c.Owned("o", -1)} {
+	long := string(bytes.Repeat([]byte("o"), idempotency.MaxScopeLen+1))
+	for name, s := range map[string]idempotency.Store{"LongOwner": c.Owned(long, 1), "NegativeCap": c.Owned("o", -1)} {
 		if _, _, err := s.Begin(e.ctx, "s", "fp", "t", lockFor); idkeeper.ErrorCode(err) != protocol.CodeInvalidRequest {
 			e.Errorf("%s: Begin: %v, want INVALID_REQUEST", name, err)
 		}
@@ -609,7 +609,7 @@ func testStats(e *env) {
 	if r != 3 || markers <= 0 || markers > 3*1024 {
 		e.Fatalf("Stats with 3 markers = %d records, %d bytes", r, markers)
 	}
-	big := idkeeper.IdempotencyResult{Outcome: 200, Body: bytes.Repeat([]byte("x"), 10_000)}
+	big := idempotency.Stored{Outcome: 200, Body: bytes.Repeat([]byte("x"), 10_000)}
 	if err := o.Complete(e.ctx, "s1", "t1", big, ttl); err != nil {
 		e.Fatal(err)
 	}
@@ -650,7 +650,7 @@ func testStatsCompact(e *env) {
 	if _, started, err := o.Begin(e.ctx, scope, fp, "0123456789abcdef0123456789abcdef", lockFor); err != nil || !started {
 		e.Fatalf("Begin: %v, %v", started, err)
 	}
-	res := idkeeper.IdempotencyResult{Outcome: 200,
+	res := idempotency.Stored{Outcome: 200,
 		Metadata: map[string][]string{"Content-Type": {"application/json"}, idempotency.HeaderEncoding: {"gateway.ids/1"}},
 		Body:     bytes.Repeat([]byte{0x81}, 64)}
 	if err := o.Complete(e.ctx, scope, "0123456789abcdef0123456789abcdef", res, ttl); err != nil {
