@@ -3,7 +3,7 @@ package admin
 import (
 	"context"
 
-	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/alert"
 	"github.com/idkeeper/idkeeper/internal/wire"
 )
 
@@ -11,19 +11,19 @@ import (
 // Discord alerts (docs/alerts.md): the state-based alerts as the store keeps
 // them, and how many users get the messages.
 type alertsView struct {
-	States   []idkeeper.AlertState // idkeeper.StateAlerts, in that order
-	Webhooks int                   // enabled users with a webhook
+	States   []alert.State // alert.StateAlerts, in that order
+	Webhooks int           // enabled users with a webhook
 }
 
 // alerts reads the alerts' state; nil when the store keeps none, or with the
 // error when it does not answer.
 func (h *Handler) alerts(ctx context.Context) (*alertsView, error) {
-	as, ok := h.cfg.Store.(idkeeper.AlertStore)
+	as, ok := h.cfg.Store.(alert.StateStore)
 	if !ok {
 		return nil, nil
 	}
 	v := &alertsView{}
-	for _, name := range idkeeper.StateAlerts {
+	for _, name := range alert.StateAlerts {
 		st, err := as.AlertState(ctx, name)
 		if err != nil {
 			return nil, err
@@ -56,8 +56,8 @@ func (v *alertsView) wire() *wire.Alerts {
 
 // alertAbout says what each state-based alert watches, for the store page.
 var alertAbout = map[string]string{
-	idkeeper.AlertCapacity:  "free node IDs below the threshold; checked every minute, repeated hourly while it stands",
-	idkeeper.AlertClockSkew: "requesters whose clock the registry warned of or refused; checked on the hour",
+	alert.NameCapacity:  "free node IDs below the threshold; checked every minute, repeated hourly while it stands",
+	alert.NameClockSkew: "requesters whose clock the registry warned of or refused; checked on the hour",
 }
 
 // AlertAbout says what the alert named name watches.

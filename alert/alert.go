@@ -3,7 +3,7 @@
 //
 // Two alerts are state-based: capacity (free node IDs below a share of the pool)
 // and clock skew (requesters whose last observation the registry judged warn or
-// reject). Their state lives in the store (idkeeper.AlertStore) and every run
+// reject). Their state lives in the store (StateStore) and every run
 // takes the store's job lock, so replicas sharing a store send each message once:
 // a message when the condition is found, the same again every Repeat while it
 // holds, and a "resolved" message once it clears. The others are events, sent at
@@ -47,10 +47,10 @@ const (
 	eventQueue = 32
 )
 
-// Names of the alerts, in AlertState.Name, messages and metrics.
+// Names of the alerts, in State.Name, messages and metrics.
 const (
-	Capacity     = idkeeper.AlertCapacity
-	ClockSkew    = idkeeper.AlertClockSkew
+	Capacity     = NameCapacity
+	ClockSkew    = NameClockSkew
 	StoreReset   = "store-reset"
 	ClockGuard   = "clock-guard"
 	LockOverrun  = "job-lock-overrun"
@@ -61,7 +61,7 @@ const (
 // Store is what the alerts keep in the store: their state, the job lock, and the
 // accounts whose webhooks they go to. bolt and redis stores satisfy it.
 type Store interface {
-	idkeeper.AlertStore
+	StateStore
 	TryLock(ctx context.Context, name, owner string, atMostFor time.Duration) (idkeeper.Lock, bool, error)
 	Unlock(ctx context.Context, name, owner string, atLeastFor time.Duration) (bool, error)
 	Users(ctx context.Context) ([]account.User, error)

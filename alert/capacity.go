@@ -177,7 +177,7 @@ func topKeysList(keys []idkeeper.KeyInfo) string {
 // put stores the state read and changed; a conflict means another replica ran
 // the job at the same time (its lock lapsed), which is logged: the next run
 // reads its state.
-func (a *Alerter) put(ctx context.Context, st idkeeper.AlertState) error {
+func (a *Alerter) put(ctx context.Context, st State) error {
 	err := a.cfg.Store.PutAlertState(ctx, st)
 	if errors.Is(err, idkeeper.ErrConflict) {
 		a.log.Warn("another replica updated the alert's state at the same time", "alert", st.Name)

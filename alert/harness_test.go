@@ -36,7 +36,7 @@ var (
 type store interface {
 	idkeeper.Store
 	account.Store
-	idkeeper.AlertStore
+	alert.StateStore
 }
 
 // replica is one registry with its alerter.

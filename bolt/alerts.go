@@ -6,21 +6,22 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/alert"
 )
 
-// bucketAlerts holds the alert jobs' state (idkeeper.AlertStore), keyed by alert
+// bucketAlerts holds the alert jobs' state (alert.StateStore), keyed by alert
 // name. It is not part of a snapshot: a restored store alerts afresh.
 var bucketAlerts = []byte("alerts")
 
 // encodeAlert is firing | since | lastSent | checked | summary | version.
-func encodeAlert(s idkeeper.AlertState) []byte {
+func encodeAlert(s alert.State) []byte {
 	return newRec(40 + len(s.Summary)).flag(s.Firing).ms(timeMs(s.Since)).ms(timeMs(s.LastSent)).
 		ms(timeMs(s.Checked)).str(s.Summary).u64(s.Version)
 }
 
-func decodeAlert(name string, v []byte) (idkeeper.AlertState, error) {
+func decodeAlert(name string, v []byte) (alert.State, error) {
 	r := readRec("alert state "+name, v)
-	s := idkeeper.AlertState{Name: name, Firing: r.flag(), Since: zeroOr(r.ms()), LastSent: zeroOr(r.ms()),
+	s := alert.State{Name: name, Firing: r.flag(), Since: zeroOr(r.ms()), LastSent: zeroOr(r.ms()),
 		Checked: zeroOr(r.ms()), Summary: r.str(), Version: r.u64()}
 	return s, r.end()
 }
@@ -33,9 +34,9 @@ func zeroOr(ms int64) time.Time {
 	return msTime(ms)
 }
 
-// AlertState implements idkeeper.AlertStore.
-func (s *Store) AlertState(ctx context.Context, name string) (idkeeper.AlertState, error) {
-	st := idkeeper.AlertState{Name: name}
+// AlertState implements alert.StateStore.
+func (s *Store) AlertState(ctx context.Context, name string) (alert.State, error) {
+	st := alert.State{Name: name}
 	err := s.view(ctx, func(t *txn) error {
 		b := t.tx.Bucket(bucketAlerts)
 		if b == nil {
@@ -52,8 +53,8 @@ func (s *Store) AlertState(ctx context.Context, name string) (idkeeper.AlertStat
 	return st, err
 }
 
-// PutAlertState implements idkeeper.AlertStore.
-func (s *Store) PutAlertState(ctx context.Context, st idkeeper.AlertState) error {
+// PutAlertState implements alert.StateStore.
+func (s *Store) PutAlertState(ctx context.Context, st alert.State) error {
 	if err := st.Validate(); err != nil {
 		return err
 	}

@@ -5,11 +5,12 @@ import (
 	"testing"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/alert"
 	"github.com/idkeeper/idkeeper/internal/harness/storetest"
 )
 
 func TestAlertStore(t *testing.T) {
-	storetest.RunAlerts(t, func(t *testing.T) idkeeper.AlertStore {
+	storetest.RunAlerts(t, func(t *testing.T) alert.StateStore {
 		return open(t, filepath.Join(t.TempDir(), "idkeeper.db"), nil)
 	})
 }

@@ -54,7 +54,7 @@
 // The admin records (account.Store: users, sessions, usersessions,
 // allowlist, audit and meta "audithead") are laid out in adminenc.go; their
 // buckets are made by the first write that needs them, as is the alerts bucket
-// (idkeeper.AlertStore: alert name → its state; alerts.go) and the settings bucket
+// (alert.StateStore: alert name → its state; alerts.go) and the settings bucket
 // (idkeeper.BackupScheduleStore: "backup-schedule" → the schedule;
 // backupschedule.go), which no snapshot holds.
 //

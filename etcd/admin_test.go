@@ -9,6 +9,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/account"
+	"github.com/idkeeper/idkeeper/alert"
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/etcd"
 	"github.com/idkeeper/idkeeper/internal/harness/etcdtest"
@@ -24,7 +25,7 @@ func TestAdminStore(t *testing.T) {
 
 func TestAlertStore(t *testing.T) {
 	srv := etcdtest.Start(t)
-	storetest.RunAlerts(t, func(t *testing.T) idkeeper.AlertStore {
+	storetest.RunAlerts(t, func(t *testing.T) alert.StateStore {
 		return open(t, srv.Client(), etcd.Options{})
 	})
 }
@@ -59,7 +60,7 @@ func TestCorruptAdminRecord(t *testing.T) {
 	err3 := s.UpdateUser(ctx, account.User{Name: "alice", Version: 1})
 	_, err4 := s.AuditEntries(ctx, 1, 10)
 	_, err5 := s.PruneAudit(ctx, time.Now(), 10)
-	_, err6 := s.AlertState(ctx, idkeeper.AlertCapacity)
+	_, err6 := s.AlertState(ctx, alert.NameCapacity)
 	_, err7 := s.Session(ctx, "s1")
 	for i, err := range []error{err1, err2, err3, err4, err5, err6, err7} {
 		if err == nil || errors.Is(err, idkeeper.ErrNotFound) || !strings.Contains(err.Error(), "corrupt") {

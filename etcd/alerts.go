@@ -8,13 +8,14 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/alert"
 )
 
-// The alert jobs' state (idkeeper.AlertStore): one JSON record per alert under
+// The alert jobs' state (alert.StateStore): one JSON record per alert under
 // alert/<name>, changed by compare and set on the key's revision. It is not part
 // of a snapshot: a restored store alerts afresh.
 
-var _ idkeeper.AlertStore = (*Store)(nil)
+var _ alert.StateStore = (*Store)(nil)
 
 // alertRec is the JSON of an alert state; times are Unix ms (zero time: absent).
 type alertRec struct {
@@ -41,32 +42,32 @@ func optTime(ms int64) time.Time {
 	return msTime(ms)
 }
 
-func decodeAlert(name string, v []byte) (idkeeper.AlertState, error) {
+func decodeAlert(name string, v []byte) (alert.State, error) {
 	var r alertRec
 	if err := json.Unmarshal(v, &r); err != nil {
-		return idkeeper.AlertState{}, fmt.Errorf("etcd: corrupt alert state %q: %w", name, err)
+		return alert.State{}, fmt.Errorf("etcd: corrupt alert state %q: %w", name, err)
 	}
-	return idkeeper.AlertState{Name: name, Firing: r.Firing, Since: optTime(r.Since), LastSent: optTime(r.LastSent),
+	return alert.State{Name: name, Firing: r.Firing, Since: optTime(r.Since), LastSent: optTime(r.LastSent),
 		Checked: optTime(r.Checked), Summary: r.Summary, Version: r.Version}, nil
 }
 
-// AlertState implements idkeeper.AlertStore.
-func (s *Store) AlertState(ctx context.Context, name string) (idkeeper.AlertState, error) {
+// AlertState implements alert.StateStore.
+func (s *Store) AlertState(ctx context.Context, name string) (alert.State, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	resp, err := s.c.Get(ctx, s.k.alert+name)
 	if err != nil {
-		return idkeeper.AlertState{}, wrap("alert state", err)
+		return alert.State{}, wrap("alert state", err)
 	}
 	if len(resp.Kvs) == 0 {
-		return idkeeper.AlertState{Name: name}, nil
+		return alert.State{Name: name}, nil
 	}
 	return decodeAlert(name, resp.Kvs[0].Value)
 }
 
-// PutAlertState implements idkeeper.AlertStore: compare and set on the record's
+// PutAlertState implements alert.StateStore: compare and set on the record's
 // key, the stored Version checked against s.Version.
-func (s *Store) PutAlertState(ctx context.Context, st idkeeper.AlertState) error {
+func (s *Store) PutAlertState(ctx context.Context, st alert.State) error {
 	if err := st.Validate(); err != nil {
 		return err
 	}

@@ -110,7 +110,7 @@
 //	                           address order, then length
 //	audit/<seq>                JSON: an audit entry (16 hex digits of Seq)
 //	audithead                  JSON: seq, hash of the last audit entry ever appended (kept when pruned)
-//	alert/<name>               JSON: an alert's state (idkeeper.AlertState) with its Version
+//	alert/<name>               JSON: an alert's state (alert.State) with its Version
 //	setting/backup-schedule    JSON: the backup schedule (idkeeper.BackupSchedule) with its Version;
 //	                           no snapshot holds it
 //	idem/<scope>               JSON: an idempotency record (owner, fingerprint, marker token, state,
@@ -138,7 +138,7 @@
 //
 // # Admin records, alerts, idempotency
 //
-// The admin records (account.Store), the alert state (idkeeper.AlertStore)
+// The admin records (account.Store), the alert state (alert.StateStore)
 // and the idempotency records (idempotency.Store) are outside the lease
 // pool and its meta record. Each change is one transaction conditioned on the
 // revisions of what it read: a create on CreateRevision(key) = 0 (CreateUser,

@@ -10,6 +10,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/account"
+	"github.com/idkeeper/idkeeper/alert"
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/etcd"
 	"github.com/idkeeper/idkeeper/internal/harness/etcdtest"
@@ -112,7 +113,7 @@ func TestLoadSnapshotStagingAndSideRecords(t *testing.T) {
 	if _, ok, err := s.TryLock(ctx, "job", "me", time.Hour); err != nil || !ok {
 		t.Fatalf("TryLock: %v %v", ok, err)
 	}
-	if err := s.PutAlertState(ctx, idkeeper.AlertState{Name: idkeeper.AlertCapacity, Firing: true, Since: at}); err != nil {
+	if err := s.PutAlertState(ctx, alert.State{Name: alert.NameCapacity, Firing: true, Since: at}); err != nil {
 		t.Fatal(err)
 	}
 	if _, started, err := s.Begin(ctx, "scope", "fp", "tok", time.Hour); err != nil || !started {
@@ -148,7 +149,7 @@ func TestLoadSnapshotStagingAndSideRecords(t *testing.T) {
 	if locks, err := s.Locks(ctx); err != nil || len(locks) != 1 {
 		t.Fatalf("locks after a load: %v, %v", locks, err)
 	}
-	if st, err := s.AlertState(ctx, idkeeper.AlertCapacity); err != nil || !st.Firing {
+	if st, err := s.AlertState(ctx, alert.NameCapacity); err != nil || !st.Firing {
 		t.Fatalf("alert state after a load: %+v, %v", st, err)
 	}
 	if rec, started, err := s.Begin(ctx, "scope", "fp", "tok2", time.Hour); err != nil || started || rec == nil {

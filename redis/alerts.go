@@ -10,9 +10,10 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/alert"
 )
 
-// keyAlerts is the hash of the alert jobs' state (idkeeper.AlertStore), keyed by
+// keyAlerts is the hash of the alert jobs' state (alert.StateStore), keyed by
 // alert name. It is not part of a snapshot: a restored store alerts afresh.
 const keyAlerts = "alerts"
 
@@ -42,8 +43,8 @@ func timeOrZero(v int64) time.Time {
 }
 
 // alertState reads the state of name and its record as stored ("" when none).
-func (s *Store) alertState(ctx context.Context, name string) (idkeeper.AlertState, string, error) {
-	st := idkeeper.AlertState{Name: name}
+func (s *Store) alertState(ctx context.Context, name string) (alert.State, string, error) {
+	st := alert.State{Name: name}
 	rec, err := s.client.HGet(ctx, s.adminKey(keyAlerts), name).Result()
 	if errors.Is(err, goredis.Nil) {
 		return st, "", nil
@@ -60,15 +61,15 @@ func (s *Store) alertState(ctx context.Context, name string) (idkeeper.AlertStat
 	return st, rec, nil
 }
 
-// AlertState implements idkeeper.AlertStore: one HGET.
-func (s *Store) AlertState(ctx context.Context, name string) (idkeeper.AlertState, error) {
+// AlertState implements alert.StateStore: one HGET.
+func (s *Store) AlertState(ctx context.Context, name string) (alert.State, error) {
 	st, _, err := s.alertState(ctx, name)
 	return st, err
 }
 
-// PutAlertState implements idkeeper.AlertStore: HSETNX for a first state, else the
+// PutAlertState implements alert.StateStore: HSETNX for a first state, else the
 // compare-and-set script over the record read.
-func (s *Store) PutAlertState(ctx context.Context, st idkeeper.AlertState) error {
+func (s *Store) PutAlertState(ctx context.Context, st alert.State) error {
 	if err := st.Validate(); err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/alert"
 	"github.com/idkeeper/idkeeper/internal/harness/redistest"
 	"github.com/idkeeper/idkeeper/internal/harness/storetest"
 	"github.com/idkeeper/idkeeper/redis"
@@ -13,7 +14,7 @@ import (
 
 func TestAlertStore(t *testing.T) {
 	srv := redistest.Start(t)
-	storetest.RunAlerts(t, func(t *testing.T) idkeeper.AlertStore {
+	storetest.RunAlerts(t, func(t *testing.T) alert.StateStore {
 		return open(t, srv, redis.Options{})
 	})
 }
@@ -23,7 +24,7 @@ func TestAlertStoreCluster(t *testing.T) {
 	srv := redistest.Start(t, redistest.WithCluster())
 	c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: []string{srv.Addr()}})
 	t.Cleanup(func() { c.Close() })
-	storetest.RunAlerts(t, func(t *testing.T) idkeeper.AlertStore {
+	storetest.RunAlerts(t, func(t *testing.T) alert.StateStore {
 		return open(t, srv, redis.Options{Client: c})
 	})
 }

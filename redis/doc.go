@@ -99,7 +99,7 @@
 //	{idkeeper}:audit-seq          zset: Seq by Seq, the order of the audit hash
 //	{idkeeper}:audit-head         hash: seq, hash of the last entry ever appended; pruning keeps it
 //
-// The alert jobs' state (idkeeper.AlertStore, alerts.go; not part of a snapshot):
+// The alert jobs' state (alert.StateStore, alerts.go; not part of a snapshot):
 //
 //	{idkeeper}:alerts             hash: alert name → JSON (firing, since, lastSent, checked, summary, version)
 //

@@ -8,27 +8,28 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/alert"
 	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // AlertFactory opens a new, empty AlertStore. It registers the store's Close with
 // t.Cleanup.
-type AlertFactory func(t *testing.T) idkeeper.AlertStore
+type AlertFactory func(t *testing.T) alert.StateStore
 
-// RunAlerts runs the contract suite of idkeeper.AlertStore as subtests of t.
+// RunAlerts runs the contract suite of alert.StateStore as subtests of t.
 func RunAlerts(t *testing.T, open AlertFactory) {
 	t.Run("ReadPutVersion", func(t *testing.T) { testAlertReadPut(t, open(t)) })
 	t.Run("Validate", func(t *testing.T) { testAlertValidate(t, open(t)) })
 	t.Run("ConcurrentPuts", func(t *testing.T) { testAlertConcurrent(t, open(t)) })
 }
 
-func testAlertReadPut(t *testing.T, s idkeeper.AlertStore) {
+func testAlertReadPut(t *testing.T, s alert.StateStore) {
 	st, err := s.AlertState(ctx0, "capacity")
 	must(t, err)
-	if st != (idkeeper.AlertState{Name: "capacity"}) {
+	if st != (alert.State{Name: "capacity"}) {
 		t.Fatalf("AlertState of a state never stored = %+v, want only the name", st)
 	}
-	put := idkeeper.AlertState{Name: "capacity", Firing: true, Since: t0.Add(1500 * time.Microsecond),
+	put := alert.State{Name: "capacity", Firing: true, Since: t0.Add(1500 * time.Microsecond),
 		LastSent: t0.Add(2 * time.Second), Checked: t0.Add(3 * time.Second), Summary: "12 of 4096 node IDs remain"}
 	must(t, s.PutAlertState(ctx0, put))
 	got, err := s.AlertState(ctx0, "capacity")
@@ -59,11 +60,11 @@ func testAlertReadPut(t *testing.T, s idkeeper.AlertStore) {
 	wantEqual(t, "another alert's state", other.Version, uint64(0))
 }
 
-func testAlertValidate(t *testing.T, s idkeeper.AlertStore) {
-	for _, st := range []idkeeper.AlertState{
+func testAlertValidate(t *testing.T, s alert.StateStore) {
+	for _, st := range []alert.State{
 		{Name: ""},
-		{Name: strings.Repeat("n", idkeeper.MaxAlertNameLen+1)},
-		{Name: "capacity", Summary: strings.Repeat("s", idkeeper.MaxAlertSummaryLen+1)},
+		{Name: strings.Repeat("n", alert.MaxNameLen+1)},
+		{Name: "capacity", Summary: strings.Repeat("s", alert.MaxSummaryLen+1)},
 	} {
 		err := s.PutAlertState(ctx0, st)
 		if idkeeper.ErrorCode(err) != protocol.CodeInvalidRequest {
@@ -76,14 +77,14 @@ func testAlertValidate(t *testing.T, s idkeeper.AlertStore) {
 }
 
 // Of writers that read the same version, exactly one wins.
-func testAlertConcurrent(t *testing.T, s idkeeper.AlertStore) {
+func testAlertConcurrent(t *testing.T, s alert.StateStore) {
 	const writers = 8
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	won, lost := 0, 0
 	for i := range writers {
 		wg.Go(func() {
-			err := s.PutAlertState(ctx0, idkeeper.AlertState{Name: "capacity", Firing: true, Summary: strings.Repeat("x", i)})
+			err := s.PutAlertState(ctx0, alert.State{Name: "capacity", Firing: true, Summary: strings.Repeat("x", i)})
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
