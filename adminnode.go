@@ -40,7 +40,7 @@ func (r *Registry) Node(ctx context.Context, id NodeID) (NodeState, error) {
 	}
 	notFound := func() error {
 		p := r.cfg.Pool()
-		return Errorf(protocol.CodeNotFound, "node ID %d is not in the pool of %d node IDs (%d to %d)", id, p.Nodes, p.First, p.End()-1)
+		return protocol.Errorf(protocol.CodeNotFound, "node ID %d is not in the pool of %d node IDs (%d to %d)", id, p.Nodes, p.First, p.End()-1)
 	}
 	if !r.cfg.Pool().Holds(id) {
 		return NodeState{}, notFound()

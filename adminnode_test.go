@@ -22,7 +22,7 @@ func TestNode(t *testing.T) {
 		t.Fatalf("Node(2) of a new pool = %+v, %v", st, err)
 	}
 	for _, id := range []idkeeper.NodeID{4, 1000, -1} {
-		if _, err := e.reg.Node(ctx, id); idkeeper.ErrorCode(err) != protocol.CodeNotFound || !strings.Contains(err.Error(), "pool of 4") {
+		if _, err := e.reg.Node(ctx, id); protocol.ErrorCode(err) != protocol.CodeNotFound || !strings.Contains(err.Error(), "pool of 4") {
 			t.Errorf("Node(%d) = %v, want NOT_FOUND naming the pool", id, err)
 		}
 	}
@@ -173,7 +173,7 @@ func TestJobRunsAndLocks(t *testing.T) {
 	if len(runs) != 1 || runs[0].Outcome != idkeeper.JobFailed || runs[0].Detail == "" {
 		t.Fatalf("JobRuns after a failed cleanup = %+v", runs)
 	}
-	if h := f.reg.StoreHealth(ctx); h.LocksErr == nil || idkeeper.ErrorCode(h.LocksErr) != protocol.CodeStoreUnavailable {
+	if h := f.reg.StoreHealth(ctx); h.LocksErr == nil || protocol.ErrorCode(h.LocksErr) != protocol.CodeStoreUnavailable {
 		t.Fatalf("StoreHealth of a closed store: LocksErr %v", h.LocksErr)
 	}
 }

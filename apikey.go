@@ -39,7 +39,7 @@ func NewAPIKey(description string, now, expiresAt time.Time) (string, APIKey) {
 // APIKeyFor is the record that stores secret.
 func APIKeyFor(secret, description string, now, expiresAt time.Time) APIKey {
 	id, hash := HashAPIKey(secret)
-	return APIKey{ID: id, Hash: hash, Description: description, CreatedAt: Millis(now), ExpiresAt: expiresAt}
+	return APIKey{ID: id, Hash: hash, Description: description, CreatedAt: protocol.Millis(now), ExpiresAt: expiresAt}
 }
 
 // Authenticate checks a presented X-API-Key. Errors: API_KEY_MISSING,
@@ -49,7 +49,7 @@ func APIKeyFor(secret, description string, now, expiresAt time.Time) APIKey {
 // is never answered 401 (DESIGN §7).
 func (r *Registry) Authenticate(ctx context.Context, presented string) (APIKey, error) {
 	if presented == "" {
-		return APIKey{}, Errorf(protocol.CodeAPIKeyMissing, "the X-API-Key header is required")
+		return APIKey{}, protocol.Errorf(protocol.CodeAPIKeyMissing, "the X-API-Key header is required")
 	}
 	id, hash := HashAPIKey(presented)
 	sctx, end := r.trace(ctx, "store.api_key")
@@ -62,7 +62,7 @@ func (r *Registry) Authenticate(ctx context.Context, presented string) (APIKey, 
 		k, err = r.store.APIKey(ctx, id) // the recovery may have stored it again (bootstrap key)
 	}
 	if errors.Is(err, ErrNotFound) {
-		return APIKey{}, Errorf(protocol.CodeAPIKeyInvalid, "the API key is not valid")
+		return APIKey{}, protocol.Errorf(protocol.CodeAPIKeyInvalid, "the API key is not valid")
 	}
 	if err != nil {
 		return APIKey{}, Unavailable(err)
@@ -70,11 +70,11 @@ func (r *Registry) Authenticate(ctx context.Context, presented string) (APIKey, 
 	now := r.cfg.Clock()
 	switch {
 	case subtle.ConstantTimeCompare(hash, k.Hash) != 1:
-		return APIKey{}, Errorf(protocol.CodeAPIKeyInvalid, "the API key is not valid")
+		return APIKey{}, protocol.Errorf(protocol.CodeAPIKeyInvalid, "the API key is not valid")
 	case k.Revoked():
-		return APIKey{}, Errorf(protocol.CodeAPIKeyInvalid, "the API key was revoked at %s", k.RevokedAt.UTC().Format(time.RFC3339))
+		return APIKey{}, protocol.Errorf(protocol.CodeAPIKeyInvalid, "the API key was revoked at %s", k.RevokedAt.UTC().Format(time.RFC3339))
 	case k.Expired(now):
-		return APIKey{}, Errorf(protocol.CodeAPIKeyExpired, "the API key expired at %s", k.ExpiresAt.UTC().Format(time.RFC3339))
+		return APIKey{}, protocol.Errorf(protocol.CodeAPIKeyExpired, "the API key expired at %s", k.ExpiresAt.UTC().Format(time.RFC3339))
 	}
 	r.touch(k.ID, now)
 	return k, nil
@@ -150,10 +150,10 @@ func (r *Registry) ensureEnvKey(ctx context.Context, secret string, admin bool) 
 	}
 	id, _ := HashAPIKey(secret)
 	if k, err := r.store.APIKey(ctx, id); err == nil && k.Revoked() {
-		return false, nil, Errorf(protocol.CodeConflict, "the key %s in %s was revoked at %s (a newer key retired it, or an operator); "+
+		return false, nil, protocol.Errorf(protocol.CodeConflict, "the key %s in %s was revoked at %s (a newer key retired it, or an operator); "+
 			"set the current key in %s", id, env, k.RevokedAt.UTC().Format(time.RFC3339), env)
 	} else if err == nil && k.Admin != admin {
-		return false, nil, Errorf(protocol.CodeConflict, "the key %s in %s exists with admin = %t; give %s a key of its own", id, env, k.Admin, env)
+		return false, nil, protocol.Errorf(protocol.CodeConflict, "the key %s in %s exists with admin = %t; give %s a key of its own", id, env, k.Admin, env)
 	}
 	created, err = r.ensureKey(ctx, secret, desc, true, admin)
 	if err != nil {
@@ -177,7 +177,7 @@ func (r *Registry) ensureEnvKey(ctx context.Context, secret string, admin bool) 
 
 func (r *Registry) ensureKey(ctx context.Context, secret, description string, bootstrap, admin bool) (bool, error) {
 	if len(secret) < MinAPIKeyLen {
-		return false, Invalidf("apiKey", "an API key must be at least %d characters long", MinAPIKeyLen)
+		return false, protocol.Invalidf("apiKey", "an API key must be at least %d characters long", MinAPIKeyLen)
 	}
 	k := APIKeyFor(secret, description, r.cfg.Clock(), time.Time{})
 	k.Bootstrap, k.Admin = bootstrap, admin

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper/audit"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // The registry's part of the audit log (issue #10): every lease grant, removal,
@@ -270,7 +271,7 @@ func (r *Registry) auditRemove(ctx context.Context, req RemoveRequest, n int) {
 	}
 	upTo := "unknown"
 	if !req.MintedUpTo.IsZero() {
-		upTo = Millis(req.MintedUpTo).Format(time.RFC3339Nano)
+		upTo = protocol.Millis(req.MintedUpTo).Format(time.RFC3339Nano)
 	}
 	r.audit.add(ctx, audit.Entry{Actor: actorOfKey(req.KeyID), Action: audit.LeaseRemove,
 		Target: "requester:" + req.Requester.Key(), RemoteIP: req.RemoteIP,

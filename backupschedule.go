@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper/audit"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // The schedule of the scheduled backups (issue #30), kept in the store so that
@@ -49,10 +50,10 @@ func (s BackupSchedule) Off() bool { return s.Spec == "" || s.Spec == BackupSche
 // (CleanText, no surrounding spaces), UpdatedBy at most audit.MaxFieldLen bytes.
 func (s BackupSchedule) Validate() error {
 	if clean, ok := CleanText(s.Spec, MaxBackupScheduleLen); !ok || clean != s.Spec || s.Spec == "" {
-		return Invalidf("schedule", "a backup schedule has 1 to %d bytes of text without surrounding spaces", MaxBackupScheduleLen)
+		return protocol.Invalidf("schedule", "a backup schedule has 1 to %d bytes of text without surrounding spaces", MaxBackupScheduleLen)
 	}
 	if len(s.UpdatedBy) > audit.MaxFieldLen {
-		return Invalidf("updatedBy", "updatedBy has at most %d bytes", audit.MaxFieldLen)
+		return protocol.Invalidf("updatedBy", "updatedBy has at most %d bytes", audit.MaxFieldLen)
 	}
 	return nil
 }

@@ -72,7 +72,7 @@ func TestClockUnverifiedFailsClosed(t *testing.T) {
 
 	failure := errors.New("clock agent: mac mismatch")
 	clock.fail(failure)
-	code := func(err error) idkeeper.Code { return idkeeper.ErrorCode(err) }
+	code := func(err error) idkeeper.Code { return protocol.ErrorCode(err) }
 	if _, err := e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: idkeeper.Requester{MachineID: "n", PID: 2, StartedAt: t0}, Count: 1}); code(err) != protocol.CodeClockUnverified {
 		t.Errorf("Alloc: %v", err)
 	}

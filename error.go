@@ -20,28 +20,10 @@ type Code = protocol.Code
 // extension members.
 type Error = protocol.Error
 
-// Errorf returns an Error with a formatted message.
-func Errorf(code Code, format string, args ...any) *Error {
-	return protocol.Errorf(code, format, args...)
-}
-
-// Invalidf returns an INVALID_REQUEST Error naming field.
-func Invalidf(field, format string, args ...any) *Error {
-	return protocol.Invalidf(field, format, args...)
-}
-
 // Unavailable wraps a store failure as STORE_UNAVAILABLE.
 func Unavailable(err error) *Error {
 	return &Error{Code: protocol.CodeStoreUnavailable, Message: "the lease store is unavailable; retry later", Err: err}
 }
-
-// ErrorCode returns the code of the first *Error in err's chain, "" for nil and
-// INTERNAL for any other error.
-func ErrorCode(err error) Code { return protocol.ErrorCode(err) }
-
-// ErrorMessage returns the human message of the first *Error in err's chain, or a
-// generic one that leaks nothing for any other error.
-func ErrorMessage(err error) string { return protocol.ErrorMessage(err) }
 
 // Sentinel errors of the Store contract.
 var (

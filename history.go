@@ -25,14 +25,6 @@ const (
 	EndContested LeaseEnd = "contested" // two holders claimed the node ID (Renew with a claim)
 )
 
-// Bounds of the ClientInfo a client reports with Alloc, in bytes (protocol's).
-const (
-	MaxHostLen       = protocol.MaxHostLen
-	MaxLabels        = protocol.MaxLabels
-	MaxLabelKeyLen   = protocol.MaxLabelKeyLen
-	MaxLabelValueLen = protocol.MaxLabelValueLen
-)
-
 // Bounds of Config.HistoryRetention.
 const (
 	DefaultHistoryRetention = 30 * 24 * time.Hour
@@ -80,13 +72,13 @@ func (h HistoryRecord) Validate() error {
 	switch h.End {
 	case EndHeld, EndRemoved, EndReclaimed, EndRevoked, EndContested:
 	default:
-		return Invalidf("end", "a lease ends removed, reclaimed, revoked or contested, not %q", h.End)
+		return protocol.Invalidf("end", "a lease ends removed, reclaimed, revoked or contested, not %q", h.End)
 	}
 	switch {
 	case (h.End == EndHeld) != h.EndedAt.IsZero():
-		return Invalidf("endedAt", "a held record has no end time, an ended one has one")
+		return protocol.Invalidf("endedAt", "a held record has no end time, an ended one has one")
 	case !h.MintedUpTo.IsZero() && h.End != EndRemoved:
-		return Invalidf("mintedUpTo", "only a removed lease has a mintedUpTo")
+		return protocol.Invalidf("mintedUpTo", "only a removed lease has a mintedUpTo")
 	}
 	return nil
 }
@@ -144,7 +136,7 @@ const (
 // CheckHistoryLimit returns an INVALID_REQUEST Error unless 1 ≤ n ≤ max.
 func CheckHistoryLimit(n, max int) error {
 	if n < 1 || n > max {
-		return Invalidf("limit", "limit must be 1..%d, got %d", max, n)
+		return protocol.Invalidf("limit", "limit must be 1..%d, got %d", max, n)
 	}
 	return nil
 }

@@ -46,19 +46,10 @@ var DefaultLayout = snowflake.DefaultLayout
 // NodeID identifies one node slot of the layout: 0..2^NodeBits−1.
 type NodeID int
 
-// Bounds of a Requester (protocol's).
-const (
-	MaxMachineIDLen = protocol.MaxMachineIDLen // the longest machine ID, in bytes
-	MaxInstanceLen  = protocol.MaxInstanceLen  // the longest instance, in bytes
-)
-
 // Requester identifies one client session (DESIGN §3): machine ID, PID, start time
 // and the session's random instance. It is protocol.Requester, where its rules
 // (Validate, ValidateStored, Key) are written, shared with the client library.
 type Requester = protocol.Requester
-
-// NewInstance returns a fresh random instance: 128 bits as 22 base64url characters.
-func NewInstance() string { return protocol.NewInstance() }
 
 // notText reports a rune that must not appear in text a caller sends
 // (protocol.NotText: Unicode categories Cc, Cf, Zl and Zp).
@@ -275,7 +266,3 @@ func (k APIKey) Expired(now time.Time) bool { return !k.ExpiresAt.IsZero() && !n
 
 // Clock tells the time. Tests inject a fake one; production uses time.Now.
 type Clock func() time.Time
-
-// Millis truncates t to the millisecond in UTC: every time the registry stores or
-// sends has this precision (protocol.Millis).
-func Millis(t time.Time) time.Time { return protocol.Millis(t) }

@@ -99,9 +99,9 @@ func CreateKey(ctx context.Context, s KeyStore, spec KeySpec, now time.Time, max
 	desc := strings.TrimSpace(spec.Description)
 	switch {
 	case desc == "":
-		return "", APIKey{}, Invalidf("description", "description is required: what the key is for")
+		return "", APIKey{}, protocol.Invalidf("description", "description is required: what the key is for")
 	case len(desc) > MaxKeyDescriptionLen || !utf8.ValidString(desc) || strings.ContainsFunc(desc, notText):
-		return "", APIKey{}, Invalidf("description", "description must be UTF-8 text of at most %d bytes, without control, "+
+		return "", APIKey{}, protocol.Invalidf("description", "description must be UTF-8 text of at most %d bytes, without control, "+
 			"format (bidi, zero-width) or line-separator characters", MaxKeyDescriptionLen)
 	}
 	if err := checkKeyExpiry(spec.ExpiresAt, now); err != nil {
@@ -112,7 +112,7 @@ func CreateKey(ctx context.Context, s KeyStore, spec KeySpec, now time.Time, max
 	}
 	var until time.Time
 	if !spec.ExpiresAt.IsZero() {
-		until = Millis(spec.ExpiresAt)
+		until = protocol.Millis(spec.ExpiresAt)
 	}
 	secret, k = NewAPIKey(desc, now, until)
 	k.MaxNodes, k.Admin, k.CreatedBy = spec.MaxNodes, spec.Admin, spec.CreatedBy
@@ -125,8 +125,8 @@ func CreateKey(ctx context.Context, s KeyStore, spec KeySpec, now time.Time, max
 // checkKeyExpiry returns the INVALID_REQUEST Error of an expiry at that is
 // neither zero (never) nor after now, to the millisecond.
 func checkKeyExpiry(at, now time.Time) error {
-	if !at.IsZero() && !Millis(at).After(Millis(now)) {
-		return Invalidf("expiresAt", "the expiry %s is not in the future", Millis(at).Format(time.RFC3339Nano))
+	if !at.IsZero() && !protocol.Millis(at).After(protocol.Millis(now)) {
+		return protocol.Invalidf("expiresAt", "the expiry %s is not in the future", protocol.Millis(at).Format(time.RFC3339Nano))
 	}
 	return nil
 }
@@ -135,7 +135,7 @@ func checkKeyExpiry(at, now time.Time) error {
 // 0..maxNodes.
 func checkKeyQuota(n, maxNodes int) error {
 	if n < 0 || n > maxNodes {
-		return Invalidf("maxNodes", "maxNodes must be between 0 (no quota) and %d", maxNodes)
+		return protocol.Invalidf("maxNodes", "maxNodes must be between 0 (no quota) and %d", maxNodes)
 	}
 	return nil
 }
@@ -215,7 +215,7 @@ func UpdateKey(ctx context.Context, s Store, id string, u KeyUpdate, now time.Ti
 		return KeyInfo{}, err
 	}
 	if u.ExpiresAt != nil && !u.ExpiresAt.IsZero() {
-		at := Millis(*u.ExpiresAt)
+		at := protocol.Millis(*u.ExpiresAt)
 		u.ExpiresAt = &at
 	}
 	k, err := s.UpdateAPIKey(ctx, id, u)
@@ -231,7 +231,7 @@ func UpdateKey(ctx context.Context, s Store, id string, u KeyUpdate, now time.Ti
 
 // keyNotFound is the NOT_FOUND Error of an unknown key ID.
 func keyNotFound(id string) *Error {
-	return Errorf(protocol.CodeNotFound, "there is no API key %q", id)
+	return protocol.Errorf(protocol.CodeNotFound, "there is no API key %q", id)
 }
 
 // CreateKey makes and stores a key from spec at the registry's clock (see the
@@ -300,7 +300,7 @@ func (r *Registry) UpdateKey(ctx context.Context, id string, u KeyUpdate) (KeyIn
 	case errors.Is(err, ErrNotFound):
 		return KeyInfo{}, keyNotFound(id)
 	case errors.Is(err, ErrConflict):
-		return KeyInfo{}, Errorf(protocol.CodeConflict, "the API key %q is revoked: a revoked key stays as it was", id)
+		return KeyInfo{}, protocol.Errorf(protocol.CodeConflict, "the API key %q is revoked: a revoked key stays as it was", id)
 	case err != nil:
 		return KeyInfo{}, r.storeErr(err)
 	}

@@ -207,10 +207,10 @@ func TestKeyAdministration(t *testing.T) {
 	if info, already, err = e.reg.RevokeKey(ctx, k.ID); err != nil || !already || !info.Key.RevokedAt.Equal(now) {
 		t.Fatalf("RevokeKey again = %+v, %v, %v", info, already, err)
 	}
-	if _, _, err := e.reg.RevokeKey(ctx, "nope"); idkeeper.ErrorCode(err) != protocol.CodeNotFound {
+	if _, _, err := e.reg.RevokeKey(ctx, "nope"); protocol.ErrorCode(err) != protocol.CodeNotFound {
 		t.Fatalf("RevokeKey(nope) = %v", err)
 	}
-	if _, err := e.reg.Key(ctx, "nope"); idkeeper.ErrorCode(err) != protocol.CodeNotFound {
+	if _, err := e.reg.Key(ctx, "nope"); protocol.ErrorCode(err) != protocol.CodeNotFound {
 		t.Fatalf("Key(nope) = %v", err)
 	}
 }
@@ -253,10 +253,10 @@ func TestEnsureAdminKey(t *testing.T) {
 	if _, err := e.reg.EnsureAPIKey(ctx, plain, "plain"); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := e.reg.EnsureAdminKey(ctx, plain); idkeeper.ErrorCode(err) != protocol.CodeConflict {
+	if _, _, err := e.reg.EnsureAdminKey(ctx, plain); protocol.ErrorCode(err) != protocol.CodeConflict {
 		t.Fatalf("EnsureAdminKey(an existing plain key) = %v, want CONFLICT", err)
 	}
-	if _, _, err := e.reg.EnsureAdminKey(ctx, admin1); idkeeper.ErrorCode(err) != protocol.CodeConflict {
+	if _, _, err := e.reg.EnsureAdminKey(ctx, admin1); protocol.ErrorCode(err) != protocol.CodeConflict {
 		t.Fatalf("EnsureAdminKey(a retired admin key) = %v, want CONFLICT", err)
 	}
 }

@@ -75,7 +75,7 @@ func TestUpdateKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: who(2), Count: 1, Key: authed})
-	if code := idkeeper.ErrorCode(err); code != protocol.CodeAPIKeyQuotaExceeded {
+	if code := protocol.ErrorCode(err); code != protocol.CodeAPIKeyQuotaExceeded {
 		t.Fatalf("Alloc over the lowered quota = %v, want API_KEY_QUOTA_EXCEEDED", err)
 	}
 	if held, err := e.reg.Key(ctx, k.ID); err != nil || held.NodesHeld != 2 {
@@ -85,10 +85,10 @@ func TestUpdateKey(t *testing.T) {
 	// Expiry to the millisecond; then never; the quota cleared.
 	later := now.Add(48*time.Hour + 1500*time.Microsecond)
 	info, err = e.reg.UpdateKey(ctx, k.ID, idkeeper.KeyUpdate{ExpiresAt: &later})
-	if err != nil || !info.Key.ExpiresAt.Equal(idkeeper.Millis(later)) || info.Key.MaxNodes != 1 {
+	if err != nil || !info.Key.ExpiresAt.Equal(protocol.Millis(later)) || info.Key.MaxNodes != 1 {
 		t.Fatalf("UpdateKey(expiry) = %+v, %v", info, err)
 	}
-	if !strings.Contains(e.logs.String(), "expiresAt="+idkeeper.Millis(later).Format(time.RFC3339Nano)) {
+	if !strings.Contains(e.logs.String(), "expiresAt="+protocol.Millis(later).Format(time.RFC3339Nano)) {
 		t.Fatalf("the log of a new expiry:\n%s", e.logs.String())
 	}
 	never := time.Time{}
@@ -107,7 +107,7 @@ func TestUpdateKey(t *testing.T) {
 		t.Fatalf("a key that never expires, 1000 days on: %v", err)
 	}
 
-	if _, err := e.reg.UpdateKey(ctx, "nope", idkeeper.KeyUpdate{MaxNodes: &quota}); idkeeper.ErrorCode(err) != protocol.CodeNotFound {
+	if _, err := e.reg.UpdateKey(ctx, "nope", idkeeper.KeyUpdate{MaxNodes: &quota}); protocol.ErrorCode(err) != protocol.CodeNotFound {
 		t.Fatalf("UpdateKey(nope) = %v, want NOT_FOUND", err)
 	}
 
@@ -117,7 +117,7 @@ func TestUpdateKey(t *testing.T) {
 	}
 	soon := e.clk.Now().Add(time.Hour)
 	_, err = e.reg.UpdateKey(ctx, k.ID, idkeeper.KeyUpdate{ExpiresAt: &soon, MaxNodes: &quota})
-	if code := idkeeper.ErrorCode(err); code != protocol.CodeConflict || !strings.Contains(err.Error(), "revoked") {
+	if code := protocol.ErrorCode(err); code != protocol.CodeConflict || !strings.Contains(err.Error(), "revoked") {
 		t.Fatalf("UpdateKey of a revoked key = %v, want CONFLICT", err)
 	}
 	if info, err := e.reg.Key(ctx, k.ID); err != nil || !info.Key.Revoked() || !info.Key.ExpiresAt.IsZero() || info.Key.MaxNodes != 0 {
@@ -139,7 +139,7 @@ func TestUpdateKeyEnvAndStoreUnavailable(t *testing.T) {
 		t.Fatalf("the bootstrap key: %+v, %v; want CreatedBy %q", k, err, idkeeper.CreatedByEnv)
 	}
 	e.store.Close()
-	if _, err := e.reg.UpdateKey(ctx, k.ID, idkeeper.KeyUpdate{MaxNodes: ptr(2)}); idkeeper.ErrorCode(err) != protocol.CodeStoreUnavailable {
+	if _, err := e.reg.UpdateKey(ctx, k.ID, idkeeper.KeyUpdate{MaxNodes: ptr(2)}); protocol.ErrorCode(err) != protocol.CodeStoreUnavailable {
 		t.Fatalf("UpdateKey on a closed store = %v, want STORE_UNAVAILABLE", err)
 	}
 }

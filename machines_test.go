@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 func TestOverdueBoundary(t *testing.T) {
@@ -59,7 +60,7 @@ func TestMachineWatchCrashLoop(t *testing.T) {
 	var warnedAt []time.Duration
 	for step := time.Duration(0); step <= 3*time.Hour; step += 5 * time.Minute {
 		e.clk.Set(t0.Add(step))
-		alloc(idkeeper.Requester{MachineID: "crashing-pod", PID: 1, StartedAt: t0.Add(step), Instance: idkeeper.NewInstance()}, 2)
+		alloc(idkeeper.Requester{MachineID: "crashing-pod", PID: 1, StartedAt: t0.Add(step), Instance: protocol.NewInstance()}, 2)
 		crashes++
 		if step%(lease/2) == 0 && step > 0 {
 			if _, err := e.reg.Renew(ctx, idkeeper.RenewRequest{Requester: healthy}); err != nil {

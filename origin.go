@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/idkeeper/idkeeper/protocol"
 	"github.com/idkeeper/idkeeper/snowflake"
 )
 
@@ -33,11 +34,11 @@ const (
 // negative id; STORE_UNAVAILABLE. It reads only, and needs no verified clock.
 func (r *Registry) Origin(ctx context.Context, id int64) (IDOrigin, error) {
 	if id < 0 {
-		return IDOrigin{}, Invalidf("id", "an ID is a non-negative 63-bit integer, not %d", id)
+		return IDOrigin{}, protocol.Invalidf("id", "an ID is a non-negative 63-bit integer, not %d", id)
 	}
 	parts, err := r.cfg.Layout.Decode(id)
 	if err != nil {
-		return IDOrigin{}, Invalidf("id", "%v", err)
+		return IDOrigin{}, protocol.Invalidf("id", "%v", err)
 	}
 	o := IDOrigin{ID: id, Parts: parts}
 	if p, ok := r.Pool(ctx); ok && (parts.Node < int64(p.First) || parts.Node >= int64(p.End())) {

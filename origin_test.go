@@ -55,7 +55,7 @@ func TestOriginAndHistoryRetention(t *testing.T) {
 			t.Errorf("Origin(%d) = %+v, %v; want a note with %q", c.id, o, err, c.note)
 		}
 	}
-	if _, err := e.reg.Origin(ctx, -1); idkeeper.ErrorCode(err) != protocol.CodeInvalidRequest {
+	if _, err := e.reg.Origin(ctx, -1); protocol.ErrorCode(err) != protocol.CodeInvalidRequest {
 		t.Fatalf("Origin(-1): %v", err)
 	}
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/idkeeper/idkeeper/protocol"
 	"github.com/idkeeper/idkeeper/snowflake"
 )
 
@@ -63,13 +64,13 @@ func (p PoolSpec) Validate() error {
 	}
 	l := p.LayoutOrDefault()
 	if err := l.Validate(); err != nil {
-		return Invalidf("layout", "%v", err)
+		return protocol.Invalidf("layout", "%v", err)
 	}
 	if p.First < 0 {
-		return Invalidf("nodes", "the first node ID must not be negative, got %d", p.First)
+		return protocol.Invalidf("nodes", "the first node ID must not be negative, got %d", p.First)
 	}
 	if last := int64(p.First) + int64(p.Nodes) - 1; last > l.MaxNode() {
-		return Invalidf("nodes", "node IDs %d-%d do not fit the layout's %d node bits (node IDs 0-%d)",
+		return protocol.Invalidf("nodes", "node IDs %d-%d do not fit the layout's %d node bits (node IDs 0-%d)",
 			p.First, last, l.NodeBits, l.MaxNode())
 	}
 	return nil
@@ -84,7 +85,7 @@ func PoolMismatch(stored, asked PoolSpec) *Error {
 	if stored.First != asked.First {
 		field = "nodes"
 	}
-	e := Invalidf(field, "the store's pool is %s, not %s: a store's node range and layout never change "+
+	e := protocol.Invalidf(field, "the store's pool is %s, not %s: a store's node range and layout never change "+
 		"(an ID space must not change under running clients); re-initialise deliberately to change them", stored, asked)
 	e.Details = map[string]any{"stored": stored.String(), "asked": asked.String()}
 	return e

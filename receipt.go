@@ -7,6 +7,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"time"
+
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // MinReceiptSecretLen is the shortest receipt secret accepted, in bytes.
@@ -58,8 +60,8 @@ func (k receiptSigner) sign(l Lease) string {
 	b = append(b, receiptVersion)
 	b = binary.BigEndian.AppendUint32(b, uint32(l.NodeID))
 	b = binary.BigEndian.AppendUint64(b, l.FencingToken)
-	b = binary.BigEndian.AppendUint64(b, uint64(Millis(l.NotBefore).UnixMilli()))
-	b = binary.BigEndian.AppendUint64(b, uint64(Millis(l.ExpiresAt).UnixMilli()))
+	b = binary.BigEndian.AppendUint64(b, uint64(protocol.Millis(l.NotBefore).UnixMilli()))
+	b = binary.BigEndian.AppendUint64(b, uint64(protocol.Millis(l.ExpiresAt).UnixMilli()))
 	b = append(b, k.mac(b, l.Requester.Key(), l.KeyID)...)
 	return base64.RawURLEncoding.EncodeToString(b)
 }

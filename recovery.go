@@ -179,7 +179,7 @@ func (r *Registry) clockDisagrees(err error) {
 
 // checkClock compares the store's clock with the registry's and records the verdict.
 func (r *Registry) checkClock(storeNow time.Time) {
-	off := storeNow.Sub(Millis(r.cfg.Clock()))
+	off := storeNow.Sub(protocol.Millis(r.cfg.Clock()))
 	r.clockSkew.Store(int64(off))
 	ok := off.Abs() <= r.cfg.StoreClockTolerance
 	if r.clockOK.Swap(ok) != ok {
@@ -352,7 +352,7 @@ func (r *Registry) recoverReset(ctx context.Context, why, from string) error {
 	// The later of the two clocks: a store clock that stepped back must not end the
 	// quarantine before the leases it granted with its earlier reading.
 	now := storeNow
-	if own := Millis(r.cfg.Clock()); own.After(now) {
+	if own := protocol.Millis(r.cfg.Clock()); own.After(now) {
 		now = own
 	}
 	until := now.Add(r.cfg.LeaseDuration + r.cfg.Grace)

@@ -19,9 +19,6 @@ import (
 	"github.com/idkeeper/idkeeper/protocol"
 )
 
-// MaxCount is the largest number of node IDs one Alloc may ask for (protocol.MaxCount).
-const MaxCount = protocol.MaxCount
-
 // CleanupJob is the name of the cleanup job's lock.
 const CleanupJob = "cleanup"
 
@@ -148,16 +145,16 @@ func (r *Registry) Generation() Generation {
 // STORE_UNAVAILABLE.
 func (r *Registry) Alloc(ctx context.Context, req AllocRequest) (g Grant, err error) {
 	start := time.Now()
-	defer func() { r.obs.Operation("alloc", ErrorCode(err), time.Since(start)) }()
+	defer func() { r.obs.Operation("alloc", protocol.ErrorCode(err), time.Since(start)) }()
 	if err := req.Requester.Validate(); err != nil {
 		return Grant{}, err
 	}
 	if req.Count < 1 {
-		return Grant{}, Invalidf("count", "count must be at least 1, got %d", req.Count)
+		return Grant{}, protocol.Invalidf("count", "count must be at least 1, got %d", req.Count)
 	}
-	if most := min(MaxCount, r.cfg.Nodes); req.Count > most {
-		msg := fmt.Sprintf("count %d is above the most one request may ask, %d", req.Count, MaxCount)
-		if most < MaxCount {
+	if most := min(protocol.MaxCount, r.cfg.Nodes); req.Count > most {
+		msg := fmt.Sprintf("count %d is above the most one request may ask, %d", req.Count, protocol.MaxCount)
+		if most < protocol.MaxCount {
 			msg = fmt.Sprintf("count %d is larger than the pool of %s", req.Count, plural.N(most, "node ID", "node IDs"))
 		}
 		return Grant{}, &Error{Code: protocol.CodeCountTooLarge, Field: "count", Message: msg, Details: map[string]any{"maxCount": most}}
@@ -230,13 +227,13 @@ func (r *Registry) DefaultKeyQuota() int {
 // STORE_CLOCK_SKEW and STORE_UNAVAILABLE.
 func (r *Registry) Renew(ctx context.Context, req RenewRequest) (g Grant, err error) {
 	start := time.Now()
-	defer func() { r.obs.Operation("renew", ErrorCode(err), time.Since(start)) }()
+	defer func() { r.obs.Operation("renew", protocol.ErrorCode(err), time.Since(start)) }()
 	if err := req.Requester.Validate(); err != nil {
 		return Grant{}, err
 	}
 	for i, t := range req.FencingTokens {
 		if t < 1 || t > MaxFencingToken {
-			return Grant{}, Invalidf(fmt.Sprintf("fencingTokens[%d]", i), "fencing tokens are between 1 and 2^53-1")
+			return Grant{}, protocol.Invalidf(fmt.Sprintf("fencingTokens[%d]", i), "fencing tokens are between 1 and 2^53-1")
 		}
 	}
 	if err := r.Serving(); err != nil {
@@ -333,7 +330,7 @@ func (r *Registry) sign(ls []Lease) {
 // STORE_UNAVAILABLE.
 func (r *Registry) Remove(ctx context.Context, req RemoveRequest) (n int, err error) {
 	start := time.Now()
-	defer func() { r.obs.Operation("remove", ErrorCode(err), time.Since(start)) }()
+	defer func() { r.obs.Operation("remove", protocol.ErrorCode(err), time.Since(start)) }()
 	if err := req.Requester.Validate(); err != nil {
 		return 0, err
 	}

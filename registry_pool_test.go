@@ -30,7 +30,7 @@ func TestRegistryPoolRange(t *testing.T) {
 		}
 	}
 	for _, id := range []idkeeper.NodeID{99, 108, 0} {
-		if _, err := e.reg.Node(ctx, id); idkeeper.ErrorCode(err) != protocol.CodeNotFound {
+		if _, err := e.reg.Node(ctx, id); protocol.ErrorCode(err) != protocol.CodeNotFound {
 			t.Fatalf("Node(%d) outside the pool: %v, want NOT_FOUND", id, err)
 		}
 	}
@@ -91,10 +91,10 @@ func TestRegistryPoolMismatch(t *testing.T) {
 				t.Errorf("POOL_MISMATCH message %q lacks %q", e.Message, want)
 			}
 		}
-		if reg.Phase() != idkeeper.PhasePoolMismatch || idkeeper.ErrorCode(reg.Serving()) != protocol.CodePoolMismatch {
+		if reg.Phase() != idkeeper.PhasePoolMismatch || protocol.ErrorCode(reg.Serving()) != protocol.CodePoolMismatch {
 			t.Fatalf("after a refused start: phase %s, Serving %v", reg.Phase(), reg.Serving())
 		}
-		if _, err := reg.Alloc(ctx, idkeeper.AllocRequest{Requester: who(1), Count: 1}); idkeeper.ErrorCode(err) != protocol.CodePoolMismatch {
+		if _, err := reg.Alloc(ctx, idkeeper.AllocRequest{Requester: who(1), Count: 1}); protocol.ErrorCode(err) != protocol.CodePoolMismatch {
 			t.Fatalf("Alloc on a mismatched registry: %v", err)
 		}
 		reg.Close()

@@ -39,7 +39,7 @@ func TestRedisRestartWithoutPersistenceQuarantinesEverything(t *testing.T) {
 	srv.Restart(t)
 
 	_, err = e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: who(2), Count: 1})
-	if idkeeper.ErrorCode(err) != protocol.CodeNodeIDsExhausted {
+	if protocol.ErrorCode(err) != protocol.CodeNodeIDsExhausted {
 		t.Fatalf("alloc right after a reset: %v, want NODE_IDS_EXHAUSTED (everything quarantined)", err)
 	}
 	until := e.clk.Now().Add(48*time.Hour + 10*time.Minute)
@@ -303,7 +303,7 @@ func TestRedisReplicationChangeRecheckedAfterFailure(t *testing.T) {
 	srv.Restart(t)
 
 	f.fail.Store(true)
-	if err := e.reg.CheckStore(ctx); idkeeper.ErrorCode(err) != protocol.CodeStoreUnavailable {
+	if err := e.reg.CheckStore(ctx); protocol.ErrorCode(err) != protocol.CodeStoreUnavailable {
 		t.Fatalf("check with the judgement failing = %v, want STORE_UNAVAILABLE", err)
 	}
 	if e.obs.resetCount(true) != 0 {
@@ -380,13 +380,13 @@ func TestRedisResetIsAcknowledgedByReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: who(2), Count: 1})
-	if idkeeper.ErrorCode(err) != protocol.CodeStoreRecovering {
+	if protocol.ErrorCode(err) != protocol.CodeStoreRecovering {
 		t.Fatalf("alloc while the reset cannot be acknowledged: %v, want STORE_RECOVERING", err)
 	}
 	if e.reg.Phase() != idkeeper.PhaseRecovering || e.obs.resetsTotal() != 0 {
 		t.Fatalf("phase %s, resets %v", e.reg.Phase(), e.obs.resets)
 	}
-	if err := e.reg.Serving(); idkeeper.ErrorCode(err) != protocol.CodeStoreRecovering {
+	if err := e.reg.Serving(); protocol.ErrorCode(err) != protocol.CodeStoreRecovering {
 		t.Fatalf("serving while recovering: %v", err)
 	}
 

@@ -50,7 +50,7 @@ func (e *resetEnv) renew(t *testing.T, r idkeeper.Requester, rcpts []string) idk
 
 func wantCode(t *testing.T, err error, code idkeeper.Code) {
 	t.Helper()
-	if idkeeper.ErrorCode(err) != code {
+	if protocol.ErrorCode(err) != code {
 		t.Fatalf("err = %v, want %s", err, code)
 	}
 }
@@ -319,7 +319,7 @@ func TestUnverifiedEvidenceIsIgnored(t *testing.T) {
 		{Requester: who(2), Receipts: []string{"not a receipt", strings.Repeat("A", 60)}}, // garbage
 	} {
 		_, err := e.reg.Renew(ctx, req)
-		if err != nil && idkeeper.ErrorCode(err) != protocol.CodeLeaseNotOwned {
+		if err != nil && protocol.ErrorCode(err) != protocol.CodeLeaseNotOwned {
 			t.Fatalf("renew %+v: %v", req, err)
 		}
 	}
@@ -386,7 +386,7 @@ func TestStoreClockJumpStopsGranting(t *testing.T) {
 	wantCode(t, err, protocol.CodeStoreClockSkew)
 	_, err = e.reg.Renew(ctx, idkeeper.RenewRequest{Requester: who(1)})
 	wantCode(t, err, protocol.CodeStoreClockSkew)
-	if _, _, err := e.reg.Cleanup(ctx); idkeeper.ErrorCode(err) != protocol.CodeStoreClockSkew {
+	if _, _, err := e.reg.Cleanup(ctx); protocol.ErrorCode(err) != protocol.CodeStoreClockSkew {
 		t.Fatalf("cleanup with the clocks apart: %v", err)
 	}
 	wantCode(t, e.reg.Ready(ctx), protocol.CodeStoreClockSkew)
@@ -477,7 +477,7 @@ func TestEqualProcessIdentitiesWithOwnInstancesShareNothing(t *testing.T) {
 	e := newEnv(t, idkeeper.Config{Nodes: 4})
 	ctx := context.Background()
 	a, b := who(1), who(1)
-	a.Instance, b.Instance = idkeeper.NewInstance(), idkeeper.NewInstance()
+	a.Instance, b.Instance = protocol.NewInstance(), protocol.NewInstance()
 	if a.Instance == b.Instance || len(a.Instance) != 22 {
 		t.Fatalf("instances %q %q", a.Instance, b.Instance)
 	}

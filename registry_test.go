@@ -239,7 +239,7 @@ func TestAllocValidatesInput(t *testing.T) {
 	}
 	// A count above the pool (or above MaxCount) is the one code the gateway
 	// sends for a count above its limit too.
-	for _, n := range []int{9, idkeeper.MaxCount + 1} {
+	for _, n := range []int{9, protocol.MaxCount + 1} {
 		_, err := e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: who(1), Count: n})
 		var ie *idkeeper.Error
 		if !errors.As(err, &ie) || ie.Code != protocol.CodeCountTooLarge || ie.Field != "count" || ie.Details["maxCount"] != 8 {
@@ -266,7 +266,7 @@ func TestScenarioAllocSameRenewRemainingRemove(t *testing.T) {
 	if err != nil || g2.Leases[0].NodeID != g1.Leases[0].NodeID || g2.Leases[1].FencingToken != g1.Leases[1].FencingToken {
 		t.Fatalf("idempotent alloc: %v %+v vs %+v", err, g2, g1)
 	}
-	if _, err := e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: who(7), Count: 3}); idkeeper.ErrorCode(err) != protocol.CodeRequesterCountMismatch {
+	if _, err := e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: who(7), Count: 3}); protocol.ErrorCode(err) != protocol.CodeRequesterCountMismatch {
 		t.Fatalf("other count: %v", err)
 	}
 	g3, err := e.reg.Renew(ctx, idkeeper.RenewRequest{Requester: who(7), FencingTokens: []uint64{g1.Leases[0].FencingToken}})
@@ -345,13 +345,13 @@ func TestAuthenticate(t *testing.T) {
 		secret + "x":                protocol.CodeAPIKeyInvalid,
 		"idk_not-a-key-at-all-1234": protocol.CodeAPIKeyInvalid,
 	} {
-		if _, err := e.reg.Authenticate(ctx, presented); idkeeper.ErrorCode(err) != code {
+		if _, err := e.reg.Authenticate(ctx, presented); protocol.ErrorCode(err) != code {
 			t.Errorf("%q: got %v, want %s", presented, err, code)
 		}
 	}
 	old, ok := idkeeper.NewAPIKey("old", t0, t0.Add(-time.Second))
 	e.store.CreateAPIKey(ctx, ok)
-	if _, err := e.reg.Authenticate(ctx, old); idkeeper.ErrorCode(err) != protocol.CodeAPIKeyExpired {
+	if _, err := e.reg.Authenticate(ctx, old); protocol.ErrorCode(err) != protocol.CodeAPIKeyExpired {
 		t.Fatalf("expired key: %v", err)
 	}
 	if bytes.Contains(k.Hash, []byte(secret)) || len(k.Hash) != 32 {
@@ -364,7 +364,7 @@ func TestAuthenticate(t *testing.T) {
 	if created, _ := e.reg.EnsureAPIKey(ctx, "bootstrap-key-0123456789abcdef", "bootstrap"); created {
 		t.Fatal("bootstrap key created twice")
 	}
-	if _, err := e.reg.EnsureAPIKey(ctx, "short", "x"); idkeeper.ErrorCode(err) != protocol.CodeInvalidRequest {
+	if _, err := e.reg.EnsureAPIKey(ctx, "short", "x"); protocol.ErrorCode(err) != protocol.CodeInvalidRequest {
 		t.Fatalf("short bootstrap key: %v", err)
 	}
 }
@@ -395,7 +395,7 @@ func TestRevokedKeyAndLastUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := e.reg.Authenticate(ctx, secret)
-	if idkeeper.ErrorCode(err) != protocol.CodeAPIKeyInvalid || !strings.Contains(err.Error(), "revoked") {
+	if protocol.ErrorCode(err) != protocol.CodeAPIKeyInvalid || !strings.Contains(err.Error(), "revoked") {
 		t.Fatalf("revoked key: %v", err)
 	}
 }
@@ -417,7 +417,7 @@ func TestBootstrapKeyRotation(t *testing.T) {
 	if err != nil || !created || len(retired) != 1 || retired[0] != id1 {
 		t.Fatalf("rotation: %v %v %v", created, retired, err)
 	}
-	if _, err := e.reg.Authenticate(ctx, k1); idkeeper.ErrorCode(err) != protocol.CodeAPIKeyInvalid {
+	if _, err := e.reg.Authenticate(ctx, k1); protocol.ErrorCode(err) != protocol.CodeAPIKeyInvalid {
 		t.Fatalf("the retired key: %v", err)
 	}
 	if _, err := e.reg.Authenticate(ctx, k2); err != nil {

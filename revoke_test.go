@@ -85,7 +85,7 @@ func TestRevokeLease(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: who(pid), Count: c.Remaining + 1}); idkeeper.ErrorCode(err) != protocol.CodeNodeIDsExhausted {
+		if _, err := e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: who(pid), Count: c.Remaining + 1}); protocol.ErrorCode(err) != protocol.CodeNodeIDsExhausted {
 			t.Fatalf("Alloc of %d node IDs with %d allocatable: %v", c.Remaining+1, c.Remaining, err)
 		}
 		if c.Remaining == 0 {
@@ -136,7 +136,7 @@ func TestRevokeLeaseStoreUnavailable(t *testing.T) {
 	}
 	e.store.Close()
 	_, err = e.reg.RevokeLease(context.Background(), g.Leases[0].NodeID, g.Leases[0].FencingToken)
-	if code := idkeeper.ErrorCode(err); code != protocol.CodeStoreUnavailable {
+	if code := protocol.ErrorCode(err); code != protocol.CodeStoreUnavailable {
 		t.Fatalf("RevokeLease on a closed store: %v (code %q), want STORE_UNAVAILABLE", err, code)
 	}
 }

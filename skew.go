@@ -68,7 +68,7 @@ const (
 // requester.
 func (r *Registry) checkSkew(ctx context.Context, op, keyID string, who Requester, now, client time.Time, remoteIP string) error {
 	grace := r.cfg.Grace
-	skew := now.Sub(Millis(client))
+	skew := now.Sub(protocol.Millis(client))
 	level := SkewLevelFor(skew, grace)
 	r.obs.Skew(op, skew, level)
 	rejected := level == SkewReject && op == "alloc"

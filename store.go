@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // IdentifiedStore is a Store that can say where it keeps its data: the identity a
@@ -445,7 +447,7 @@ func (g Guard) Check(generation string, fence uint64, now time.Time) error {
 		return fmt.Errorf("%w: %w (adopted %q, found %q)", ErrStoreReset, ErrGenerationChanged, g.Generation, generation)
 	case fence < g.MinFence:
 		return fmt.Errorf("%w: %w (counter %d, token %d handed out)", ErrStoreReset, ErrFenceRegression, fence, g.MinFence)
-	case !g.Now.IsZero() && now.Sub(Millis(g.Now)).Abs() > g.MaxSkew:
+	case !g.Now.IsZero() && now.Sub(protocol.Millis(g.Now)).Abs() > g.MaxSkew:
 		return fmt.Errorf("%w: the store reads %s, the registry %s (at most %s apart)",
 			ErrStoreClockSkew, now.UTC().Format(time.RFC3339Nano), g.Now.UTC().Format(time.RFC3339Nano), g.MaxSkew)
 	}

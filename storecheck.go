@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // The checks every Store makes of its arguments before it reads or writes
@@ -18,7 +20,7 @@ const MaxPoolNodes = math.MaxUint32
 // 1..MaxPoolNodes.
 func CheckPoolSize(nodes int) error {
 	if nodes < 1 || nodes > MaxPoolNodes {
-		return Invalidf("nodes", "a pool holds 1..%d node IDs, not %d", uint64(MaxPoolNodes), nodes)
+		return protocol.Invalidf("nodes", "a pool holds 1..%d node IDs, not %d", uint64(MaxPoolNodes), nodes)
 	}
 	return nil
 }
@@ -26,13 +28,13 @@ func CheckPoolSize(nodes int) error {
 // ShrinkRefused is the INVALID_REQUEST Error of Init or Grow asked for a pool of
 // nodes when the store holds stored node IDs, more.
 func ShrinkRefused(stored uint64, nodes int) error {
-	return Invalidf("nodes", "the store holds %d node IDs; a pool of %d would drop some", stored, nodes)
+	return protocol.Invalidf("nodes", "the store holds %d node IDs; a pool of %d would drop some", stored, nodes)
 }
 
 // OutsidePool is the INVALID_REQUEST Error of a node ID that the pool does not
 // hold: below its First, or at or past First + Nodes.
 func OutsidePool(id NodeID) error {
-	return Invalidf("nodes", "node ID %d is outside the pool", id)
+	return protocol.Invalidf("nodes", "node ID %d is outside the pool", id)
 }
 
 // FenceCeiling is the error of a grant that would take the fencing counter, at
@@ -50,11 +52,11 @@ func (p AllocParams) Validate() error {
 	}
 	switch {
 	case p.Count < 1:
-		return Invalidf("count", "count must be at least 1, got %d", p.Count)
+		return protocol.Invalidf("count", "count must be at least 1, got %d", p.Count)
 	case p.First < time.Millisecond:
-		return Invalidf("first", "a new lease lasts at least 1ms, not %v", p.First)
+		return protocol.Invalidf("first", "a new lease lasts at least 1ms, not %v", p.First)
 	case p.MaxNodes < 0:
-		return Invalidf("maxNodes", "a quota must not be negative, got %d", p.MaxNodes)
+		return protocol.Invalidf("maxNodes", "a quota must not be negative, got %d", p.MaxNodes)
 	}
 	return p.Client.Validate()
 }
@@ -68,9 +70,9 @@ func (p RenewParams) Validate() error {
 	}
 	switch {
 	case p.Duration < time.Millisecond:
-		return Invalidf("duration", "a lease lasts at least 1ms, not %v", p.Duration)
+		return protocol.Invalidf("duration", "a lease lasts at least 1ms, not %v", p.Duration)
 	case p.Grace < 0:
-		return Invalidf("grace", "the grace period must not be negative, got %v", p.Grace)
+		return protocol.Invalidf("grace", "the grace period must not be negative, got %v", p.Grace)
 	}
 	return nil
 }
@@ -86,7 +88,7 @@ func (p ResetParams) Validate() error {
 		return err
 	}
 	if p.MinFence > MaxFencingToken {
-		return Invalidf("minFence", "a fencing counter of %d is above the last token 2^53-1", p.MinFence)
+		return protocol.Invalidf("minFence", "a fencing counter of %d is above the last token 2^53-1", p.MinFence)
 	}
 	return nil
 }
@@ -102,7 +104,7 @@ func (c Claim) Possible() bool {
 // negative.
 func CheckGrace(grace time.Duration) error {
 	if grace < 0 {
-		return Invalidf("grace", "the grace period must not be negative, got %v", grace)
+		return protocol.Invalidf("grace", "the grace period must not be negative, got %v", grace)
 	}
 	return nil
 }

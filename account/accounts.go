@@ -142,7 +142,7 @@ func (a *Service) Config() Config { return a.cfg }
 // refuses the common passwords its hasher knows (checkNewPassword).
 func CheckPassword(field, pw string) error {
 	if len(pw) < MinPasswordLen || len(pw) > MaxPasswordLen {
-		return idkeeper.Invalidf(field, "a password has %d to %d bytes", MinPasswordLen, MaxPasswordLen)
+		return protocol.Invalidf(field, "a password has %d to %d bytes", MinPasswordLen, MaxPasswordLen)
 	}
 	return nil
 }
@@ -184,7 +184,7 @@ func (a *Service) EnsureFirstAdmin(ctx context.Context, name, password string) (
 		return false, storeErr(err)
 	}
 	if !ValidUserName(name) {
-		return false, idkeeper.Invalidf("name", "a user name is 1 to %d of a-z 0-9 . _ @ -", MaxUserNameLen)
+		return false, protocol.Invalidf("name", "a user name is 1 to %d of a-z 0-9 . _ @ -", MaxUserNameLen)
 	}
 	if err := a.checkNewPassword("password", password); err != nil {
 		return false, err
@@ -217,7 +217,7 @@ func (a *Service) Login(ctx context.Context, name, password, remoteIP, userAgent
 	typed := cleanName(name)
 	at, err := a.throttle.begin(ctx, a.cfg.Clock, a.cfg.Sleep, typed, addressKey(remoteIP))
 	if err != nil {
-		if idkeeper.ErrorCode(err) == protocol.CodeLoginThrottleFull {
+		if protocol.ErrorCode(err) == protocol.CodeLoginThrottleFull {
 			a.log.Warn("login refused: the login throttle's table is full", "user", typed, "remoteIp", remoteIP)
 		} else {
 			a.log.Debug("login throttled", "user", typed, "remoteIp", remoteIP, "err", err)
@@ -260,7 +260,7 @@ func (a *Service) Login(ctx context.Context, name, password, remoteIP, userAgent
 		return "", Session{}, errLoginFailed
 	}
 	at.end(a.cfg.Clock(), attemptSucceeded)
-	now := idkeeper.Millis(a.cfg.Clock())
+	now := protocol.Millis(a.cfg.Clock())
 
 	var b [32]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on Linux
@@ -343,10 +343,10 @@ func (a *Service) Authenticate(ctx context.Context, token string) (User, Session
 		return User{}, Session{}, errSessionExpired
 	}
 	if now.Sub(s.SeenAt) >= SessionTouchInterval {
-		if err := a.store.TouchSession(ctx, s.ID, idkeeper.Millis(now)); err != nil {
+		if err := a.store.TouchSession(ctx, s.ID, protocol.Millis(now)); err != nil {
 			a.log.Warn("touch a session", "user", s.User, "err", err)
 		} else {
-			s.SeenAt = idkeeper.Millis(now)
+			s.SeenAt = protocol.Millis(now)
 		}
 	}
 	return u, s, nil

@@ -47,7 +47,7 @@ func lockPair(t *testing.T, acc *account.Service, name, ip string) {
 func wantLocked(t *testing.T, acc *account.Service, name, ip string) {
 	t.Helper()
 	_, _, err := acc.Login(actx, name, bobPW, ip, "")
-	if idkeeper.ErrorCode(err) != protocol.CodeLoginFailed || retryAfter(err) == 0 {
+	if protocol.ErrorCode(err) != protocol.CodeLoginFailed || retryAfter(err) == 0 {
 		t.Fatalf("%s from %s is not locked: %v", name, ip, err)
 	}
 }
@@ -84,7 +84,7 @@ func TestLoginThrottleFullFailsClosed(t *testing.T) {
 	for i := range 400 {
 		ip := fmt.Sprintf("2001:db8:%x:%x::1", i/65536, i%65536)
 		_, _, err := acc.Login(actx, fmt.Sprintf("guess-%d", i), "letmein-wrong", ip, "")
-		switch idkeeper.ErrorCode(err) {
+		switch protocol.ErrorCode(err) {
 		case protocol.CodeLoginThrottleFull:
 			full++
 			if s := retryAfter(err); s != 14*60 {
@@ -123,7 +123,7 @@ func TestCommonPasswordsRefused(t *testing.T) {
 	wantCommon := func(t *testing.T, err error, field string) {
 		t.Helper()
 		var de *idkeeper.Error
-		if idkeeper.ErrorCode(err) != protocol.CodePasswordTooCommon || !errors.As(err, &de) || de.Field != field {
+		if protocol.ErrorCode(err) != protocol.CodePasswordTooCommon || !errors.As(err, &de) || de.Field != field {
 			t.Fatalf("want PASSWORD_TOO_COMMON naming %q: %v", field, err)
 		}
 	}

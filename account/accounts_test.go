@@ -212,7 +212,7 @@ func TestLoginOneGenericError(t *testing.T) {
 		if de.Details != nil {
 			t.Fatalf("%s: details %v", c.name, de.Details)
 		}
-		msgs = append(msgs, idkeeper.ErrorMessage(err))
+		msgs = append(msgs, protocol.ErrorMessage(err))
 	}
 	for _, m := range msgs[1:] {
 		if m != msgs[0] {

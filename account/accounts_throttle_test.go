@@ -117,7 +117,7 @@ func TestLoginThrottleConcurrent(t *testing.T) {
 	for range 30 {
 		wg.Go(func() {
 			_, _, err := e.acc.Login(actx, "bob", "letmein-wrong", "192.0.2.1", "")
-			if idkeeper.ErrorCode(err) != protocol.CodeLoginFailed {
+			if protocol.ErrorCode(err) != protocol.CodeLoginFailed {
 				t.Errorf("err %v", err)
 			}
 		})
@@ -240,7 +240,7 @@ func TestLoginSlowDownQueue(t *testing.T) {
 	ctx, cancel := context.WithCancel(actx)
 	cancel()
 	_, _, err = acc.Login(ctx, "bob", bobPW, "203.0.113.7", "")
-	if idkeeper.ErrorCode(err) != protocol.CodeLoginFailed || retryAfter(err) == 0 {
+	if protocol.ErrorCode(err) != protocol.CodeLoginFailed || retryAfter(err) == 0 {
 		t.Fatalf("an ended request: %v", err)
 	}
 	if n := account.LoginQueueLen(acc, "bob"); n != account.LoginQueueFailed {
@@ -248,7 +248,7 @@ func TestLoginSlowDownQueue(t *testing.T) {
 	}
 	// Past LoginQueueFailed waiting, a source that has failed is refused at once ...
 	_, _, err = acc.Login(actx, "bob", bobPW, "192.0.2.1", "")
-	if idkeeper.ErrorCode(err) != protocol.CodeLoginFailed || retryAfter(err) == 0 {
+	if protocol.ErrorCode(err) != protocol.CodeLoginFailed || retryAfter(err) == 0 {
 		t.Fatalf("a failed source past the queue: %v", err)
 	}
 	// ... a clean one waits, up to LoginQueueMax; past it, it is refused too.
@@ -257,7 +257,7 @@ func TestLoginSlowDownQueue(t *testing.T) {
 	}
 	waitFor(t, func() bool { return account.LoginQueueLen(acc, "bob") == account.LoginQueueMax })
 	_, _, err = acc.Login(actx, "bob", bobPW, "198.51.100.200", "")
-	if idkeeper.ErrorCode(err) != protocol.CodeLoginFailed || retryAfter(err) == 0 {
+	if protocol.ErrorCode(err) != protocol.CodeLoginFailed || retryAfter(err) == 0 {
 		t.Fatalf("a clean source past the full queue: %v", err)
 	}
 	if n := e.hasher.verifies.Load() - before; n != 0 {
@@ -343,7 +343,7 @@ func TestLoginKnownSourceSkipsTheQueue(t *testing.T) {
 	// Now a failed source past the queue, its right password is refused until
 	// its failure ends, as any failed source's.
 	_, _, err = acc.Login(actx, "bob", bobPW, home, "")
-	if idkeeper.ErrorCode(err) != protocol.CodeLoginFailed || retryAfter(err) == 0 {
+	if protocol.ErrorCode(err) != protocol.CodeLoginFailed || retryAfter(err) == 0 {
 		t.Fatalf("a known source that just failed, past the queue: %v", err)
 	}
 }

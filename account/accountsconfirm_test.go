@@ -23,7 +23,7 @@ func TestConfirmPassword(t *testing.T) {
 	for _, pw := range []string{"", "not the password"} {
 		err := e.acc.ConfirmPassword(actx, bob, "password", pw, account.RoleAdmin)
 		var ie *idkeeper.Error
-		if idkeeper.ErrorCode(err) != protocol.CodeInvalidRequest || !errors.As(err, &ie) || ie.Field != "password" {
+		if protocol.ErrorCode(err) != protocol.CodeInvalidRequest || !errors.As(err, &ie) || ie.Field != "password" {
 			t.Fatalf("password %q: %v", pw, err)
 		}
 	}
@@ -39,7 +39,7 @@ func TestConfirmPassword(t *testing.T) {
 	}
 	// From the same source (actx carries no address); another source is not
 	// refused (TestLoginWrongPasswordsDoNotLockTheAccount).
-	if _, _, err := e.acc.Login(actx, "bob", bobPW, "", "ua"); idkeeper.ErrorCode(err) != protocol.CodeLoginFailed {
+	if _, _, err := e.acc.Login(actx, "bob", bobPW, "", "ua"); protocol.ErrorCode(err) != protocol.CodeLoginFailed {
 		t.Fatalf("a login after the throttled confirmations: %v", err)
 	}
 	e.clk.Advance(account.LoginThrottleWindow)
@@ -48,13 +48,13 @@ func TestConfirmPassword(t *testing.T) {
 	if _, err := e.acc.SetRole(actx, e.root, "bob", account.RoleOperator); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.acc.ConfirmPassword(actx, bob, "password", bobPW, account.RoleAdmin); idkeeper.ErrorCode(err) != protocol.CodeForbidden {
+	if err := e.acc.ConfirmPassword(actx, bob, "password", bobPW, account.RoleAdmin); protocol.ErrorCode(err) != protocol.CodeForbidden {
 		t.Fatalf("a demoted admin: %v", err)
 	}
 	if _, err := e.acc.SetDisabled(actx, e.root, "bob", true); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.acc.ConfirmPassword(actx, bob, "password", bobPW, account.RoleAdmin); idkeeper.ErrorCode(err) != protocol.CodeSessionExpired {
+	if err := e.acc.ConfirmPassword(actx, bob, "password", bobPW, account.RoleAdmin); protocol.ErrorCode(err) != protocol.CodeSessionExpired {
 		t.Fatalf("a disabled account: %v", err)
 	}
 }

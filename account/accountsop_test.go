@@ -3,7 +3,6 @@ package account_test
 import (
 	"testing"
 
-	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/protocol"
 )
@@ -24,7 +23,7 @@ func TestOperatorActor(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The last enabled admin stays protected.
-	if _, err := e.acc.SetRole(actx, op, "root", account.RoleViewer); idkeeper.ErrorCode(err) != protocol.CodeConflict {
+	if _, err := e.acc.SetRole(actx, op, "root", account.RoleViewer); protocol.ErrorCode(err) != protocol.CodeConflict {
 		t.Fatalf("demoting the last admin: %v", err)
 	}
 	es, err := e.store.AuditEntriesBefore(actx, 0, 3)

@@ -22,9 +22,9 @@ func (a *Service) CreateUser(ctx context.Context, actor User, name string, role 
 	}
 	switch {
 	case !ValidUserName(name):
-		return User{}, idkeeper.Invalidf("name", "a user name is 1 to %d of a-z 0-9 . _ @ -", MaxUserNameLen)
+		return User{}, protocol.Invalidf("name", "a user name is 1 to %d of a-z 0-9 . _ @ -", MaxUserNameLen)
 	case !role.Valid():
-		return User{}, idkeeper.Invalidf("role", "the role is one of %s, %s, %s", RoleViewer, RoleOperator, RoleAdmin)
+		return User{}, protocol.Invalidf("role", "the role is one of %s, %s, %s", RoleViewer, RoleOperator, RoleAdmin)
 	}
 	if err := a.checkNewPassword("password", password); err != nil {
 		return User{}, err
@@ -34,7 +34,7 @@ func (a *Service) CreateUser(ctx context.Context, actor User, name string, role 
 		return User{}, err
 	}
 	if err := a.store.CreateUser(ctx, u); errors.Is(err, idkeeper.ErrConflict) {
-		return User{}, idkeeper.Errorf(protocol.CodeConflict, "a user named %q exists", name)
+		return User{}, protocol.Errorf(protocol.CodeConflict, "a user named %q exists", name)
 	} else if err != nil {
 		return User{}, storeErr(err)
 	}
@@ -50,7 +50,7 @@ func (a *Service) CreateUser(ctx context.Context, actor User, name string, role 
 // role is no change.
 func (a *Service) SetRole(ctx context.Context, actor User, name string, role Role) (User, error) {
 	if !role.Valid() {
-		return User{}, idkeeper.Invalidf("role", "the role is one of %s, %s, %s", RoleViewer, RoleOperator, RoleAdmin)
+		return User{}, protocol.Invalidf("role", "the role is one of %s, %s, %s", RoleViewer, RoleOperator, RoleAdmin)
 	}
 	return a.adminChange(ctx, actor, name, role != RoleAdmin, "change their own role", func(u *User) (string, error) {
 		if u.Role == role {
@@ -92,7 +92,7 @@ func (a *Service) adminChange(ctx context.Context, actor User, name string, demo
 		return User{}, err
 	}
 	if demotes && name == actor.Name {
-		return User{}, idkeeper.Errorf(protocol.CodeForbidden, "an admin cannot %s", selfWhat)
+		return User{}, protocol.Errorf(protocol.CodeForbidden, "an admin cannot %s", selfWhat)
 	}
 	detail := ""
 	u, err := a.update(ctx, name, func(u *User) error {
@@ -128,7 +128,7 @@ func (a *Service) otherAdmins(ctx context.Context, name string) error {
 			return nil
 		}
 	}
-	return idkeeper.Errorf(protocol.CodeConflict, "%q is the last enabled admin", name)
+	return protocol.Errorf(protocol.CodeConflict, "%q is the last enabled admin", name)
 }
 
 // ResetPassword gives the account name a new password, ending its sessions.
@@ -140,7 +140,7 @@ func (a *Service) ResetPassword(ctx context.Context, actor User, name, newPasswo
 		return User{}, err
 	}
 	if name == actor.Name {
-		return User{}, idkeeper.Errorf(protocol.CodeForbidden, "change your own password with the current one")
+		return User{}, protocol.Errorf(protocol.CodeForbidden, "change your own password with the current one")
 	}
 	if err := a.checkNewPassword("password", newPassword); err != nil {
 		return User{}, err
@@ -161,7 +161,7 @@ func (a *Service) ChangePassword(ctx context.Context, user User, old, newPasswor
 		return User{}, err
 	}
 	if newPassword == old {
-		return User{}, idkeeper.Invalidf("newPassword", "the new password is the current one")
+		return User{}, protocol.Invalidf("newPassword", "the new password is the current one")
 	}
 	return a.setPassword(ctx, user.AuditActor(), user.Name, newPassword, "changed by the user")
 }
@@ -177,13 +177,13 @@ func (a *Service) ChangePassword(ctx context.Context, user User, old, newPasswor
 // is below role; STORE_UNAVAILABLE; ctx's.
 func (a *Service) ConfirmPassword(ctx context.Context, user User, field, pw string, role Role) error {
 	if pw == "" {
-		return idkeeper.Invalidf(field, "give your password again to confirm")
+		return protocol.Invalidf(field, "give your password again to confirm")
 	}
 	at, err := a.throttle.begin(ctx, a.cfg.Clock, a.cfg.Sleep, user.Name, addressKey(audit.RemoteIPFrom(ctx)))
 	if err != nil {
 		var te *idkeeper.Error
 		if errors.As(err, &te) && te.Code == protocol.CodeLoginFailed {
-			e := idkeeper.Invalidf(field, "too many wrong passwords; retry later")
+			e := protocol.Invalidf(field, "too many wrong passwords; retry later")
 			e.Details = te.Details
 			return e
 		}
@@ -205,11 +205,11 @@ func (a *Service) ConfirmPassword(ctx context.Context, user User, field, pw stri
 		if at.end(a.cfg.Clock(), attemptFailed) {
 			a.log.Warn("password confirmation throttled", "user", user.Name, "remoteIp", audit.RemoteIPFrom(ctx))
 		}
-		return idkeeper.Invalidf(field, "the current password is wrong")
+		return protocol.Invalidf(field, "the current password is wrong")
 	}
 	at.end(a.cfg.Clock(), attemptSucceeded)
 	if !cur.Role.AtLeast(role) {
-		return idkeeper.Errorf(protocol.CodeForbidden, "this needs the role %s; %s has the role %s", role, user.Name, cur.Role)
+		return protocol.Errorf(protocol.CodeForbidden, "this needs the role %s; %s has the role %s", role, user.Name, cur.Role)
 	}
 	return nil
 }
@@ -221,7 +221,7 @@ func (a *Service) setPassword(ctx context.Context, actor, name, pw, detail strin
 	if err != nil {
 		return User{}, &idkeeper.Error{Code: protocol.CodeInternal, Message: "internal error", Err: err}
 	}
-	now := idkeeper.Millis(a.cfg.Clock())
+	now := protocol.Millis(a.cfg.Clock())
 	u, err := a.update(ctx, name, func(u *User) error {
 		u.PasswordHash, u.PasswordChangedAt = hash, now
 		u.Epoch++
@@ -273,7 +273,7 @@ func (a *Service) update(ctx context.Context, name string, fn func(*User) error)
 	for range maxRetries {
 		u, err := a.store.User(ctx, name)
 		if errors.Is(err, idkeeper.ErrNotFound) {
-			return User{}, idkeeper.Errorf(protocol.CodeNotFound, "no user named %q", name)
+			return User{}, protocol.Errorf(protocol.CodeNotFound, "no user named %q", name)
 		} else if err != nil {
 			return User{}, storeErr(err)
 		}
@@ -288,7 +288,7 @@ func (a *Service) update(ctx context.Context, name string, fn func(*User) error)
 			u.Version++
 			return u, nil
 		case errors.Is(err, idkeeper.ErrNotFound):
-			return User{}, idkeeper.Errorf(protocol.CodeNotFound, "no user named %q", name)
+			return User{}, protocol.Errorf(protocol.CodeNotFound, "no user named %q", name)
 		case !errors.Is(err, idkeeper.ErrConflict):
 			return User{}, storeErr(err)
 		}
@@ -296,7 +296,7 @@ func (a *Service) update(ctx context.Context, name string, fn func(*User) error)
 			return User{}, err
 		}
 	}
-	return User{}, idkeeper.Errorf(protocol.CodeConflict, "the user %q changed %d times meanwhile; retry", name, maxRetries)
+	return User{}, protocol.Errorf(protocol.CodeConflict, "the user %q changed %d times meanwhile; retry", name, maxRetries)
 }
 
 // endSessions deletes name's sessions. A failure is logged: the new Epoch voids
@@ -313,7 +313,7 @@ func (a *Service) newUser(name string, role Role, password, by string) (User, er
 	if err != nil {
 		return User{}, &idkeeper.Error{Code: protocol.CodeInternal, Message: "internal error", Err: err}
 	}
-	now := idkeeper.Millis(a.cfg.Clock())
+	now := protocol.Millis(a.cfg.Clock())
 	return User{Name: name, Role: role, PasswordHash: hash, CreatedAt: now, CreatedBy: by, Epoch: 1,
 		PasswordChangedAt: now}, nil
 }

@@ -23,7 +23,7 @@ import (
 // no account.
 func (a *Service) SetWebhook(ctx context.Context, user User, webhook string) (User, error) {
 	if user.IsOperator() {
-		return User{}, idkeeper.Errorf(protocol.CodeForbidden, "a webhook belongs to an account: the operator of the store has none")
+		return User{}, protocol.Errorf(protocol.CodeForbidden, "a webhook belongs to an account: the operator of the store has none")
 	}
 	webhook = strings.TrimSpace(webhook)
 	if webhook != "" {
@@ -48,7 +48,7 @@ func (a *Service) SetWebhook(ctx context.Context, user User, webhook string) (Us
 		}
 		return nil
 	})
-	if idkeeper.ErrorCode(err) == protocol.CodeNotFound {
+	if protocol.ErrorCode(err) == protocol.CodeNotFound {
 		return User{}, errSessionExpired
 	} else if err != nil {
 		return User{}, err
@@ -64,10 +64,10 @@ func (a *Service) SetWebhook(ctx context.Context, user User, webhook string) (Us
 // Error naming "url" whose cause is the validator's error.
 func (a *Service) checkWebhook(webhook string) error {
 	if len(webhook) > MaxWebhookLen {
-		return idkeeper.Invalidf("url", "a webhook URL has at most %d bytes", MaxWebhookLen)
+		return protocol.Invalidf("url", "a webhook URL has at most %d bytes", MaxWebhookLen)
 	}
 	if a.cfg.ValidWebhook == nil {
-		return idkeeper.Invalidf("url", "this server takes no webhook URL: alerts are not configured")
+		return protocol.Invalidf("url", "this server takes no webhook URL: alerts are not configured")
 	}
 	if err := a.cfg.ValidWebhook(webhook); err != nil {
 		return &idkeeper.Error{Code: protocol.CodeInvalidRequest, Field: "url", Message: err.Error(), Err: err}

@@ -5,13 +5,14 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 func wantCode(t *testing.T, err error, code idkeeper.Code) {
 	t.Helper()
-	if idkeeper.ErrorCode(err) != code {
+	if protocol.ErrorCode(err) != code {
 		t.Fatalf("err = %v, want %s", err, code)
 	}
 }

@@ -186,7 +186,7 @@ func (t *throttle) begin(ctx context.Context, now func() time.Time, sleep func(c
 			wait := max(time.Second, t.nextEnd.Sub(at))
 			t.mu.Unlock()
 			t.full.Add(1)
-			e := idkeeper.Errorf(protocol.CodeLoginThrottleFull, "too many addresses are throttled; logins from new ones are refused for now, retry later")
+			e := protocol.Errorf(protocol.CodeLoginThrottleFull, "too many addresses are throttled; logins from new ones are refused for now, retry later")
 			e.Details = map[string]any{"retryAfterSeconds": seconds(wait)}
 			return nil, e
 		}

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/protocol"
 )
 
@@ -32,7 +31,7 @@ func TestLoginThrottleMemoryBounded(t *testing.T) {
 		a, err := th.begin(context.Background(), clock, nosleep, fmt.Sprintf("%s%06d", name, i),
 			addressKey(fmt.Sprintf("2001:db8:%x:%x::1", i/65536, i%65536)))
 		if err != nil {
-			if idkeeper.ErrorCode(err) != protocol.CodeLoginThrottleFull {
+			if protocol.ErrorCode(err) != protocol.CodeLoginThrottleFull {
 				t.Fatal(err)
 			}
 			full++

@@ -212,12 +212,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(allowed) == 0 {
-		h.writeProblem(w, r, idkeeper.Errorf(protocol.CodeNotFound, "no route for %s %s", r.Method, r.URL.Path))
+		h.writeProblem(w, r, protocol.Errorf(protocol.CodeNotFound, "no route for %s %s", r.Method, r.URL.Path))
 		return
 	}
 	allow := strings.Join(allowed, ", ")
 	w.Header().Set("Allow", allow)
-	h.writeProblem(w, r, idkeeper.Errorf(protocol.CodeMethodNotAllowed, "%s is not allowed on %s; allowed: %s",
+	h.writeProblem(w, r, protocol.Errorf(protocol.CodeMethodNotAllowed, "%s is not allowed on %s; allowed: %s",
 		r.Method, r.URL.Path, allow))
 }
 

@@ -51,11 +51,11 @@ func (h *Handler) getAllowList(_ http.ResponseWriter, r *http.Request, _ *princi
 func prefixMember(s string) (netip.Prefix, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
-		return netip.Prefix{}, idkeeper.Invalidf("prefix", "prefix is required: a CIDR prefix such as 10.0.0.0/8, or an address")
+		return netip.Prefix{}, protocol.Invalidf("prefix", "prefix is required: a CIDR prefix such as 10.0.0.0/8, or an address")
 	}
 	p, err := clientip.ParsePrefix(s)
 	if err != nil {
-		return netip.Prefix{}, idkeeper.Invalidf("prefix", "%v", err)
+		return netip.Prefix{}, protocol.Invalidf("prefix", "%v", err)
 	}
 	return p, nil
 }
@@ -90,13 +90,13 @@ func (h *Handler) addAllowEntry(w http.ResponseWriter, r *http.Request, p *princ
 	note, ok := idkeeper.CleanText(note, allowlist.MaxNoteLen)
 	switch {
 	case !ok:
-		return nil, idkeeper.Invalidf("note", "note must be printable UTF-8 text of at most %d bytes", allowlist.MaxNoteLen)
+		return nil, protocol.Invalidf("note", "note must be printable UTF-8 text of at most %d bytes", allowlist.MaxNoteLen)
 	case note == "":
-		return nil, idkeeper.Invalidf("note", "note is required: why the prefix is on the list")
+		return nil, protocol.Invalidf("note", "note is required: why the prefix is on the list")
 	}
-	e := allowlist.Entry{Prefix: prefix, Note: note, CreatedBy: p.actor, CreatedAt: idkeeper.Millis(h.reg.Now())}
+	e := allowlist.Entry{Prefix: prefix, Note: note, CreatedBy: p.actor, CreatedAt: protocol.Millis(h.reg.Now())}
 	if err := h.store.AddAllowEntry(r.Context(), e); errors.Is(err, idkeeper.ErrConflict) {
-		return nil, idkeeper.Errorf(protocol.CodeConflict, "%s is on the allow-list already", prefix)
+		return nil, protocol.Errorf(protocol.CodeConflict, "%s is on the allow-list already", prefix)
 	} else if err != nil {
 		return nil, storeErr(err)
 	}
@@ -135,16 +135,16 @@ func (h *Handler) removeAllowEntry(w http.ResponseWriter, r *http.Request, p *pr
 	listed := slices.ContainsFunc(es, func(e allowlist.Entry) bool { return e.Prefix == prefix })
 	switch {
 	case !listed && slices.Contains(h.allow.Floor(), prefix):
-		return nil, idkeeper.Errorf(protocol.CodeConflict, "%s is part of the floor (--allowed-ips), which is configuration: "+
+		return nil, protocol.Errorf(protocol.CodeConflict, "%s is part of the floor (--allowed-ips), which is configuration: "+
 			"change the flag and restart the server to remove it", prefix)
 	case !listed:
-		return nil, idkeeper.Errorf(protocol.CodeNotFound, "%s is not on the allow-list", prefix)
+		return nil, protocol.Errorf(protocol.CodeNotFound, "%s is not on the allow-list", prefix)
 	case len(es) == 1 && len(h.allow.Floor()) == 0 && !allowAll:
-		return nil, idkeeper.Errorf(protocol.CodeConflict, "%s is the last entry and the floor is empty: without it every "+
+		return nil, protocol.Errorf(protocol.CodeConflict, "%s is the last entry and the floor is empty: without it every "+
 			"address may use API keys; send \"allowAll\": true to mean that", prefix)
 	}
 	if err := h.store.RemoveAllowEntry(ctx, prefix); errors.Is(err, idkeeper.ErrNotFound) {
-		return nil, idkeeper.Errorf(protocol.CodeNotFound, "%s is not on the allow-list", prefix)
+		return nil, protocol.Errorf(protocol.CodeNotFound, "%s is not on the allow-list", prefix)
 	} else if err != nil {
 		return nil, storeErr(err)
 	}

@@ -5,9 +5,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/internal/wire"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // The audit log.
@@ -48,13 +48,13 @@ func (h *Handler) auditLog(_ http.ResponseWriter, r *http.Request, _ *principal)
 	var before uint64
 	if s := q.Get("before"); s != "" {
 		if before, err = strconv.ParseUint(s, 10, 64); err != nil || before == 0 {
-			return nil, idkeeper.Invalidf("before", "before must be the positive sequence number of an entry (a page's next)")
+			return nil, protocol.Invalidf("before", "before must be the positive sequence number of an entry (a page's next)")
 		}
 	}
 	limit := DefaultAuditLimit
 	if s := q.Get("limit"); s != "" {
 		if limit, err = strconv.Atoi(s); err != nil || limit < 1 || limit > MaxAuditLimit {
-			return nil, idkeeper.Invalidf("limit", "limit must be an integer between 1 and %d", MaxAuditLimit)
+			return nil, protocol.Invalidf("limit", "limit must be an integer between 1 and %d", MaxAuditLimit)
 		}
 	}
 	action, actor := q.Get("action"), q.Get("actor")

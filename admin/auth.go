@@ -27,7 +27,7 @@ type principal struct {
 	actor   string // "user:NAME" or "key:ID", as the audit log names it
 }
 
-var errNoCredentials = idkeeper.Errorf(protocol.CodeSessionExpired,
+var errNoCredentials = protocol.Errorf(protocol.CodeSessionExpired,
 	"not logged in: log in (POST "+APIPrefix+"login) or send an admin API key in "+APIKeyHeader)
 
 // authenticate finds the caller of r and fills in p. A request that carries an
@@ -43,12 +43,12 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, p *princi
 	if _, ok := r.Header[http.CanonicalHeaderKey(APIKeyHeader)]; ok {
 		if al := h.allow; p.ipErr != nil && !al.AllowsAll() || p.ipErr == nil && !al.Allows(p.ip) {
 			if p.ipErr == nil && !al.Loaded() {
-				return idkeeper.Errorf(protocol.CodeStoreUnavailable, "the IP allow-list has not been read from the store yet")
+				return protocol.Errorf(protocol.CodeStoreUnavailable, "the IP allow-list has not been read from the store yet")
 			}
 			if p.ipErr != nil {
 				h.log.Warn("cannot tell the client's address", "err", p.ipErr)
 			}
-			return idkeeper.Errorf(protocol.CodeIPNotAllowed, "requests with an API key from %s are not allowed", p.remote)
+			return protocol.Errorf(protocol.CodeIPNotAllowed, "requests with an API key from %s are not allowed", p.remote)
 		}
 		if err := h.reg.Serving(); err != nil {
 			return err
@@ -61,7 +61,7 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, p *princi
 			w.Header().Add(wire.WarningHeader, wire.KeyExpiryWarning(k.ID, at))
 		}
 		if !k.Admin {
-			return idkeeper.Errorf(protocol.CodeAdminKeyRequired, "the API key %s is not an admin key; the admin API "+
+			return protocol.Errorf(protocol.CodeAdminKeyRequired, "the API key %s is not an admin key; the admin API "+
 				"needs one (idkeeper apikey create --admin, or IDKEEPER_ADMIN_API_KEY on the server), or a login", k.ID)
 		}
 		p.key, p.role, p.actor = &k, account.RoleAdmin, idkeeper.CreatedByKey(k.ID)
@@ -73,7 +73,7 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, p *princi
 	}
 	u, s, err := h.acct.Authenticate(ctx, c.Value)
 	if err != nil {
-		if idkeeper.ErrorCode(err) == protocol.CodeSessionExpired {
+		if protocol.ErrorCode(err) == protocol.CodeSessionExpired {
 			h.clearCookie(w)
 		}
 		return err
@@ -85,11 +85,11 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, p *princi
 // may returns nil when p may call rt, else FORBIDDEN saying why.
 func (p *principal) may(rt route) error {
 	if rt.userOnly && p.user == nil {
-		return idkeeper.Errorf(protocol.CodeForbidden, "%s %s%s is for a logged-in user; an API key cannot call it",
+		return protocol.Errorf(protocol.CodeForbidden, "%s %s%s is for a logged-in user; an API key cannot call it",
 			rt.method, APIPrefix, rt.path)
 	}
 	if !p.role.AtLeast(rt.role) {
-		return idkeeper.Errorf(protocol.CodeForbidden, "%s %s%s needs the role %s or above; %s has the role %s",
+		return protocol.Errorf(protocol.CodeForbidden, "%s %s%s needs the role %s or above; %s has the role %s",
 			rt.method, APIPrefix, rt.path, rt.role, p.actor, p.role)
 	}
 	return nil
@@ -114,6 +114,6 @@ func (h *Handler) clearCookie(w http.ResponseWriter) {
 func (h *Handler) crossOrigin(w http.ResponseWriter, r *http.Request) {
 	h.log.Warn("cross-origin request refused", "method", r.Method, "path", r.URL.Path,
 		"origin", r.Header.Get("Origin"), "secFetchSite", r.Header.Get("Sec-Fetch-Site"), "remote", r.RemoteAddr)
-	h.writeProblem(w, r, idkeeper.Errorf(protocol.CodeForbidden,
+	h.writeProblem(w, r, protocol.Errorf(protocol.CodeForbidden,
 		"cross-origin request refused: the admin API changes state only for requests from its own origin"))
 }

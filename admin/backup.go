@@ -93,7 +93,7 @@ type lastRestore struct {
 func (h *Handler) snapshots() (snapshot.Store, backup.StatusReader, error) {
 	ss := h.cfg.Snapshots
 	if ss == nil {
-		return nil, nil, idkeeper.Errorf(protocol.CodeNotFound, "this server offers no backups of its store through the admin API")
+		return nil, nil, protocol.Errorf(protocol.CodeNotFound, "this server offers no backups of its store through the admin API")
 	}
 	sr, ok := ss.(backup.StatusReader)
 	if !ok {
@@ -136,11 +136,11 @@ func (h *Handler) exportBackup(w http.ResponseWriter, r *http.Request, p *princi
 	fileGzip, redacted := false, false
 	for name, vs := range r.URL.Query() {
 		if name != "gzip" && name != "redacted" || len(vs) != 1 {
-			return nil, idkeeper.Invalidf(name, "GET %sbackup takes the query parameters gzip=1 and redacted=1", APIPrefix)
+			return nil, protocol.Invalidf(name, "GET %sbackup takes the query parameters gzip=1 and redacted=1", APIPrefix)
 		}
 		v, err := strconv.ParseBool(vs[0])
 		if err != nil {
-			return nil, idkeeper.Invalidf(name, "%s=%q: want 1 or 0", name, vs[0])
+			return nil, protocol.Invalidf(name, "%s=%q: want 1 or 0", name, vs[0])
 		}
 		if name == "gzip" {
 			fileGzip = v
@@ -149,7 +149,7 @@ func (h *Handler) exportBackup(w http.ResponseWriter, r *http.Request, p *princi
 		}
 	}
 	if !redacted && !p.role.AtLeast(account.RoleAdmin) {
-		return nil, idkeeper.Errorf(protocol.CodeForbidden, "a full backup holds every password hash, API key hash and "+
+		return nil, protocol.Errorf(protocol.CodeForbidden, "a full backup holds every password hash, API key hash and "+
 			"webhook URL: only an admin downloads one; %s has the role %s: ask for a redacted one (GET %sbackup?redacted=1)",
 			p.actor, p.role, APIPrefix)
 	}
@@ -245,12 +245,12 @@ func checkBackupType(ct string) error {
 	case mt == "application/octet-stream", mt == BackupContentType, mt == BackupGzipType, mt == "application/x-gzip":
 		return nil
 	}
-	return idkeeper.Errorf(protocol.CodeUnsupportedMediaType, "Content-Type %q: send the backup file as it is, "+
+	return protocol.Errorf(protocol.CodeUnsupportedMediaType, "Content-Type %q: send the backup file as it is, "+
 		"as application/octet-stream", ct)
 }
 
 func restoreTooLarge(limit int64) error {
-	return idkeeper.Errorf(protocol.CodeBodyTooLarge, "the backup is larger than this server's limit of %d bytes; "+
+	return protocol.Errorf(protocol.CodeBodyTooLarge, "the backup is larger than this server's limit of %d bytes; "+
 		"nothing was written", limit)
 }
 
@@ -300,17 +300,17 @@ func restoreRefused(err error, limit int64) error {
 	case errors.As(err, &se):
 		return idkeeper.Unavailable(err)
 	case errors.As(err, &fe):
-		return idkeeper.Invalidf("body", "the backup was refused: %v; nothing was written", fe)
+		return protocol.Invalidf("body", "the backup was refused: %v; nothing was written", fe)
 	case errors.As(err, &e):
 		return e
 	case errors.Is(err, context.DeadlineExceeded):
 		return idkeeper.Unavailable(fmt.Errorf("the restore took too long; nothing was written: %w", err))
 	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, http.ErrBodyReadAfterClose):
-		return idkeeper.Invalidf("body", "the request body could not be read whole: %v; nothing was written", err)
+		return protocol.Invalidf("body", "the request body could not be read whole: %v; nothing was written", err)
 	}
 	var rd interface{ Timeout() bool }
 	if errors.As(err, &rd) && rd.Timeout() {
-		return idkeeper.Invalidf("body", "the request body could not be read in time: %v; nothing was written", err)
+		return protocol.Invalidf("body", "the request body could not be read in time: %v; nothing was written", err)
 	}
 	return idkeeper.Unavailable(fmt.Errorf("restore the backup (nothing was written): %w", err))
 }

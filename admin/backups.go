@@ -23,7 +23,7 @@ import (
 // users' password hashes and the whole audit log.
 
 // backupsOff is the error of a route of the folder on a server without one.
-var backupsOff = idkeeper.Errorf(protocol.CodeNotFound,
+var backupsOff = protocol.Errorf(protocol.CodeNotFound,
 	"backups are not enabled on this server: start it with --backup-dir DIR (docs/backup.md)")
 
 // backupFileJSON is e as the API shows it.

@@ -31,7 +31,7 @@ const nextRunsShown = 5
 var scheduleMembers = wire.Members(wire.BackupScheduleRequest{})
 
 // scheduleOff is the error of the schedule routes on a store that keeps none.
-var scheduleOff = idkeeper.Errorf(protocol.CodeNotFound,
+var scheduleOff = protocol.Errorf(protocol.CodeNotFound,
 	"this store keeps no backup schedule: the schedule is --backup-schedule of each replica")
 
 // scheduleStore is the store's BackupScheduleStore; nil when it keeps none.
@@ -107,7 +107,7 @@ func ifMatch(r *http.Request) (uint64, bool, error) {
 	}
 	v, err := strconv.ParseUint(strings.Trim(strings.TrimPrefix(raw, "W/"), `"`), 10, 64)
 	if err != nil {
-		return 0, false, idkeeper.Invalidf("If-Match", "If-Match must be the schedule's version as GET answers it (its ETag)")
+		return 0, false, protocol.Invalidf("If-Match", "If-Match must be the schedule's version as GET answers it (its ETag)")
 	}
 	return v, true, nil
 }
@@ -139,7 +139,7 @@ func (h *Handler) putSchedule(w http.ResponseWriter, r *http.Request, p *princip
 		return nil, err
 	}
 	if _, ok := m["schedule"]; !ok {
-		return nil, idkeeper.Invalidf("schedule", "schedule is required: a cron expression in UTC, a descriptor such as @daily, or %q",
+		return nil, protocol.Invalidf("schedule", "schedule is required: a cron expression in UTC, a descriptor such as @daily, or %q",
 			idkeeper.BackupScheduleOff)
 	}
 	n, inBody, err := m.Int("", "version", 0, math.MaxInt64)
@@ -151,9 +151,9 @@ func (h *Handler) putSchedule(w http.ResponseWriter, r *http.Request, p *princip
 	case err != nil:
 		return nil, err
 	case inBody && inHeader && uint64(n) != hv:
-		return nil, idkeeper.Invalidf("version", "version %d and If-Match %d disagree", n, hv)
+		return nil, protocol.Invalidf("version", "version %d and If-Match %d disagree", n, hv)
 	case !inBody && !inHeader:
-		return nil, idkeeper.Invalidf("version", "version is required: the version of the schedule you read (GET %sbackups/schedule), "+
+		return nil, protocol.Invalidf("version", "version is required: the version of the schedule you read (GET %sbackups/schedule), "+
 			"in the body or as If-Match", APIPrefix)
 	case inHeader:
 		n = int64(hv)
@@ -196,7 +196,7 @@ func (h *Handler) putSchedule(w http.ResponseWriter, r *http.Request, p *princip
 
 // scheduleConflict is the 409 of a change over a Version that is not cur's.
 func scheduleConflict(cur idkeeper.BackupSchedule) error {
-	return idkeeper.Errorf(protocol.CodeConflict, "the backup schedule was changed since you read it (now version %d, %q by %s): "+
+	return protocol.Errorf(protocol.CodeConflict, "the backup schedule was changed since you read it (now version %d, %q by %s): "+
 		"read it again and make your change over that", cur.Version, scheduleView{BackupSchedule: cur}.Text(), cur.UpdatedBy)
 }
 

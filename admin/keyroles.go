@@ -3,7 +3,6 @@ package admin
 import (
 	"context"
 
-	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/protocol"
 )
@@ -19,7 +18,7 @@ import (
 // 403 FORBIDDEN for an admin key asked by a caller below the role admin.
 func (p *principal) mayCreateKey(admin bool) error {
 	if admin && !p.role.AtLeast(account.RoleAdmin) {
-		return idkeeper.Errorf(protocol.CodeForbidden, "only an admin creates an admin key; %s has the role %s: "+
+		return protocol.Errorf(protocol.CodeForbidden, "only an admin creates an admin key; %s has the role %s: "+
 			"leave out \"admin\" for a key of the /v1 API", p.actor, p.role)
 	}
 	return nil
@@ -37,7 +36,7 @@ func (h *Handler) mayManageKey(ctx context.Context, p *principal, id, what strin
 		return err
 	}
 	if k.Key.Admin {
-		return idkeeper.Errorf(protocol.CodeForbidden, "the key %s is an admin key: only an admin may %s it; %s has the role %s",
+		return protocol.Errorf(protocol.CodeForbidden, "the key %s is an admin key: only an admin may %s it; %s has the role %s",
 			k.Key.ID, what, p.actor, p.role)
 	}
 	return nil

@@ -14,6 +14,7 @@ import (
 	"github.com/idkeeper/idkeeper/idempotency"
 	"github.com/idkeeper/idkeeper/internal/jsonbody"
 	"github.com/idkeeper/idkeeper/internal/wire"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // The API key routes (issue #20, moved here from package http, and issue #10's
@@ -35,7 +36,7 @@ func expiresIn(m jsonbody.Members, now time.Time) (*time.Time, error) {
 	}
 	d, err := time.ParseDuration(in)
 	if err != nil || d <= 0 || d > maxExpiresIn {
-		return nil, idkeeper.Invalidf("expiresIn", "expiresIn must be a positive duration such as \"720h\", "+
+		return nil, protocol.Invalidf("expiresIn", "expiresIn must be a positive duration such as \"720h\", "+
 			"at most %s; leave it out for a key that never expires", maxExpiresIn)
 	}
 	at := now.Add(d)
@@ -64,13 +65,13 @@ func decodeCreateKey(body []byte, now time.Time) (idkeeper.KeySpec, error) {
 	}
 	switch {
 	case in != nil && at != nil:
-		return idkeeper.KeySpec{}, idkeeper.Invalidf("expiresIn", "give expiresIn or expiresAt, not both")
+		return idkeeper.KeySpec{}, protocol.Invalidf("expiresIn", "give expiresIn or expiresAt, not both")
 	case in != nil:
 		spec.ExpiresAt = *in
 	case at != nil:
 		spec.ExpiresAt = *at
 	}
-	n, _, err := m.Int("", "maxNodes", 0, idkeeper.MaxCount)
+	n, _, err := m.Int("", "maxNodes", 0, protocol.MaxCount)
 	if err != nil {
 		return idkeeper.KeySpec{}, err
 	}
@@ -100,18 +101,18 @@ func decodeUpdateKey(body []byte, now time.Time) (idkeeper.KeyUpdate, error) {
 	case err != nil:
 		return idkeeper.KeyUpdate{}, err
 	case in != nil && u.ExpiresAt != nil:
-		return idkeeper.KeyUpdate{}, idkeeper.Invalidf("expiresIn", "give expiresIn or expiresAt, not both")
+		return idkeeper.KeyUpdate{}, protocol.Invalidf("expiresIn", "give expiresIn or expiresAt, not both")
 	case in != nil:
 		u.ExpiresAt = in
 	}
-	if n, ok, err := m.Int("", "maxNodes", 0, idkeeper.MaxCount); err != nil {
+	if n, ok, err := m.Int("", "maxNodes", 0, protocol.MaxCount); err != nil {
 		return idkeeper.KeyUpdate{}, err
 	} else if ok {
 		q := int(n)
 		u.MaxNodes = &q
 	}
 	if u.ExpiresAt == nil && u.MaxNodes == nil {
-		return idkeeper.KeyUpdate{}, idkeeper.Invalidf("body", "give expiresAt (a time, or null: never), expiresIn or maxNodes")
+		return idkeeper.KeyUpdate{}, protocol.Invalidf("body", "give expiresAt (a time, or null: never), expiresIn or maxNodes")
 	}
 	return u, nil
 }

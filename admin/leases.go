@@ -10,6 +10,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/internal/wire"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // The pool and lease routes: the map of the pool, the lease list with the clock
@@ -22,14 +23,14 @@ var revokeLeaseMembers = wire.Members(wire.RevokeLeaseRequest{})
 func query(r *http.Request, known ...string) (url.Values, error) {
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		return nil, idkeeper.Invalidf("query", "the query string is malformed")
+		return nil, protocol.Invalidf("query", "the query string is malformed")
 	}
 	for name, vs := range q {
 		switch {
 		case !slices.Contains(known, name):
-			return nil, idkeeper.Invalidf(name, "unknown query parameter %q; expected %s", name, strings.Join(known, ", "))
+			return nil, protocol.Invalidf(name, "unknown query parameter %q; expected %s", name, strings.Join(known, ", "))
 		case len(vs) > 1:
-			return nil, idkeeper.Invalidf(name, "query parameter %q appears more than once", name)
+			return nil, protocol.Invalidf(name, "query parameter %q appears more than once", name)
 		}
 	}
 	return q, nil
@@ -83,7 +84,7 @@ func (h *Handler) leases(_ http.ResponseWriter, r *http.Request, _ *principal) (
 	}
 	who, key, status := q.Get("requester"), q.Get("key"), q.Get("status")
 	if status != "" && status != string(idkeeper.NodeLeased) && status != string(idkeeper.NodeGrace) {
-		return nil, idkeeper.Invalidf("status", "status is %s or %s", idkeeper.NodeLeased, idkeeper.NodeGrace)
+		return nil, protocol.Invalidf("status", "status is %s or %s", idkeeper.NodeLeased, idkeeper.NodeGrace)
 	}
 	ctx := r.Context()
 	ls, err := h.reg.Leases(ctx)
@@ -120,7 +121,7 @@ func (h *Handler) leases(_ http.ResponseWriter, r *http.Request, _ *principal) (
 func nodeParam(r *http.Request) (idkeeper.NodeID, error) {
 	node, err := strconv.ParseUint(r.PathValue("node"), 10, 32)
 	if err != nil {
-		return 0, idkeeper.Invalidf("node", "the node ID in the path must be a non-negative integer")
+		return 0, protocol.Invalidf("node", "the node ID in the path must be a non-negative integer")
 	}
 	return idkeeper.NodeID(node), nil
 }
@@ -171,7 +172,7 @@ func (h *Handler) revokeLease(w http.ResponseWriter, r *http.Request, _ *princip
 	case err != nil:
 		return nil, err
 	case !ok:
-		return nil, idkeeper.Invalidf("fencingToken", "fencingToken is required: the token of the lease to revoke")
+		return nil, protocol.Invalidf("fencingToken", "fencingToken is required: the token of the lease to revoke")
 	}
 	l, err := h.reg.RevokeLease(r.Context(), node, uint64(token))
 	if err != nil {

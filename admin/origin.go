@@ -6,6 +6,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/internal/wire"
+	"github.com/idkeeper/idkeeper/protocol"
 	"github.com/idkeeper/idkeeper/snowflake"
 )
 
@@ -18,7 +19,7 @@ func (h *Handler) origin(_ http.ResponseWriter, r *http.Request, _ *principal) (
 	}
 	id, err := snowflake.ParseID(r.PathValue("id"))
 	if err != nil {
-		return nil, idkeeper.Invalidf("id", "the ID in the path must be a decimal ID (digits, at most %d): %v", int64(1<<63-1), err)
+		return nil, protocol.Invalidf("id", "the ID in the path must be a decimal ID (digits, at most %d): %v", int64(1<<63-1), err)
 	}
 	o, err := h.reg.Origin(r.Context(), id)
 	if err != nil {

@@ -101,11 +101,11 @@ func (rs *restoreState) take(id, user, sum string, now time.Time) (*stagedRestor
 	rs.sweep(now)
 	s, ok := rs.staged[id]
 	if !ok || s.user != user {
-		return nil, idkeeper.Errorf(protocol.CodeNotFound, "there is no restore preview %q of %s on this server (previews "+
+		return nil, protocol.Errorf(protocol.CodeNotFound, "there is no restore preview %q of %s on this server (previews "+
 			"last %s and are kept by the server that made them): preview the backup again", id, user, RestorePreviewTTL)
 	}
 	if sum != s.sum.SHA256 {
-		return nil, idkeeper.Errorf(protocol.CodeConflict, "the preview %s is of the backup with sha256 %s, not %q: "+
+		return nil, protocol.Errorf(protocol.CodeConflict, "the preview %s is of the backup with sha256 %s, not %q: "+
 			"nothing was written; preview the file you mean to restore", id, s.sum.SHA256, sum)
 	}
 	delete(rs.staged, id)
@@ -205,7 +205,7 @@ func (h *Handler) previewRestore(w http.ResponseWriter, r *http.Request, p *prin
 		}
 	}()
 	live, err := backup.Tally(ctx, ss)
-	if idkeeper.ErrorCode(err) == protocol.CodeStoreNotInitialised {
+	if protocol.ErrorCode(err) == protocol.CodeStoreNotInitialised {
 		live, err = backup.Contents{}, nil // nothing to replace: a restore initialises it
 	}
 	if err != nil {
@@ -216,7 +216,7 @@ func (h *Handler) previewRestore(w http.ResponseWriter, r *http.Request, p *prin
 	id := hex.EncodeToString(b[:])
 	now := h.reg.Now()
 	cfg := h.reg.Config()
-	until := idkeeper.Millis(now).Add(cfg.LeaseDuration + cfg.Grace)
+	until := protocol.Millis(now).Add(cfg.LeaseDuration + cfg.Grace)
 	hd := sum.Header
 	pv := wire.RestorePreview{Preview: id, SHA256: sum.SHA256, Bytes: sum.Bytes, ExpiresAt: wire.FormatTime(now.Add(RestorePreviewTTL)),
 		Actor:    p.actor,
@@ -288,15 +288,15 @@ func (h *Handler) restoreBackup(w http.ResponseWriter, r *http.Request, p *princ
 	}
 	switch {
 	case req.Preview == "" || req.SHA256 == "":
-		return nil, idkeeper.Invalidf("preview", "a restore applies a preview: POST %srestore/preview with the backup file "+
+		return nil, protocol.Invalidf("preview", "a restore applies a preview: POST %srestore/preview with the backup file "+
 			"first, then send its preview and sha256 with your password", APIPrefix)
 	case !lowerHex(req.Preview, 32):
-		return nil, idkeeper.Invalidf("preview", "preview is the ID a restore preview answered: 32 lower-case hex digits")
+		return nil, protocol.Invalidf("preview", "preview is the ID a restore preview answered: 32 lower-case hex digits")
 	case !lowerHex(req.SHA256, 64):
-		return nil, idkeeper.Invalidf("sha256", "sha256 is the previewed file's checksum: 64 lower-case hex digits")
+		return nil, protocol.Invalidf("sha256", "sha256 is the previewed file's checksum: 64 lower-case hex digits")
 	}
 	if err := h.acct.ConfirmPassword(r.Context(), *p.user, "password", req.Password, account.RoleAdmin); err != nil {
-		if idkeeper.ErrorCode(err) == protocol.CodeInvalidRequest && req.Password != "" {
+		if protocol.ErrorCode(err) == protocol.CodeInvalidRequest && req.Password != "" {
 			h.log.Warn("restore refused: the password given to confirm it is wrong or throttled", "actor", p.actor,
 				"preview", req.Preview, "remoteIp", p.remote)
 			h.audit(r.Context(), audit.Entry{Actor: p.actor, Action: AuditRestoreRefused, Target: "store",
@@ -306,7 +306,7 @@ func (h *Handler) restoreBackup(w http.ResponseWriter, r *http.Request, p *princ
 	}
 	now := h.reg.Now()
 	if !h.restores.run.TryLock() {
-		return nil, idkeeper.Errorf(protocol.CodeConflict, "another restore runs on this server; wait for its answer")
+		return nil, protocol.Errorf(protocol.CodeConflict, "another restore runs on this server; wait for its answer")
 	}
 	defer h.restores.run.Unlock()
 	staged, err := h.restores.take(req.Preview, p.user.Name, req.SHA256, now)

@@ -4,9 +4,9 @@ import (
 	"net/http"
 	"net/url"
 
-	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/internal/wire"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // The account routes. Accounts decides who may change which account (an enabled
@@ -86,9 +86,9 @@ func (h *Handler) updateUser(w http.ResponseWriter, r *http.Request, p *principa
 	}
 	switch {
 	case role == "" && !setDisabled:
-		return nil, idkeeper.Invalidf("body", "give role, disabled or both")
+		return nil, protocol.Invalidf("body", "give role, disabled or both")
 	case role != "" && !account.Role(role).Valid():
-		return nil, idkeeper.Invalidf("role", "the role is one of %s, %s, %s", account.RoleViewer, account.RoleOperator, account.RoleAdmin)
+		return nil, protocol.Invalidf("role", "the role is one of %s, %s, %s", account.RoleViewer, account.RoleOperator, account.RoleAdmin)
 	}
 	ctx, name := r.Context(), r.PathValue("name")
 	var u account.User

@@ -348,7 +348,7 @@ func (h *Handler) page(method string, role account.Role, fn pageFunc) http.Handl
 		r = r.WithContext(context.WithValue(audit.WithRemoteIP(ctx, p.remote), principalKey{}, p))
 		r.Header.Del(APIKeyHeader)
 		if err := h.authenticate(w, r, p); err != nil || p.user == nil {
-			code := idkeeper.ErrorCode(err)
+			code := protocol.ErrorCode(err)
 			if err != nil && code != protocol.CodeSessionExpired {
 				h.pageError(w, r, nil, err)
 				return
@@ -364,7 +364,7 @@ func (h *Handler) page(method string, role account.Role, fn pageFunc) http.Handl
 			return
 		}
 		if !p.role.AtLeast(role) {
-			h.pageError(w, r, p, idkeeper.Errorf(protocol.CodeForbidden,
+			h.pageError(w, r, p, protocol.Errorf(protocol.CodeForbidden,
 				"This needs the role %s or above; you have the role %s.", role, p.role))
 			return
 		}
@@ -504,7 +504,7 @@ func (h *Handler) callAPI(w http.ResponseWriter, r *http.Request, p *principal, 
 func (h *Handler) parseForm(w http.ResponseWriter, r *http.Request) error {
 	r.Body = http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes)
 	if err := r.ParseForm(); err != nil {
-		return idkeeper.Invalidf("body", "the form could not be read: %v", err)
+		return protocol.Invalidf("body", "the form could not be read: %v", err)
 	}
 	return nil
 }
@@ -519,7 +519,7 @@ func parseLocalTime(field, s string) (time.Time, error) {
 			return t, nil
 		}
 	}
-	return time.Time{}, idkeeper.Invalidf(field, "%q is not a date and time such as 2030-01-31T12:00", s)
+	return time.Time{}, protocol.Invalidf(field, "%q is not a date and time such as 2030-01-31T12:00", s)
 }
 
 // localTimeValue is t as the value of a datetime-local input, in UTC; "" for
@@ -552,5 +552,5 @@ func (h *Handler) notFoundPage(w http.ResponseWriter, r *http.Request) {
 	if len(path) > 200 {
 		path = strings.ToValidUTF8(path[:200], "") + "…"
 	}
-	h.pageError(w, r, p, idkeeper.Errorf(protocol.CodeNotFound, "There is no page %s in the admin web.", path))
+	h.pageError(w, r, p, protocol.Errorf(protocol.CodeNotFound, "There is no page %s in the admin web.", path))
 }

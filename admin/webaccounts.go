@@ -95,7 +95,7 @@ func (h *Handler) renderUser(w http.ResponseWriter, r *http.Request, p *principa
 	}
 	i := slices.IndexFunc(us, func(u account.User) bool { return u.Name == name })
 	if i < 0 {
-		h.pageError(w, r, p, idkeeper.Errorf(protocol.CodeNotFound, "There is no user %q.", name))
+		h.pageError(w, r, p, protocol.Errorf(protocol.CodeNotFound, "There is no user %q.", name))
 		return
 	}
 	v := h.baseView(w, r, p, "User "+name, "users")
@@ -134,7 +134,7 @@ func (h *Handler) userActionPost(w http.ResponseWriter, r *http.Request, p *prin
 		fn, body, msg = h.resetPassword, wire.ResetPasswordRequest{Password: r.PostForm.Get("password")},
 			"The password of "+name+" was reset and its sessions ended."
 	default:
-		h.pageError(w, r, p, idkeeper.Errorf(protocol.CodeNotFound, "There is no such change of an account."))
+		h.pageError(w, r, p, protocol.Errorf(protocol.CodeNotFound, "There is no such change of an account."))
 		return
 	}
 	if _, err := h.callAPI(w, r, p, fn, body, "name", name); err != nil {
@@ -250,7 +250,7 @@ func (h *Handler) passwordPost(w http.ResponseWriter, r *http.Request, p *princi
 	if _, err := h.callAPI(w, r, p, h.changePassword, wire.ChangePasswordRequest{OldPassword: f.Get("current"),
 		NewPassword: f.Get("password")}); err != nil {
 		status, msg := errorText(err)
-		if idkeeper.ErrorCode(err) == protocol.CodeLoginFailed {
+		if protocol.ErrorCode(err) == protocol.CodeLoginFailed {
 			msg = "The current password is wrong."
 		}
 		h.renderProfile(w, r, p, status, msg)

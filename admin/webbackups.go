@@ -6,7 +6,6 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/backup"
 	"github.com/idkeeper/idkeeper/internal/wire"
 	"github.com/idkeeper/idkeeper/protocol"
@@ -130,7 +129,7 @@ func (h *Handler) backupDeleteConfirm(w http.ResponseWriter, r *http.Request, p 
 	}
 	name := r.URL.Query().Get("name")
 	if !backup.ValidName(name) {
-		h.pageError(w, r, p, idkeeper.Errorf(protocol.CodeNotFound, "There is no backup named %q.", name))
+		h.pageError(w, r, p, protocol.Errorf(protocol.CodeNotFound, "There is no backup named %q.", name))
 		return
 	}
 	dv := backupDeleteView{Name: name}
@@ -138,7 +137,7 @@ func (h *Handler) backupDeleteConfirm(w http.ResponseWriter, r *http.Request, p 
 	switch {
 	case err == nil:
 		dv.Row, dv.Found = backupRowOf(e), true
-	case idkeeper.ErrorCode(err) != protocol.CodeNotFound:
+	case protocol.ErrorCode(err) != protocol.CodeNotFound:
 		h.pageError(w, r, p, err)
 		return
 	}

@@ -109,12 +109,12 @@ type formDone struct {
 const sentTwice = " (This form was sent twice: the change was made once.)"
 
 // errFormToken is the answer to a form POST without a valid token.
-var errFormToken = idkeeper.Errorf(protocol.CodeInvalidRequest,
+var errFormToken = protocol.Errorf(protocol.CodeInvalidRequest,
 	"This form has no valid form token (it was drawn for another session, or is older than your login): "+
 		"reload the page and send the form again.")
 
 // errFormReused is the answer to a token sent again with other values.
-var errFormReused = idkeeper.Errorf(protocol.CodeConflict,
+var errFormReused = protocol.Errorf(protocol.CodeConflict,
 	"This form was already sent, with other values: its change was made once. Reload the page to send new values.")
 
 // formPollEvery is how often a form sent again asks whether its first submit is done.
@@ -126,12 +126,12 @@ func (h *Handler) once(lockFor time.Duration, fn pageFunc) pageFunc {
 	return func(w http.ResponseWriter, r *http.Request, p *principal) {
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
 		if err != nil {
-			h.pageError(w, r, p, idkeeper.Errorf(protocol.CodeBodyTooLarge, "The form is larger than %d bytes.", h.cfg.MaxBodyBytes))
+			h.pageError(w, r, p, protocol.Errorf(protocol.CodeBodyTooLarge, "The form is larger than %d bytes.", h.cfg.MaxBodyBytes))
 			return
 		}
 		form, err := url.ParseQuery(string(body))
 		if err != nil {
-			h.pageError(w, r, p, idkeeper.Invalidf("body", "The form could not be read: %v", err))
+			h.pageError(w, r, p, protocol.Invalidf("body", "The form could not be read: %v", err))
 			return
 		}
 		nonce, ok := checkFormToken(p.token, form.Get(formTokenField))
@@ -176,7 +176,7 @@ func (h *Handler) once(lockFor time.Duration, fn pageFunc) pageFunc {
 				h.replayForm(w, r, p, res.Body)
 			case err == nil:
 				fresh.send(w)
-			case idkeeper.ErrorCode(err) == idempotency.CodeInProgress && time.Now().Before(waitUntil):
+			case protocol.ErrorCode(err) == idempotency.CodeInProgress && time.Now().Before(waitUntil):
 				t := time.NewTimer(formPollEvery)
 				select {
 				case <-r.Context().Done():
@@ -185,10 +185,10 @@ func (h *Handler) once(lockFor time.Duration, fn pageFunc) pageFunc {
 				case <-t.C:
 				}
 				continue
-			case idkeeper.ErrorCode(err) == idempotency.CodeInProgress:
+			case protocol.ErrorCode(err) == idempotency.CodeInProgress:
 				h.redirect(w, r, formBack(r), "Your first submit of this form is still being carried out: it makes "+
 					"the change once. Reload this page in a while to see its result.")
-			case idkeeper.ErrorCode(err) == idempotency.CodeKeyReused:
+			case protocol.ErrorCode(err) == idempotency.CodeKeyReused:
 				h.pageError(w, r, p, errFormReused)
 			default:
 				h.pageError(w, r, p, err)

@@ -14,6 +14,7 @@ import (
 	"github.com/idkeeper/idkeeper/discord"
 	"github.com/idkeeper/idkeeper/internal/problem"
 	"github.com/idkeeper/idkeeper/internal/wire"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // The caller's own Discord webhook (issue #11): set, remove, and a test message
@@ -91,7 +92,7 @@ func (h *Handler) setWebhook(w http.ResponseWriter, r *http.Request, p *principa
 		return nil, err
 	}
 	if _, ok := m["url"]; !ok {
-		return nil, idkeeper.Invalidf("url", `give "url": the Discord webhook URL, or "" to remove yours`)
+		return nil, protocol.Invalidf("url", `give "url": the Discord webhook URL, or "" to remove yours`)
 	}
 	url, err := m.String("", "url")
 	if err != nil {
@@ -119,14 +120,14 @@ func (h *Handler) removeWebhook(_ http.ResponseWriter, r *http.Request, p *princ
 // Each test is audited (AuditWebhookTest).
 func (h *Handler) testWebhook(_ http.ResponseWriter, r *http.Request, p *principal) (any, error) {
 	if h.cfg.Discord == nil {
-		return nil, idkeeper.Errorf(CodeAlertsNotConfigured, "alerts are not configured on this server: it sends no Discord message")
+		return nil, protocol.Errorf(CodeAlertsNotConfigured, "alerts are not configured on this server: it sends no Discord message")
 	}
 	u := *p.user // as the session's check read it from the store
 	if u.Webhook == "" {
-		return nil, idkeeper.Errorf(CodeWebhookNotSet, "you have no Discord webhook: set one first")
+		return nil, protocol.Errorf(CodeWebhookNotSet, "you have no Discord webhook: set one first")
 	}
 	if wait := h.webhookTests.take(u.Name, h.acct.Config().Clock()); wait > 0 {
-		e := idkeeper.Errorf(CodeWebhookTestRateLimited, "one test message per %s: retry in %s", WebhookTestInterval,
+		e := protocol.Errorf(CodeWebhookTestRateLimited, "one test message per %s: retry in %s", WebhookTestInterval,
 			wait.Round(time.Second))
 		e.Details = map[string]any{"retryAfterSeconds": int(math.Ceil(wait.Seconds()))}
 		return nil, e

@@ -13,6 +13,7 @@ import (
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/allowlist"
 	"github.com/idkeeper/idkeeper/internal/wire"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // The API keys and IP allow-list pages.
@@ -89,7 +90,7 @@ func optionalInt(form url.Values, field string) (n int, ok bool, err error) {
 	}
 	n, err = strconv.Atoi(s)
 	if err != nil || n < 0 {
-		return 0, false, idkeeper.Invalidf(field, "%q is not a whole number of 0 or more", s)
+		return 0, false, protocol.Invalidf(field, "%q is not a whole number of 0 or more", s)
 	}
 	return n, true, nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/internal/wire"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // The leases page: the pool's counts, the node map, the list of leases with
@@ -301,7 +302,7 @@ func (h *Handler) revokeConfirm(w http.ResponseWriter, r *http.Request, p *princ
 	node, err1 := strconv.Atoi(q.Get("node"))
 	token, err2 := strconv.ParseUint(q.Get("token"), 10, 64)
 	if err1 != nil || err2 != nil || node < 0 {
-		h.pageError(w, r, p, idkeeper.Invalidf("node", "give the node ID and the fencing token of the lease to revoke"))
+		h.pageError(w, r, p, protocol.Invalidf("node", "give the node ID and the fencing token of the lease to revoke"))
 		return
 	}
 	leases, err := h.reg.Leases(r.Context())
@@ -330,7 +331,7 @@ func (h *Handler) revokePost(w http.ResponseWriter, r *http.Request, p *principa
 	node := strings.TrimSpace(r.PostForm.Get("node"))
 	token, err := strconv.ParseUint(strings.TrimSpace(r.PostForm.Get("token")), 10, 64)
 	if err != nil {
-		h.pageError(w, r, p, idkeeper.Invalidf("token", "the fencing token %q is not a number", r.PostForm.Get("token")))
+		h.pageError(w, r, p, protocol.Invalidf("token", "the fencing token %q is not a number", r.PostForm.Get("token")))
 		return
 	}
 	out, err := h.callAPI(w, r, p, h.revokeLease, wire.RevokeLeaseRequest{FencingToken: token}, "node", node)

@@ -148,7 +148,7 @@ func (h *Handler) originFind(w http.ResponseWriter, r *http.Request, p *principa
 	}
 	o, err := h.reg.Origin(r.Context(), id)
 	if err != nil {
-		if idkeeper.ErrorCode(err) == protocol.CodeInvalidRequest {
+		if protocol.ErrorCode(err) == protocol.CodeInvalidRequest {
 			_, msg := errorText(err)
 			bad(msg)
 			return

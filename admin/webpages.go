@@ -128,7 +128,7 @@ func (h *Handler) loginPost(w http.ResponseWriter, r *http.Request) {
 	_, err := h.callAPI(w, r, p, h.login, wire.LoginRequest{Name: name, Password: r.PostForm.Get("password")})
 	if err != nil {
 		status, msg := errorText(err)
-		if idkeeper.ErrorCode(err) == protocol.CodeLoginFailed {
+		if protocol.ErrorCode(err) == protocol.CodeLoginFailed {
 			msg = "The user name or the password is wrong, or the account is disabled or locked for a while."
 		}
 		v := h.baseView(w, r, nil, "Log in", "")

@@ -180,7 +180,7 @@ func TestPageHelpers(t *testing.T) {
 			t.Errorf("acceptsGzip(%q) != %t", in, want)
 		}
 	}
-	if _, err := parseLocalTime("expiresAt", "tomorrow"); idkeeper.ErrorCode(err) != protocol.CodeInvalidRequest {
+	if _, err := parseLocalTime("expiresAt", "tomorrow"); protocol.ErrorCode(err) != protocol.CodeInvalidRequest {
 		t.Errorf("parseLocalTime: %v", err)
 	}
 	if tm, err := parseLocalTime("x", "2030-01-31T12:00"); err != nil || !tm.Equal(time.Date(2030, 1, 31, 12, 0, 0, 0, time.UTC)) {

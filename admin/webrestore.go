@@ -8,9 +8,9 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/internal/wire"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // The restore pages (issue #29; admin): the Backups page's upload form sends the
@@ -53,7 +53,7 @@ func (h *Handler) restoreUploadPost(w http.ResponseWriter, r *http.Request, p *p
 	}
 	mr, err := r.MultipartReader()
 	if err != nil {
-		fail(idkeeper.Invalidf("file", "send the backup file as the form's file (multipart/form-data)"))
+		fail(protocol.Invalidf("file", "send the backup file as the form's file (multipart/form-data)"))
 		return
 	}
 	var part *multipart.Part
@@ -64,10 +64,10 @@ func (h *Handler) restoreUploadPost(w http.ResponseWriter, r *http.Request, p *p
 		}
 	}
 	if errors.Is(err, io.EOF) || err == nil && part.FileName() == "" {
-		fail(idkeeper.Invalidf("file", "choose the backup file to restore"))
+		fail(protocol.Invalidf("file", "choose the backup file to restore"))
 		return
 	} else if err != nil {
-		fail(idkeeper.Invalidf("file", "the form could not be read: %v", err))
+		fail(protocol.Invalidf("file", "the form could not be read: %v", err))
 		return
 	}
 	r2 := r.Clone(r.Context())

@@ -39,7 +39,7 @@ func TestClockSkewAlertOnTheHour(t *testing.T) {
 		t.Run(map[bool]string{false: "bolt", true: "redis"}[redis], func(t *testing.T) {
 			e := newEnv(t, envOpts{redis: redis})
 			k := e.key("k")
-			if err := e.allocAt(k, 1, 11*time.Minute); idkeeper.ErrorCode(err) != protocol.CodeClockSkewTooLarge {
+			if err := e.allocAt(k, 1, 11*time.Minute); protocol.ErrorCode(err) != protocol.CodeClockSkewTooLarge {
 				t.Fatalf("Alloc 11 min behind: %v, want CLOCK_SKEW_TOO_LARGE", err)
 			}
 			for i, skew := range map[int]time.Duration{2: 6 * time.Minute, 3: -7 * time.Minute, 4: time.Second} {

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // The state the alert jobs (package alert, issue #11) share through the store, so
@@ -50,9 +50,9 @@ type State struct {
 func (s State) Validate() error {
 	switch {
 	case s.Name == "" || len(s.Name) > MaxNameLen:
-		return idkeeper.Invalidf("name", "an alert name has 1 to %d bytes", MaxNameLen)
+		return protocol.Invalidf("name", "an alert name has 1 to %d bytes", MaxNameLen)
 	case len(s.Summary) > MaxSummaryLen:
-		return idkeeper.Invalidf("summary", "an alert summary has at most %d bytes", MaxSummaryLen)
+		return protocol.Invalidf("summary", "an alert summary has at most %d bytes", MaxSummaryLen)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/internal/shortlease"
+	"github.com/idkeeper/idkeeper/protocol"
 	"github.com/idkeeper/idkeeper/snapshot"
 )
 
@@ -173,7 +174,7 @@ func PlanFor(ctx context.Context, s StatusReader, now time.Time, lease, grace ti
 	if st.Now.After(now) {
 		now = st.Now
 	}
-	p := snapshot.RestorePlan{Now: idkeeper.Millis(now).UTC(), LeaseDuration: lease, Grace: grace}
+	p := snapshot.RestorePlan{Now: protocol.Millis(now).UTC(), LeaseDuration: lease, Grace: grace}
 	if st.Initialised {
 		p.LiveFence, p.LiveGeneration = st.Fence, st.Generation.Number
 	}

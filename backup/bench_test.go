@@ -24,6 +24,7 @@ import (
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/bolt"
 	"github.com/idkeeper/idkeeper/internal/harness/redistest"
+	"github.com/idkeeper/idkeeper/protocol"
 	"github.com/idkeeper/idkeeper/redis"
 	"github.com/idkeeper/idkeeper/snapshot"
 )
@@ -60,7 +61,7 @@ type bigSource struct {
 }
 
 func newBigSource(now time.Time, audits int) *bigSource {
-	return &bigSource{now: idkeeper.Millis(now).UTC(), n: audits, keyID: "k0123456789abcdef"}
+	return &bigSource{now: protocol.Millis(now).UTC(), n: audits, keyID: "k0123456789abcdef"}
 }
 
 func (g *bigSource) meta() snapshot.Meta {

@@ -18,7 +18,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/protocol"
 	"github.com/idkeeper/idkeeper/snapshot"
 )
@@ -92,10 +91,10 @@ func FileName(t time.Time, gen string, compressed bool) string {
 // notFound is the error of a name that is not a backup of the folder.
 func notFound(name string) error {
 	if !ValidName(name) {
-		return idkeeper.Errorf(protocol.CodeNotFound, "no backup named %q: a backup's name is "+
+		return protocol.Errorf(protocol.CodeNotFound, "no backup named %q: a backup's name is "+
 			"idkeeper-YYYYMMDDTHHMMSSZ-GENERATION%s[.gz]", name, FileExt)
 	}
-	return idkeeper.Errorf(protocol.CodeNotFound, "no backup named %q", name)
+	return protocol.Errorf(protocol.CodeNotFound, "no backup named %q", name)
 }
 
 // parseName returns what the name of a backup says, ok false when it is none.
@@ -132,7 +131,7 @@ func (f Folder) Create(ctx context.Context, s snapshot.Store, src Source, now ti
 	tmp := filepath.Join(f.Dir, "idkeeper-"+now.Format(nameTime)+FileExt+".tmp")
 	file, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if errors.Is(err, fs.ErrExist) {
-		return Entry{}, Summary{}, idkeeper.Errorf(protocol.CodeConflict,
+		return Entry{}, Summary{}, protocol.Errorf(protocol.CodeConflict,
 			"a backup taken at %s is being written: wait a second and try again", now.Format(time.RFC3339))
 	}
 	if err != nil {
@@ -145,7 +144,7 @@ func (f Folder) Create(ctx context.Context, s snapshot.Store, src Source, now ti
 	if err == nil {
 		final := filepath.Join(f.Dir, name)
 		if _, serr := os.Lstat(final); serr == nil {
-			err = idkeeper.Errorf(protocol.CodeConflict, "a backup named %s exists: wait a second and try again", name)
+			err = protocol.Errorf(protocol.CodeConflict, "a backup named %s exists: wait a second and try again", name)
 		} else if err = os.Rename(tmp, final); err != nil {
 			err = fmt.Errorf("backup: %w", err)
 		}
@@ -278,7 +277,7 @@ func (f Folder) List() ([]Entry, error) {
 		}
 		e, err := f.Stat(de.Name())
 		if err != nil {
-			if idkeeper.ErrorCode(err) == protocol.CodeNotFound {
+			if protocol.ErrorCode(err) == protocol.CodeNotFound {
 				continue // deleted meanwhile
 			}
 			return nil, err
@@ -458,7 +457,7 @@ func (f Folder) Prune(keep int, maxAge time.Duration, now time.Time) ([]Entry, e
 			continue
 		}
 		if (keep > 0 && i >= keep) || (maxAge > 0 && now.Sub(e.TakenAt) > maxAge) {
-			if err := f.Delete(e.Name); err != nil && idkeeper.ErrorCode(err) != protocol.CodeNotFound {
+			if err := f.Delete(e.Name); err != nil && protocol.ErrorCode(err) != protocol.CodeNotFound {
 				errs = append(errs, err)
 				continue
 			}

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/internal/harness/fakeclock"
 	"github.com/idkeeper/idkeeper/protocol"
 )
@@ -115,10 +114,10 @@ func TestFolderCreateListOpenDelete(t *testing.T) {
 			if err := f.Delete(made[1].Name); err != nil {
 				t.Fatal(err)
 			}
-			if err := f.Delete(made[1].Name); idkeeper.ErrorCode(err) != protocol.CodeNotFound {
+			if err := f.Delete(made[1].Name); protocol.ErrorCode(err) != protocol.CodeNotFound {
 				t.Fatalf("Delete again: %v", err)
 			}
-			if _, _, err := f.Open(made[1].Name); idkeeper.ErrorCode(err) != protocol.CodeNotFound {
+			if _, _, err := f.Open(made[1].Name); protocol.ErrorCode(err) != protocol.CodeNotFound {
 				t.Fatalf("Open deleted: %v", err)
 			}
 			if es, _ := f.List(); !slices.Equal(names(es), []string{made[2].Name, made[0].Name}) {
@@ -155,16 +154,16 @@ func TestFolderRefusesOtherNames(t *testing.T) {
 		"idkeeper-20260101T000000Z-0123abcd.idkbackup\x00", " idkeeper-20260101T000000Z-0123abcd.idkbackup",
 		"idkeeper-20260101T000000Z-0123abcd.idkbackup\n", "idkeeper-20261301T000000Z-0123abcd.idkbackup",
 		link, dir, "idkeeper-20260101T000000Z-0123abcd.idkbackup"} {
-		if _, err := f.Stat(name); idkeeper.ErrorCode(err) != protocol.CodeNotFound {
+		if _, err := f.Stat(name); protocol.ErrorCode(err) != protocol.CodeNotFound {
 			t.Errorf("Stat(%q): %v", name, err)
 		}
-		if file, _, err := f.Open(name); idkeeper.ErrorCode(err) != protocol.CodeNotFound {
+		if file, _, err := f.Open(name); protocol.ErrorCode(err) != protocol.CodeNotFound {
 			if file != nil {
 				file.Close()
 			}
 			t.Errorf("Open(%q): %v", name, err)
 		}
-		if err := f.Delete(name); idkeeper.ErrorCode(err) != protocol.CodeNotFound {
+		if err := f.Delete(name); protocol.ErrorCode(err) != protocol.CodeNotFound {
 			t.Errorf("Delete(%q): %v", name, err)
 		}
 	}
@@ -190,7 +189,7 @@ func TestFolderCreateSameSecond(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := f.Create(ctx, s, Source{Store: "bolt"}, t0.Add(300*time.Millisecond)); idkeeper.ErrorCode(err) != protocol.CodeConflict {
+	if _, _, err := f.Create(ctx, s, Source{Store: "bolt"}, t0.Add(300*time.Millisecond)); protocol.ErrorCode(err) != protocol.CodeConflict {
 		t.Fatalf("second Create of the second: %v", err)
 	}
 	// A backup of that second being written (its temporary file is there).
@@ -198,7 +197,7 @@ func TestFolderCreateSameSecond(t *testing.T) {
 	if err := os.WriteFile(tmp, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := f.Create(ctx, s, Source{Store: "bolt"}, t0.Add(time.Second)); idkeeper.ErrorCode(err) != protocol.CodeConflict ||
+	if _, _, err := f.Create(ctx, s, Source{Store: "bolt"}, t0.Add(time.Second)); protocol.ErrorCode(err) != protocol.CodeConflict ||
 		!strings.Contains(err.Error(), "being written") {
 		t.Fatalf("Create beside a temporary file: %v", err)
 	}
@@ -213,7 +212,7 @@ func TestFolderCreateFails(t *testing.T) {
 	clk := fakeclock.New(t0)
 	s := openBolt(t, clk) // not initialised: STORE_NOT_INITIALISED
 	f := Folder{Dir: t.TempDir(), Gzip: true}
-	if _, _, err := f.Create(ctx, s, Source{Store: "bolt"}, t0); idkeeper.ErrorCode(err) != protocol.CodeStoreNotInitialised {
+	if _, _, err := f.Create(ctx, s, Source{Store: "bolt"}, t0); protocol.ErrorCode(err) != protocol.CodeStoreNotInitialised {
 		t.Fatalf("Create on an empty store: %v", err)
 	}
 	cctx, cancel := context.WithCancel(ctx)

@@ -29,6 +29,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/internal/wire"
+	"github.com/idkeeper/idkeeper/protocol"
 	"github.com/idkeeper/idkeeper/snapshot"
 )
 
@@ -262,7 +263,7 @@ func fmtTime(t time.Time) string {
 	if t.IsZero() {
 		return ""
 	}
-	return idkeeper.Millis(t).UTC().Format(timeLayout)
+	return protocol.Millis(t).UTC().Format(timeLayout)
 }
 
 // parseTime reads a time of the file: "" is zero; anything else must be exactly

@@ -211,7 +211,7 @@ func restoreScenario(t *testing.T, mode string, planLease, planGrace time.Durati
 		for j := 0; ; j++ {
 			c := who(100 + 10*round + j)
 			g, err := reg.Alloc(ctx, idkeeper.AllocRequest{Requester: c, Count: 1, Key: apiKey})
-			if idkeeper.ErrorCode(err) == protocol.CodeNodeIDsExhausted {
+			if protocol.ErrorCode(err) == protocol.CodeNodeIDsExhausted {
 				break
 			}
 			if err != nil {
@@ -275,7 +275,7 @@ func TestRegistryOnTheOldGenerationSeesAReset(t *testing.T) {
 	}
 	clk.Advance(time.Minute)
 	g, err := reg.Alloc(ctx, idkeeper.AllocRequest{Requester: who(3), Count: 1, Key: apiKey})
-	if idkeeper.ErrorCode(err) != protocol.CodeNodeIDsExhausted {
+	if protocol.ErrorCode(err) != protocol.CodeNodeIDsExhausted {
 		t.Fatalf("Alloc after the import on the old generation: %+v, %v; want NODE_IDS_EXHAUSTED (everything quarantined or kept)", g, err)
 	}
 	if reg.Generation().ID != sum.Generation.ID {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/robfig/cron/v3"
 
-	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/internal/harness/fakeclock"
 	"github.com/idkeeper/idkeeper/protocol"
@@ -308,7 +307,7 @@ func TestJobNowAndDelete(t *testing.T) {
 	}
 	_, err = e.job.Now(ctx, "")
 	var busy *BusyError
-	if idkeeper.ErrorCode(err) != protocol.CodeConflict || !errors.As(err, &busy) || busy.Lock.Owner != "replica-b" ||
+	if protocol.ErrorCode(err) != protocol.CodeConflict || !errors.As(err, &busy) || busy.Lock.Owner != "replica-b" ||
 		!strings.Contains(err.Error(), "held by replica-b") {
 		t.Fatalf("Now while replica-b holds the lock: %v", err)
 	}
@@ -320,7 +319,7 @@ func TestJobNowAndDelete(t *testing.T) {
 	if !slices.Equal(second.Pruned, []string{first.Entry.Name}) {
 		t.Fatalf("keep 1 pruned %v", second.Pruned)
 	}
-	if _, err := e.job.Delete(ctx, "../"+second.Entry.Name, ""); idkeeper.ErrorCode(err) != protocol.CodeNotFound {
+	if _, err := e.job.Delete(ctx, "../"+second.Entry.Name, ""); protocol.ErrorCode(err) != protocol.CodeNotFound {
 		t.Fatalf("Delete of a path: %v", err)
 	}
 	got, err := e.job.Delete(ctx, second.Entry.Name, "")

@@ -482,7 +482,7 @@ func TestPlanFor(t *testing.T) {
 	}
 	// Export of a store that holds nothing: STORE_NOT_INITIALISED, and no trailer.
 	var buf bytes.Buffer
-	if _, err := Export(ctx, openBolt(t, clk), &buf, Source{Store: "bolt"}); idkeeper.ErrorCode(err) != protocol.CodeStoreNotInitialised ||
+	if _, err := Export(ctx, openBolt(t, clk), &buf, Source{Store: "bolt"}); protocol.ErrorCode(err) != protocol.CodeStoreNotInitialised ||
 		bytes.Contains(buf.Bytes(), []byte(`"end"`)) {
 		t.Fatalf("export of an empty store: %v, %q", err, buf.Bytes())
 	}

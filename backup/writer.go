@@ -11,7 +11,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/protocol"
 	"github.com/idkeeper/idkeeper/snapshot"
 )
 
@@ -67,7 +67,7 @@ func (w *Writer) WriteMeta(meta snapshot.Meta) error {
 		at = time.Now()
 	}
 	meta.Layout = meta.Pool().LayoutOrDefault() // version 3 spells the layout out
-	w.hdr = Header{Version: Version, TakenAt: idkeeper.Millis(at).UTC(), Store: w.src.Store, Meta: meta, Redacted: w.src.Redacted}
+	w.hdr = Header{Version: Version, TakenAt: protocol.Millis(at).UTC(), Store: w.src.Store, Meta: meta, Redacted: w.src.Redacted}
 	line, err := encodeHeader(w.hdr)
 	if err == nil {
 		_, err = decodeHeader(line)

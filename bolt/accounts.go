@@ -12,6 +12,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/account"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 var _ account.Store = (*Store)(nil)
@@ -59,7 +60,7 @@ func (r *recReader) more() bool { return r.err == nil && len(r.b) > 0 }
 // bbolt.MaxKeySize bytes, is an INVALID_REQUEST error.
 func (s *Store) CreateUser(ctx context.Context, u account.User) error {
 	if u.Name == "" || len(u.Name) > bbolt.MaxKeySize {
-		return idkeeper.Invalidf("name", "an account needs a name of 1 to %d bytes", bbolt.MaxKeySize)
+		return protocol.Invalidf("name", "an account needs a name of 1 to %d bytes", bbolt.MaxKeySize)
 	}
 	u.Version = 1
 	return s.update(ctx, nil, func(t *txn) error {
@@ -200,9 +201,9 @@ func (st sessionTxn) delete(id, user string) error {
 func (s *Store) CreateSession(ctx context.Context, a account.Session) error {
 	switch {
 	case a.ID == "" || len(a.ID) > maxSessionKey:
-		return idkeeper.Invalidf("id", "a session ID is 1 to %d bytes", maxSessionKey)
+		return protocol.Invalidf("id", "a session ID is 1 to %d bytes", maxSessionKey)
 	case len(a.User) > math.MaxUint16:
-		return idkeeper.Invalidf("user", "a session's user name is too long")
+		return protocol.Invalidf("user", "a session's user name is too long")
 	}
 	return s.update(ctx, nil, func(t *txn) error {
 		st, err := sessionBuckets(t)
@@ -242,7 +243,7 @@ func (s *Store) TouchSession(ctx context.Context, id string, at time.Time) error
 	if id == "" || len(id) > maxSessionKey {
 		return nil
 	}
-	at = idkeeper.Millis(at)
+	at = protocol.Millis(at)
 	return s.update(ctx, nil, func(t *txn) error {
 		b := t.tx.Bucket(bucketSessions)
 		if b == nil {

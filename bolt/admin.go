@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // lockRec is a job lock: lockedAt i64 | until i64 | owner.
@@ -37,7 +38,7 @@ func (l lockRec) lock(name string) idkeeper.Lock {
 // l is the lock that is held.
 func (s *Store) TryLock(ctx context.Context, name, owner string, atMostFor time.Duration) (l idkeeper.Lock, ok bool, err error) {
 	if name == "" {
-		return idkeeper.Lock{}, false, idkeeper.Invalidf("name", "a lock needs a name")
+		return idkeeper.Lock{}, false, protocol.Invalidf("name", "a lock needs a name")
 	}
 	err = s.update(ctx, nil, func(t *txn) error {
 		b := t.tx.Bucket(bucketLocks)
@@ -138,7 +139,7 @@ func decodeAPIKey(id string, v []byte) (idkeeper.APIKey, error) {
 // CreateAPIKey implements idkeeper.KeyStore.
 func (s *Store) CreateAPIKey(ctx context.Context, k idkeeper.APIKey) error {
 	if k.ID == "" {
-		return idkeeper.Invalidf("id", "an API key needs an ID")
+		return protocol.Invalidf("id", "an API key needs an ID")
 	}
 	v, err := json.Marshal(apiKeyRecOf(k))
 	if err != nil {
@@ -180,7 +181,7 @@ func (s *Store) RevokeAPIKey(ctx context.Context, id string, at time.Time) error
 		if k.Revoked() {
 			return false
 		}
-		k.RevokedAt = idkeeper.Millis(at)
+		k.RevokedAt = protocol.Millis(at)
 		return true
 	})
 }
@@ -188,10 +189,10 @@ func (s *Store) RevokeAPIKey(ctx context.Context, id string, at time.Time) error
 // TouchAPIKey implements idkeeper.KeyStore.
 func (s *Store) TouchAPIKey(ctx context.Context, id string, at time.Time) error {
 	return s.changeAPIKey(ctx, id, nil, func(k *idkeeper.APIKey) bool {
-		if !idkeeper.Millis(at).After(k.LastUsedAt) {
+		if !protocol.Millis(at).After(k.LastUsedAt) {
 			return false
 		}
-		k.LastUsedAt = idkeeper.Millis(at)
+		k.LastUsedAt = protocol.Millis(at)
 		return true
 	})
 }

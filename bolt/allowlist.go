@@ -7,6 +7,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/allowlist"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // allowKeyLen is family u8 | 16-byte address | bits u8.
@@ -50,7 +51,7 @@ func keyPrefix(k []byte) (netip.Prefix, error) {
 // allowPrefix masks p, refusing an invalid prefix.
 func allowPrefix(p netip.Prefix) (netip.Prefix, error) {
 	if !p.IsValid() {
-		return netip.Prefix{}, idkeeper.Invalidf("prefix", "not an IP prefix")
+		return netip.Prefix{}, protocol.Invalidf("prefix", "not an IP prefix")
 	}
 	return p.Masked(), nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/audit"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // Bounds of the limit arguments of the audit reads and of PruneAudit.
@@ -91,7 +92,7 @@ func (s *Store) AuditHead(ctx context.Context) (seq uint64, hash string, err err
 // checkLimit refuses a limit outside 1..most.
 func checkLimit(limit, most int) error {
 	if limit < 1 || limit > most {
-		return idkeeper.Invalidf("limit", "limit must be 1 to %d, not %d", most, limit)
+		return protocol.Invalidf("limit", "limit must be 1 to %d, not %d", most, limit)
 	}
 	return nil
 }

@@ -83,6 +83,7 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // DefaultTimeout is how long Open waits for the file lock when Options.Timeout is
@@ -254,7 +255,7 @@ func (s *Store) Ping(ctx context.Context) error {
 }
 
 // Now is the store's clock truncated to the millisecond.
-func (s *Store) Now(context.Context) (time.Time, error) { return idkeeper.Millis(s.clock()), nil }
+func (s *Store) Now(context.Context) (time.Time, error) { return protocol.Millis(s.clock()), nil }
 
 // counters are the meta counters a transaction reads at its start and update writes
 // back when they changed.
@@ -281,7 +282,7 @@ type txn struct {
 }
 
 func (s *Store) begin(tx *bbolt.Tx) *txn {
-	return newTxn(tx, tx.Bucket, idkeeper.Millis(s.clock()).UnixMilli())
+	return newTxn(tx, tx.Bucket, protocol.Millis(s.clock()).UnixMilli())
 }
 
 // newTxn is a transaction on the buckets that bucket returns by name: the

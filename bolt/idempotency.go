@@ -13,6 +13,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/idempotency"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // IdempotencyStore is the idempotency.Store on a bbolt file: for a single
@@ -344,9 +345,9 @@ func (t *idemTxn) full(owner string, limit int) (*idempotency.CapError, error) {
 func validOwner(owner string, limit int) error {
 	switch {
 	case len(owner) > idempotency.MaxScopeLen:
-		return idkeeper.Invalidf("owner", "an idempotency owner must have at most %d bytes", idempotency.MaxScopeLen)
+		return protocol.Invalidf("owner", "an idempotency owner must have at most %d bytes", idempotency.MaxScopeLen)
 	case limit < 0:
-		return idkeeper.Invalidf("maxRecords", "the most records of an owner must not be negative, got %d", limit)
+		return protocol.Invalidf("maxRecords", "the most records of an owner must not be negative, got %d", limit)
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/internal/leasetx"
+	"github.com/idkeeper/idkeeper/protocol"
 	"github.com/idkeeper/idkeeper/snapshot"
 )
 
@@ -226,7 +227,7 @@ func (s *Store) LoadSnapshot(ctx context.Context, meta snapshot.Meta, src snapsh
 	if err != nil {
 		return err
 	}
-	st := &staging{s: s, token: []byte(idkeeper.NewGenerationID()), now: idkeeper.Millis(s.clock()).UnixMilli(),
+	st := &staging{s: s, token: []byte(idkeeper.NewGenerationID()), now: protocol.Millis(s.clock()).UnixMilli(),
 		full: snapshotBatch}
 	if s.loadBatch > 0 {
 		st.full = s.loadBatch
@@ -473,7 +474,7 @@ func (l *loader) load(rec snapshot.Record) error {
 	case rec.Key != nil:
 		k := rec.Key
 		if len(k.ID) > bbolt.MaxKeySize {
-			return idkeeper.Invalidf("snapshot", "API key ID of %d bytes: this store keeps at most %d", len(k.ID), bbolt.MaxKeySize)
+			return protocol.Invalidf("snapshot", "API key ID of %d bytes: this store keeps at most %d", len(k.ID), bbolt.MaxKeySize)
 		}
 		v, err := json.Marshal(apiKeyRecOf(*k))
 		if err != nil {
@@ -483,7 +484,7 @@ func (l *loader) load(rec snapshot.Record) error {
 	case rec.User != nil:
 		u := rec.User
 		if len(u.Name) > bbolt.MaxKeySize {
-			return idkeeper.Invalidf("snapshot", "user name of %d bytes: this store keeps at most %d", len(u.Name), bbolt.MaxKeySize)
+			return protocol.Invalidf("snapshot", "user name of %d bytes: this store keeps at most %d", len(u.Name), bbolt.MaxKeySize)
 		}
 		if l.users == nil {
 			if l.users, err = l.stage.CreateBucketIfNotExists(bucketUsers); err != nil {
@@ -524,13 +525,13 @@ func (l *loader) node(n *idkeeper.NodeState) error {
 	}
 	ls := n.Lease
 	if len(ls.KeyID)+1 > bbolt.MaxKeySize {
-		return idkeeper.Invalidf("snapshot", "the lease of node %d names an API key ID of %d bytes: this store keeps at most %d",
+		return protocol.Invalidf("snapshot", "the lease of node %d names an API key ID of %d bytes: this store keeps at most %d",
 			id, len(ls.KeyID), bbolt.MaxKeySize-1)
 	}
 	lr := leaseRec{NotBefore: timeMs(ls.NotBefore), ExpiresAt: timeMs(ls.ExpiresAt), GrantedAt: timeMs(ls.GrantedAt),
 		RenewedAt: timeMs(ls.RenewedAt), Token: ls.FencingToken, Requester: ls.Requester.Key(), KeyID: ls.KeyID}
 	if len(lr.Requester) > math.MaxUint16 {
-		return idkeeper.Invalidf("snapshot", "the lease of node %d has a requester key of %d bytes", id, len(lr.Requester))
+		return protocol.Invalidf("snapshot", "the lease of node %d has a requester key of %d bytes", id, len(lr.Requester))
 	}
 	r.place = placeHeld
 	if err := t.putNode(id, r); err != nil {
@@ -556,7 +557,7 @@ func (l *loader) node(n *idkeeper.NodeState) error {
 			return err
 		}
 		if other.KeyID != lr.KeyID {
-			return idkeeper.Invalidf("snapshot", "requester %s holds node %d with API key %q and node %d with %q: "+
+			return protocol.Invalidf("snapshot", "requester %s holds node %d with API key %q and node %d with %q: "+
 				"a requester's leases belong to one key", ls.Requester, ids[0], other.KeyID, id, lr.KeyID)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/client"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // load is a utilisation source on the env's fake clock: IDs minted at a rate the
@@ -301,13 +302,13 @@ func TestDemandBaseLeaseLost(t *testing.T) {
 }
 
 func TestDemandConfig(t *testing.T) {
-	for _, c := range []struct{ count, max int }{{2, 1}, {1, idkeeper.MaxCount + 1}, {1, -1}} {
+	for _, c := range []struct{ count, max int }{{2, 1}, {1, protocol.MaxCount + 1}, {1, -1}} {
 		_, err := client.New(client.Config{ServerURL: "http://x", APIKey: "k", Count: c.count, MaxCount: c.max})
 		if err == nil || !strings.Contains(err.Error(), "MaxCount") {
 			t.Errorf("Count %d, MaxCount %d: %v", c.count, c.max, err)
 		}
 	}
-	for _, c := range []struct{ count, max int }{{1, 0}, {2, 2}, {1, idkeeper.MaxCount}} {
+	for _, c := range []struct{ count, max int }{{1, 0}, {2, 2}, {1, protocol.MaxCount}} {
 		s, err := client.New(client.Config{ServerURL: "http://x", APIKey: "k", Count: c.count, MaxCount: c.max})
 		if err != nil {
 			t.Errorf("Count %d, MaxCount %d: %v", c.count, c.max, err)

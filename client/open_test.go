@@ -385,7 +385,7 @@ func TestConfigChecks(t *testing.T) {
 		{APIKey: "k"},
 		{ServerURL: "127.0.0.1:8080", APIKey: "k"},
 		{ServerURL: "http://x"},
-		{ServerURL: "http://x", APIKey: "k", Count: idkeeper.MaxCount + 1},
+		{ServerURL: "http://x", APIKey: "k", Count: protocol.MaxCount + 1},
 		{ServerURL: "http://x", APIKey: "k", Count: -1},
 		{ServerURL: "http://x", APIKey: "k", BackoffMultiplier: 0.5},
 		{ServerURL: "http://x", APIKey: "k", Requester: idkeeper.Requester{MachineID: "m"}},

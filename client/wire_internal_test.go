@@ -13,7 +13,7 @@ import (
 
 // TestServerErrorUnwraps: a refusal of a real registry comes out of the client as
 // the *idkeeper.Error the server had, its code, message, field and details, so
-// that idkeeper.ErrorCode and errors.As work on the client side of the wire too.
+// that protocol.ErrorCode and errors.As work on the client side of the wire too.
 func TestServerErrorUnwraps(t *testing.T) {
 	srv := registrytest.Start(t, registrytest.Options{})
 	a := &api{reps: newReplicas([]string{srv.URL}, slog.New(slog.DiscardHandler)), key: srv.APIKey, hc: srv.Client, timeout: 10 * time.Second}
@@ -22,7 +22,7 @@ func TestServerErrorUnwraps(t *testing.T) {
 
 	_, err := a.alloc(ctx, r, 0, time.Now())
 	var ie *idkeeper.Error
-	if idkeeper.ErrorCode(err) != protocol.CodeInvalidRequest || !errors.As(err, &ie) || ie.Field != "count" ||
+	if protocol.ErrorCode(err) != protocol.CodeInvalidRequest || !errors.As(err, &ie) || ie.Field != "count" ||
 		ie.Message == "" || ie.Details != nil {
 		t.Fatalf("count 0: %v (%+v); want INVALID_REQUEST naming count", err, ie)
 	}
@@ -32,7 +32,7 @@ func TestServerErrorUnwraps(t *testing.T) {
 	}
 	_, err = a.alloc(ctx, r, 2, time.Now())
 	var se *ServerError
-	if idkeeper.ErrorCode(err) != protocol.CodeRequesterCountMismatch || !errors.As(err, &ie) || !errors.As(err, &se) {
+	if protocol.ErrorCode(err) != protocol.CodeRequesterCountMismatch || !errors.As(err, &ie) || !errors.As(err, &se) {
 		t.Fatalf("count 2 after 1: %v; want REQUESTER_COUNT_MISMATCH", err)
 	}
 	if ie.Code != se.Code || ie.Message != se.Detail || ie.Field != "" ||
@@ -44,11 +44,11 @@ func TestServerErrorUnwraps(t *testing.T) {
 	// nothing to unwrap.
 	bad := *a
 	bad.key = "idk_not-a-key-the-registry-knows-at-all"
-	if _, err := bad.alloc(ctx, r, 1, time.Now()); idkeeper.ErrorCode(err) != protocol.CodeAPIKeyInvalid {
+	if _, err := bad.alloc(ctx, r, 1, time.Now()); protocol.ErrorCode(err) != protocol.CodeAPIKeyInvalid {
 		t.Fatalf("bad key: %v", err)
 	}
 	plain := &ServerError{Op: "alloc", Status: 502, Body: "bad gateway"}
-	if plain.Unwrap() != nil || idkeeper.ErrorCode(plain) != protocol.CodeInternal {
+	if plain.Unwrap() != nil || protocol.ErrorCode(plain) != protocol.CodeInternal {
 		t.Fatalf("a ServerError without code unwraps to %v", plain.Unwrap())
 	}
 }

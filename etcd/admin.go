@@ -14,6 +14,7 @@ import (
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/allowlist"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // The records of the admin web (account.Store): accounts, sessions and the
@@ -49,8 +50,8 @@ type userRec struct {
 
 func encodeUser(u account.User) (string, error) {
 	return jsonString(userRec{Role: string(u.Role), PasswordHash: u.PasswordHash, Disabled: u.Disabled,
-		CreatedAt: idkeeper.Millis(u.CreatedAt), CreatedBy: u.CreatedBy, Epoch: u.Epoch,
-		PasswordChangedAt: idkeeper.Millis(u.PasswordChangedAt), LastLoginAt: idkeeper.Millis(u.LastLoginAt),
+		CreatedAt: protocol.Millis(u.CreatedAt), CreatedBy: u.CreatedBy, Epoch: u.Epoch,
+		PasswordChangedAt: protocol.Millis(u.PasswordChangedAt), LastLoginAt: protocol.Millis(u.LastLoginAt),
 		Webhook: u.Webhook, Version: u.Version})
 }
 
@@ -184,7 +185,7 @@ func (s *Store) sessionIndex(a account.Session, put bool) []clientv3.Op {
 // CreateSession implements account.Store: the record and its index entries
 // in one transaction, on the condition that the ID was never used.
 func (s *Store) CreateSession(ctx context.Context, a account.Session) error {
-	a.CreatedAt, a.SeenAt, a.ExpiresAt = idkeeper.Millis(a.CreatedAt), idkeeper.Millis(a.SeenAt), idkeeper.Millis(a.ExpiresAt)
+	a.CreatedAt, a.SeenAt, a.ExpiresAt = protocol.Millis(a.CreatedAt), protocol.Millis(a.SeenAt), protocol.Millis(a.ExpiresAt)
 	rec, err := encodeSession(a)
 	if err != nil {
 		return fmt.Errorf("etcd: session: %w", err)
@@ -226,7 +227,7 @@ func (s *Store) changeSession(ctx context.Context, op, id string, change func(a 
 func (s *Store) TouchSession(ctx context.Context, id string, at time.Time) error {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	at = idkeeper.Millis(at)
+	at = protocol.Millis(at)
 	return s.changeSession(ctx, "touch session", id, func(a account.Session, ok bool) ([]clientv3.Op, error) {
 		if !ok || !at.After(a.SeenAt) {
 			return nil, nil
@@ -356,7 +357,7 @@ type allowRec struct {
 
 func allowPrefix(p netip.Prefix) (netip.Prefix, error) {
 	if !p.IsValid() {
-		return netip.Prefix{}, idkeeper.Invalidf("prefix", "not an IP prefix")
+		return netip.Prefix{}, protocol.Invalidf("prefix", "not an IP prefix")
 	}
 	return p.Masked(), nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/audit"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // The audit log: audit/<seq> (16 hex digits) holds each entry, audithead the Seq
@@ -119,7 +120,7 @@ func (s *Store) AuditHead(ctx context.Context) (uint64, string, error) {
 
 func checkLimit(limit, most int) error {
 	if limit < 1 || limit > most {
-		return idkeeper.Invalidf("limit", "limit must be 1 to %d, not %d", most, limit)
+		return protocol.Invalidf("limit", "limit must be 1 to %d, not %d", most, limit)
 	}
 	return nil
 }

@@ -237,7 +237,7 @@
 // etcd refuses a transaction of more than --max-txn-ops operations (default 128:
 // enough for pools of about 40 node IDs) and a request of more than
 // --max-request-bytes (default 1.5 MiB). For the default pool of 4,096 node IDs
-// (and Allocs of up to 4,096, idkeeper.MaxCount) run every member with
+// (and Allocs of up to 4,096, protocol.MaxCount) run every member with
 //
 //	--max-txn-ops=32768 --max-request-bytes=10485760
 //

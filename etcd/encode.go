@@ -12,6 +12,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/internal/leasetx"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // zeroMs is the zero time.Time in Unix milliseconds: a never-set watermark,
@@ -19,7 +20,7 @@ import (
 var zeroMs = time.Time{}.UnixMilli()
 
 func msTime(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
-func timeMs(t time.Time) int64  { return idkeeper.Millis(t).UnixMilli() }
+func timeMs(t time.Time) int64  { return protocol.Millis(t).UnixMilli() }
 
 // hexTime is a time (Unix ms) as 16 hex digits with the sign bit flipped, so that
 // key order is time order, the zero time.Time included.

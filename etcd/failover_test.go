@@ -61,7 +61,7 @@ func TestLeaderKilledLosesNoGrant(t *testing.T) {
 	note := func(err error) {
 		mu.Lock()
 		defer mu.Unlock()
-		failures[string(idkeeper.ErrorCode(err))]++
+		failures[string(protocol.ErrorCode(err))]++
 		if errors.Is(err, idkeeper.ErrStoreReset) {
 			resets = append(resets, err)
 		}

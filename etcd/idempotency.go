@@ -11,8 +11,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/idempotency"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // The records of the Idempotency-Key component (idempotency.Store): one
@@ -250,9 +250,9 @@ type ownedIdem struct {
 func (o *ownedIdem) valid() error {
 	switch {
 	case len(o.owner) > idempotency.MaxScopeLen:
-		return idkeeper.Invalidf("owner", "an idempotency owner has at most %d bytes", idempotency.MaxScopeLen)
+		return protocol.Invalidf("owner", "an idempotency owner has at most %d bytes", idempotency.MaxScopeLen)
 	case o.max < 0:
-		return idkeeper.Invalidf("maxRecords", "the cap of an owner's records is not negative, got %d", o.max)
+		return protocol.Invalidf("maxRecords", "the cap of an owner's records is not negative, got %d", o.max)
 	}
 	return nil
 }

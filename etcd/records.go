@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // The records outside the lease pool: job locks, API keys and clock-skew
@@ -188,9 +189,9 @@ type apiKeyRec struct {
 }
 
 func encodeAPIKey(k idkeeper.APIKey) (string, error) {
-	return jsonString(apiKeyRec{Hash: k.Hash, Description: k.Description, CreatedAt: idkeeper.Millis(k.CreatedAt),
-		CreatedBy: k.CreatedBy, ExpiresAt: idkeeper.Millis(k.ExpiresAt), MaxNodes: k.MaxNodes, Bootstrap: k.Bootstrap,
-		Admin: k.Admin, RevokedAt: idkeeper.Millis(k.RevokedAt), LastUsedAt: idkeeper.Millis(k.LastUsedAt)})
+	return jsonString(apiKeyRec{Hash: k.Hash, Description: k.Description, CreatedAt: protocol.Millis(k.CreatedAt),
+		CreatedBy: k.CreatedBy, ExpiresAt: protocol.Millis(k.ExpiresAt), MaxNodes: k.MaxNodes, Bootstrap: k.Bootstrap,
+		Admin: k.Admin, RevokedAt: protocol.Millis(k.RevokedAt), LastUsedAt: protocol.Millis(k.LastUsedAt)})
 }
 
 func decodeAPIKey(id string, v []byte) (idkeeper.APIKey, error) {
@@ -275,7 +276,7 @@ func (s *Store) RevokeAPIKey(ctx context.Context, id string, at time.Time) error
 		if k.Revoked() {
 			return false, nil
 		}
-		k.RevokedAt = idkeeper.Millis(at)
+		k.RevokedAt = protocol.Millis(at)
 		return true, nil
 	})
 	return err
@@ -284,10 +285,10 @@ func (s *Store) RevokeAPIKey(ctx context.Context, id string, at time.Time) error
 // TouchAPIKey implements idkeeper.KeyStore.
 func (s *Store) TouchAPIKey(ctx context.Context, id string, at time.Time) error {
 	_, err := s.changeAPIKey(ctx, "touch api key", id, func(k *idkeeper.APIKey) (bool, error) {
-		if !idkeeper.Millis(at).After(k.LastUsedAt) {
+		if !protocol.Millis(at).After(k.LastUsedAt) {
 			return false, nil
 		}
-		k.LastUsedAt = idkeeper.Millis(at)
+		k.LastUsedAt = protocol.Millis(at)
 		return true, nil
 	})
 	if errors.Is(err, idkeeper.ErrNotFound) {
@@ -303,7 +304,7 @@ func (s *Store) UpdateAPIKey(ctx context.Context, id string, u idkeeper.KeyUpdat
 			return false, idkeeper.ErrConflict
 		}
 		if u.ExpiresAt != nil {
-			k.ExpiresAt = idkeeper.Millis(*u.ExpiresAt)
+			k.ExpiresAt = protocol.Millis(*u.ExpiresAt)
 		}
 		if u.MaxNodes != nil {
 			k.MaxNodes = *u.MaxNodes

@@ -14,6 +14,7 @@ import (
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/internal/histrec"
 	"github.com/idkeeper/idkeeper/internal/leasetx"
+	"github.com/idkeeper/idkeeper/protocol"
 	"github.com/idkeeper/idkeeper/snapshot"
 )
 
@@ -441,11 +442,11 @@ func (l *loader) node(n *idkeeper.NodeState) error {
 	lr := leaseRec{NotBefore: timeMs(ls.NotBefore), ExpiresAt: timeMs(ls.ExpiresAt), GrantedAt: timeMs(ls.GrantedAt),
 		RenewedAt: timeMs(ls.RenewedAt), Token: ls.FencingToken, Requester: ls.Requester.Key(), KeyID: ls.KeyID}
 	if len(lr.Requester) > math.MaxUint16 {
-		return idkeeper.Invalidf("snapshot", "the lease of node %d has a requester key of %d bytes", id, len(lr.Requester))
+		return protocol.Invalidf("snapshot", "the lease of node %d has a requester key of %d bytes", id, len(lr.Requester))
 	}
 	h, ok := l.reqs[lr.Requester]
 	if ok && h.keyID != lr.KeyID {
-		return idkeeper.Invalidf("snapshot", "requester %s holds node %d with API key %q and node %d with %q: "+
+		return protocol.Invalidf("snapshot", "requester %s holds node %d with API key %q and node %d with %q: "+
 			"a requester's leases belong to one key", ls.Requester, h.ids[0], h.keyID, id, lr.KeyID)
 	}
 	h.keyID = lr.KeyID

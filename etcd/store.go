@@ -16,6 +16,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // DefaultPrefix is the prefix of every key when Options.Prefix is empty.
@@ -170,9 +171,9 @@ func (s *Store) Ping(ctx context.Context) error {
 }
 
 // Now is Options.Clock truncated to the millisecond.
-func (s *Store) Now(context.Context) (time.Time, error) { return idkeeper.Millis(s.clock()), nil }
+func (s *Store) Now(context.Context) (time.Time, error) { return protocol.Millis(s.clock()), nil }
 
-func (s *Store) nowMs() int64 { return idkeeper.Millis(s.clock()).UnixMilli() }
+func (s *Store) nowMs() int64 { return protocol.Millis(s.clock()).UnixMilli() }
 
 // bound applies Options.Timeout to ctx.
 func (s *Store) bound(ctx context.Context) (context.Context, context.CancelFunc) {

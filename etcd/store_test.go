@@ -61,7 +61,7 @@ func TestStoresRaceAcrossClients(t *testing.T) {
 			gr, err := stores[i%4].Alloc(t.Context(), g, allocP(who(i), 4))
 			mu.Lock()
 			defer mu.Unlock()
-			if idkeeper.ErrorCode(err) == protocol.CodeNodeIDsExhausted {
+			if protocol.ErrorCode(err) == protocol.CodeNodeIDsExhausted {
 				exhausted++
 				return
 			}
@@ -238,7 +238,7 @@ func TestLargestTransactions(t *testing.T) {
 	if err != nil || gr.Leases[0].FencingToken != 4097 {
 		t.Fatalf("Alloc after the reset = %+v, %v", gr, err)
 	}
-	if want := idkeeper.Millis(until).Add(time.Millisecond); !gr.Leases[0].NotBefore.Equal(want) {
+	if want := protocol.Millis(until).Add(time.Millisecond); !gr.Leases[0].NotBefore.Equal(want) {
 		t.Fatalf("NotBefore after the reset = %v, want the floor + 1 ms, %v", gr.Leases[0].NotBefore, want)
 	}
 	if n, err := s.HistoryCount(ctx); err != nil || n != 4097 {

@@ -112,8 +112,8 @@ func (k *ConsumerKeys) Len() int {
 }
 
 var (
-	errKeyMissing = idkeeper.Errorf(protocol.CodeAPIKeyMissing, "the %s header is required", APIKeyHeader)
-	errKeyInvalid = idkeeper.Errorf(protocol.CodeAPIKeyInvalid, "the API key is not valid")
+	errKeyMissing = protocol.Errorf(protocol.CodeAPIKeyMissing, "the %s header is required", APIKeyHeader)
+	errKeyInvalid = protocol.Errorf(protocol.CodeAPIKeyInvalid, "the API key is not valid")
 )
 
 // Authenticate checks a presented key and returns its ID: the hex of the first 8

@@ -44,7 +44,7 @@ func parseQuery(raw string) (format, error) {
 		var part string
 		part, raw, _ = strings.Cut(raw, "&")
 		if strings.IndexByte(part, ';') >= 0 {
-			return 0, idkeeper.Invalidf("query", "the query may not contain ';'; separate parameters with '&'")
+			return 0, protocol.Invalidf("query", "the query may not contain ';'; separate parameters with '&'")
 		}
 		if part == "" {
 			continue
@@ -53,13 +53,13 @@ func parseQuery(raw string) (format, error) {
 		name, err1 := url.QueryUnescape(name)
 		value, err2 := url.QueryUnescape(value)
 		if err1 != nil || err2 != nil {
-			return 0, idkeeper.Invalidf("query", "the query is not validly percent-encoded")
+			return 0, protocol.Invalidf("query", "the query is not validly percent-encoded")
 		}
 		if name != "format" {
-			return 0, idkeeper.Invalidf(name, "unknown query parameter %q; the only one is format=number|string", name)
+			return 0, protocol.Invalidf(name, "unknown query parameter %q; the only one is format=number|string", name)
 		}
 		if seen {
-			return 0, idkeeper.Invalidf("format", "format is given more than once")
+			return 0, protocol.Invalidf("format", "format is given more than once")
 		}
 		seen = true
 		switch value {
@@ -68,13 +68,13 @@ func parseQuery(raw string) (format, error) {
 		case "string":
 			f = formatString
 		default:
-			return 0, idkeeper.Invalidf("format", "format must be number or string")
+			return 0, protocol.Invalidf("format", "format must be number or string")
 		}
 	}
 	return f, nil
 }
 
-var errTooLarge = idkeeper.Errorf(protocol.CodeBodyTooLarge, "the request body is larger than %d bytes", MaxBodyBytes)
+var errTooLarge = protocol.Errorf(protocol.CodeBodyTooLarge, "the request body is larger than %d bytes", MaxBodyBytes)
 
 // readBody reads r into buf[:0], growing it as needed, up to MaxBodyBytes: it
 // reads at most MaxBodyBytes+1 bytes, the one more telling a body too large.
@@ -93,7 +93,7 @@ func readBody(r io.Reader, buf []byte) ([]byte, error) {
 		case err == io.EOF:
 			return buf, nil
 		case err != nil:
-			return buf, idkeeper.Invalidf("body", "the request body could not be read")
+			return buf, protocol.Invalidf("body", "the request body could not be read")
 		}
 	}
 }
@@ -153,41 +153,41 @@ func skipWS(b []byte, i int) int {
 // slowCount decodes any body with encoding/json's tokenizer, for the exact error.
 func slowCount(body []byte, max int) (int, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
-		return 0, idkeeper.Invalidf("body", `the request body is empty; send {"count":N}`)
+		return 0, protocol.Invalidf("body", `the request body is empty; send {"count":N}`)
 	}
 	if !utf8.Valid(body) {
-		return 0, idkeeper.Invalidf("body", "the request body is not valid UTF-8")
+		return 0, protocol.Invalidf("body", "the request body is not valid UTF-8")
 	}
 	if !json.Valid(body) {
-		return 0, idkeeper.Invalidf("body", `the request body is not valid JSON; send {"count":N}`)
+		return 0, protocol.Invalidf("body", `the request body is not valid JSON; send {"count":N}`)
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	if tok, _ := dec.Token(); tok != json.Delim('{') {
-		return 0, idkeeper.Invalidf("body", `the request body must be a JSON object: {"count":N}`)
+		return 0, protocol.Invalidf("body", `the request body must be a JSON object: {"count":N}`)
 	}
 	var raw json.RawMessage
 	seen := false
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return 0, idkeeper.Invalidf("body", "the request body is not valid JSON")
+			return 0, protocol.Invalidf("body", "the request body is not valid JSON")
 		}
 		name, _ := tok.(string)
 		if name != "count" {
-			return 0, idkeeper.Invalidf(name, "unknown member %q; the only member is count", name)
+			return 0, protocol.Invalidf(name, "unknown member %q; the only member is count", name)
 		}
 		if seen {
-			return 0, idkeeper.Invalidf("count", "count appears more than once")
+			return 0, protocol.Invalidf("count", "count appears more than once")
 		}
 		seen = true
 		if err := dec.Decode(&raw); err != nil {
-			return 0, idkeeper.Invalidf("body", "the request body is not valid JSON")
+			return 0, protocol.Invalidf("body", "the request body is not valid JSON")
 		}
 	}
 	// json.Valid has vouched for the closing brace and that nothing follows it.
 	if !seen {
-		return 0, idkeeper.Invalidf("count", "count is required: the number of IDs wanted, 1..%d", max)
+		return 0, protocol.Invalidf("count", "count is required: the number of IDs wanted, 1..%d", max)
 	}
 	return countValue(raw, max)
 }
@@ -197,10 +197,10 @@ func countValue(v []byte, max int) (int, error) {
 	s := string(v)
 	digits := strings.TrimPrefix(s, "-")
 	if digits == "" || strings.Trim(digits, "0123456789") != "" {
-		return 0, idkeeper.Invalidf("count", "count must be an integer, written without fraction or exponent, 1..%d", max)
+		return 0, protocol.Invalidf("count", "count must be an integer, written without fraction or exponent, 1..%d", max)
 	}
 	if s[0] == '-' || strings.Trim(digits, "0") == "" {
-		return 0, idkeeper.Invalidf("count", "count must be at least 1: the number of IDs wanted, 1..%d", max)
+		return 0, protocol.Invalidf("count", "count must be at least 1: the number of IDs wanted, 1..%d", max)
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || n > int64(max) {
@@ -215,11 +215,11 @@ func countValue(v []byte, max int) (int, error) {
 // int64, as the gateway writes IDs in either format.
 func parseID(s string) (int64, error) {
 	if s == "" || len(s) > 19 || strings.Trim(s, "0123456789") != "" {
-		return 0, idkeeper.Invalidf("id", "the ID must be written in decimal digits, 0..9223372036854775807")
+		return 0, protocol.Invalidf("id", "the ID must be written in decimal digits, 0..9223372036854775807")
 	}
 	id, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
-		return 0, idkeeper.Invalidf("id", "the ID is larger than 9223372036854775807")
+		return 0, protocol.Invalidf("id", "the ID is larger than 9223372036854775807")
 	}
 	return id, nil
 }

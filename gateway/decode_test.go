@@ -45,7 +45,7 @@ func TestDecodeCount(t *testing.T) {
 		{``, 0, protocol.CodeInvalidRequest, "body"},
 	} {
 		n, err := decodeCount([]byte(c.body), DefaultMaxCount)
-		if n != c.count || idkeeper.ErrorCode(err) != c.code || errorField(err) != c.field {
+		if n != c.count || protocol.ErrorCode(err) != c.code || errorField(err) != c.field {
 			t.Errorf("%q: %d, %v (field %q); want %d, %s, field %q", c.body, n, err, errorField(err), c.count, c.code, c.field)
 		}
 	}
@@ -94,7 +94,7 @@ func FuzzDecodeCount(f *testing.F) {
 			t.Fatalf("%q: fast path %d, %v; general %d, %v", body, n, err, slowN, slowErr)
 		}
 		if err != nil {
-			if c := idkeeper.ErrorCode(err); c != protocol.CodeInvalidRequest && c != protocol.CodeCountTooLarge {
+			if c := protocol.ErrorCode(err); c != protocol.CodeInvalidRequest && c != protocol.CodeCountTooLarge {
 				t.Fatalf("%q: error code %s", body, c)
 			}
 			return

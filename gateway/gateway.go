@@ -272,7 +272,7 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request) {
 	}
 	p, err := l.Decode(id)
 	if err != nil {
-		writeProblem(w, idkeeper.Invalidf("id", "%v", err))
+		writeProblem(w, protocol.Invalidf("id", "%v", err))
 		return
 	}
 	writeJSON(w, wire.DecodedID{
@@ -311,7 +311,7 @@ func (s *Server) canIssue(ctx context.Context) error {
 		if err := svc.Check(ctx); err != nil {
 			// The cause (an address, a dial error) goes to the log, not to callers.
 			s.log.Warn("health: the idempotency store does not answer", "err", err)
-			return errors.New("every request needs an Idempotency-Key, and " + idkeeper.ErrorMessage(err))
+			return errors.New("every request needs an Idempotency-Key, and " + protocol.ErrorMessage(err))
 		}
 	}
 	return nil

@@ -9,7 +9,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/idempotency"
 	"github.com/idkeeper/idkeeper/internal/problem"
 	"github.com/idkeeper/idkeeper/protocol"
@@ -80,7 +79,7 @@ func (s *Server) parse(r *http.Request, b *buffers) (count int, f format, err er
 // refuse answers a request that admit refused. A 413 closes the connection, so
 // that net/http does not read the rest of the body to reuse it.
 func refuse(w http.ResponseWriter, err error) {
-	if idkeeper.ErrorCode(err) == protocol.CodeBodyTooLarge {
+	if protocol.ErrorCode(err) == protocol.CodeBodyTooLarge {
 		w.Header().Set("Connection", "close")
 	}
 	writeProblem(w, err)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/idempotency"
 	"github.com/idkeeper/idkeeper/protocol"
 )
@@ -133,9 +132,9 @@ func (rec *recorder) WriteHeader(code int) {
 
 func muxError(r *http.Request, code int, allow string) error {
 	if code == http.StatusNotFound {
-		return idkeeper.Errorf(protocol.CodeNotFound, "no route for %s %s", r.Method, r.URL.Path)
+		return protocol.Errorf(protocol.CodeNotFound, "no route for %s %s", r.Method, r.URL.Path)
 	}
-	return idkeeper.Errorf(protocol.CodeMethodNotAllowed, "%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, allow)
+	return protocol.Errorf(protocol.CodeMethodNotAllowed, "%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, allow)
 }
 
 func (rec *recorder) Write(b []byte) (int, error) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 
-	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/internal/wire"
 	"github.com/idkeeper/idkeeper/protocol"
 )
@@ -29,10 +28,10 @@ func (s *Server) authed(h apiFunc) http.Handler {
 			case err != nil:
 				s.log.Warn("cannot tell the client's address", "err", err)
 			case !al.Loaded():
-				s.writeProblem(w, r, idkeeper.Errorf(protocol.CodeStoreUnavailable, "the IP allow-list has not been read from the store yet"))
+				s.writeProblem(w, r, protocol.Errorf(protocol.CodeStoreUnavailable, "the IP allow-list has not been read from the store yet"))
 				return
 			}
-			s.writeProblem(w, r, idkeeper.Errorf(protocol.CodeIPNotAllowed, "requests from %s are not allowed", remote))
+			s.writeProblem(w, r, protocol.Errorf(protocol.CodeIPNotAllowed, "requests from %s are not allowed", remote))
 			return
 		}
 		if err := s.reg.Serving(); err != nil {

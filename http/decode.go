@@ -9,6 +9,7 @@ import (
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/internal/jsonbody"
 	"github.com/idkeeper/idkeeper/internal/wire"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // The request decoders below are pure functions of the body bytes, so they can be
@@ -27,7 +28,7 @@ const MaxPID = math.MaxUint32
 
 // maxFencingTokens bounds the tokens, and the receipts, a Renew may carry: one per
 // node ID at most.
-const maxFencingTokens = idkeeper.MaxCount
+const maxFencingTokens = protocol.MaxCount
 
 // The members each body may have: those of its type in internal/wire, which the
 // client encodes.
@@ -54,10 +55,10 @@ func decodeAllocRequest(body []byte) (idkeeper.AllocRequest, error) {
 	count, ok, err := m.Int("", "count", 1, math.MaxInt64)
 	if err != nil {
 		// The bounds a client may ask for, not those of the parse.
-		return idkeeper.AllocRequest{}, idkeeper.Invalidf("count", "count must be an integer from 1 to %d", idkeeper.MaxCount)
+		return idkeeper.AllocRequest{}, protocol.Invalidf("count", "count must be an integer from 1 to %d", protocol.MaxCount)
 	}
 	if !ok {
-		return idkeeper.AllocRequest{}, idkeeper.Invalidf("count", "count is required: the number of node IDs wanted, 1..%d", idkeeper.MaxCount)
+		return idkeeper.AllocRequest{}, protocol.Invalidf("count", "count is required: the number of node IDs wanted, 1..%d", protocol.MaxCount)
 	}
 	req.Count = int(count)
 	if req.ClientNow, err = m.OptionalTime("", "clientUtcNow"); err != nil {
@@ -84,7 +85,7 @@ func clientMember(m jsonbody.Members) (idkeeper.ClientInfo, error) {
 	if c.Host, err = cm.String("client.", "host"); err != nil {
 		return idkeeper.ClientInfo{}, err
 	}
-	if c.Labels, err = cm.StringMap("client.", "labels", idkeeper.MaxLabels); err != nil {
+	if c.Labels, err = cm.StringMap("client.", "labels", protocol.MaxLabels); err != nil {
 		return idkeeper.ClientInfo{}, err
 	}
 	if len(c.Labels) == 0 {
@@ -138,7 +139,7 @@ func decodeRemoveRequest(body []byte) (idkeeper.RemoveRequest, error) {
 func requesterMember(m jsonbody.Members) (idkeeper.Requester, error) {
 	raw, ok := m["requester"]
 	if !ok {
-		return idkeeper.Requester{}, idkeeper.Invalidf("requester", "requester is required: {\"machineId\",\"pid\",\"startedAt\",\"instance\"}")
+		return idkeeper.Requester{}, protocol.Invalidf("requester", "requester is required: {\"machineId\",\"pid\",\"startedAt\",\"instance\"}")
 	}
 	rm, err := jsonbody.Object(raw, "requester.", "requester", requesterMembers)
 	if err != nil {
@@ -179,17 +180,17 @@ func tokensMember(m jsonbody.Members, name string) ([]uint64, error) {
 	}
 	var items []json.RawMessage
 	if raw[0] != '[' || json.Unmarshal(raw, &items) != nil {
-		return nil, idkeeper.Invalidf(name, "%s must be an array of fencing tokens", name)
+		return nil, protocol.Invalidf(name, "%s must be an array of fencing tokens", name)
 	}
 	if len(items) > maxFencingTokens {
-		return nil, idkeeper.Invalidf(name, "%s holds more than %d tokens", name, maxFencingTokens)
+		return nil, protocol.Invalidf(name, "%s holds more than %d tokens", name, maxFencingTokens)
 	}
 	tokens := make([]uint64, len(items))
 	for i, it := range items {
 		v, err := strconv.ParseUint(string(it), 10, 64)
 		if err != nil || v < 1 || v > idkeeper.MaxFencingToken {
 			f := fmt.Sprintf("%s[%d]", name, i)
-			return nil, idkeeper.Invalidf(f, "%s must be an integer between 1 and 2^53-1 (%d)", f, uint64(idkeeper.MaxFencingToken))
+			return nil, protocol.Invalidf(f, "%s must be an integer between 1 and 2^53-1 (%d)", f, uint64(idkeeper.MaxFencingToken))
 		}
 		tokens[i] = v
 	}
@@ -206,17 +207,17 @@ func receiptsMember(m jsonbody.Members, name string) ([]string, error) {
 	}
 	var items []json.RawMessage
 	if raw[0] != '[' || json.Unmarshal(raw, &items) != nil {
-		return nil, idkeeper.Invalidf(name, "%s must be an array of lease receipts (strings)", name)
+		return nil, protocol.Invalidf(name, "%s must be an array of lease receipts (strings)", name)
 	}
 	if len(items) > maxFencingTokens {
-		return nil, idkeeper.Invalidf(name, "%s holds more than %d receipts", name, maxFencingTokens)
+		return nil, protocol.Invalidf(name, "%s holds more than %d receipts", name, maxFencingTokens)
 	}
 	out := make([]string, len(items))
 	for i, it := range items {
 		var s string
 		if it[0] != '"' || json.Unmarshal(it, &s) != nil || len(s) > idkeeper.MaxReceiptLen {
 			f := fmt.Sprintf("%s[%d]", name, i)
-			return nil, idkeeper.Invalidf(f, "%s must be a receipt string of at most %d characters", f, idkeeper.MaxReceiptLen)
+			return nil, protocol.Invalidf(f, "%s must be a receipt string of at most %d characters", f, idkeeper.MaxReceiptLen)
 		}
 		out[i] = s
 	}

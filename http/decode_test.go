@@ -159,10 +159,10 @@ func TestDecodeRenewRequest(t *testing.T) {
 		_, err := decodeRenewRequest([]byte(body))
 		assertInvalid(t, err, field)
 	}
-	many := `{"requester":` + goodRequester + `,"fencingTokens":[` + strings.Repeat("1,", idkeeper.MaxCount) + `1]}`
+	many := `{"requester":` + goodRequester + `,"fencingTokens":[` + strings.Repeat("1,", protocol.MaxCount) + `1]}`
 	_, err = decodeRenewRequest([]byte(many))
 	assertInvalid(t, err, "fencingTokens")
-	many = `{"requester":` + goodRequester + `,"receipts":[` + strings.Repeat(`"a",`, idkeeper.MaxCount) + `"a"]}`
+	many = `{"requester":` + goodRequester + `,"receipts":[` + strings.Repeat(`"a",`, protocol.MaxCount) + `"a"]}`
 	_, err = decodeRenewRequest([]byte(many))
 	assertInvalid(t, err, "receipts")
 }
@@ -284,7 +284,7 @@ func FuzzDecodeAllocRequest(f *testing.F) {
 		`{"requester":{"machineId":"\u200B","pid":1,"startedAt":"2026-03-01T10:00:00Z","instance":"a"},"count":1}`)
 	f.Fuzz(func(t *testing.T, body []byte) {
 		req, err := decodeAllocRequest(body)
-		if err == nil && (req.Count < 1 || req.Count > idkeeper.MaxCount) {
+		if err == nil && (req.Count < 1 || req.Count > protocol.MaxCount) {
 			t.Fatalf("count %d", req.Count)
 		}
 		if err == nil && req.Client.Validate() != nil {
@@ -354,7 +354,7 @@ func FuzzDecodeAllocFields(f *testing.F) {
 	f.Add("host-a", int64(42), "2026-03-01T10:00:00.123Z", int64(2), "2026-03-01T10:00:00Z")
 	f.Add("", int64(0), "", int64(0), "")
 	f.Add("h\x7f", int64(1<<32), "2026-03-01T10:00:00+25:00", int64(4097), "0000-01-01T00:00:00+00:01")
-	f.Add(strings.Repeat("é", 128), int64(MaxPID), "9999-12-31T23:59:59.9999999999Z", int64(idkeeper.MaxCount), "2026-01-01T00:00:00.000-23:59")
+	f.Add(strings.Repeat("é", 128), int64(MaxPID), "9999-12-31T23:59:59.9999999999Z", int64(protocol.MaxCount), "2026-01-01T00:00:00.000-23:59")
 	// Issue #29: a bidi override, a zero-width space, a C1 control, the line and
 	// paragraph separators are refused; 日本 is text.
 	f.Add("m\u202Eexe.txt", int64(1), "2026-03-01T10:00:00Z", int64(1), "")
@@ -384,10 +384,10 @@ func FuzzDecodeAllocFields(f *testing.F) {
 		_ = json.Unmarshal(mustMarshal(machineID), &sent) // json.Marshal coerces invalid UTF-8
 		st, perr := time.Parse(time.RFC3339Nano, startedAt)
 		if req.Requester.MachineID != sent || int64(req.Requester.PID) != pid || int64(req.Count) != count ||
-			perr != nil || !req.Requester.StartedAt.Equal(idkeeper.Millis(st)) {
+			perr != nil || !req.Requester.StartedAt.Equal(protocol.Millis(st)) {
 			t.Fatalf("decoded %+v from %s", req, body)
 		}
-		if pid < 1 || pid > MaxPID || count < 1 || count > idkeeper.MaxCount || req.Requester.Validate() != nil {
+		if pid < 1 || pid > MaxPID || count < 1 || count > protocol.MaxCount || req.Requester.Validate() != nil {
 			t.Fatalf("accepted out-of-range values: %s", body)
 		}
 		if strings.ContainsFunc(req.Requester.MachineID, func(r rune) bool {

@@ -85,7 +85,7 @@ func TestProblemBody(t *testing.T) {
 		t.Fatalf("%d %v", status, body)
 	}
 	// A code without a title of its own gets the status text.
-	if _, body = problemBody(idkeeper.Errorf("SOMETHING_NEW", "x")); body["title"] != "Internal Server Error" {
+	if _, body = problemBody(protocol.Errorf("SOMETHING_NEW", "x")); body["title"] != "Internal Server Error" {
 		t.Fatalf("%v", body)
 	}
 	for _, code := range problem.Codes() {

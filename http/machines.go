@@ -6,12 +6,13 @@ import (
 	"sync"
 	"unicode/utf8"
 
-	"github.com/idkeeper/idkeeper"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/idkeeper/idkeeper"
 )
 
 // maxMachineLabel is the longest machine_id label value, in bytes. A machine ID
-// may be 256 bytes (idkeeper.MaxMachineIDLen); a longer one is cut (machineLabel).
+// may be 256 bytes (protocol.MaxMachineIDLen); a longer one is cut (machineLabel).
 const maxMachineLabel = 64
 
 // machineGauges are the gauges of the machine watch (idkeeper.Observer.Machines).

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/protocol"
 )
 
@@ -127,9 +126,9 @@ func (w *problemWriter) WriteHeader(code int) {
 	var err error
 	switch code {
 	case http.StatusNotFound:
-		err = idkeeper.Errorf(protocol.CodeNotFound, "no route for %s %s", w.r.Method, w.r.URL.Path)
+		err = protocol.Errorf(protocol.CodeNotFound, "no route for %s %s", w.r.Method, w.r.URL.Path)
 	case http.StatusMethodNotAllowed:
-		err = idkeeper.Errorf(protocol.CodeMethodNotAllowed, "%s is not allowed on %s; allowed: %s",
+		err = protocol.Errorf(protocol.CodeMethodNotAllowed, "%s is not allowed on %s; allowed: %s",
 			w.r.Method, w.r.URL.Path, w.Header().Get("Allow"))
 	default:
 		w.ResponseWriter.WriteHeader(code)

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idkeeper/idkeeper"
 	idkhttp "github.com/idkeeper/idkeeper/http"
 	"github.com/idkeeper/idkeeper/internal/problem"
 	"github.com/idkeeper/idkeeper/protocol"
@@ -78,7 +77,7 @@ func TestRejectedRequestsCounted(t *testing.T) {
 				_, _ = w.Write([]byte("<p>no</p>"))
 				return
 			}
-			_ = problem.From(idkeeper.Errorf(protocol.CodeConflict, "taken")).Write(w, 0)
+			_ = problem.From(protocol.Errorf(protocol.CodeConflict, "taken")).Write(w, 0)
 		})
 	}))
 	before := scrape(t, h.baseURL, h.client)
@@ -175,10 +174,10 @@ func TestHealthLikeGateway(t *testing.T) {
 }
 
 // TestCountErrorNamesItsBounds: a count that is no count at all names the counts
-// a client may ask for, 1 to idkeeper.MaxCount, never the bounds of int64.
+// a client may ask for, 1 to protocol.MaxCount, never the bounds of int64.
 func TestCountErrorNamesItsBounds(t *testing.T) {
 	h := newBolt(t)
-	want := "1 to " + strconv.Itoa(idkeeper.MaxCount)
+	want := "1 to " + strconv.Itoa(protocol.MaxCount)
 	for _, count := range []string{`0`, `-1`, `1.5`, `"1"`, `9223372036854775808`, `1e2`} {
 		r := h.post("/v1/leases", `{"requester":`+requesterJSON(1)+`,"count":`+count+`}`).problem(t, protocol.CodeInvalidRequest)
 		if d := r.str("detail"); !strings.Contains(d, want) || strings.Contains(d, "9223372036854775807") || r.str("field") != "count" {

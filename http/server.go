@@ -268,7 +268,7 @@ func (s *Server) ready(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, min(s.opts.Timeout, 5*time.Second))
 	defer cancel()
 	err := s.reg.Ready(ctx)
-	if idkeeper.ErrorCode(err) == protocol.CodeStoreUnavailable {
+	if protocol.ErrorCode(err) == protocol.CodeStoreUnavailable {
 		err = &idkeeper.Error{Code: protocol.CodeNotReady, Message: "the lease store does not answer", Err: err}
 	}
 	return err

@@ -15,7 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 
-	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/idempotency"
 	"github.com/idkeeper/idkeeper/protocol"
 )
@@ -107,7 +106,7 @@ func testBindKeyOn(e *env) {
 	if _, err := s.Do(ctx, "d", "fp", refuse, idempotency.BindKeyOn(400)); err != nil {
 		e.Fatal(err)
 	}
-	if _, err := s.Do(ctx, "d", "other", refuse); idkeeper.ErrorCode(err) != idempotency.CodeKeyReused {
+	if _, err := s.Do(ctx, "d", "other", refuse); protocol.ErrorCode(err) != idempotency.CodeKeyReused {
 		e.Fatalf("Do with another fingerprint after a bound 400: %v, want 422", err)
 	}
 	if res, err := s.Do(ctx, "d", "fp", refuse); err != nil || res.Status != 400 || res.Replayed {
@@ -202,7 +201,7 @@ func testCapDo(e *env) {
 	if _, err := s.Do(ctx, "s1", "fp", op, idempotency.OwnedBy(owner)); err != nil {
 		e.Fatal(err)
 	}
-	if _, err := s.Do(ctx, "s2", "fp", op, idempotency.OwnedBy(owner)); idkeeper.ErrorCode(err) != idempotency.CodeRecordsExhausted {
+	if _, err := s.Do(ctx, "s2", "fp", op, idempotency.OwnedBy(owner)); protocol.ErrorCode(err) != idempotency.CodeRecordsExhausted {
 		e.Fatalf("second record of a full owner: %v", err)
 	}
 	for _, scope := range []string{"s2", "s3"} {

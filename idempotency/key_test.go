@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/idempotency"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 func TestParseKey(t *testing.T) {
@@ -37,7 +37,7 @@ func TestParseKey(t *testing.T) {
 		strings.Repeat("k", 256), `"` + strings.Repeat("k", 256) + `"`, `"` + strings.Repeat(`\\`, 256) + `"`,
 	} {
 		got, err := idempotency.ParseKey(in)
-		if idkeeper.ErrorCode(err) != idempotency.CodeKeyInvalid {
+		if protocol.ErrorCode(err) != idempotency.CodeKeyInvalid {
 			t.Errorf("ParseKey(%q) = %q, %v; want IDEMPOTENCY_KEY_INVALID", in, got, err)
 		}
 		if err != nil && len(in) > 3 && strings.Contains(err.Error(), in) {
@@ -90,7 +90,7 @@ func FuzzParseKey(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in string) {
 		key, err := idempotency.ParseKey(in)
 		if err != nil {
-			if idkeeper.ErrorCode(err) != idempotency.CodeKeyInvalid {
+			if protocol.ErrorCode(err) != idempotency.CodeKeyInvalid {
 				t.Fatalf("ParseKey(%q): %v, want IDEMPOTENCY_KEY_INVALID", in, err)
 			}
 		} else {

@@ -82,7 +82,7 @@ func (s *Service) Wrap(operation string, caller func(*http.Request) string, next
 		}
 		body, err := readBody(r, limit)
 		if err != nil {
-			if idkeeper.ErrorCode(err) == protocol.CodeBodyTooLarge {
+			if protocol.ErrorCode(err) == protocol.CodeBodyTooLarge {
 				// Do not read the rest for the next request on this connection.
 				w.Header().Set("Connection", "close")
 			}
@@ -115,7 +115,7 @@ func (s *Service) Wrap(operation string, caller func(*http.Request) string, next
 // Content-Length is refused unread, and one that turns out larger once limit+1
 // bytes are read.
 func readBody(r *http.Request, limit int64) ([]byte, error) {
-	tooLarge := idkeeper.Errorf(protocol.CodeBodyTooLarge, "the request body exceeds %d bytes", limit)
+	tooLarge := protocol.Errorf(protocol.CodeBodyTooLarge, "the request body exceeds %d bytes", limit)
 	if r.ContentLength > limit {
 		return nil, tooLarge
 	}
@@ -134,7 +134,7 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 	n, err := buf.ReadFrom(io.LimitReader(r.Body, over))
 	switch {
 	case err != nil:
-		return nil, idkeeper.Errorf(protocol.CodeInvalidRequest, "the request body could not be read")
+		return nil, protocol.Errorf(protocol.CodeInvalidRequest, "the request body could not be read")
 	case n > limit:
 		return nil, tooLarge
 	}

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // State is the state of an Record.
@@ -141,7 +141,7 @@ func ValidateBegin(scope, fingerprint, token string, lockFor time.Duration) erro
 		return err
 	}
 	if fingerprint == "" || len(fingerprint) > MaxFingerprintLen {
-		return idkeeper.Invalidf("fingerprint", "an idempotency fingerprint must have 1 to %d bytes", MaxFingerprintLen)
+		return protocol.Invalidf("fingerprint", "an idempotency fingerprint must have 1 to %d bytes", MaxFingerprintLen)
 	}
 	return validIdempotencyDuration("lockFor", lockFor)
 }
@@ -154,7 +154,7 @@ func ValidateComplete(scope, token string, res Stored, ttl time.Duration) error 
 		return err
 	}
 	if res.Outcome < MinOutcome || res.Outcome > MaxOutcome {
-		return idkeeper.Invalidf("outcome", "an idempotency outcome has three digits, %d to %d, got %d",
+		return protocol.Invalidf("outcome", "an idempotency outcome has three digits, %d to %d, got %d",
 			MinOutcome, MaxOutcome, res.Outcome)
 	}
 	return validIdempotencyDuration("ttl", ttl)
@@ -165,16 +165,16 @@ func ValidateComplete(scope, token string, res Stored, ttl time.Duration) error 
 func ValidateAbort(scope, token string) error {
 	switch {
 	case scope == "" || len(scope) > MaxScopeLen:
-		return idkeeper.Invalidf("scope", "an idempotency scope must have 1 to %d bytes", MaxScopeLen)
+		return protocol.Invalidf("scope", "an idempotency scope must have 1 to %d bytes", MaxScopeLen)
 	case token == "" || len(token) > MaxTokenLen:
-		return idkeeper.Invalidf("token", "an idempotency token must have 1 to %d bytes", MaxTokenLen)
+		return protocol.Invalidf("token", "an idempotency token must have 1 to %d bytes", MaxTokenLen)
 	}
 	return nil
 }
 
 func validIdempotencyDuration(field string, d time.Duration) error {
 	if d < time.Millisecond {
-		return idkeeper.Invalidf(field, "%s must be at least 1ms, got %v", field, d)
+		return protocol.Invalidf(field, "%s must be at least 1ms, got %v", field, d)
 	}
 	return nil
 }

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/idempotency"
 	"github.com/idkeeper/idkeeper/protocol"
 )
@@ -413,7 +412,7 @@ func testDo(e *env) {
 		res.Header.Get("Location") != "/backups/7" || res.Header.Get("X-Other") != "" {
 		e.Fatalf("second Do = %+v, %v", res, err)
 	}
-	if _, err := s.Do(ctx, scope, "other", op); idkeeper.ErrorCode(err) != idempotency.CodeKeyReused {
+	if _, err := s.Do(ctx, scope, "other", op); protocol.ErrorCode(err) != idempotency.CodeKeyReused {
 		e.Fatalf("Do with another fingerprint: %v", err)
 	}
 	if runs != 1 {
@@ -440,7 +439,7 @@ func testLockForOption(e *env) {
 		}, idempotency.LockFor(time.Hour))
 		return idempotency.Response{Status: http.StatusCreated, Body: []byte("backup 1")}
 	}, idempotency.LockFor(time.Hour))
-	if err != nil || runs != 1 || innerRan || idkeeper.ErrorCode(inner) != idempotency.CodeInProgress {
+	if err != nil || runs != 1 || innerRan || protocol.ErrorCode(inner) != idempotency.CodeInProgress {
 		e.Fatalf("Do %v, runs %d; the retry meanwhile ran %v, answered %v", err, runs, innerRan, inner)
 	}
 	// Without the option the retry would have run: the Service's LockFor had passed.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/account"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // The records of the admin web (account.Store): accounts and sessions here,
@@ -71,7 +72,7 @@ func encodeRecord(what string, v any) (string, error) {
 		return "", fmt.Errorf("redis: %s: %w", what, err)
 	}
 	if len(b) > maxAdminRecord {
-		return "", idkeeper.Invalidf(what, "the %s record is %d bytes, more than the %d a store keeps", what, len(b), maxAdminRecord)
+		return "", protocol.Invalidf(what, "the %s record is %d bytes, more than the %d a store keeps", what, len(b), maxAdminRecord)
 	}
 	return string(b), nil
 }
@@ -126,7 +127,7 @@ func decodeUser(name, rec string) (account.User, error) {
 // INVALID_REQUEST error when it is empty.
 func (s *Store) CreateUser(ctx context.Context, u account.User) error {
 	if u.Name == "" {
-		return idkeeper.Invalidf("name", "an account needs a name")
+		return protocol.Invalidf("name", "an account needs a name")
 	}
 	u.Version = 1
 	rec, err := encodeUser(u)
@@ -246,7 +247,7 @@ func decodeSession(id, rec string) (account.Session, error) {
 // error when it is empty.
 func (s *Store) CreateSession(ctx context.Context, sess account.Session) error {
 	if sess.ID == "" {
-		return idkeeper.Invalidf("id", "a session needs an ID")
+		return protocol.Invalidf("id", "a session needs an ID")
 	}
 	rec, err := encodeRecord("session", sessionRecord{User: sess.User, Epoch: sess.Epoch, CreatedAt: ms(sess.CreatedAt),
 		ExpiresAt: ms(sess.ExpiresAt), RemoteIP: sess.RemoteIP, UserAgent: sess.UserAgent})

@@ -199,7 +199,7 @@ func TestAdminPruneAuditBatches(t *testing.T) {
 	if err := audit.Verify(rest, seq, hash); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.PruneAudit(ctx, t0, maxPrune+1); idkeeper.ErrorCode(err) != protocol.CodeInvalidRequest {
+	if _, err := s.PruneAudit(ctx, t0, maxPrune+1); protocol.ErrorCode(err) != protocol.CodeInvalidRequest {
 		t.Errorf("PruneAudit with limit %d: %v, want INVALID_REQUEST", maxPrune+1, err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/allowlist"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // allowRecord is the JSON of one allow-list entry in the allowlist hash, keyed by
@@ -22,7 +23,7 @@ type allowRecord struct {
 // listed already. An invalid prefix is an INVALID_REQUEST error.
 func (s *Store) AddAllowEntry(ctx context.Context, e allowlist.Entry) error {
 	if !e.Prefix.IsValid() {
-		return idkeeper.Invalidf("prefix", "an allow-list entry needs a valid IP prefix")
+		return protocol.Invalidf("prefix", "an allow-list entry needs a valid IP prefix")
 	}
 	rec, err := encodeRecord("allow entry", allowRecord{Note: e.Note, CreatedBy: e.CreatedBy, CreatedAt: ms(e.CreatedAt)})
 	if err != nil {
@@ -42,7 +43,7 @@ func (s *Store) AddAllowEntry(ctx context.Context, e allowlist.Entry) error {
 // when there is none. An invalid prefix is an INVALID_REQUEST error.
 func (s *Store) RemoveAllowEntry(ctx context.Context, p netip.Prefix) error {
 	if !p.IsValid() {
-		return idkeeper.Invalidf("prefix", "an allow-list entry needs a valid IP prefix")
+		return protocol.Invalidf("prefix", "an allow-list entry needs a valid IP prefix")
 	}
 	n, err := s.client.HDel(ctx, s.adminKey(keyAllowList), p.Masked().String()).Result()
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // apiKeyRecord is the JSON of one API key in the apikeys hash. Times are UTC
@@ -30,9 +31,9 @@ type apiKeyRecord struct {
 }
 
 func encodeAPIKey(k idkeeper.APIKey) (string, error) {
-	b, err := json.Marshal(apiKeyRecord{Hash: k.Hash, Description: k.Description, CreatedAt: idkeeper.Millis(k.CreatedAt),
-		CreatedBy: k.CreatedBy, ExpiresAt: idkeeper.Millis(k.ExpiresAt), MaxNodes: k.MaxNodes, Bootstrap: k.Bootstrap, Admin: k.Admin,
-		RevokedAt: idkeeper.Millis(k.RevokedAt), LastUsedAt: idkeeper.Millis(k.LastUsedAt)})
+	b, err := json.Marshal(apiKeyRecord{Hash: k.Hash, Description: k.Description, CreatedAt: protocol.Millis(k.CreatedAt),
+		CreatedBy: k.CreatedBy, ExpiresAt: protocol.Millis(k.ExpiresAt), MaxNodes: k.MaxNodes, Bootstrap: k.Bootstrap, Admin: k.Admin,
+		RevokedAt: protocol.Millis(k.RevokedAt), LastUsedAt: protocol.Millis(k.LastUsedAt)})
 	if err != nil {
 		return "", fmt.Errorf("redis: api key: %w", err)
 	}
@@ -109,7 +110,7 @@ func (s *Store) RevokeAPIKey(ctx context.Context, id string, at time.Time) error
 		if k.Revoked() {
 			return false
 		}
-		k.RevokedAt = idkeeper.Millis(at)
+		k.RevokedAt = protocol.Millis(at)
 		return true
 	})
 }
@@ -118,10 +119,10 @@ func (s *Store) RevokeAPIKey(ctx context.Context, id string, at time.Time) error
 // is no error.
 func (s *Store) TouchAPIKey(ctx context.Context, id string, at time.Time) error {
 	return s.updateAPIKey(ctx, "touch", id, false, func(k *idkeeper.APIKey) bool {
-		if !idkeeper.Millis(at).After(k.LastUsedAt) {
+		if !protocol.Millis(at).After(k.LastUsedAt) {
 			return false
 		}
-		k.LastUsedAt = idkeeper.Millis(at)
+		k.LastUsedAt = protocol.Millis(at)
 		return true
 	})
 }
@@ -135,7 +136,7 @@ func (s *Store) UpdateAPIKey(ctx context.Context, id string, u idkeeper.KeyUpdat
 			return false, idkeeper.ErrConflict
 		}
 		if u.ExpiresAt != nil {
-			k.ExpiresAt = idkeeper.Millis(*u.ExpiresAt)
+			k.ExpiresAt = protocol.Millis(*u.ExpiresAt)
 		}
 		if u.MaxNodes != nil {
 			k.MaxNodes = *u.MaxNodes

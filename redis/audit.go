@@ -8,6 +8,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/audit"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 var (
@@ -83,7 +84,7 @@ func (s *Store) AuditHead(ctx context.Context) (uint64, string, error) {
 
 func checkAuditLimit(limit, max int) error {
 	if limit < 1 || limit > max {
-		return idkeeper.Invalidf("limit", "an audit limit is 1 to %d, got %d", max, limit)
+		return protocol.Invalidf("limit", "an audit limit is 1 to %d, got %d", max, limit)
 	}
 	return nil
 }

@@ -63,7 +63,7 @@ func TestIndexesStayConsistent(t *testing.T) {
 				if rng.IntN(20) == 0 {
 					key = "other" // LEASE_NOT_OWNED when r holds anything
 				}
-				now := idkeeper.Millis(clk.Now())
+				now := protocol.Millis(clk.Now())
 				var err error
 				switch op := rng.IntN(22); {
 				case op < 6:
@@ -106,8 +106,8 @@ func TestIndexesStayConsistent(t *testing.T) {
 						Until: now.Add(minutes(120)), MinFence: fence + uint64(rng.IntN(3))})
 					res.Generation, g.Generation = rr.Generation, rr.Generation.ID
 				}
-				seen[string(idkeeper.ErrorCode(err))]++
-				switch idkeeper.ErrorCode(err) {
+				seen[string(protocol.ErrorCode(err))]++
+				switch protocol.ErrorCode(err) {
 				case "", protocol.CodeLeaseNotOwned, protocol.CodeNodeIDsExhausted, protocol.CodeRequesterCountMismatch,
 					protocol.CodeAPIKeyQuotaExceeded:
 				default:

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/protocol"
 	"github.com/idkeeper/idkeeper/snapshot"
 )
 
@@ -221,7 +222,7 @@ func (s *Store) PruneHistory(ctx context.Context, before time.Time, limit int) (
 	}
 	// Records end on whole milliseconds: one ends before before exactly when it
 	// ends before cut, before rounded up to the millisecond.
-	c := idkeeper.Millis(before)
+	c := protocol.Millis(before)
 	cut := c.UnixMilli()
 	if c.Before(before) {
 		cut++

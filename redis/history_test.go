@@ -8,6 +8,7 @@ import (
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/internal/harness/fakeclock"
 	"github.com/idkeeper/idkeeper/internal/harness/redistest"
+	"github.com/idkeeper/idkeeper/protocol"
 	"github.com/idkeeper/idkeeper/redis"
 	"github.com/idkeeper/idkeeper/snapshot"
 )
@@ -78,11 +79,11 @@ func TestHistoryRecordsRoundTrip(t *testing.T) {
 	g := initGuard(t, s, 3)
 	r := idkeeper.Requester{MachineID: "m,1:x/é", PID: 7, StartedAt: t0.Add(1500 * time.Microsecond), Instance: "i-_9"}
 	labels := map[string]string{"a/b.c-d_e": `x,y:z"é\n`, "empty": "", "html": "<&>"}
-	for i := range idkeeper.MaxLabels - 3 {
+	for i := range protocol.MaxLabels - 3 {
 		labels[string(rune('k'+i))] = "v" + string(rune('0'+i))
 	}
 	host := ""
-	for len(host) < idkeeper.MaxHostLen {
+	for len(host) < protocol.MaxHostLen {
 		host += "h"
 	}
 	client := idkeeper.ClientInfo{Host: host, Labels: labels}

@@ -10,8 +10,8 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/idempotency"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // IdempotencyStore is the idempotency.Store on Redis: the one to use when
@@ -285,9 +285,9 @@ func (o *idemOwned) Abort(ctx context.Context, scope, token string) error {
 func validOwner(owner string, limit int) error {
 	switch {
 	case len(owner) > idempotency.MaxScopeLen:
-		return idkeeper.Invalidf("owner", "an idempotency owner must have at most %d bytes", idempotency.MaxScopeLen)
+		return protocol.Invalidf("owner", "an idempotency owner must have at most %d bytes", idempotency.MaxScopeLen)
 	case limit < 0:
-		return idkeeper.Invalidf("maxRecords", "the most records of an owner must not be negative, got %d", limit)
+		return protocol.Invalidf("maxRecords", "the most records of an owner must not be negative, got %d", limit)
 	}
 	return nil
 }

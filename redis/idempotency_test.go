@@ -133,7 +133,7 @@ func TestIdempotencyUnreachable(t *testing.T) {
 	srv := redistest.Start(t)
 	s := openIdempotency(t, srv, redis.Options{})
 	srv.Stop(t)
-	if _, _, err := s.Begin(t.Context(), "s", "fp", "t", time.Minute); err == nil || idkeeper.ErrorCode(err) != protocol.CodeInternal {
+	if _, _, err := s.Begin(t.Context(), "s", "fp", "t", time.Minute); err == nil || protocol.ErrorCode(err) != protocol.CodeInternal {
 		t.Fatalf("Begin on a stopped Redis: %v, want a store failure", err)
 	}
 }

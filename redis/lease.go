@@ -13,6 +13,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // Status reads the generation, the fencing counter, the pool size and the clock in
@@ -153,7 +154,7 @@ func (s *Store) Reset(ctx context.Context, p idkeeper.ResetParams) (idkeeper.Res
 		return idkeeper.ResetResult{}, fmt.Errorf("redis: reset: %w", err)
 	}
 	s.log.Warn("redis store reset: every node ID quarantined and its watermark floor raised",
-		"until", idkeeper.Millis(p.Until), "minFence", p.MinFence, "prefix", s.prefix,
+		"until", protocol.Millis(p.Until), "minFence", p.MinFence, "prefix", s.prefix,
 		"generation", g.Number, "newGeneration", fresh)
 	return idkeeper.ResetResult{Generation: g, NewGeneration: fresh}, nil
 }
@@ -545,7 +546,7 @@ func grantReply(v any, r idkeeper.Requester, claims bool) (idkeeper.Grant, error
 			}
 		}
 	}
-	r.StartedAt = idkeeper.Millis(r.StartedAt)
+	r.StartedAt = protocol.Millis(r.StartedAt)
 	for len(a) >= 2 {
 		node, ok1 := a[0].(string)
 		rec, ok2 := a[1].(string)

@@ -153,7 +153,7 @@ func TestRedisTimeIsTheClock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lo, hi := idkeeper.Millis(before), idkeeper.Millis(after)
+	lo, hi := protocol.Millis(before), protocol.Millis(after)
 	for what, got := range map[string]time.Time{"Now": now, "Grant.Now": gr.Now, "GrantedAt": gr.Leases[0].GrantedAt,
 		"Status.Now": st.Now} {
 		if got.Before(lo) || got.After(hi) {
@@ -166,7 +166,7 @@ func TestRedisTimeIsTheClock(t *testing.T) {
 	if want := gr.Now.Add(time.Minute); !gr.Leases[0].ExpiresAt.Equal(want) {
 		t.Errorf("ExpiresAt = %v, want %v", gr.Leases[0].ExpiresAt, want)
 	}
-	if !now.Equal(idkeeper.Millis(now)) || now.Location() != time.UTC {
+	if !now.Equal(protocol.Millis(now)) || now.Location() != time.UTC {
 		t.Errorf("Now = %v, want UTC milliseconds", now)
 	}
 
@@ -524,7 +524,7 @@ func TestLeaseRecordsRoundTrip(t *testing.T) {
 		t.Fatalf("Leases = %+v, %v", ls, err)
 	}
 	// The empty key owns its leases like any other.
-	if _, err := s.Remove(ctx, g, idkeeper.RemoveParams{Requester: holders[1].r, KeyID: "x"}); idkeeper.ErrorCode(err) != protocol.CodeLeaseNotOwned {
+	if _, err := s.Remove(ctx, g, idkeeper.RemoveParams{Requester: holders[1].r, KeyID: "x"}); protocol.ErrorCode(err) != protocol.CodeLeaseNotOwned {
 		t.Fatalf("Remove with another key = %v, want LEASE_NOT_OWNED", err)
 	}
 	if n, err := s.Remove(ctx, g, idkeeper.RemoveParams{Requester: holders[1].r, KeyID: ""}); err != nil || n != 2 {
@@ -550,7 +550,7 @@ func TestOldLayoutRefused(t *testing.T) {
 	if err := raw.HSet(ctx, "{old}:leases", "0", "1,2,1,3,4,1/2/host").Err(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Init(ctx, idkeeper.PoolSpec{Nodes: 4}); err == nil || idkeeper.ErrorCode(err) != protocol.CodeInternal || !strings.Contains(err.Error(), "older") {
+	if _, err := s.Init(ctx, idkeeper.PoolSpec{Nodes: 4}); err == nil || protocol.ErrorCode(err) != protocol.CodeInternal || !strings.Contains(err.Error(), "older") {
 		t.Fatalf("Init on the old layout = %v, want a plain error naming it", err)
 	}
 	if _, err := s.Reset(ctx, idkeeper.ResetParams{Pool: idkeeper.PoolSpec{Nodes: 4}, Until: t0}); err == nil || !strings.Contains(err.Error(), "older") {
@@ -627,7 +627,7 @@ func TestLargePool(t *testing.T) {
 	if err != nil || len(gr.Leases) != 2500 || gr.Fence != 2500 {
 		t.Fatalf("Alloc(2500) = %d leases, fence %d, %v", len(gr.Leases), gr.Fence, err)
 	}
-	if _, err := s.Alloc(ctx, g, allocP(who(2), 1597, time.Minute)); idkeeper.ErrorCode(err) != protocol.CodeNodeIDsExhausted {
+	if _, err := s.Alloc(ctx, g, allocP(who(2), 1597, time.Minute)); protocol.ErrorCode(err) != protocol.CodeNodeIDsExhausted {
 		t.Fatalf("Alloc(1597) of 1596 left = %v", err)
 	}
 	wantCounts(idkeeper.Counts{Total: 4096, Remaining: 1596, Leased: 2500})

@@ -13,6 +13,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/protocol"
 	"github.com/idkeeper/idkeeper/snapshot"
 )
 
@@ -216,7 +217,7 @@ func (l *snapLoader) flush() error {
 	if len(args) > 2 {
 		_, err := l.s.run(l.ctx, scriptSnapStage, l.stage[:len(l.s.keys.lease)], false, args...)
 		if r, ok := asReply(err, "IDKOWNER"); ok {
-			return idkeeper.Invalidf("snapshot", "the requester of the lease of node %s holds leases of another API key: "+
+			return protocol.Invalidf("snapshot", "the requester of the lease of node %s holds leases of another API key: "+
 				"a requester's leases belong to one key", r.arg)
 		}
 		if err != nil {

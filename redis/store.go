@@ -12,6 +12,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // DefaultPrefix is the hash tag of every key when Options.Prefix is empty.
@@ -168,7 +169,7 @@ func (s *Store) Ping(ctx context.Context) error {
 // Now is Redis TIME (or Options.Clock), truncated to the millisecond.
 func (s *Store) Now(ctx context.Context) (time.Time, error) {
 	if s.clock != nil {
-		return idkeeper.Millis(s.clock()), nil
+		return protocol.Millis(s.clock()), nil
 	}
 	// A script, not TIME, so that on a cluster the clock is the one of the node the
 	// lease scripts run on.
@@ -229,7 +230,7 @@ func (s *Store) nowArg() string {
 }
 
 // ms is t in Unix milliseconds; the zero time.Time maps to ZERO in common.lua and back.
-func ms(t time.Time) int64 { return idkeeper.Millis(t).UnixMilli() }
+func ms(t time.Time) int64 { return protocol.Millis(t).UnixMilli() }
 
 func fromMs(v int64) time.Time { return time.UnixMilli(v).UTC() }
 

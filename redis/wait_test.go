@@ -67,7 +67,7 @@ func TestWaitReplicas(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "replicas") {
 		t.Fatalf("Alloc waiting for 2 of 1 replicas = %v, want an acknowledgement error", err)
 	}
-	if idkeeper.ErrorCode(err) != protocol.CodeInternal {
+	if protocol.ErrorCode(err) != protocol.CodeInternal {
 		t.Fatalf("acknowledgement error %v is a domain error", err)
 	}
 	again, err := s.Alloc(ctx, gd, allocP(who(1), 2, time.Minute))
@@ -75,7 +75,7 @@ func TestWaitReplicas(t *testing.T) {
 		t.Fatalf("retry = %+v, %v", again, err)
 	}
 	// Domain errors pass through unchanged.
-	if _, err := s.Alloc(ctx, gd, allocP(who(1), 3, time.Minute)); idkeeper.ErrorCode(err) != protocol.CodeRequesterCountMismatch {
+	if _, err := s.Alloc(ctx, gd, allocP(who(1), 3, time.Minute)); protocol.ErrorCode(err) != protocol.CodeRequesterCountMismatch {
 		t.Fatalf("mismatch under WaitReplicas = %v", err)
 	}
 }
@@ -131,7 +131,7 @@ func TestWaitReplicasReset(t *testing.T) {
 	fast := open(t, primary, redis.Options{Clock: clk.Now, WaitReplicas: 1, WaitTimeout: 100 * time.Millisecond,
 		Prefix: prefixOf(t, s)})
 	_, err = fast.Reset(ctx, idkeeper.ResetParams{Seen: rr.Generation, Pool: idkeeper.PoolSpec{Nodes: 4}, Until: until.Add(time.Hour), MinFence: 10})
-	if err == nil || !strings.Contains(err.Error(), "replicas") || idkeeper.ErrorCode(err) != protocol.CodeInternal {
+	if err == nil || !strings.Contains(err.Error(), "replicas") || protocol.ErrorCode(err) != protocol.CodeInternal {
 		t.Fatalf("Reset with the replica stopped = %v, want a plain acknowledgement error", err)
 	}
 }

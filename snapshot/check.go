@@ -5,6 +5,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/audit"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // Checker checks a snapshot as a Store's LoadSnapshot reads it:
@@ -39,7 +40,7 @@ const (
 var snapKindNames = [...]string{"", "node", "API key", "user", "allow-list entry", "audit entry", "history record"}
 
 func snapInvalid(format string, args ...any) *idkeeper.Error {
-	return idkeeper.Invalidf("snapshot", format, args...)
+	return protocol.Invalidf("snapshot", format, args...)
 }
 
 // NewChecker checks meta and returns the checker of the records that
@@ -61,7 +62,7 @@ func NewChecker(meta Meta) (*Checker, error) {
 		return nil, snapInvalid("the snapshot's audit head (Seq %d, Hash %q) is half set", meta.AuditSeq, meta.AuditHash)
 	}
 	if err := meta.Pool().Validate(); err != nil {
-		return nil, snapInvalid("the snapshot's pool: %s", idkeeper.ErrorMessage(err))
+		return nil, snapInvalid("the snapshot's pool: %s", protocol.ErrorMessage(err))
 	}
 	return &Checker{meta: meta}, nil
 }
@@ -154,7 +155,7 @@ func (c *Checker) history(h *idkeeper.HistoryRecord, first bool) error {
 			h.NodeID, h.Token, c.hist.NodeID, c.hist.Token)
 	}
 	if err := h.Validate(); err != nil {
-		return snapInvalid("history record (node %d, token %d): %s", h.NodeID, h.Token, idkeeper.ErrorMessage(err))
+		return snapInvalid("history record (node %d, token %d): %s", h.NodeID, h.Token, protocol.ErrorMessage(err))
 	}
 	c.hist = *h
 	return nil
@@ -183,7 +184,7 @@ func (c *Checker) node(n *idkeeper.NodeState) error {
 		return snapInvalid("the lease of node %d has token %d, outside 1..%d (the fencing counter)", n.NodeID, l.FencingToken, c.meta.Fence)
 	}
 	if err := l.Requester.Validate(); err != nil {
-		return snapInvalid("the lease of node %d: %s", n.NodeID, idkeeper.ErrorMessage(err))
+		return snapInvalid("the lease of node %d: %s", n.NodeID, protocol.ErrorMessage(err))
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/allowlist"
 	"github.com/idkeeper/idkeeper/audit"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // Snapshots (issue #12): a store's whole durable state, read record by record
@@ -114,7 +115,7 @@ type RestorePlan struct {
 // Every node ID's watermark floor is raised to it too, which is at least
 // Now + LeaseDuration, the latest expiry any lease granted before the import can
 // have (DESIGN §7).
-func (p RestorePlan) Until() time.Time { return idkeeper.Millis(p.Now).Add(p.LeaseDuration + p.Grace) }
+func (p RestorePlan) Until() time.Time { return protocol.Millis(p.Now).Add(p.LeaseDuration + p.Grace) }
 
 // SafeMeta returns meta as the restored store must hold it: a new generation
 // (random ID, number above both the snapshot's and the live store's, origin
@@ -123,7 +124,7 @@ func (p RestorePlan) Until() time.Time { return idkeeper.Millis(p.Now).Add(p.Lea
 // snapshot or the live store knew, so that every new token lies above them.
 func (p RestorePlan) SafeMeta(meta Meta) Meta {
 	meta.Generation = idkeeper.Generation{ID: idkeeper.NewGenerationID(), Number: max(meta.Generation.Number, p.LiveGeneration) + 1,
-		Origin: idkeeper.OriginRecovered, At: idkeeper.Millis(p.Now)}
+		Origin: idkeeper.OriginRecovered, At: protocol.Millis(p.Now)}
 	meta.Fence = max(meta.Fence, p.LiveFence)
 	return meta
 }

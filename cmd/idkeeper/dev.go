@@ -18,6 +18,7 @@ import (
 	"github.com/idkeeper/idkeeper/gateway"
 	"github.com/idkeeper/idkeeper/idempotency"
 	"github.com/idkeeper/idkeeper/internal/wire"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // devKeyFile holds the dev command's API key inside its data directory, so that a
@@ -58,11 +59,11 @@ func runDev(ctx context.Context, args []string, env lookupEnv, stdout, stderr io
 	if err != nil {
 		return err
 	}
-	if *gwNodes < 1 || *gwNodes > idkeeper.MaxCount {
-		return usageError{&idkeeper.RangeError{Setting: "gateway-node-ids", Value: strconv.Itoa(*gwNodes), Min: "1", Max: strconv.Itoa(idkeeper.MaxCount)}}
+	if *gwNodes < 1 || *gwNodes > protocol.MaxCount {
+		return usageError{&idkeeper.RangeError{Setting: "gateway-node-ids", Value: strconv.Itoa(*gwNodes), Min: "1", Max: strconv.Itoa(protocol.MaxCount)}}
 	}
-	if *gwNodesMax != 0 && (*gwNodesMax < *gwNodes || *gwNodesMax > idkeeper.MaxCount) {
-		return usageError{&idkeeper.RangeError{Setting: "gateway-node-ids-max", Value: strconv.Itoa(*gwNodesMax), Min: strconv.Itoa(*gwNodes) + " (--gateway-node-ids)", Max: strconv.Itoa(idkeeper.MaxCount)}}
+	if *gwNodesMax != 0 && (*gwNodesMax < *gwNodes || *gwNodesMax > protocol.MaxCount) {
+		return usageError{&idkeeper.RangeError{Setting: "gateway-node-ids-max", Value: strconv.Itoa(*gwNodesMax), Min: strconv.Itoa(*gwNodes) + " (--gateway-node-ids)", Max: strconv.Itoa(protocol.MaxCount)}}
 	}
 	if err := os.MkdirAll(*data, 0o700); err != nil {
 		return fmt.Errorf("create the data directory: %w", err)

@@ -23,6 +23,7 @@ import (
 	"github.com/idkeeper/idkeeper/etcd"
 	"github.com/idkeeper/idkeeper/gateway"
 	"github.com/idkeeper/idkeeper/idempotency"
+	"github.com/idkeeper/idkeeper/protocol"
 	"github.com/idkeeper/idkeeper/redis"
 )
 
@@ -86,9 +87,9 @@ func (f *gatewayFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.Listen, "listen", "", "address to serve the gateway on, host:port; default "+GatewayLoopbackListen+" (loopback only) without consumer keys, "+GatewayOpenListen+" with them")
 	fs.Var(listFlag{v: &c.ServerURLs, skipEmpty: true}, "server", "the registry's base URL, e.g. http://idkeeper:8080 (required); several replicas of one deployment: repeat the flag or separate the URLs with commas, and the gateway fails over between them (at most "+strconv.Itoa(idkclient.MaxServerURLs)+")")
 	f.apiKey = secretVar(fs, &c.APIKey, "api-key", "", "registry API key to lease node IDs with (required; prefer --api-key-file or IDKEEPER_API_KEY: a flag shows in ps)", always)
-	fs.IntVar(&c.NodeIDs, "node-ids", 1, "node IDs to lease, each good for 1,024,000 IDs/s; 1.."+strconv.Itoa(idkeeper.MaxCount))
+	fs.IntVar(&c.NodeIDs, "node-ids", 1, "node IDs to lease, each good for 1,024,000 IDs/s; 1.."+strconv.Itoa(protocol.MaxCount))
 	fs.IntVar(&c.GCPercent, "gc-percent", DefaultGCPercent, "the Go garbage collector's target for this process, as GOGC (which, when set, wins): heap growth in percent of the live heap before a collection; 0: Go's own (100); "+strconv.Itoa(minGCPercent)+".."+strconv.Itoa(maxGCPercent))
-	fs.IntVar(&c.NodeIDsMax, "node-ids-max", 0, "lease more node IDs on demand, up to this many: when issuing runs at 80 % of the ceiling in 3 of 6 s, the gateway leases as many again; idle (under 30 % for 60 s) it gives them back; 0 or --node-ids: off; --node-ids.."+strconv.Itoa(idkeeper.MaxCount))
+	fs.IntVar(&c.NodeIDsMax, "node-ids-max", 0, "lease more node IDs on demand, up to this many: when issuing runs at 80 % of the ceiling in 3 of 6 s, the gateway leases as many again; idle (under 30 % for 60 s) it gives them back; 0 or --node-ids: off; --node-ids.."+strconv.Itoa(protocol.MaxCount))
 	fs.IntVar(&c.MaxCount, "max-count", gateway.DefaultMaxCount, "largest count of one POST /v1/ids; 1.."+strconv.Itoa(gateway.MaxMaxCount))
 	fs.DurationVar(&c.AllocBackoffInitial, "alloc-backoff-initial", idkclient.DefaultBackoffInitial, "first wait before an Alloc is retried (no node ID free, registry unreachable); doubles up to --alloc-backoff-max, ±20 % jitter")
 	fs.DurationVar(&c.AllocBackoffMax, "alloc-backoff-max", idkclient.DefaultBackoffMax, "longest wait between Alloc retries")
@@ -119,12 +120,12 @@ func (f *gatewayFlags) config(env lookupEnv, stderr io.Writer) (gatewayConfig, e
 	switch {
 	case c.APIKey == "":
 		return c, usagef("--api-key-file, IDKEEPER_API_KEY(_FILE) or --api-key is required: the registry API key to lease node IDs with")
-	case c.NodeIDs < 1 || c.NodeIDs > idkeeper.MaxCount:
-		return c, usageError{&idkeeper.RangeError{Setting: "node-ids", Value: strconv.Itoa(c.NodeIDs), Min: "1", Max: strconv.Itoa(idkeeper.MaxCount)}}
+	case c.NodeIDs < 1 || c.NodeIDs > protocol.MaxCount:
+		return c, usageError{&idkeeper.RangeError{Setting: "node-ids", Value: strconv.Itoa(c.NodeIDs), Min: "1", Max: strconv.Itoa(protocol.MaxCount)}}
 	case c.GCPercent != 0 && (c.GCPercent < minGCPercent || c.GCPercent > maxGCPercent):
 		return c, usageError{&idkeeper.RangeError{Setting: "gc-percent", Value: strconv.Itoa(c.GCPercent), Min: "0 or " + strconv.Itoa(minGCPercent), Max: strconv.Itoa(maxGCPercent)}}
-	case c.NodeIDsMax != 0 && (c.NodeIDsMax < c.NodeIDs || c.NodeIDsMax > idkeeper.MaxCount):
-		return c, usageError{&idkeeper.RangeError{Setting: "node-ids-max", Value: strconv.Itoa(c.NodeIDsMax), Min: strconv.Itoa(c.NodeIDs) + " (--node-ids)", Max: strconv.Itoa(idkeeper.MaxCount)}}
+	case c.NodeIDsMax != 0 && (c.NodeIDsMax < c.NodeIDs || c.NodeIDsMax > protocol.MaxCount):
+		return c, usageError{&idkeeper.RangeError{Setting: "node-ids-max", Value: strconv.Itoa(c.NodeIDsMax), Min: strconv.Itoa(c.NodeIDs) + " (--node-ids)", Max: strconv.Itoa(protocol.MaxCount)}}
 	case c.MaxCount < 1 || c.MaxCount > gateway.MaxMaxCount:
 		return c, usageError{&idkeeper.RangeError{Setting: "max-count", Value: strconv.Itoa(c.MaxCount), Min: "1", Max: strconv.Itoa(gateway.MaxMaxCount)}}
 	case c.IdempotencyTTL < time.Millisecond:

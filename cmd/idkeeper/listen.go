@@ -10,7 +10,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/internal/problem"
 	"github.com/idkeeper/idkeeper/internal/tlsfiles"
 	"github.com/idkeeper/idkeeper/protocol"
@@ -121,7 +120,7 @@ func closeMetrics(m *httpService) closeStep {
 func withoutMetrics(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/metrics" {
-			_ = problem.From(idkeeper.Errorf(protocol.CodeNotFound, "/metrics is served on the --metrics-listen address")).Write(w, 0)
+			_ = problem.From(protocol.Errorf(protocol.CodeNotFound, "/metrics is served on the --metrics-listen address")).Write(w, 0)
 			return
 		}
 		h.ServeHTTP(w, r)

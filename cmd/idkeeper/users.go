@@ -125,7 +125,7 @@ func runUsers(ctx context.Context, args []string, env lookupEnv, stdout, stderr 
 			fmt.Fprintf(stdout, "user %s: password reset; its sessions have ended\n", u.Name)
 		}
 	}
-	if idkeeper.ErrorCode(err) == protocol.CodeInvalidRequest {
+	if protocol.ErrorCode(err) == protocol.CodeInvalidRequest {
 		return usageError{err}
 	}
 	return err

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // Rec is a stored history record; times in Unix ms, zero values omitted.
@@ -73,7 +74,7 @@ func Claim(old *Rec, c idkeeper.Claim, req idkeeper.Requester, keyID string, now
 		r = *old
 	} else {
 		r = Of(idkeeper.HistoryRecord{Requester: req, KeyID: keyID, GrantedAt: msTime(now),
-			NotBefore: c.NotBefore, WindowEnd: idkeeper.Millis(c.NotBefore).Add(-time.Millisecond), FromReceipt: true})
+			NotBefore: c.NotBefore, WindowEnd: protocol.Millis(c.NotBefore).Add(-time.Millisecond), FromReceipt: true})
 	}
 	if restoredExp != nil {
 		r.WindowEnd, r.End, r.EndedAt, r.MintedUpTo = *restoredExp, "", 0, 0
@@ -84,7 +85,7 @@ func Claim(old *Rec, c idkeeper.Claim, req idkeeper.Requester, keyID string, now
 }
 
 func msTime(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
-func timeMs(t time.Time) int64  { return idkeeper.Millis(t).UnixMilli() }
+func timeMs(t time.Time) int64  { return protocol.Millis(t).UnixMilli() }
 
 // Table is one store transaction's lease history: the record of (node, token)
 // read, and written with the record as it was (old, nil: none), so that the

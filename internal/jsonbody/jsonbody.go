@@ -30,7 +30,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/internal/problem"
 	"github.com/idkeeper/idkeeper/internal/wire"
 	"github.com/idkeeper/idkeeper/protocol"
@@ -52,14 +51,14 @@ func Read(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
 	case errors.As(err, &mbe):
 		return nil, TooLarge(limit)
 	case err != nil:
-		return nil, idkeeper.Invalidf("body", "the request body could not be read: %v", err)
+		return nil, protocol.Invalidf("body", "the request body could not be read: %v", err)
 	}
 	return buf.Bytes(), nil
 }
 
 // TooLarge is the BODY_TOO_LARGE Error of a body over limit bytes.
 func TooLarge(limit int64) error {
-	return idkeeper.Errorf(protocol.CodeBodyTooLarge, "the request body is larger than %d bytes", limit)
+	return protocol.Errorf(protocol.CodeBodyTooLarge, "the request body is larger than %d bytes", limit)
 }
 
 // Members maps the member names of one JSON object to their raw values, null ones
@@ -82,19 +81,19 @@ func DecodeNulls(body []byte, known []string) (Members, map[string]bool, error) 
 
 func decode(body []byte, known []string, wantNulls bool) (Members, map[string]bool, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
-		return nil, nil, idkeeper.Invalidf("body", "the request body is empty; send a JSON object")
+		return nil, nil, protocol.Invalidf("body", "the request body is empty; send a JSON object")
 	}
 	if !utf8.Valid(body) {
-		return nil, nil, idkeeper.Invalidf("body", "the request body is not valid UTF-8")
+		return nil, nil, protocol.Invalidf("body", "the request body is not valid UTF-8")
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	var top json.RawMessage
 	if err := dec.Decode(&top); err != nil {
-		return nil, nil, idkeeper.Invalidf("body", "the request body is not valid JSON: %s", jsonErrText(err))
+		return nil, nil, protocol.Invalidf("body", "the request body is not valid JSON: %s", jsonErrText(err))
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return nil, nil, idkeeper.Invalidf("body", "the request body has data after the JSON object")
+		return nil, nil, protocol.Invalidf("body", "the request body has data after the JSON object")
 	}
 	var nulls map[string]bool
 	if wantNulls {
@@ -116,16 +115,16 @@ func object(raw json.RawMessage, prefix, self string, known []string, nulls map[
 	dec.UseNumber()
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
 		if self == "body" {
-			return nil, idkeeper.Invalidf(self, "the request body must be a JSON object")
+			return nil, protocol.Invalidf(self, "the request body must be a JSON object")
 		}
-		return nil, idkeeper.Invalidf(self, "%s must be a JSON object", self)
+		return nil, protocol.Invalidf(self, "%s must be a JSON object", self)
 	}
 	m := Members{}
 	seen := map[string]bool{}
 	for dec.More() {
 		t, err := dec.Token()
 		if err != nil {
-			return nil, idkeeper.Invalidf(self, "%s is not valid JSON: %s", self, jsonErrText(err))
+			return nil, protocol.Invalidf(self, "%s is not valid JSON: %s", self, jsonErrText(err))
 		}
 		name, _ := t.(string)
 		field := prefix + clip(name)
@@ -134,15 +133,15 @@ func object(raw json.RawMessage, prefix, self string, known []string, nulls map[
 			field = self
 		}
 		if !slices.Contains(known, name) {
-			return nil, idkeeper.Invalidf(field, "unknown field %q; expected %s", field, strings.Join(known, ", "))
+			return nil, protocol.Invalidf(field, "unknown field %q; expected %s", field, strings.Join(known, ", "))
 		}
 		if seen[name] {
-			return nil, idkeeper.Invalidf(field, "field %q appears more than once", field)
+			return nil, protocol.Invalidf(field, "field %q appears more than once", field)
 		}
 		seen[name] = true
 		var v json.RawMessage
 		if err := dec.Decode(&v); err != nil {
-			return nil, idkeeper.Invalidf(field, "%s is not valid JSON: %s", field, jsonErrText(err))
+			return nil, protocol.Invalidf(field, "%s is not valid JSON: %s", field, jsonErrText(err))
 		}
 		if !bytes.Equal(v, []byte("null")) {
 			m[name] = v
@@ -191,28 +190,28 @@ func (m Members) StringMap(prefix, name string, max int) (map[string]string, err
 	field := prefix + name
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return nil, idkeeper.Invalidf(field, "%s must be a JSON object of strings", field)
+		return nil, protocol.Invalidf(field, "%s must be a JSON object of strings", field)
 	}
 	out := map[string]string{}
 	for dec.More() {
 		t, err := dec.Token()
 		if err != nil {
-			return nil, idkeeper.Invalidf(field, "%s is not valid JSON: %s", field, jsonErrText(err))
+			return nil, protocol.Invalidf(field, "%s is not valid JSON: %s", field, jsonErrText(err))
 		}
 		k, _ := t.(string)
 		if _, dup := out[k]; dup {
-			return nil, idkeeper.Invalidf(field, "%s holds %q more than once", field, clip(k))
+			return nil, protocol.Invalidf(field, "%s holds %q more than once", field, clip(k))
 		}
 		if len(out) == max {
-			return nil, idkeeper.Invalidf(field, "%s holds more than %d members", field, max)
+			return nil, protocol.Invalidf(field, "%s holds more than %d members", field, max)
 		}
 		var v json.RawMessage
 		if err := dec.Decode(&v); err != nil {
-			return nil, idkeeper.Invalidf(field, "%s is not valid JSON: %s", field, jsonErrText(err))
+			return nil, protocol.Invalidf(field, "%s is not valid JSON: %s", field, jsonErrText(err))
 		}
 		var s string
 		if v[0] != '"' || json.Unmarshal(v, &s) != nil {
-			return nil, idkeeper.Invalidf(field, "%s.%s must be a string", field, clip(k))
+			return nil, protocol.Invalidf(field, "%s.%s must be a string", field, clip(k))
 		}
 		out[k] = s
 	}
@@ -227,7 +226,7 @@ func (m Members) String(prefix, name string) (string, error) {
 	}
 	var s string
 	if raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
-		return "", idkeeper.Invalidf(prefix+name, "%s must be a string", prefix+name)
+		return "", protocol.Invalidf(prefix+name, "%s must be a string", prefix+name)
 	}
 	return s, nil
 }
@@ -241,7 +240,7 @@ func (m Members) Int(prefix, name string, lo, hi int64) (n int64, ok bool, err e
 	}
 	n, err = strconv.ParseInt(string(raw), 10, 64)
 	if err != nil || n < lo || n > hi {
-		return 0, false, idkeeper.Invalidf(prefix+name, "%s must be an integer between %d and %d", prefix+name, lo, hi)
+		return 0, false, protocol.Invalidf(prefix+name, "%s must be an integer between %d and %d", prefix+name, lo, hi)
 	}
 	return n, true, nil
 }
@@ -258,7 +257,7 @@ func (m Members) Bool(prefix, name string) (v, ok bool, err error) {
 	case "false":
 		return false, true, nil
 	}
-	return false, false, idkeeper.Invalidf(prefix+name, "%s must be true or false", prefix+name)
+	return false, false, protocol.Invalidf(prefix+name, "%s must be true or false", prefix+name)
 }
 
 // OptionalTime reads an RFC 3339 timestamp, any offset, returned in UTC and
@@ -271,15 +270,15 @@ func (m Members) OptionalTime(prefix, name string) (*time.Time, error) {
 	field := prefix + name
 	var s string
 	if raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
-		return nil, idkeeper.Invalidf(field, "%s must be an RFC 3339 timestamp string such as %s", field, wire.TimeExample)
+		return nil, protocol.Invalidf(field, "%s must be an RFC 3339 timestamp string such as %s", field, wire.TimeExample)
 	}
 	t, err := wire.ParseTime(s)
 	if err != nil {
-		return nil, idkeeper.Invalidf(field, "%s is not an RFC 3339 timestamp such as %s", field, wire.TimeExample)
+		return nil, protocol.Invalidf(field, "%s is not an RFC 3339 timestamp such as %s", field, wire.TimeExample)
 	}
-	t = idkeeper.Millis(t)
+	t = protocol.Millis(t)
 	if t.IsZero() || t.Year() < 1 || t.Year() > 9999 {
-		return nil, idkeeper.Invalidf(field, "%s must be a real time in the years 0001 to 9999 (UTC), not the zero time", field)
+		return nil, protocol.Invalidf(field, "%s must be a real time in the years 0001 to 9999 (UTC), not the zero time", field)
 	}
 	return &t, nil
 }

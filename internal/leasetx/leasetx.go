@@ -22,6 +22,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/internal/histrec"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // Node is what the rules read and decide of a node ID's record.
@@ -213,4 +214,4 @@ func Removed(h histrec.Log, id uint32, n Node, l Lease, mintedUpTo time.Time) (i
 // zeroMs is the zero time.Time in Unix ms: a lease never renewed.
 var zeroMs = time.Time{}.UnixMilli()
 
-func ms(t time.Time) int64 { return idkeeper.Millis(t).UnixMilli() }
+func ms(t time.Time) int64 { return protocol.Millis(t).UnixMilli() }

@@ -159,7 +159,7 @@ type Problem struct {
 // *idkeeper.Error, and nil, is INTERNAL with the detail "internal error": it shows
 // nothing of itself.
 func From(err error) Problem {
-	code := idkeeper.ErrorCode(err)
+	code := protocol.ErrorCode(err)
 	if code == "" {
 		code = protocol.CodeInternal
 	}
@@ -169,7 +169,7 @@ func From(err error) Problem {
 		"type":   Type(code),
 		"title":  entry.Title,
 		"status": status,
-		"detail": idkeeper.ErrorMessage(err),
+		"detail": protocol.ErrorMessage(err),
 		"code":   string(code),
 	}
 	var e *idkeeper.Error
@@ -254,14 +254,14 @@ func CheckJSONContentType(ct string) error {
 		return nil
 	}
 	if ct == "" {
-		return idkeeper.Errorf(protocol.CodeUnsupportedMediaType, "the Content-Type header is missing; send application/json")
+		return protocol.Errorf(protocol.CodeUnsupportedMediaType, "the Content-Type header is missing; send application/json")
 	}
 	mt, params, err := mime.ParseMediaType(ct)
 	if err != nil || mt != "application/json" {
-		return idkeeper.Errorf(protocol.CodeUnsupportedMediaType, "Content-Type %q is not supported; send application/json", ct)
+		return protocol.Errorf(protocol.CodeUnsupportedMediaType, "Content-Type %q is not supported; send application/json", ct)
 	}
 	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
-		return idkeeper.Errorf(protocol.CodeUnsupportedMediaType, "charset %q is not supported; send UTF-8", cs)
+		return protocol.Errorf(protocol.CodeUnsupportedMediaType, "charset %q is not supported; send UTF-8", cs)
 	}
 	return nil
 }

@@ -43,7 +43,7 @@ func TestWriteBytes(t *testing.T) {
 	}
 
 	w = httptest.NewRecorder()
-	_ = From(idkeeper.Errorf(protocol.CodeNotReady, "no")).Write(w, 0)
+	_ = From(protocol.Errorf(protocol.CodeNotReady, "no")).Write(w, 0)
 	if _, ok := w.Header()["Retry-After"]; ok {
 		t.Fatal("Retry-After without being asked for")
 	}
@@ -57,7 +57,7 @@ func TestFrom(t *testing.T) {
 			t.Fatalf("%v: %+v", err, p)
 		}
 	}
-	p := From(idkeeper.Errorf(protocol.CodeNodeIDsExhausted, "no"))
+	p := From(protocol.Errorf(protocol.CodeNodeIDsExhausted, "no"))
 	if _, ok := p.Body["field"]; ok || p.Status != 409 || p.Body["status"] != 409 {
 		t.Fatalf("%+v", p)
 	}
@@ -65,7 +65,7 @@ func TestFrom(t *testing.T) {
 	if e, ok := Lookup("SOMETHING_NEW"); ok || e != (Entry{500, "Internal Server Error"}) {
 		t.Fatal(e, ok)
 	}
-	if p := From(idkeeper.Errorf("SOMETHING_NEW", "x")); p.Status != 500 || p.Body["title"] != "Internal Server Error" {
+	if p := From(protocol.Errorf("SOMETHING_NEW", "x")); p.Status != 500 || p.Body["title"] != "Internal Server Error" {
 		t.Fatalf("%+v", p)
 	}
 }
@@ -142,7 +142,7 @@ func TestCheckJSONContentType(t *testing.T) {
 		"application/json;;":                false,
 	} {
 		err := CheckJSONContentType(ct)
-		if (err == nil) != ok || (err != nil && idkeeper.ErrorCode(err) != protocol.CodeUnsupportedMediaType) {
+		if (err == nil) != ok || (err != nil && protocol.ErrorCode(err) != protocol.CodeUnsupportedMediaType) {
 			t.Errorf("%q: %v", ct, err)
 		}
 	}

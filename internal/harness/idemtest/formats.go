@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/idempotency"
 	"github.com/idkeeper/idkeeper/internal/harness/fakeclock"
 	"github.com/idkeeper/idkeeper/protocol"
@@ -46,7 +45,7 @@ func RecordFormats(t *testing.T, s StatsStore, clock *fakeclock.Clock) {
 		t.Fatalf("Stats = %d, %v; format 1 records count nowhere", n, err)
 	}
 	rec, started, err := s.Begin(ctx, "newer", "fp", "t3", time.Minute)
-	if err == nil || idkeeper.ErrorCode(err) != protocol.CodeInternal || !strings.Contains(err.Error(), "format 3") {
+	if err == nil || protocol.ErrorCode(err) != protocol.CodeInternal || !strings.Contains(err.Error(), "format 3") {
 		t.Fatalf("a record of format 3 = %+v, %v, %v; want a store error", rec, started, err)
 	}
 	clock.Advance(2 * time.Hour)

@@ -191,7 +191,7 @@ func testCompleteReplay(e *env) {
 	checkRecord(e, rec, idempotency.Record{
 		Scope: "s", Fingerprint: "fp", State: idempotency.Completed,
 		Outcome: result.Outcome, Metadata: result.Metadata, Body: result.Body,
-		CreatedAt: T0, ExpiresAt: idkeeper.Millis(done).Add(ttl),
+		CreatedAt: T0, ExpiresAt: protocol.Millis(done).Add(ttl),
 	})
 }
 
@@ -274,8 +274,8 @@ func testMarkerLapse(e *env) {
 	}
 	rec := e.mustFind("s")
 	checkRecord(e, rec, idempotency.Record{
-		Scope: "s", Fingerprint: "fp2", State: idempotency.InFlight, CreatedAt: idkeeper.Millis(now),
-		LockedUntil: idkeeper.Millis(now).Add(lockFor), ExpiresAt: idkeeper.Millis(now).Add(lockFor),
+		Scope: "s", Fingerprint: "fp2", State: idempotency.InFlight, CreatedAt: protocol.Millis(now),
+		LockedUntil: protocol.Millis(now).Add(lockFor), ExpiresAt: protocol.Millis(now).Add(lockFor),
 	})
 	if err := e.complete("s", "t2", result); err != nil {
 		e.Fatalf("Complete by the new owner: %v", err)
@@ -363,7 +363,7 @@ func testInvalid(e *env) {
 		{"Complete/ZeroTTL", func() error { return e.s.Complete(e.ctx, "s", "t", result, 0) }},
 		{"Abort/EmptyScope", func() error { return e.s.Abort(e.ctx, "", "t") }},
 	} {
-		if err := c.call(); idkeeper.ErrorCode(err) != protocol.CodeInvalidRequest {
+		if err := c.call(); protocol.ErrorCode(err) != protocol.CodeInvalidRequest {
 			e.Errorf("%s: %v, want INVALID_REQUEST", c.name, err)
 		}
 	}
@@ -576,10 +576,10 @@ func testCapInvalid(e *env) {
 	c := e.counting()
 	long := string(bytes.Repeat([]byte("o"), idempotency.MaxScopeLen+1))
 	for name, s := range map[string]idempotency.Store{"LongOwner": c.Owned(long, 1), "NegativeCap": c.Owned("o", -1)} {
-		if _, _, err := s.Begin(e.ctx, "s", "fp", "t", lockFor); idkeeper.ErrorCode(err) != protocol.CodeInvalidRequest {
+		if _, _, err := s.Begin(e.ctx, "s", "fp", "t", lockFor); protocol.ErrorCode(err) != protocol.CodeInvalidRequest {
 			e.Errorf("%s: Begin: %v, want INVALID_REQUEST", name, err)
 		}
-		if err := s.Abort(e.ctx, "s", "t"); idkeeper.ErrorCode(err) != protocol.CodeInvalidRequest {
+		if err := s.Abort(e.ctx, "s", "t"); protocol.ErrorCode(err) != protocol.CodeInvalidRequest {
 			e.Errorf("%s: Abort: %v, want INVALID_REQUEST", name, err)
 		}
 	}

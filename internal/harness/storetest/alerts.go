@@ -67,7 +67,7 @@ func testAlertValidate(t *testing.T, s alert.StateStore) {
 		{Name: "capacity", Summary: strings.Repeat("s", alert.MaxSummaryLen+1)},
 	} {
 		err := s.PutAlertState(ctx0, st)
-		if idkeeper.ErrorCode(err) != protocol.CodeInvalidRequest {
+		if protocol.ErrorCode(err) != protocol.CodeInvalidRequest {
 			t.Errorf("PutAlertState(name %d bytes, summary %d bytes) = %v, want INVALID_REQUEST", len(st.Name), len(st.Summary), err)
 		}
 	}

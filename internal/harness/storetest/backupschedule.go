@@ -74,7 +74,7 @@ func testScheduleValidate(t *testing.T, s idkeeper.BackupScheduleStore) {
 		{Spec: strings.Repeat("*", idkeeper.MaxBackupScheduleLen+1)},
 		{Spec: "@daily", UpdatedBy: strings.Repeat("u", audit.MaxFieldLen+1)},
 	} {
-		if err := s.PutBackupSchedule(ctx0, bad); idkeeper.ErrorCode(err) != protocol.CodeInvalidRequest {
+		if err := s.PutBackupSchedule(ctx0, bad); protocol.ErrorCode(err) != protocol.CodeInvalidRequest {
 			t.Errorf("PutBackupSchedule(spec %q, updatedBy %d bytes) = %v, want INVALID_REQUEST", bad.Spec, len(bad.UpdatedBy), err)
 		}
 	}

@@ -116,7 +116,7 @@ func (e *env) wantExhausted(r idkeeper.Requester, count, remaining int) {
 
 func wantCode(t *testing.T, err error, code idkeeper.Code) {
 	t.Helper()
-	if got := idkeeper.ErrorCode(err); got != code {
+	if got := protocol.ErrorCode(err); got != code {
 		t.Fatalf("error code %q (err %v), want %q", got, err, code)
 	}
 }

@@ -27,7 +27,7 @@ func testConcurrentAlloc(t *testing.T, open Factory) {
 			g, err := e.allocRaw(req(i), each, 10*time.Minute)
 			mu.Lock()
 			defer mu.Unlock()
-			if idkeeper.ErrorCode(err) == protocol.CodeNodeIDsExhausted {
+			if protocol.ErrorCode(err) == protocol.CodeNodeIDsExhausted {
 				exhausted++
 				return
 			}

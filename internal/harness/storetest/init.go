@@ -112,7 +112,7 @@ func testInitFresh(t *testing.T, open Factory) {
 			t.Fatalf("fresh node %d: NotBefore %s is in the future", l.NodeID, fmtTime(l.NotBefore))
 		}
 	}
-	if _, err := e.s.Init(e.ctx, poolOf(0)); idkeeper.ErrorCode(err) != protocol.CodeInvalidRequest {
+	if _, err := e.s.Init(e.ctx, poolOf(0)); protocol.ErrorCode(err) != protocol.CodeInvalidRequest {
 		t.Fatalf("Init(0) = %v, want INVALID_REQUEST", err)
 	}
 }

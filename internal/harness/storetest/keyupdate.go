@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // newKey is a key record named id, created at now by by.
@@ -47,7 +48,7 @@ func testAPIKeyUpdate(t *testing.T, open Factory) {
 	k.LastUsedAt = used
 
 	expiry := now.Add(48*time.Hour + 1500*time.Microsecond) // sub-millisecond: stored truncated
-	k.ExpiresAt = idkeeper.Millis(expiry)
+	k.ExpiresAt = protocol.Millis(expiry)
 	e.update(k.ID, idkeeper.KeyUpdate{ExpiresAt: &expiry}, k, "UpdateAPIKey(expiry only)")
 
 	quota := 9

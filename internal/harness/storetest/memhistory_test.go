@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // The memStore's lease history, straight from the doc of idkeeper.HistoryStore.
@@ -47,14 +48,14 @@ func (s *memStore) histClaim(c idkeeper.Claim, r idkeeper.Requester, keyID strin
 	h := s.d.hist[k]
 	if h == nil {
 		h = &idkeeper.HistoryRecord{NodeID: c.NodeID, Token: c.Token, Requester: r, KeyID: keyID, GrantedAt: now,
-			NotBefore: idkeeper.Millis(c.NotBefore), FromReceipt: true}
+			NotBefore: protocol.Millis(c.NotBefore), FromReceipt: true}
 		s.d.hist[k] = h
 	}
 	if l != nil {
 		h.WindowEnd, h.End, h.EndedAt, h.MintedUpTo = l.ExpiresAt, idkeeper.EndHeld, time.Time{}, time.Time{}
 		return
 	}
-	h.WindowEnd, h.End, h.EndedAt, h.MintedUpTo = maxT(h.WindowEnd, idkeeper.Millis(c.ExpiresAt)), idkeeper.EndContested, now, time.Time{}
+	h.WindowEnd, h.End, h.EndedAt, h.MintedUpTo = maxT(h.WindowEnd, protocol.Millis(c.ExpiresAt)), idkeeper.EndContested, now, time.Time{}
 }
 
 func (s *memStore) LeaseAt(_ context.Context, node idkeeper.NodeID, t time.Time) ([]idkeeper.HistoryRecord, error) {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // TestMemBackupSchedule runs RunBackupSchedule against memSchedule, a naive
@@ -37,7 +38,7 @@ func (m *memSchedule) PutBackupSchedule(_ context.Context, s idkeeper.BackupSche
 	}
 	s.Version++
 	if !s.UpdatedAt.IsZero() {
-		s.UpdatedAt = idkeeper.Millis(s.UpdatedAt)
+		s.UpdatedAt = protocol.Millis(s.UpdatedAt)
 	}
 	m.s = s
 	return nil

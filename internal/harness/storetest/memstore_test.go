@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // The wipe cases skip a store that is not a Wiper: the reference store must stay one.
@@ -81,7 +82,7 @@ func (s *memStore) WipeForTest(context.Context) error {
 	return nil
 }
 
-func (s *memStore) now() time.Time                         { return idkeeper.Millis(s.clock()) }
+func (s *memStore) now() time.Time                         { return protocol.Millis(s.clock()) }
 func (s *memStore) Now(context.Context) (time.Time, error) { return s.now(), nil }
 func (s *memStore) Ping(context.Context) error             { return nil }
 func (s *memStore) Close() error                           { return nil }
@@ -149,7 +150,7 @@ func (s *memStore) Reset(_ context.Context, p idkeeper.ResetParams) (idkeeper.Re
 	}
 	s.d.fence = max(s.d.fence, p.MinFence)
 	s.d.grow(p.Pool.Nodes)
-	until := idkeeper.Millis(p.Until)
+	until := protocol.Millis(p.Until)
 	for i := range s.d.nodes {
 		n := &s.d.nodes[i]
 		n.q, n.floor, n.restorable = maxT(n.q, until), maxT(n.floor, until), true
@@ -293,7 +294,7 @@ func (s *memStore) Renew(_ context.Context, g idkeeper.Guard, p idkeeper.RenewPa
 	var restored, contested []idkeeper.NodeID
 	for _, c := range claims {
 		ci, in := s.d.index(c.NodeID)
-		if !c.Possible() || !in || idkeeper.Millis(c.ExpiresAt).Before(now) {
+		if !c.Possible() || !in || protocol.Millis(c.ExpiresAt).Before(now) {
 			continue
 		}
 		n := &s.d.nodes[ci]
@@ -301,7 +302,7 @@ func (s *memStore) Renew(_ context.Context, g idkeeper.Guard, p idkeeper.RenewPa
 			continue
 		}
 		if n.lease != nil {
-			n.wm = maxT(n.wm, maxT(n.lease.ExpiresAt, idkeeper.Millis(c.ExpiresAt)))
+			n.wm = maxT(n.wm, maxT(n.lease.ExpiresAt, protocol.Millis(c.ExpiresAt)))
 			n.q = maxT(n.q, n.wm.Add(p.Grace))
 			n.lastTok, n.restorable = c.Token, false
 			s.histEnd(*n.lease, idkeeper.EndContested, now)
@@ -313,9 +314,9 @@ func (s *memStore) Renew(_ context.Context, g idkeeper.Guard, p idkeeper.RenewPa
 		if !n.restorable {
 			continue
 		}
-		exp := maxT(idkeeper.Millis(c.ExpiresAt), now.Add(p.Duration))
+		exp := maxT(protocol.Millis(c.ExpiresAt), now.Add(p.Duration))
 		n.lease = &idkeeper.Lease{NodeID: c.NodeID, Requester: p.Requester, KeyID: p.KeyID, FencingToken: c.Token,
-			NotBefore: maxT(idkeeper.Millis(c.NotBefore), n.wm.Add(time.Millisecond)), ExpiresAt: exp, GrantedAt: now}
+			NotBefore: maxT(protocol.Millis(c.NotBefore), n.wm.Add(time.Millisecond)), ExpiresAt: exp, GrantedAt: now}
 		n.wm, n.lastTok, n.restorable = maxT(n.wm, exp), c.Token, false
 		n.coolKey, n.coolUntil = "", time.Time{}
 		s.histClaim(c, p.Requester, p.KeyID, now, n.lease)
@@ -356,9 +357,9 @@ func (s *memStore) Remove(_ context.Context, g idkeeper.Guard, p idkeeper.Remove
 		n := &s.d.nodes[i]
 		h := s.histEnd(*n.lease, idkeeper.EndRemoved, now)
 		if !p.MintedUpTo.IsZero() {
-			wm := maxT(minT(idkeeper.Millis(p.MintedUpTo), n.lease.ExpiresAt), n.lease.NotBefore.Add(-time.Millisecond))
+			wm := maxT(minT(protocol.Millis(p.MintedUpTo), n.lease.ExpiresAt), n.lease.NotBefore.Add(-time.Millisecond))
 			if h != nil {
-				h.WindowEnd, h.MintedUpTo = wm, idkeeper.Millis(p.MintedUpTo)
+				h.WindowEnd, h.MintedUpTo = wm, protocol.Millis(p.MintedUpTo)
 			}
 			if n.q.After(now) {
 				wm = maxT(wm, n.q)
@@ -403,7 +404,7 @@ func (s *memStore) Quarantine(_ context.Context, g idkeeper.Guard, until time.Ti
 	}
 	for _, id := range nodes {
 		i, _ := s.d.index(id)
-		s.d.nodes[i].q = maxT(s.d.nodes[i].q, idkeeper.Millis(until))
+		s.d.nodes[i].q = maxT(s.d.nodes[i].q, protocol.Millis(until))
 	}
 	return nil
 }
@@ -426,7 +427,7 @@ func (s *memStore) RevokeLease(_ context.Context, g idkeeper.Guard, node idkeepe
 	}
 	l := *n.lease
 	n.wm = maxT(n.wm, l.ExpiresAt)
-	n.q = maxT(n.q, idkeeper.Millis(l.ExpiresAt.Add(grace)))
+	n.q = maxT(n.q, protocol.Millis(l.ExpiresAt.Add(grace)))
 	n.restorable = false
 	s.histEnd(l, idkeeper.EndRevoked, s.now())
 	s.free(n)
@@ -541,8 +542,8 @@ func (s *memStore) CreateAPIKey(_ context.Context, k idkeeper.APIKey) error {
 	if _, ok := s.d.keys[k.ID]; ok {
 		return idkeeper.ErrConflict
 	}
-	k.CreatedAt, k.ExpiresAt = idkeeper.Millis(k.CreatedAt), idkeeper.Millis(k.ExpiresAt)
-	k.RevokedAt, k.LastUsedAt = idkeeper.Millis(k.RevokedAt), idkeeper.Millis(k.LastUsedAt)
+	k.CreatedAt, k.ExpiresAt = protocol.Millis(k.CreatedAt), protocol.Millis(k.ExpiresAt)
+	k.RevokedAt, k.LastUsedAt = protocol.Millis(k.RevokedAt), protocol.Millis(k.LastUsedAt)
 	s.d.keys[k.ID] = k
 	return nil
 }
@@ -573,7 +574,7 @@ func (s *memStore) RevokeAPIKey(_ context.Context, id string, at time.Time) erro
 		return fmt.Errorf("revoke %q: %w", id, idkeeper.ErrNotFound)
 	}
 	if k.RevokedAt.IsZero() {
-		k.RevokedAt = idkeeper.Millis(at)
+		k.RevokedAt = protocol.Millis(at)
 		s.d.keys[id] = k
 	}
 	return nil
@@ -581,8 +582,8 @@ func (s *memStore) RevokeAPIKey(_ context.Context, id string, at time.Time) erro
 
 func (s *memStore) TouchAPIKey(_ context.Context, id string, at time.Time) error {
 	defer s.lock()()
-	if k, ok := s.d.keys[id]; ok && idkeeper.Millis(at).After(k.LastUsedAt) {
-		k.LastUsedAt = idkeeper.Millis(at)
+	if k, ok := s.d.keys[id]; ok && protocol.Millis(at).After(k.LastUsedAt) {
+		k.LastUsedAt = protocol.Millis(at)
 		s.d.keys[id] = k
 	}
 	return nil
@@ -598,7 +599,7 @@ func (s *memStore) UpdateAPIKey(_ context.Context, id string, u idkeeper.KeyUpda
 		return idkeeper.APIKey{}, fmt.Errorf("update %q: %w", id, idkeeper.ErrConflict)
 	}
 	if u.ExpiresAt != nil {
-		k.ExpiresAt = idkeeper.Millis(*u.ExpiresAt)
+		k.ExpiresAt = protocol.Millis(*u.ExpiresAt)
 	}
 	if u.MaxNodes != nil {
 		k.MaxNodes = *u.MaxNodes

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 func (e *env) tryLock(name, owner string, atMostFor time.Duration) (idkeeper.Lock, bool) {
@@ -180,7 +181,7 @@ func testAPIKeyRevokeTouch(t *testing.T, open Factory) {
 	e.must(e.s.TouchAPIKey(e.ctx, "kq", t1), "TouchAPIKey")
 	e.must(e.s.TouchAPIKey(e.ctx, "kq", now), "TouchAPIKey earlier")
 	e.must(e.s.TouchAPIKey(e.ctx, "missing", t1), "TouchAPIKey of a missing key")
-	k.LastUsedAt = idkeeper.Millis(t1)
+	k.LastUsedAt = protocol.Millis(t1)
 	got, err = e.s.APIKey(e.ctx, "kq")
 	e.must(err, "APIKey")
 	wantKey(t, got, k)

@@ -116,7 +116,7 @@ func testTokenCeiling(t *testing.T, open Factory) {
 	}
 	snap := e.snapshot()
 	_, err := e.allocRaw(req(2), 1, 10*time.Minute)
-	if err == nil || idkeeper.ErrorCode(err) == protocol.CodeNodeIDsExhausted {
+	if err == nil || protocol.ErrorCode(err) == protocol.CodeNodeIDsExhausted {
 		t.Fatalf("Alloc past 2^53-1: %v, want a failing store error", err)
 	}
 	e.wantUnchanged("an Alloc past the last token", snap)

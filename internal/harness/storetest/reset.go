@@ -85,7 +85,7 @@ func testResetRecovers(t *testing.T, open Factory) {
 	for _, l := range g.Leases {
 		wantTime(t, "NotBefore after Reset", l.NotBefore, until.Add(ms))
 	}
-	if _, err := e.s.Reset(e.ctx, idkeeper.ResetParams{Seen: e.gen, Pool: poolOf(4), Until: until, MinFence: idkeeper.MaxFencingToken + 1}); idkeeper.ErrorCode(err) != protocol.CodeInvalidRequest {
+	if _, err := e.s.Reset(e.ctx, idkeeper.ResetParams{Seen: e.gen, Pool: poolOf(4), Until: until, MinFence: idkeeper.MaxFencingToken + 1}); protocol.ErrorCode(err) != protocol.CodeInvalidRequest {
 		t.Fatalf("Reset with MinFence above 2^53-1: %v, want INVALID_REQUEST", err)
 	}
 	if st := e.status(); st.Generation != e.gen || st.Fence != e.fence {

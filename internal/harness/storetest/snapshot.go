@@ -748,7 +748,7 @@ func testSnapshotInvalid(t *testing.T, open Factory) {
 		bad := sn.clone()
 		c.change(&bad)
 		err := f.snap().LoadSnapshot(f.ctx, bad.meta, newSource(bad.recs, -1, nil))
-		if idkeeper.ErrorCode(err) != protocol.CodeInvalidRequest {
+		if protocol.ErrorCode(err) != protocol.CodeInvalidRequest {
 			t.Fatalf("LoadSnapshot of a snapshot with %s: %v, want INVALID_REQUEST", c.name, err)
 		}
 		wantUntouched(t, "a snapshot with "+c.name, f, before)
@@ -995,7 +995,7 @@ func testSnapshotLarge(t *testing.T, open Factory) {
 	bad := sn.clone()
 	lastAudit := bad.first(isHistory) - 1
 	bad.recs = slices.Delete(bad.recs, lastAudit-1, lastAudit)
-	if err := f.snap().LoadSnapshot(f.ctx, bad.meta, newSource(bad.recs, -1, nil)); idkeeper.ErrorCode(err) != protocol.CodeInvalidRequest {
+	if err := f.snap().LoadSnapshot(f.ctx, bad.meta, newSource(bad.recs, -1, nil)); protocol.ErrorCode(err) != protocol.CodeInvalidRequest {
 		t.Fatalf("LoadSnapshot with a gap in the last audit entries: %v, want INVALID_REQUEST", err)
 	}
 	wantUntouched(t, "a gap in the last audit entries", f, before)

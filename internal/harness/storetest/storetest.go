@@ -36,6 +36,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/internal/harness/fakeclock"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 // Factory opens a new, empty store whose clock (time authority) is clock. It
@@ -249,7 +250,7 @@ func (e *env) quarantineRaw(until time.Time, nodes ...idkeeper.NodeID) error {
 	return e.s.Quarantine(e.ctx, e.guard(), until, nodes...)
 }
 
-func (e *env) now() time.Time { return idkeeper.Millis(e.clock.Now()) }
+func (e *env) now() time.Time { return protocol.Millis(e.clock.Now()) }
 
 // advance moves the clock by d and returns the store's new now.
 func (e *env) advance(d time.Duration) time.Time {

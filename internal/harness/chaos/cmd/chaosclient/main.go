@@ -33,6 +33,7 @@ import (
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/client"
 	"github.com/idkeeper/idkeeper/internal/harness/chaos/history"
+	"github.com/idkeeper/idkeeper/protocol"
 )
 
 type options struct {
@@ -107,7 +108,7 @@ func run(o options) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("client", o.name)
 
 	clk := newSkewClock(o.skew, o.stepPeriod, o.stepBy)
-	c := &proc{o: o, hist: hist, log: log, clk: clk, started: idkeeper.Millis(time.Now())}
+	c := &proc{o: o, hist: hist, log: log, clk: clk, started: protocol.Millis(time.Now())}
 	c.record(history.Event{Ev: history.EvStart, Name: o.name, PID: os.Getpid(), Skew: clk.describe()})
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
