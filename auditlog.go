@@ -39,15 +39,15 @@ const (
 	DefaultAuditRetention = 90 * 24 * time.Hour
 	// MinAuditRetention is the shortest Config.AuditRetention.
 	MinAuditRetention = time.Hour
-	// AuditQueueSize is how many audit entries may wait to be written; more are
+	// auditQueueSize is how many audit entries may wait to be written; more are
 	// dropped and counted (Observer.AuditDropped), so that a slow store never
 	// holds up a grant.
-	AuditQueueSize = 4096
+	auditQueueSize = 4096
 	// RetentionJob is the name of the retention job's lock.
 	RetentionJob = "audit-retention"
-	// RetentionInterval is the period of the retention job, which first runs a
+	// retentionInterval is the period of the retention job, which first runs a
 	// minute after Open (its job lock keeps restarts from running it more often).
-	RetentionInterval = time.Hour
+	retentionInterval = time.Hour
 )
 
 const (
@@ -88,7 +88,7 @@ func newAuditLog(cfg Config) *auditLog {
 		return nil
 	}
 	return &auditLog{to: cfg.Audit, log: cfg.Logger, obs: cfg.Observer, clock: cfg.Clock,
-		ch: make(chan audit.Entry, AuditQueueSize), stop: make(chan struct{}), done: make(chan struct{})}
+		ch: make(chan audit.Entry, auditQueueSize), stop: make(chan struct{}), done: make(chan struct{})}
 }
 
 // add queues e: At now when zero, RemoteIP ctx's (audit.WithRemoteIP) when empty.
@@ -381,7 +381,7 @@ func (r *Registry) PruneAdminRecords(ctx context.Context) (entries, sessions int
 			fmt.Sprintf("pruned %d audit entries, %d ended sessions and %d lease history records", entries, sessions, history),
 			heldBy(held))
 	}()
-	atMost, atLeast := JobLockTimes(RetentionInterval)
+	atMost, atLeast := jobLockTimes(retentionInterval)
 	if held, ok, err = r.store.TryLock(ctx, RetentionJob, r.cfg.Owner, atMost); err != nil || !ok {
 		return 0, 0, false, r.storeErr(err)
 	}

@@ -7,11 +7,11 @@ import (
 	"github.com/idkeeper/idkeeper/internal/plural"
 )
 
-// JobLockTimes returns the job lock's lock-at-most-for and lock-at-least-for for a job
+// jobLockTimes returns the job lock's lock-at-most-for and lock-at-least-for for a job
 // run every interval: at most max(interval, 1 min), so a crashed holder's lock lapses
 // before long; at least 9/10 of the interval, so replicas ticking out of phase do not
 // each run the job once per interval.
-func JobLockTimes(interval time.Duration) (atMostFor, atLeastFor time.Duration) {
+func jobLockTimes(interval time.Duration) (atMostFor, atLeastFor time.Duration) {
 	return max(interval, time.Minute), interval * 9 / 10
 }
 
@@ -29,7 +29,7 @@ func (r *Registry) Cleanup(ctx context.Context) (reclaimed int, ran bool, err er
 	if err = r.clockVerified(); err != nil {
 		return 0, false, err
 	}
-	atMost, atLeast := JobLockTimes(r.cfg.CleanupInterval)
+	atMost, atLeast := jobLockTimes(r.cfg.CleanupInterval)
 	lock, ok, err := r.store.TryLock(ctx, CleanupJob, r.cfg.Owner, atMost)
 	if err != nil {
 		return 0, false, r.storeErr(err)

@@ -110,7 +110,7 @@ type Config struct {
 	// Audit, when set, receives an audit entry (auditlog.go) for every lease grant,
 	// removal, reclaim, revocation, restore after a reset and clock-skew rejection.
 	// The entries are appended in order by a goroutine of their own (Open starts
-	// it, Close drains it), never on the request's path: when AuditQueueSize
+	// it, Close drains it), never on the request's path: when auditQueueSize
 	// entries wait already, a new one is dropped and counted
 	// (Observer.AuditDropped). *account.Service satisfies it.
 	Audit Auditor
@@ -301,7 +301,7 @@ type Observer interface {
 	// after the grant (NotBefore after its now): their holder must wait to mint.
 	CoolingGrants(n int)
 	// Machines reports, at every cleanup tick, the machine IDs whose sessions hold
-	// the most node IDs (at most MachineWatchTop, sorted as SummariseMachines
+	// the most node IDs (at most machineWatchTop, sorted as summariseMachines
 	// sorts) and how many machine IDs hold leases at all. It replaces the previous
 	// report.
 	Machines(top []MachineLeases, machines int)

@@ -144,7 +144,7 @@ func checkKeyQuota(n, maxNodes int) error {
 // "maxNodes") when u cannot be applied at now under a pool of maxNodes node IDs:
 // an expiry that is neither zero (never) nor after now, to the millisecond; a
 // quota outside 0..maxNodes. An update that changes nothing is valid. The caller
-// of KeyStore.UpdateAPIKey checks it (UpdateKey, Registry.UpdateKey); the stores
+// of KeyStore.UpdateAPIKey checks it (Registry.UpdateKey); the stores
 // trust it, as they trust CreateKey's checks, for both rules depend on the
 // caller's clock and layout, which a store does not know.
 func (u KeyUpdate) Validate(now time.Time, maxNodes int) error {
@@ -203,14 +203,14 @@ func RevokeKey(ctx context.Context, s Store, id string, now time.Time) (info Key
 	return keyInfo(k, held, cooling), already, nil
 }
 
-// UpdateKey changes the expiry and quota of the key with that ID on s as u says,
+// updateKey changes the expiry and quota of the key with that ID on s as u says,
 // checked at now under a pool of maxNodes node IDs (KeyUpdate.Validate), and
 // returns it as it is afterwards. A quota below the node IDs the key holds takes
 // none away: its leases stay, and its new Allocs fail (API_KEY_QUOTA_EXCEEDED)
 // until it holds fewer. Errors: INVALID_REQUEST naming the field; ErrNotFound
 // (NOT_FOUND) for an unknown ID; ErrConflict (CONFLICT) for a revoked key, which
 // stays as it is; any other error is the store's.
-func UpdateKey(ctx context.Context, s Store, id string, u KeyUpdate, now time.Time, maxNodes int) (KeyInfo, error) {
+func updateKey(ctx context.Context, s Store, id string, u KeyUpdate, now time.Time, maxNodes int) (KeyInfo, error) {
 	if err := u.Validate(now, maxNodes); err != nil {
 		return KeyInfo{}, err
 	}
@@ -291,11 +291,11 @@ func (r *Registry) RevokeKey(ctx context.Context, id string) (info KeyInfo, alre
 }
 
 // UpdateKey changes a key's expiry and quota at the registry's clock, the quota up
-// to the layout's node IDs (see the package-level UpdateKey), and logs the change.
+// to the layout's node IDs (updateKey), and logs the change.
 // Errors: INVALID_REQUEST naming "expiresAt" or "maxNodes", NOT_FOUND, CONFLICT
 // for a revoked key, STORE_UNAVAILABLE.
 func (r *Registry) UpdateKey(ctx context.Context, id string, u KeyUpdate) (KeyInfo, error) {
-	info, err := UpdateKey(ctx, r.store, id, u, r.cfg.Clock(), r.cfg.Layout.Nodes())
+	info, err := updateKey(ctx, r.store, id, u, r.cfg.Clock(), r.cfg.Layout.Nodes())
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return KeyInfo{}, keyNotFound(id)

@@ -15,9 +15,9 @@ import (
 // (KeyNotice; the http package's Warning header).
 const KeyExpiryNotice = 14 * 24 * time.Hour
 
-// KeyWarnInterval is how often, at most, WarnExpiringKeys warns about one key,
+// keyWarnInterval is how often, at most, WarnExpiringKeys warns about one key,
 // across every replica that shares the store.
-const KeyWarnInterval = 24 * time.Hour
+const keyWarnInterval = 24 * time.Hour
 
 // keyWarnJob prefixes the job lock, one per key, that spaces its warnings.
 const keyWarnJob = "api-key-expiry:"
@@ -85,7 +85,7 @@ func (r *Registry) ExpiringKeys(ctx context.Context) (keys []KeyInfo, now time.T
 // KeyExpiryNotice, a warning with its ID and description (never its secret), its
 // expiry, its last use and the node IDs its leases hold; for a key in use that has
 // expired already, an error. Each key is logged about at most once per
-// KeyWarnInterval across the replicas that share the store: a job lock per key,
+// keyWarnInterval across the replicas that share the store: a job lock per key,
 // timed by the store's clock, held for that long. It returns how many keys it
 // logged. The registry's loop runs it a minute after Open and every hour; it does
 // nothing while the registry does not serve. Errors: STORE_UNAVAILABLE.
@@ -107,7 +107,7 @@ func (r *Registry) WarnExpiringKeys(ctx context.Context) (logged int, err error)
 		if left > KeyExpiryNotice {
 			break // sorted: every later key expires later still
 		}
-		_, ok, err := r.store.TryLock(ctx, keyWarnJob+k.Key.ID, r.cfg.Owner, KeyWarnInterval)
+		_, ok, err := r.store.TryLock(ctx, keyWarnJob+k.Key.ID, r.cfg.Owner, keyWarnInterval)
 		if err != nil {
 			return logged, r.storeErr(err)
 		}

@@ -14,14 +14,14 @@ import (
 
 // Settings of the machine watch.
 const (
-	// MachineWatchTop is the most machine IDs Observer.Machines reports: those whose
+	// machineWatchTop is the most machine IDs Observer.Machines reports: those whose
 	// leases hold the most node IDs. It bounds the label cardinality of the gauges.
-	MachineWatchTop = 10
-	// MachineOverdueWarn is the number of overdue sessions (Overdue) at which a
+	machineWatchTop = 10
+	// machineOverdueWarn is the number of overdue sessions (Overdue) at which a
 	// machine ID gets a warning log line.
-	MachineOverdueWarn = 8
-	// MachineWarnEvery is the least time between two warnings about one machine ID.
-	MachineWarnEvery = time.Hour
+	machineOverdueWarn = 8
+	// machineWarnEvery is the least time between two warnings about one machine ID.
+	machineWarnEvery = time.Hour
 )
 
 // MachineLeases is what the sessions (requesters) of one machine ID hold at one
@@ -54,10 +54,10 @@ func Overdue(l Lease, now time.Time, slack time.Duration) bool {
 	return now.Sub(seen) > l.ExpiresAt.Sub(seen)/2+slack
 }
 
-// SummariseMachines groups leases by the machine ID of their requester. A session
+// summariseMachines groups leases by the machine ID of their requester. A session
 // (one requester) is overdue when every one of its leases is Overdue. The result
 // is sorted by NodeIDs, then Sessions, both descending, then by MachineID.
-func SummariseMachines(leases []Lease, now time.Time, slack time.Duration) []MachineLeases {
+func summariseMachines(leases []Lease, now time.Time, slack time.Duration) []MachineLeases {
 	type session struct {
 		machine string
 		nodes   int
@@ -113,10 +113,10 @@ type machineWatch struct {
 
 // watchMachines runs at every cleanup tick, on every replica: it reads every lease
 // (Store.Leases: O(leases), at most the pool size, once per cleanup interval),
-// reports the MachineWatchTop machine IDs holding the most node IDs
+// reports the machineWatchTop machine IDs holding the most node IDs
 // (Observer.Machines), and, when warn is set (the replica that ran the cleanup job),
-// logs a warning for each machine ID with at least MachineOverdueWarn overdue
-// sessions, at most once per machine ID per MachineWarnEvery. A session is overdue
+// logs a warning for each machine ID with at least machineOverdueWarn overdue
+// sessions, at most once per machine ID per machineWarnEvery. A session is overdue
 // when it missed a renewal by more than the cleanup interval (Overdue).
 func (r *Registry) watchMachines(ctx context.Context, warn bool) {
 	leases, err := r.store.Leases(ctx)
@@ -129,8 +129,8 @@ func (r *Registry) watchMachines(ctx context.Context, warn bool) {
 		r.log.Warn("machine watch: cannot read the store's clock", "err", err)
 		return
 	}
-	all := SummariseMachines(leases, now, r.cfg.CleanupInterval)
-	r.obs.Machines(all[:min(len(all), MachineWatchTop)], len(all))
+	all := summariseMachines(leases, now, r.cfg.CleanupInterval)
+	r.obs.Machines(all[:min(len(all), machineWatchTop)], len(all))
 	if !warn {
 		return
 	}
@@ -138,12 +138,12 @@ func (r *Registry) watchMachines(ctx context.Context, warn bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for id, at := range w.warned {
-		if now.Sub(at) >= MachineWarnEvery {
+		if now.Sub(at) >= machineWarnEvery {
 			delete(w.warned, id)
 		}
 	}
 	for _, m := range all {
-		if m.Overdue < MachineOverdueWarn {
+		if m.Overdue < machineOverdueWarn {
 			continue
 		}
 		if _, ok := w.warned[m.MachineID]; ok {

@@ -456,7 +456,7 @@ func (r *Registry) loop(ctx context.Context) {
 			if _, _, _, err := r.PruneAdminRecords(ctx); err != nil && ctx.Err() == nil {
 				r.log.Error("retention job", "err", err)
 			}
-			retentionTimer.Reset(RetentionInterval)
+			retentionTimer.Reset(retentionInterval)
 		case <-keys.C:
 			if _, err := r.WarnExpiringKeys(ctx); err != nil && ctx.Err() == nil {
 				r.log.Warn("API key expiry check", "err", err)
