@@ -9,16 +9,23 @@
 // This root package holds:
 //
 //   - the domain vocabulary: NodeID, Requester, Lease, Grant, Layout, Generation,
-//     the error codes of the domain (Error, ErrorCode; their HTTP status is the
-//     http adapter's business, internal/problem). Requester, ClientInfo, Code and
-//     Error are package protocol's, re-exported here under the same names, so that
-//     the client library shares them without importing the engine;
+//     APIKey, and the sentinel errors of the domain (error.go; the codes are
+//     package protocol's, and their HTTP status the http adapter's business,
+//     internal/problem). Requester, ClientInfo, Code and Error are protocol's,
+//     named here as aliases, so that the client library shares them without
+//     importing the engine;
 //   - the Store contract every storage adapter implements (LeaseStore, LockStore,
-//     KeyStore, SkewStore), the argument checks every store shares (storecheck.go),
-//     the optional ReplicatedStore, and the IdempotencyStore contract;
+//     KeyStore, SkewStore, HistoryStore), the argument checks every store shares
+//     (storecheck.go), and the optional ReplicatedStore and IdentifiedStore;
 //   - the Registry: the lease policy over a Store, with its injected clocks, lease
 //     receipts (signed with Config.ReceiptSecret), the replica's own state
-//     (StateKeeper), store-reset recovery and the cleanup job.
+//     (StateKeeper), store-reset recovery, the cleanup job and the audit log's
+//     writer.
+//
+// What the admin web keeps lives beside it, each in a package named for what it
+// owns: account (users, sessions, logins), audit (the hash chain), allowlist,
+// snapshot (a store's whole state and the restore check); the idempotency and
+// alert records' contracts are in the packages that consume them.
 //
 // It uses the standard library only (and the module's std-only snowflake and
 // protocol); adapters (bolt, redis, http, client, …)
