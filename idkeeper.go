@@ -27,8 +27,8 @@
 // snapshot (a store's whole state and the restore check); the idempotency and
 // alert records' contracts are in the packages that consume them.
 //
-// It uses the standard library only (and the module's std-only snowflake and
-// protocol); adapters (bolt, redis, http, client, …)
+// It uses the standard library only (and the module's std-only snowflake, protocol,
+// audit and small internal helpers); adapters (bolt, redis, http, client, …)
 // import it, never the other way round.
 package idkeeper
 
