@@ -74,6 +74,11 @@ func TestProbeClockAgent(t *testing.T) {
 	if code != exitFail || !strings.Contains(errOut, "synced=0") {
 		t.Errorf("an unsynced agent: exit %d, stdout %q, stderr %q; want 1 and synced=0", code, out, errOut)
 	}
+	// The agent counts an answer after writing it: the probe may have read it and
+	// exited first.
+	for deadline := time.Now().Add(2 * time.Second); agent.Stats().Answered == 0 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
 	if st := agent.Stats(); st.Answered != 1 {
 		t.Errorf("the unsynced agent answered %d requests, want 1: the probe made no exchange", st.Answered)
 	}
