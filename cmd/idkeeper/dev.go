@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +20,7 @@ import (
 	"github.com/idkeeper/idkeeper/gateway"
 	"github.com/idkeeper/idkeeper/idempotency"
 	"github.com/idkeeper/idkeeper/internal/wire"
+	"github.com/idkeeper/idkeeper/server"
 )
 
 // devKeyFile holds the dev command's API key inside its data directory, so that a
@@ -87,7 +90,7 @@ func runDev(ctx context.Context, args []string, env lookupEnv, stdout, stderr io
 	applyGCPercent(env, DefaultGCPercent, log)
 	rc := idkeeper.Config{Layout: pool.Layout, First: pool.First, Nodes: pool.Nodes}
 	kq.apply(&rc)
-	srv, err := startRegistryServer(ctx, serverConfig{
+	srv, err := server.Open(ctx, server.Config{
 		Listen:          *listen,
 		Store:           "bolt:" + filepath.Join(*data, "idkeeper.db"),
 		InitStore:       true, // dev's own embedded store; a server waits for `idkeeper init`
@@ -122,19 +125,19 @@ func runDev(ctx context.Context, args []string, env lookupEnv, stdout, stderr io
 		Logger:             log,
 	})
 	if err != nil {
-		return errors.Join(err, srv.shutdown())
+		return errors.Join(err, srv.Close())
 	}
 	if err := gw.waitOpen(ctx); err != nil {
 		if ctx.Err() != nil { // stopped while starting
-			return errors.Join(gw.shutdown(), srv.shutdown())
+			return errors.Join(gw.shutdown(), srv.Close())
 		}
-		return errors.Join(fmt.Errorf("the gateway could not lease a node ID: %w", err), gw.shutdown(), srv.shutdown())
+		return errors.Join(fmt.Errorf("the gateway could not lease a node ID: %w", err), gw.shutdown(), srv.Close())
 	}
 	login := "as before"
 	switch {
-	case srv.web.created.Load() && generated:
+	case srv.CreatedFirstAdmin() && generated:
 		login = DefaultAdminUser + " / " + adminPW + "  (shown only this once: only its hash is stored)"
-	case srv.web.created.Load():
+	case srv.CreatedFirstAdmin():
 		login = DefaultAdminUser + " / the password in " + AdminPasswordEnv
 	}
 	// Like any write to stdout, the banner's failing is no reason to stop serving.
@@ -153,7 +156,7 @@ func runDev(ctx context.Context, args []string, env lookupEnv, stdout, stderr io
 	// The registry stops after the gateway, which gives its node ID back first.
 	stopped, cancel := context.WithCancel(context.Background())
 	cancel()
-	return errors.Join(gwErr, srv.wait(stopped))
+	return errors.Join(gwErr, srv.Serve(stopped))
 }
 
 // devInfo fills devBanner.
@@ -243,4 +246,12 @@ func devAPIKey(dir string, env lookupEnv) (string, error) {
 		return "", fmt.Errorf("save the dev API key: %w", err)
 	}
 	return key, nil
+}
+
+// newAdminPassword returns a random password for dev's first admin: 16 bytes,
+// base64url.
+func newAdminPassword() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
 }

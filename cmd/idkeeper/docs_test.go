@@ -28,6 +28,7 @@ import (
 	"github.com/idkeeper/idkeeper/client/clientmetrics"
 	"github.com/idkeeper/idkeeper/gateway"
 	idkhttp "github.com/idkeeper/idkeeper/http"
+	"github.com/idkeeper/idkeeper/server"
 )
 
 const (
@@ -519,8 +520,7 @@ func exportedMetrics(t *testing.T) map[string][]string {
 	if _, err := gateway.New(nil, gateway.Options{Registerer: rec, Gatherer: prometheus.NewRegistry()}); err != nil {
 		t.Fatalf("gateway.New: %v", err)
 	}
-	newBackupMetrics(rec)
-	newClockMetrics(rec)
+	server.RegisterJobMetrics(rec)
 	for _, want := range []string{"idkeeper_alloc_total", "idkeeper_nodes_free", "idkeeper_client_healthy",
 		"idkeeper_gateway_requests_total", "idkeeper_backup_failures_total", "idkeeper_clock_verified"} {
 		if _, ok := rec.metrics[want]; !ok {
