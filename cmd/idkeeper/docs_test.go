@@ -388,8 +388,8 @@ func TestDocsSettingsReference(t *testing.T) {
 	}
 
 	// Every --flag and IDKEEPER_ variable written anywhere in the reference exists.
-	named := map[string]bool{} // variables the commands read by name
-	for _, p := range goFiles(t, ".", false) {
+	named := map[string]bool{} // variables the commands read by name, themselves or through package server
+	for _, p := range append(goFiles(t, ".", false), goFiles(t, filepath.Join(moduleRoot, "server"), false)...) {
 		b, err := os.ReadFile(p)
 		if err != nil {
 			t.Fatal(err)
