@@ -140,7 +140,9 @@ func Start(t TB, o Options) *Server {
 		Logger:      log,
 		NoAdmin:     true,
 		NoStateFile: true,
-		Env:         func(string) (string, bool) { return "", false },
+		// The harness's Redis persists nothing: a test restarts no Redis.
+		AcceptLostWrites: true,
+		Env:              func(string) (string, bool) { return "", false },
 		// As the server does with its bootstrap key: a store that lost its data
 		// gets the key again after the recovery.
 		OnAdopt: func(ctx context.Context, reg *idkeeper.Registry) error {
