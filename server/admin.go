@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -50,8 +51,8 @@ type adminWeb struct {
 // or password that could not be used and session timeouts out of range.
 func checkAdminSettings(cfg *Config) error {
 	if cfg.AdminPassword != "" {
-		if !idkeeper.ValidUserName(cfg.AdminUser) {
-			return configErrorf("--admin-user %q: a user name is 1 to %d of a-z 0-9 . _ @ -", cfg.AdminUser, idkeeper.MaxUserNameLen)
+		if name := cmp.Or(cfg.AdminUser, DefaultAdminUser); !idkeeper.ValidUserName(name) {
+			return configErrorf("--admin-user %q: a user name is 1 to %d of a-z 0-9 . _ @ -", name, idkeeper.MaxUserNameLen)
 		}
 		if err := idkeeper.CheckPassword("password", cfg.AdminPassword); err != nil {
 			return configErrorf("%s: a password has %d to %d bytes", AdminPasswordEnv, idkeeper.MinPasswordLen, idkeeper.MaxPasswordLen)

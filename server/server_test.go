@@ -44,9 +44,6 @@ func TestConfig_ValidateErrors(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := boltConfig(t.TempDir())
-			if cfg.AdminUser == "" {
-				cfg.AdminUser = DefaultAdminUser
-			}
 			c.edit(&cfg)
 			err := cfg.Validate()
 			var ce *ConfigError
