@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/netip"
 	"time"
@@ -49,10 +48,9 @@ const (
 // store. The messages name the idkeeper binary's flags (--store, --state-file…):
 // they are the settings' names in the documentation too.
 type Config struct {
-	Listen string // host:port of the REST API; ":0" picks a free port
-	// Listener, when set, is the API listener, bound already (a test's): Listen
-	// is ignored and the server owns it from Open on.
-	Listener net.Listener
+	// Listen is the REST API's host:port; ":0" picks a free port. Empty: no
+	// listener, the caller serves Server.Handler itself (a test's httptest).
+	Listen string
 	// Store is the store's URL (OpenStore): bolt:PATH, redis…://, etcd…://.
 	Store string
 	// OpenedStore, when set, is served instead of opening Store, which then only

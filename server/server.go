@@ -158,14 +158,7 @@ func (s *Server) release() {
 // state file opened.
 func (s *Server) bind() error {
 	n := httpserve.Net{TLS: s.cfg.TLS, Metrics: s.cfg.MetricsListen}
-	switch {
-	case s.cfg.Listener != nil:
-		lns, err := n.BindAPIOn(s.cfg.Listener, s.log)
-		if err != nil {
-			return err
-		}
-		s.lns = lns
-	case s.cfg.Listen != "":
+	if s.cfg.Listen != "" {
 		lns, err := n.BindAPI(s.cfg.Listen, s.log)
 		if err != nil {
 			return err
@@ -441,8 +434,7 @@ func (s *Server) AdminAddr() net.Addr {
 }
 
 // Handler is the REST API's handler (the admin web included when it is on the
-// API listener), for a caller that serves it itself: Config.Listen "" and no
-// Listener.
+// API listener), for a caller that serves it itself (Config.Listen "").
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // Registry is the registry engine the server serves.

@@ -106,19 +106,3 @@ func WarnPlain(ln net.Listener, what string, log *slog.Logger) {
 	log.Warn(what+" listens on a non-loopback address without TLS: API keys cross the network in clear; "+
 		"set --tls-cert and --tls-key, or keep it behind a TLS-terminating proxy", "addr", ln.Addr().String())
 }
-
-// BindAPIOn is BindAPI on an API listener bound already (a test's): the
-// Listeners own ln from now on, and ln is closed when the metrics listener
-// cannot be bound.
-func (n Net) BindAPIOn(ln net.Listener, log *slog.Logger) (Listeners, error) {
-	b := Listeners{tls: n.TLS != nil, API: Wrap(ln, n.TLS, log)}
-	if n.Metrics != "" {
-		m, err := Bind(n.Metrics, nil, log)
-		if err != nil {
-			b.API.Release()
-			return Listeners{}, err
-		}
-		b.Metrics = m
-	}
-	return b, nil
-}

@@ -51,12 +51,6 @@ func Bind(addr string, tlsCfg *tls.Config, log *slog.Logger) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", addr, err)
 	}
-	return Wrap(ln, tlsCfg, log), nil
-}
-
-// Wrap is Bind on a listener bound already (a test's): the Service owns ln from
-// now on.
-func Wrap(ln net.Listener, tlsCfg *tls.Config, log *slog.Logger) *Service {
 	return &Service{ln: ln, served: make(chan error, 1), srv: &http.Server{
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
@@ -65,7 +59,7 @@ func Wrap(ln net.Listener, tlsCfg *tls.Config, log *slog.Logger) *Service {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		TLSConfig:         tlsCfg,
-	}}
+	}}, nil
 }
 
 // Serve serves h on the bound listener in the background, once. Serve's result
