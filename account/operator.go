@@ -3,7 +3,7 @@ package account
 // OperatorActor returns the actor of account changes made with direct access to
 // the store — the `idkeeper users` command on --store — named who (the operating
 // system's user, say). Whoever can open the store can change any record anyway:
-// account.Service lets this actor do what an enabled admin may (the rules that protect
+// Service lets this actor do what an enabled admin may (the rules that protect
 // the last enabled admin still hold), the audit log names it "operator:WHO", and
 // the accounts it adds have CreatedBy "operator:WHO". It is never stored. The
 // admin web must never use it: its actors are the users of its sessions. Its Name

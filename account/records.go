@@ -66,7 +66,7 @@ type User struct {
 	PasswordChangedAt time.Time
 	LastLoginAt       time.Time // zero: never logged in
 	// Webhook is the Discord webhook URL the user's alerts go to; "" for none.
-	// The user sets it (account.Service.SetWebhook). It is stored as given, usable by
+	// The user sets it (Service.SetWebhook). It is stored as given, usable by
 	// the alert jobs, but its token is a secret: anyone holding the URL can post
 	// to the channel. It is shown only masked (discord.Mask) and never logged or
 	// put in the audit log.

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/idkeeper/idkeeper/internal/harness/registrytest"
 )
 
 // dialFrom opens a connection to addr from the loopback address src (Linux's
@@ -70,7 +68,7 @@ func TestAgentFloodFromOneSource(t *testing.T) {
 // 127.0.0.2 is closed at accept without taking a slot, counted as Denied, and
 // the replica at 127.0.0.1 is answered.
 func TestAgentFloodFromStranger(t *testing.T) {
-	var lines registrytest.SyncBuffer
+	var lines syncBuffer
 	a, addr := startAgent(t, &Agent{Source: fixedSource{synced: true}, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
 		Logger: slog.New(slog.NewTextHandler(&lines, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	idleFlood(t, "127.0.0.2", addr, 100)

@@ -13,6 +13,7 @@ import (
 	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/bolt"
 	"github.com/idkeeper/idkeeper/discord/discordtest"
+	"github.com/idkeeper/idkeeper/server"
 )
 
 // The server wires the alerts: a pool below the threshold reaches the webhook a
@@ -35,13 +36,13 @@ func TestServerSendsCapacityAlert(t *testing.T) {
 	}
 	st.Close()
 
-	srv, err := startRegistryServer(ctx, serverConfig{Listen: "127.0.0.1:0", Store: "bolt:" + path, BootstrapAPIKey: bootstrapKey,
+	srv, err := server.Open(ctx, server.Config{Listen: "127.0.0.1:0", Store: "bolt:" + path, BootstrapAPIKey: bootstrapKey,
 		ShutdownTimeout: time.Second, Logger: quietLogger(), Registry: idkeeper.Config{Nodes: 4},
-		Alerts: alertConfig{Threshold: 0.5, Repeat: time.Hour, Title: "Staging", interval: 50 * time.Millisecond, http: fd.HTTPClient()}})
+		Alerts: server.AlertConfig{Threshold: 0.5, Repeat: time.Hour, Title: "Staging", Interval: 50 * time.Millisecond, HTTP: fd.HTTPClient()}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.shutdown()
+	defer srv.Close()
 	c := &client{t: t, base: "http://" + srv.Addr().String(), key: bootstrapKey}
 	c.do("POST", "/v1/leases", `{"requester":{"machineId":"m","pid":1,"startedAt":"2026-11-30T00:00:00Z","instance":"abc"},"count":3}`, 200)
 	calls := fd.WaitCalls(t, 1, 10*time.Second)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/bolt"
+	"github.com/idkeeper/idkeeper/server"
 )
 
 const apikeyUsage = `Usage:
@@ -80,7 +81,7 @@ func (k *keyStoreFlags) open(ctx context.Context, stderr io.Writer) (idkeeper.St
 	if err := resolveSecrets(log, k.storeFlag); err != nil {
 		return nil, err
 	}
-	return openStore(ctx, k.store, storeOptions{Logger: log, RedisPrefix: k.redisPrefix, Create: k.create})
+	return server.OpenStore(ctx, k.store, server.StoreOptions{Logger: log, RedisPrefix: k.redisPrefix, Create: k.create})
 }
 
 // keyFlags are the flags of the apikey commands: where the keys are (a store, or

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper/internal/plural"
+	"github.com/idkeeper/idkeeper/server"
 	"github.com/idkeeper/idkeeper/snapshot"
 
 	"github.com/idkeeper/idkeeper"
@@ -82,16 +83,9 @@ func openSnapshotStore(ctx context.Context, sf *keyStoreFlags, sub string, stder
 	ss, ok := s.(snapshot.Store)
 	if !ok {
 		s.Close()
-		return nil, nil, fmt.Errorf("the store %s cannot be backed up (%T has no snapshots)", redactURL(sf.store), s)
+		return nil, nil, fmt.Errorf("the store %s cannot be backed up (%T has no snapshots)", server.RedactURL(sf.store), s)
 	}
 	return s, ss, nil
-}
-
-func storeKind(spec string) string {
-	if strings.HasPrefix(spec, "bolt:") {
-		return "bolt"
-	}
-	return "redis"
 }
 
 func runBackupExport(ctx context.Context, args []string, env lookupEnv, stdout, stderr io.Writer) error {
@@ -129,7 +123,7 @@ func runBackupExport(ctx context.Context, args []string, env lookupEnv, stdout, 
 		w = zw
 	}
 	p := newProgress(stderr, "export")
-	sum, err := backup.Export(ctx, ss, w, backup.Source{Store: storeKind(sf.store), TakenAt: time.Now()}, backup.WithProgress(p.update))
+	sum, err := backup.Export(ctx, ss, w, backup.Source{Store: server.StoreKind(sf.store), TakenAt: time.Now()}, backup.WithProgress(p.update))
 	p.done()
 	if err == nil && zw != nil {
 		err = zw.Close()
@@ -157,7 +151,7 @@ func runBackupExport(ctx context.Context, args []string, env lookupEnv, stdout, 
 	}
 	m := sum.Header.Meta
 	fmt.Fprintf(stdout, "exported %s\n  from %s, generation #%d (%s), fencing counter %d\n  to %s: %d bytes (content %d bytes, sha256 %s)\n",
-		sum.Counts, storeKind(sf.store), m.Generation.Number, m.Generation.Origin, m.Fence, out, size, sum.Bytes, sum.SHA256)
+		sum.Counts, server.StoreKind(sf.store), m.Generation.Number, m.Generation.Origin, m.Fence, out, size, sum.Bytes, sum.SHA256)
 	return nil
 }
 

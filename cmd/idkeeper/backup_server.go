@@ -13,6 +13,7 @@ import (
 
 	"github.com/idkeeper/idkeeper/backup"
 	idkhttp "github.com/idkeeper/idkeeper/http"
+	"github.com/idkeeper/idkeeper/server"
 )
 
 // backup export --server URL: through a running server's admin API (GET
@@ -123,7 +124,7 @@ func exportViaServer(ctx context.Context, kf *keyFlags, out string, stdout, stde
 	}
 	syncDir(filepath.Dir(out))
 	m := sum.Header.Meta
-	from := sum.Header.Store + " through " + redactURL(kf.server)
+	from := sum.Header.Store + " through " + server.RedactURL(kf.server)
 	if _, params, perr := mime.ParseMediaType(resp.Header.Get("Content-Disposition")); perr == nil && params["filename"] != "" {
 		from += " (" + params["filename"] + ")"
 	}

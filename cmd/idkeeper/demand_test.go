@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idkeeper/idkeeper/server"
 )
 
 // --node-ids-max: accepted from --node-ids to 4096 (0: off); a gateway started
@@ -43,12 +45,12 @@ func TestGatewayNodeIDsMax(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	srv, err := startRegistryServer(ctx, serverConfig{Listen: "127.0.0.1:0", Store: "bolt:" + filepath.Join(t.TempDir(), "r.db"),
+	srv, err := server.Open(ctx, server.Config{Listen: "127.0.0.1:0", Store: "bolt:" + filepath.Join(t.TempDir(), "r.db"),
 		InitStore: true, BootstrapAPIKey: bootstrapKey, ShutdownTimeout: time.Second, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.shutdown()
+	defer srv.Close()
 	g, err := startGateway(gatewayConfig{Listen: "127.0.0.1:0", ServerURL: "http://" + srv.Addr().String(), APIKey: bootstrapKey,
 		NodeIDs: 1, NodeIDsMax: 4, MaxCount: 10, IdempotencyStore: "none", ShutdownTimeout: time.Second, Logger: quietLogger()})
 	if err != nil {

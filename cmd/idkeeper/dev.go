@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -19,11 +21,23 @@ import (
 	"github.com/idkeeper/idkeeper/idempotency"
 	"github.com/idkeeper/idkeeper/internal/wire"
 	"github.com/idkeeper/idkeeper/protocol"
+	"github.com/idkeeper/idkeeper/server"
 )
 
 // devKeyFile holds the dev command's API key inside its data directory, so that a
 // restarted `idkeeper dev` keeps the key the developer already pasted somewhere.
 const devKeyFile = "dev-api-key"
+
+// devConfig is what dev's flags and environment say.
+type devConfig struct {
+	server              server.Config // the registry on the embedded store
+	gwListen            string
+	gwNodes, gwNodesMax int
+	data                string
+	adminPW             string
+	generated           bool // adminPW was made now: the banner shows it once
+	version, commit     string
+}
 
 // runDev is the dev command: a registry server on the embedded store in a data
 // directory (initialised on first start, with the replica state and the receipt
@@ -34,12 +48,78 @@ const devKeyFile = "dev-api-key"
 // the gateway (which gives its node ID back) before the registry. If the gateway
 // loses its lease, dev stops too and exits with status 1.
 func runDev(ctx context.Context, args []string, env lookupEnv, stdout, stderr io.Writer) error {
+	d, err := parseDev(args, env, stderr)
+	if err != nil {
+		return err
+	}
+	log := d.server.Logger
+	// dev hosts the gateway: its process collects garbage as a gateway's does.
+	applyGCPercent(env, DefaultGCPercent, log)
+	srv, err := server.Open(ctx, d.server)
+	if err != nil {
+		return err
+	}
+	base := "http://" + srv.Addr().String()
+	gw, err := startGateway(gatewayConfig{
+		Listen:             d.gwListen,
+		ServerURL:          base,
+		APIKey:             d.server.BootstrapAPIKey,
+		NodeIDs:            d.gwNodes,
+		NodeIDsMax:         d.gwNodesMax,
+		MaxCount:           gateway.DefaultMaxCount,
+		IdempotencyStore:   "bolt:" + filepath.Join(d.data, "gateway-idem.db"),
+		IdempotencyTTL:     idempotency.DefaultTTL,
+		IdempotencyRecords: gateway.DefaultIdempotencyMaxRecords,
+		ShutdownTimeout:    5 * time.Second,
+		Version:            d.version,
+		Commit:             d.commit,
+		Logger:             log,
+	})
+	if err != nil {
+		return errors.Join(err, srv.Close())
+	}
+	if err := gw.waitOpen(ctx); err != nil {
+		if ctx.Err() != nil { // stopped while starting
+			return errors.Join(gw.shutdown(), srv.Close())
+		}
+		return errors.Join(fmt.Errorf("the gateway could not lease a node ID: %w", err), gw.shutdown(), srv.Close())
+	}
+	login := "as before"
+	switch {
+	case srv.CreatedFirstAdmin() && d.generated:
+		login = DefaultAdminUser + " / " + d.adminPW + "  (shown only this once: only its hash is stored)"
+	case srv.CreatedFirstAdmin():
+		login = DefaultAdminUser + " / the password in " + AdminPasswordEnv
+	}
+	// Like any write to stdout, the banner's failing is no reason to stop serving.
+	_ = devBanner.Execute(stdout, devInfo{
+		Version:    d.version,
+		AdminUser:  DefaultAdminUser,
+		Store:      filepath.Join(d.data, "idkeeper.db"),
+		Registry:   base,
+		APIKey:     d.server.BootstrapAPIKey,
+		Gateway:    "http://" + dialable(gw.Addr()),
+		Admin:      base + "/admin/",
+		AdminLogin: login,
+		Now:        wire.FormatTime(time.Now()),
+	})
+	gwErr := gw.wait(ctx)
+	// The registry stops after the gateway, which gives its node ID back first.
+	stopped, cancel := context.WithCancel(context.Background())
+	cancel()
+	return errors.Join(gwErr, srv.Serve(stopped))
+}
+
+// parseDev reads dev's flags and environment, makes the data directory and the
+// dev API key, and returns the registry's and the gateway's settings.
+func parseDev(args []string, env lookupEnv, stderr io.Writer) (devConfig, error) {
+	var d devConfig
 	fs := newFlagSet("dev", stderr)
 	listen := fs.String("listen", "127.0.0.1:8080", "address of the registry's REST API, host:port")
-	gwListen := fs.String("gateway-listen", "127.0.0.1:8081", "address of the gateway, host:port")
-	gwNodes := fs.Int("gateway-node-ids", 1, "node IDs the gateway leases, each good for 1,024,000 IDs/s")
-	gwNodesMax := fs.Int("gateway-node-ids-max", 0, "lease more node IDs for the gateway on demand, up to this many (its --node-ids-max); 0: off")
-	data := fs.String("data", "./data", "directory of the embedded store, the gateway's idempotency records and the dev API key")
+	fs.StringVar(&d.gwListen, "gateway-listen", "127.0.0.1:8081", "address of the gateway, host:port")
+	fs.IntVar(&d.gwNodes, "gateway-node-ids", 1, "node IDs the gateway leases, each good for 1,024,000 IDs/s")
+	fs.IntVar(&d.gwNodesMax, "gateway-node-ids-max", 0, "lease more node IDs for the gateway on demand, up to this many (its --node-ids-max); 0: off")
+	fs.StringVar(&d.data, "data", "./data", "directory of the embedded store, the gateway's idempotency records and the dev API key")
 	var pf poolFlags
 	pf.register(fs)
 	var kq keyQuotaFlag
@@ -51,110 +131,54 @@ func runDev(ctx context.Context, args []string, env lookupEnv, stdout, stderr io
 		printFlags(stderr, fs)
 	}
 	if err := parseFlags(fs, args, env); err != nil {
-		return err
+		return d, err
 	}
 	// The store of a fresh data directory is initialised with this pool (its layout
 	// checked as a new one then); an existing one must have the same range and layout.
 	pool, err := pf.spec()
 	if err != nil {
-		return err
+		return d, err
 	}
-	if *gwNodes < 1 || *gwNodes > protocol.MaxCount {
-		return usageError{&idkeeper.RangeError{Setting: "gateway-node-ids", Value: strconv.Itoa(*gwNodes), Min: "1", Max: strconv.Itoa(protocol.MaxCount)}}
+	if d.gwNodes < 1 || d.gwNodes > protocol.MaxCount {
+		return d, usageError{&idkeeper.RangeError{Setting: "gateway-node-ids", Value: strconv.Itoa(d.gwNodes), Min: "1", Max: strconv.Itoa(protocol.MaxCount)}}
 	}
-	if *gwNodesMax != 0 && (*gwNodesMax < *gwNodes || *gwNodesMax > protocol.MaxCount) {
-		return usageError{&idkeeper.RangeError{Setting: "gateway-node-ids-max", Value: strconv.Itoa(*gwNodesMax), Min: strconv.Itoa(*gwNodes) + " (--gateway-node-ids)", Max: strconv.Itoa(protocol.MaxCount)}}
+	if d.gwNodesMax != 0 && (d.gwNodesMax < d.gwNodes || d.gwNodesMax > protocol.MaxCount) {
+		return d, usageError{&idkeeper.RangeError{Setting: "gateway-node-ids-max", Value: strconv.Itoa(d.gwNodesMax), Min: strconv.Itoa(d.gwNodes) + " (--gateway-node-ids)", Max: strconv.Itoa(protocol.MaxCount)}}
 	}
-	if err := os.MkdirAll(*data, 0o700); err != nil {
-		return fmt.Errorf("create the data directory: %w", err)
+	if err := os.MkdirAll(d.data, 0o700); err != nil {
+		return d, fmt.Errorf("create the data directory: %w", err)
 	}
-	key, err := devAPIKey(*data, env)
+	key, err := devAPIKey(d.data, env)
 	if err != nil {
-		return err
+		return d, err
 	}
 	// The first admin: IDKEEPER_ADMIN_PASSWORD, or a password made now, used only
 	// when the store holds no account yet.
-	adminPW, err := envSecret(env, AdminPasswordEnv)
-	if err != nil {
-		return err
+	if d.adminPW, err = envSecret(env, AdminPasswordEnv); err != nil {
+		return d, err
 	}
-	generated := adminPW == ""
-	if generated {
-		adminPW = newAdminPassword()
+	if d.generated = d.adminPW == ""; d.generated {
+		d.adminPW = newAdminPassword()
 	}
-	v, c := buildVersion()
-	log := lf.logger(stderr)
-	// dev hosts the gateway: its process collects garbage as a gateway's does.
-	applyGCPercent(env, DefaultGCPercent, log)
+	d.version, d.commit = buildVersion()
 	rc := idkeeper.Config{Layout: pool.Layout, First: pool.First, Nodes: pool.Nodes}
 	kq.apply(&rc)
-	srv, err := startRegistryServer(ctx, serverConfig{
+	d.server = server.Config{
 		Listen:          *listen,
-		Store:           "bolt:" + filepath.Join(*data, "idkeeper.db"),
+		Store:           "bolt:" + filepath.Join(d.data, "idkeeper.db"),
 		InitStore:       true, // dev's own embedded store; a server waits for `idkeeper init`
 		Registry:        rc,
 		KeepStoredSize:  !pf.given("nodes") && !pf.given("node-range"),
 		BootstrapAPIKey: key,
 		AdminUser:       DefaultAdminUser,
-		AdminPassword:   adminPW,
+		AdminPassword:   d.adminPW,
 		ShutdownTimeout: 5 * time.Second,
-		Version:         v,
-		Commit:          c,
-		Logger:          log,
+		Version:         d.version,
+		Commit:          d.commit,
+		Logger:          lf.logger(stderr),
 		Env:             env,
-	})
-	if err != nil {
-		return err
 	}
-	base := "http://" + srv.Addr().String()
-	gw, err := startGateway(gatewayConfig{
-		Listen:             *gwListen,
-		ServerURL:          base,
-		APIKey:             key,
-		NodeIDs:            *gwNodes,
-		NodeIDsMax:         *gwNodesMax,
-		MaxCount:           gateway.DefaultMaxCount,
-		IdempotencyStore:   "bolt:" + filepath.Join(*data, "gateway-idem.db"),
-		IdempotencyTTL:     idempotency.DefaultTTL,
-		IdempotencyRecords: gateway.DefaultIdempotencyMaxRecords,
-		ShutdownTimeout:    5 * time.Second,
-		Version:            v,
-		Commit:             c,
-		Logger:             log,
-	})
-	if err != nil {
-		return errors.Join(err, srv.shutdown())
-	}
-	if err := gw.waitOpen(ctx); err != nil {
-		if ctx.Err() != nil { // stopped while starting
-			return errors.Join(gw.shutdown(), srv.shutdown())
-		}
-		return errors.Join(fmt.Errorf("the gateway could not lease a node ID: %w", err), gw.shutdown(), srv.shutdown())
-	}
-	login := "as before"
-	switch {
-	case srv.web.created.Load() && generated:
-		login = DefaultAdminUser + " / " + adminPW + "  (shown only this once: only its hash is stored)"
-	case srv.web.created.Load():
-		login = DefaultAdminUser + " / the password in " + AdminPasswordEnv
-	}
-	// Like any write to stdout, the banner's failing is no reason to stop serving.
-	_ = devBanner.Execute(stdout, devInfo{
-		Version:    v,
-		AdminUser:  DefaultAdminUser,
-		Store:      filepath.Join(*data, "idkeeper.db"),
-		Registry:   base,
-		APIKey:     key,
-		Gateway:    "http://" + dialable(gw.Addr()),
-		Admin:      base + "/admin/",
-		AdminLogin: login,
-		Now:        wire.FormatTime(time.Now()),
-	})
-	gwErr := gw.wait(ctx)
-	// The registry stops after the gateway, which gives its node ID back first.
-	stopped, cancel := context.WithCancel(context.Background())
-	cancel()
-	return errors.Join(gwErr, srv.wait(stopped))
+	return d, nil
 }
 
 // devInfo fills devBanner.
@@ -244,4 +268,12 @@ func devAPIKey(dir string, env lookupEnv) (string, error) {
 		return "", fmt.Errorf("save the dev API key: %w", err)
 	}
 	return key, nil
+}
+
+// newAdminPassword returns a random password for dev's first admin: 16 bytes,
+// base64url.
+func newAdminPassword() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/idkeeper/idkeeper/client/clientmetrics"
 	"github.com/idkeeper/idkeeper/gateway"
 	idkhttp "github.com/idkeeper/idkeeper/http"
+	"github.com/idkeeper/idkeeper/server"
 )
 
 const (
@@ -387,8 +388,8 @@ func TestDocsSettingsReference(t *testing.T) {
 	}
 
 	// Every --flag and IDKEEPER_ variable written anywhere in the reference exists.
-	named := map[string]bool{} // variables the commands read by name
-	for _, p := range goFiles(t, ".", false) {
+	named := map[string]bool{} // variables the commands read by name, themselves or through package server
+	for _, p := range append(goFiles(t, ".", false), goFiles(t, filepath.Join(moduleRoot, "server"), false)...) {
 		b, err := os.ReadFile(p)
 		if err != nil {
 			t.Fatal(err)
@@ -519,8 +520,7 @@ func exportedMetrics(t *testing.T) map[string][]string {
 	if _, err := gateway.New(nil, gateway.Options{Registerer: rec, Gatherer: prometheus.NewRegistry()}); err != nil {
 		t.Fatalf("gateway.New: %v", err)
 	}
-	newBackupMetrics(rec)
-	newClockMetrics(rec)
+	server.RegisterJobMetrics(rec)
 	for _, want := range []string{"idkeeper_alloc_total", "idkeeper_nodes_free", "idkeeper_client_healthy",
 		"idkeeper_gateway_requests_total", "idkeeper_backup_failures_total", "idkeeper_clock_verified"} {
 		if _, ok := rec.metrics[want]; !ok {

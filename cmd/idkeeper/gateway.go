@@ -23,8 +23,10 @@ import (
 	"github.com/idkeeper/idkeeper/etcd"
 	"github.com/idkeeper/idkeeper/gateway"
 	"github.com/idkeeper/idkeeper/idempotency"
+	"github.com/idkeeper/idkeeper/internal/httpserve"
 	"github.com/idkeeper/idkeeper/protocol"
 	"github.com/idkeeper/idkeeper/redis"
+	"github.com/idkeeper/idkeeper/server"
 )
 
 // ConsumerKeysEnv names the environment variable of the gateway's consumer keys,
@@ -67,7 +69,7 @@ type gatewayConfig struct {
 	Version, Commit                      string
 	Logger                               *slog.Logger
 	Requester                            idkeeper.Requester // zero: this process's (idkclient.ProcessRequester)
-	Net                                  listen             // the listener's TLS and the metrics listener
+	Net                                  httpserve.Net      // the listener's TLS and the metrics listener
 	ServerTLS                            *tls.Config        // trust for an https:// registry; nil: the system's roots
 }
 
@@ -197,12 +199,16 @@ func checkIdempotencyStore(spec string) error {
 		return nil
 	}
 	return usagef("--idempotency-store %q: want bolt:PATH, redis://HOST:PORT/DB, redis+sentinel://…, redis+cluster://…, rediss…, "+
-		"etcd://HOST:PORT[,HOST:PORT…]/PREFIX (etcds… with TLS) or none", redactURL(spec))
+		"etcd://HOST:PORT[,HOST:PORT…]/PREFIX (etcds… with TLS) or none", server.RedactURL(spec))
 }
 
 // idemEtcdPingTimeout bounds the check at start that an etcd idempotency store
 // answers.
 var idemEtcdPingTimeout = 10 * time.Second
+
+// idempotencyLockTimeout is how long opening a bolt idempotency file waits for
+// another process's lock.
+const idempotencyLockTimeout = 5 * time.Second
 
 // idemPurgeEvery is how often a gateway deletes the lapsed records of an etcd
 // idempotency store, which, unlike Redis, drops nothing by itself (lapsed records
@@ -322,12 +328,12 @@ type gatewayServer struct {
 	log      *slog.Logger
 	sess     *idkclient.Session
 	idem     io.Closer // nil without an idempotency store
-	api      *httpService
-	metrics  *httpService  // nil without --metrics-listen
-	fatal    chan error    // the session's lost lease
-	openDone chan struct{} // closed when Open has returned; then openErr is set
+	api      *httpserve.Service
+	metrics  *httpserve.Service // nil without --metrics-listen
+	fatal    chan error         // the session's lost lease
+	openDone chan struct{}      // closed when Open has returned; then openErr is set
 	openErr  error
-	traces   *traces
+	traces   *httpserve.Traces
 	// stopPurge stops the purge of an etcd idempotency store's lapsed records and
 	// waits for it; nil for the other stores.
 	stopPurge func()
@@ -346,13 +352,13 @@ func startGateway(cfg gatewayConfig) (_ *gatewayServer, err error) {
 	}
 	g := &gatewayServer{cfg: cfg, log: log, fatal: make(chan error, 1), openDone: make(chan struct{})}
 	// Bound before the idempotency store is opened: a busy port fails at once.
-	lns, err := cfg.Net.bindAPI(cfg.Listen, log)
+	lns, err := cfg.Net.BindAPI(cfg.Listen, log)
 	if err != nil {
 		return nil, err
 	}
 	defer func() {
 		if err != nil && g.api == nil {
-			lns.release()
+			lns.Release()
 		}
 	}()
 	var store idempotency.Store
@@ -363,7 +369,7 @@ func startGateway(cfg gatewayConfig) (_ *gatewayServer, err error) {
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 			return nil, fmt.Errorf("create the idempotency store's directory: %w", err)
 		}
-		s, err := bolt.OpenIdempotency(path, bolt.Options{Timeout: boltLockTimeout})
+		s, err := bolt.OpenIdempotency(path, bolt.Options{Timeout: idempotencyLockTimeout})
 		if errors.Is(err, bolt.ErrLocked) {
 			return nil, fmt.Errorf("%w (one gateway per bolt file: gateways that share work share a redis:// or etcd:// store)", err)
 		}
@@ -384,7 +390,7 @@ func startGateway(cfg gatewayConfig) (_ *gatewayServer, err error) {
 	default:
 		s, err := redis.OpenIdempotency(spec, redis.Options{Prefix: cfg.RedisPrefix, Logger: log})
 		if err != nil {
-			return nil, fmt.Errorf("open the redis idempotency store %s: %w", redactURL(spec), err)
+			return nil, fmt.Errorf("open the redis idempotency store %s: %w", server.RedactURL(spec), err)
 		}
 		store, g.idem = s, s
 	}
@@ -406,12 +412,12 @@ func startGateway(cfg gatewayConfig) (_ *gatewayServer, err error) {
 	warnOpenGateway(log, cfg.Listen, cfg.ConsumerKeys)
 	// Before the session: its requests to the registry are traced through
 	// WrapTransport when tracing is on.
-	if g.traces, err = startTracing(os.LookupEnv, "idkeeper-gateway", cfg.Version, log); err != nil {
-		return nil, err
+	if g.traces, err = httpserve.StartTracing(os.LookupEnv, "idkeeper-gateway", cfg.Version, log); err != nil {
+		return nil, usageError{err}
 	}
 	defer func() {
 		if err != nil {
-			_ = g.traces.close().close()
+			_ = g.traces.Close().Close()
 		}
 	}()
 	g.sess, err = idkclient.New(idkclient.Config{
@@ -426,7 +432,7 @@ func startGateway(cfg gatewayConfig) (_ *gatewayServer, err error) {
 		MinRetryInterval: cfg.RenewRetryMin, RenewLoopDuration: cfg.RenewRetryMax,
 		Requester:     cfg.Requester,
 		TLSConfig:     cfg.ServerTLS,
-		WrapTransport: g.traces.transport,
+		WrapTransport: g.traces.Transport,
 		OnFatal: func(err error) {
 			select {
 			case g.fatal <- err:
@@ -437,7 +443,7 @@ func startGateway(cfg gatewayConfig) (_ *gatewayServer, err error) {
 	if err != nil {
 		return nil, usageError{err}
 	}
-	promReg := newPromRegistry(clientmetrics.NewCollector(g.sess))
+	promReg := httpserve.NewPromRegistry(clientmetrics.NewCollector(g.sess))
 	gw, err := gateway.New(g.sess, gateway.Options{
 		MaxCount:     cfg.MaxCount,
 		Idempotency:  svc,
@@ -451,16 +457,16 @@ func startGateway(cfg gatewayConfig) (_ *gatewayServer, err error) {
 	if err != nil {
 		return nil, usageError{err}
 	}
-	g.api, g.metrics = lns.serve("the gateway", g.traces.handler(gw.Handler(), "idkeeper-gateway"), promReg, log)
+	g.api, g.metrics = lns.Serve("the gateway", g.traces.Handler(gw.Handler(), "idkeeper-gateway"), promReg, log)
 	go func() {
 		g.openErr = g.sess.Open(context.Background()) // Close ends it
 		close(g.openDone)
 	}()
 	idem := "none"
 	if store != nil {
-		idem = redactURL(cfg.IdempotencyStore)
+		idem = server.RedactURL(cfg.IdempotencyStore)
 	}
-	log.Info("gateway listening; leasing node IDs", "addr", g.api.Addr().String(), "tls", cfg.Net.tls != nil, "server", cfg.servers(),
+	log.Info("gateway listening; leasing node IDs", "addr", g.api.Addr().String(), "tls", cfg.Net.TLS != nil, "server", cfg.servers(),
 		"nodeIds", cfg.NodeIDs, "nodeIdsMax", max(cfg.NodeIDsMax, cfg.NodeIDs), "maxCount", cfg.MaxCount, "idempotencyStore", idem, "idempotencyRequired", cfg.IdempotencyRequired,
 		"consumerKeys", cfg.ConsumerKeys.Len(), "version", cfg.Version)
 	return g, nil
@@ -490,7 +496,7 @@ func (g *gatewayServer) wait(ctx context.Context) error {
 		case <-ctx.Done():
 			g.log.Info("stopping: draining requests in flight", "timeout", g.cfg.ShutdownTimeout)
 			return g.shutdown()
-		case err := <-g.api.served:
+		case err := <-g.api.Served():
 			cause = fmt.Errorf("HTTP server failed: %w", err)
 		case err := <-g.fatal:
 			cause = fmt.Errorf("the gateway lost its lease and cannot issue IDs any more: %w", err)
@@ -519,14 +525,14 @@ func nodeIDsOf(ls []idkclient.Lease) []int64 {
 // ShutdownTimeout), then closes the session (drain, then Remove: the node IDs are
 // free at once) and the idempotency store.
 func (g *gatewayServer) shutdown() error {
-	steps := []closeStep{closeMetrics(g.metrics), {"release the node IDs", g.sess.Close}, g.traces.close()}
+	steps := []httpserve.Step{httpserve.CloseMetrics(g.metrics), {What: "release the node IDs", Close: g.sess.Close}, g.traces.Close()}
 	if g.stopPurge != nil {
-		steps = append(steps, closeStep{"stop purging the idempotency records", func() error { g.stopPurge(); return nil }})
+		steps = append(steps, httpserve.Step{What: "stop purging the idempotency records", Close: func() error { g.stopPurge(); return nil }})
 	}
 	if g.idem != nil {
-		steps = append(steps, closeStep{"close the idempotency store", g.idem.Close})
+		steps = append(steps, httpserve.Step{What: "close the idempotency store", Close: g.idem.Close})
 	}
-	if err := g.api.shutdown(g.cfg.ShutdownTimeout, steps...); err != nil {
+	if err := g.api.Shutdown(g.cfg.ShutdownTimeout, steps...); err != nil {
 		return err
 	}
 	g.log.Info("gateway stopped")

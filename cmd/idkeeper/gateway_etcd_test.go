@@ -16,6 +16,7 @@ import (
 	"github.com/idkeeper/idkeeper/etcd"
 	"github.com/idkeeper/idkeeper/idempotency"
 	"github.com/idkeeper/idkeeper/internal/harness/etcdtest"
+	"github.com/idkeeper/idkeeper/server"
 )
 
 // gatewayProc is an in-process `idkeeper gateway` started by startGatewayCmd.
@@ -119,12 +120,12 @@ func TestGatewayIdempotencyOnEtcd(t *testing.T) {
 	srv := etcdtest.Start(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	reg, err := startRegistryServer(ctx, serverConfig{Listen: "127.0.0.1:0", Store: "bolt:" + filepath.Join(t.TempDir(), "r.db"),
+	reg, err := server.Open(ctx, server.Config{Listen: "127.0.0.1:0", Store: "bolt:" + filepath.Join(t.TempDir(), "r.db"),
 		InitStore: true, BootstrapAPIKey: bootstrapKey, ShutdownTimeout: time.Second, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer reg.shutdown()
+	defer reg.Close()
 	store := "etcd://" + strings.TrimPrefix(srv.Endpoints()[0], "http://") + "/gw-idem"
 	env := map[string]string{"IDKEEPER_API_KEY": bootstrapKey}
 	args := []string{"--server", "http://" + reg.Addr().String(), "--idempotency-store", store}

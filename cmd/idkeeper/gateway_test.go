@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/idkeeper/idkeeper/server"
 )
 
 // startBinary starts the idkeeper binary with args and env (added to the
@@ -215,12 +217,12 @@ func TestGatewayRefusesBadSettings(t *testing.T) {
 func TestGatewayInProcess(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	srv, err := startRegistryServer(ctx, serverConfig{Listen: "127.0.0.1:0", Store: "bolt:" + filepath.Join(t.TempDir(), "r.db"),
+	srv, err := server.Open(ctx, server.Config{Listen: "127.0.0.1:0", Store: "bolt:" + filepath.Join(t.TempDir(), "r.db"),
 		InitStore: true, BootstrapAPIKey: bootstrapKey, ShutdownTimeout: time.Second, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.shutdown()
+	defer srv.Close()
 	args := []string{"gateway", "--listen", "127.0.0.1:0", "--server", "http://" + srv.Addr().String(), "--idempotency-store", "none"}
 	code, _, stderr := runInProcess(ctx, args, map[string]string{"IDKEEPER_API_KEY": "idk_not-the-right-key-0123456789"})
 	if code != exitFail || !strings.Contains(stderr, "API_KEY_INVALID") {
@@ -282,12 +284,12 @@ func TestGatewayAllocBackoffFlags(t *testing.T) {
 		_ = g.wait(stopped)
 	}()
 	time.Sleep(300 * time.Millisecond) // the gateway retries meanwhile
-	srv, err := startRegistryServer(ctx, serverConfig{Listen: addr, Store: store, InitStore: true, BootstrapAPIKey: bootstrapKey,
+	srv, err := server.Open(ctx, server.Config{Listen: addr, Store: store, InitStore: true, BootstrapAPIKey: bootstrapKey,
 		ShutdownTimeout: time.Second, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.shutdown()
+	defer srv.Close()
 	up := time.Now()
 	for {
 		mu.Lock()

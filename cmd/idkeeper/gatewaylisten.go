@@ -10,6 +10,7 @@ import (
 
 	idkclient "github.com/idkeeper/idkeeper/client"
 	"github.com/idkeeper/idkeeper/gateway"
+	"github.com/idkeeper/idkeeper/server"
 )
 
 // The gateway's default listen addresses. Without consumer keys anyone who reaches
@@ -67,11 +68,11 @@ func checkServerURLs(urls []string) error {
 	for _, raw := range urls {
 		u, err := url.Parse(raw)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return usagef("--server %q: want an http:// or https:// URL", redactURL(raw))
+			return usagef("--server %q: want an http:// or https:// URL", server.RedactURL(raw))
 		}
 		base := strings.TrimRight(raw, "/")
 		if slices.Contains(seen, base) {
-			return usagef("--server names %q twice", redactURL(raw))
+			return usagef("--server names %q twice", server.RedactURL(raw))
 		}
 		seen = append(seen, base)
 	}
@@ -86,7 +87,7 @@ func (c gatewayConfig) servers() string {
 	}
 	out := make([]string, len(urls))
 	for i, u := range urls {
-		out[i] = redactURL(u)
+		out[i] = server.RedactURL(u)
 	}
 	return strings.Join(out, ",")
 }

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idkeeper/idkeeper/server"
 )
 
 // gatewayConfigOf parses the gateway's flags and environment as the command does
@@ -75,12 +77,12 @@ func TestGatewayServerList(t *testing.T) {
 func TestGatewayFailsOverToTheNextRegistry(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	srv, err := startRegistryServer(ctx, serverConfig{Listen: "127.0.0.1:0", Store: "bolt:" + filepath.Join(t.TempDir(), "r.db"),
+	srv, err := server.Open(ctx, server.Config{Listen: "127.0.0.1:0", Store: "bolt:" + filepath.Join(t.TempDir(), "r.db"),
 		InitStore: true, BootstrapAPIKey: bootstrapKey, ShutdownTimeout: time.Second, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.shutdown()
+	defer srv.Close()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -4,11 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"time"
 
-	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/internal/wire"
+	"github.com/idkeeper/idkeeper/server"
 )
 
 const initUsage = `Usage: idkeeper init --store … [--nodes N | --node-range FIRST-LAST] [--layout T/N/S] [--epoch DATE]
@@ -61,7 +60,7 @@ func runInit(ctx context.Context, args []string, env lookupEnv, stdout, stderr i
 		return err
 	}
 	// init creates an ID space: its layout must serve for years from now.
-	if err := checkNewLayout(spec, time.Now()); err != nil {
+	if err := server.CheckNewLayout(spec, time.Now()); err != nil {
 		return err
 	}
 	kf.create = true // init is what makes a new bolt store
@@ -76,45 +75,16 @@ func runInit(ctx context.Context, args []string, env lookupEnv, stdout, stderr i
 		fmt.Fprintln(stdout, seen)
 		return nil
 	}
-	res, err := initStore(ctx, s, spec, kf.log.logger(stderr))
+	res, err := server.InitPool(ctx, s, spec, kf.log.logger(stderr))
 	if err != nil {
 		return err
 	}
 	g := res.Generation
 	if res.Fresh {
-		fmt.Fprintf(stdout, "initialised %s: generation %d (%s), %s\n", redactURL(kf.store), g.Number, g.ID, spec)
+		fmt.Fprintf(stdout, "initialised %s: generation %d (%s), %s\n", server.RedactURL(kf.store), g.Number, g.ID, spec)
 	} else {
 		fmt.Fprintf(stdout, "%s is initialised already: generation %d (%s, origin %s, since %s); nothing changed\n",
-			redactURL(kf.store), g.Number, g.ID, g.Origin, wire.FormatTime(g.At))
+			server.RedactURL(kf.store), g.Number, g.ID, g.Origin, wire.FormatTime(g.At))
 	}
 	return nil
-}
-
-// initStore initialises an empty store with the pool spec, as LeaseStore.Init
-// says, after checking spec's layout as a new one (checkNewLayout: a usageError),
-// and logs what it did. An initialised store it leaves as it is; one whose pool has
-// another First or layout than spec's is an error (poolMismatch) naming both.
-func initStore(ctx context.Context, s idkeeper.Store, spec idkeeper.PoolSpec, log *slog.Logger) (idkeeper.InitResult, error) {
-	st, err := s.Status(ctx)
-	if err != nil {
-		return idkeeper.InitResult{}, fmt.Errorf("read the store: %w", err)
-	}
-	if st.Initialised {
-		if st.Pool.Nodes > 0 && !st.Pool.SameSpace(spec) {
-			return idkeeper.InitResult{Generation: st.Generation}, poolMismatch(st.Pool, spec)
-		}
-		return idkeeper.InitResult{Generation: st.Generation}, nil
-	}
-	if err := checkNewLayout(spec, time.Now()); err != nil {
-		return idkeeper.InitResult{}, err
-	}
-	res, err := s.Init(ctx, spec)
-	if err != nil {
-		return res, fmt.Errorf("initialise the store: %w", err)
-	}
-	if res.Fresh {
-		log.Info("initialised a new store", "generation", res.Generation.Number, "id", res.Generation.ID,
-			"nodes", spec.Nodes, "nodeRange", fmt.Sprintf("%d-%d", spec.First, spec.End()-1), "layout", spec.LayoutOrDefault().String())
-	}
-	return res, nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/localstate"
+	"github.com/idkeeper/idkeeper/server"
 )
 
 // The init guard (issue #30): `idkeeper init --unless-seen PATH …` initialises an
@@ -75,7 +76,7 @@ func guardEmptyStore(ctx context.Context, s idkeeper.Store, spec string, paths [
 	if st.Initialised {
 		return "", nil
 	}
-	return checkUnseen(storeIdentity(s, spec), paths, log)
+	return checkUnseen(server.StoreIdentity(s, spec), paths, log)
 }
 
 // checkUnseen returns "" when no replica state file at paths saw a generation of
@@ -100,9 +101,9 @@ func checkUnseen(id string, paths []string, log *slog.Logger) (string, error) {
 		case store != "" && store != localstate.Abbrev(id):
 			log.Warn("init guard: the replica state file belongs to another store, so it is no evidence about this one; "+
 				"its registry refuses it at start unless it is adopted (--adopt-state-file)",
-				"stateFile", path, "recorded", store, "store", id, "seen", describeGeneration(st.Generation))
+				"stateFile", path, "recorded", store, "store", id, "seen", server.DescribeGeneration(st.Generation))
 		default:
-			what := describeGeneration(st.Generation)
+			what := server.DescribeGeneration(st.Generation)
 			if st.Generation.IsZero() {
 				what = fmt.Sprintf("fencing token %d", st.MaxToken)
 			}
@@ -146,7 +147,7 @@ func stateFilesAt(paths []string) ([]string, error) {
 		}
 		for _, e := range entries {
 			path := filepath.Join(p, e.Name())
-			if strings.Contains(e.Name(), stateFileName) {
+			if strings.Contains(e.Name(), server.StateFileName) {
 				files = append(files, path)
 				continue
 			}

@@ -12,6 +12,7 @@ import (
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/internal/harness/redistest"
 	"github.com/idkeeper/idkeeper/localstate"
+	"github.com/idkeeper/idkeeper/server"
 )
 
 // guardedInit runs `idkeeper init --store store --unless-seen P …` in process.
@@ -27,7 +28,7 @@ func guardedInit(t *testing.T, store string, env map[string]string, paths ...str
 // specStatus reads the store at spec (bolt or Redis) as the commands open it.
 func specStatus(t *testing.T, spec string) idkeeper.StoreStatus {
 	t.Helper()
-	s, err := openStore(context.Background(), spec, storeOptions{Logger: slog.New(slog.DiscardHandler)})
+	s, err := server.OpenStore(context.Background(), spec, server.StoreOptions{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +87,7 @@ func TestInitUnlessSeenBolt(t *testing.T) {
 	}
 	first := specStatus(t, spec).Generation
 
-	state := filepath.Join(v1, stateFileName)
+	state := filepath.Join(v1, server.StateFileName)
 	runBolt(t, db, "--state-file", state)
 	code, stdout, stderr = guardedInit(t, spec, nil, v1, v2)
 	if code != exitOK || !strings.Contains(stdout, "is initialised already") || specStatus(t, spec).Generation != first {
@@ -136,7 +137,7 @@ func TestInitUnlessSeenRedis(t *testing.T) {
 			t.Fatalf("a new deployment: exit %d\n%s%s", code, stdout, stderr)
 		}
 		for _, v := range []string{v1, v2} {
-			s, _ := startInProcess(t, []string{"--store", rs.URL(), "--state-file", filepath.Join(v, stateFileName),
+			s, _ := startInProcess(t, []string{"--store", rs.URL(), "--state-file", filepath.Join(v, server.StateFileName),
 				"--accept-lost-writes-on-redis-restart"}, bootstrapEnv)
 			if s.base == "" {
 				t.Fatalf("the registry did not start:\n%s", s.logs)
@@ -149,8 +150,8 @@ func TestInitUnlessSeenRedis(t *testing.T) {
 		}
 		rs.Restart(t)
 		code, stdout, stderr := guardedInit(t, rs.URL(), nil, v1, v2)
-		refusedEmptied(t, rs.URL(), filepath.Join(v1, stateFileName), code, stdout, stderr)
-		if !strings.Contains(stderr, filepath.Join(v2, stateFileName)) {
+		refusedEmptied(t, rs.URL(), filepath.Join(v1, server.StateFileName), code, stdout, stderr)
+		if !strings.Contains(stderr, filepath.Join(v2, server.StateFileName)) {
 			t.Errorf("the refusal names one of the two files that saw the store:\n%s", stderr)
 		}
 		if strings.Contains(stdout+stderr, pw) || !strings.Contains(stderr, "(redis://"+rs.Addr()+"/0 prefix ") {
@@ -161,14 +162,14 @@ func TestInitUnlessSeenRedis(t *testing.T) {
 	t.Run("a registry that waited for init", func(t *testing.T) {
 		rs := redistest.Start(t)
 		v := t.TempDir()
-		s, _ := startInProcess(t, []string{"--store", rs.URL(), "--state-file", filepath.Join(v, stateFileName),
+		s, _ := startInProcess(t, []string{"--store", rs.URL(), "--state-file", filepath.Join(v, server.StateFileName),
 			"--accept-lost-writes-on-redis-restart"}, bootstrapEnv)
 		if s.base == "" {
 			t.Fatalf("the registry did not start:\n%s", s.logs)
 		}
 		s.client(bootstrapKey).do("GET", "/readyz", "", 503)
 		s.stop()
-		code, stdout, stderr := guardedInit(t, rs.URL(), nil, filepath.Join(v, stateFileName)) // the FILE form
+		code, stdout, stderr := guardedInit(t, rs.URL(), nil, filepath.Join(v, server.StateFileName)) // the FILE form
 		if code != exitOK || !strings.Contains(stdout, "generation 1") || !strings.Contains(stderr, "saw no store generation") {
 			t.Fatalf("a state file that saw no generation: exit %d\n%s%s", code, stdout, stderr)
 		}
@@ -178,7 +179,7 @@ func TestInitUnlessSeenRedis(t *testing.T) {
 		rs, other := redistest.Start(t), redistest.Start(t)
 		initInProcess(t, other.URL())
 		v := t.TempDir()
-		s, _ := startInProcess(t, []string{"--store", other.URL(), "--state-file", filepath.Join(v, stateFileName),
+		s, _ := startInProcess(t, []string{"--store", other.URL(), "--state-file", filepath.Join(v, server.StateFileName),
 			"--accept-lost-writes-on-redis-restart"}, bootstrapEnv)
 		if s.base == "" {
 			t.Fatalf("the registry did not start:\n%s", s.logs)
@@ -191,7 +192,7 @@ func TestInitUnlessSeenRedis(t *testing.T) {
 			t.Fatalf("another store's file: exit %d, want 0 and a warning naming the other store\n%s%s", code, stdout, stderr)
 		}
 		// That registry then refuses this store's start with the file (issue #29).
-		if _, code := startInProcess(t, []string{"--store", rs.URL(), "--state-file", filepath.Join(v, stateFileName),
+		if _, code := startInProcess(t, []string{"--store", rs.URL(), "--state-file", filepath.Join(v, server.StateFileName),
 			"--accept-lost-writes-on-redis-restart"}, bootstrapEnv); code != exitUsage {
 			t.Fatalf("a registry on this store with the other's file: exit %d, want %d", code, exitUsage)
 		}
@@ -200,7 +201,7 @@ func TestInitUnlessSeenRedis(t *testing.T) {
 	t.Run("a legacy file that saw a generation", func(t *testing.T) {
 		rs := redistest.Start(t)
 		v := t.TempDir()
-		legacy := filepath.Join(v, stateFileName)
+		legacy := filepath.Join(v, server.StateFileName)
 		writeLegacyState(t, legacy, otherGeneration)
 		code, stdout, stderr := guardedInit(t, rs.URL(), nil, v)
 		refusedEmptied(t, rs.URL(), legacy, code, stdout, stderr)
@@ -227,7 +228,7 @@ func TestInitUnlessSeenPaths(t *testing.T) {
 	saw := filepath.Join(dir, "saw")
 	runBolt(t, filepath.Join(dir, "a.db"), "--state-file", saw)
 	seenSpec := other
-	damaged := filepath.Join(dir, "damaged", stateFileName)
+	damaged := filepath.Join(dir, "damaged", server.StateFileName)
 	if err := os.MkdirAll(filepath.Dir(damaged), 0o700); err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"flag"
-	"log/slog"
 	"strconv"
 
 	"github.com/idkeeper/idkeeper"
@@ -45,14 +44,5 @@ func (f *keyQuotaFlag) apply(c *idkeeper.Config) {
 	c.KeyMaxNodesDefault = idkeeper.KeyQuotaQuarter
 	if f.set {
 		c.KeyMaxNodesDefault = f.n
-	}
-}
-
-// warnNoKeyQuota logs, at start, that no default quota protects the pool.
-func warnNoKeyQuota(log *slog.Logger, reg *idkeeper.Registry) {
-	if reg.DefaultKeyQuota() == 0 {
-		log.Warn("no default API key quota (--" + keyQuotaFlagName + " 0): a key without its own quota may take " +
-			"every free node ID, and keep them cooling for up to the lease duration after removing them; " +
-			"give every key a quota (apikey create --max-nodes, the admin) or set a default")
 	}
 }

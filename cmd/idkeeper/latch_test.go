@@ -21,6 +21,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/internal/harness/redistest"
+	"github.com/idkeeper/idkeeper/server"
 )
 
 // serverProcess is the real binary serving as a registry replica, its JSON log
@@ -195,7 +196,7 @@ func TestServerClockLatchExits(t *testing.T) {
 	env := []string{ClockSecretEnv + "=" + clockSecretForTests, BootstrapKeyEnv + "=" + bootstrapKey}
 	args := []string{"--store", rs.URL(), "--state-file", state, "--accept-lost-writes-on-redis-restart",
 		"--clock-agent", agent.Addr, "--clock-delta", "1s", "--clock-check-interval", "100ms", "--cleanup-interval", "1s"}
-	store, err := openStore(context.Background(), rs.URL(), storeOptions{Logger: slog.New(slog.DiscardHandler)})
+	store, err := server.OpenStore(context.Background(), rs.URL(), server.StoreOptions{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

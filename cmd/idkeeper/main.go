@@ -37,6 +37,8 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+
+	"github.com/idkeeper/idkeeper/server"
 )
 
 func main() {
@@ -57,7 +59,9 @@ const (
 	exitOK    = 0
 	exitFail  = 1
 	exitUsage = 2
-	// exitClockUnverified (latch.go) is the server's after a failed clock check.
+	// exitClockUnverified is the server's after a failed clock check: its
+	// supervisor must start a fresh process (server.ExitClockUnverified).
+	exitClockUnverified = server.ExitClockUnverified
 )
 
 // lookupEnv reads one environment variable; os.LookupEnv in production, a map in
@@ -65,7 +69,7 @@ const (
 type lookupEnv func(string) (string, bool)
 
 // usageError is a mistake in the command line or configuration: run prints it and
-// exits with status 2.
+// exits with status 2, as for a *server.ConfigError.
 type usageError struct{ err error }
 
 func (e usageError) Error() string { return e.err.Error() }
@@ -164,10 +168,10 @@ func run(ctx context.Context, args []string, env lookupEnv, stdout, stderr io.Wr
 		return exitOK
 	case errors.Is(err, errHelp):
 		return exitOK
-	case errors.As(err, new(*errClockLatched)):
+	case errors.As(err, new(*server.ClockLatchedError)):
 		// The server logged why, in one line, before it shut down.
 		return exitClockUnverified
-	case errors.As(err, new(usageError)):
+	case errors.As(err, new(usageError)), errors.As(err, new(*server.ConfigError)):
 		fmt.Fprintf(stderr, "idkeeper: %v\n", err)
 		return exitUsage
 	default:

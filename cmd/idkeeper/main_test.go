@@ -20,6 +20,7 @@ import (
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/bolt"
 	"github.com/idkeeper/idkeeper/internal/harness/redistest"
+	"github.com/idkeeper/idkeeper/server"
 )
 
 // binary is the idkeeper binary TestMain builds, with version and commit set the
@@ -142,11 +143,11 @@ func TestBinary(t *testing.T) {
 	if strings.Contains(all, bootstrapKey) || strings.Contains(all, created) {
 		t.Fatalf("an API key was logged:\n%s", all)
 	}
-	secret, err := os.ReadFile(filepath.Join(dir, "data", receiptSecretName))
+	secret, err := os.ReadFile(filepath.Join(dir, "data", server.ReceiptSecretName))
 	if err != nil || strings.Contains(all, strings.TrimSpace(string(secret))) {
 		t.Fatalf("receipt secret %v, or logged", err)
 	}
-	if info, err := os.Stat(filepath.Join(dir, "data", "idkeeper.db."+stateFileName)); err != nil || info.Mode().Perm() != 0o600 {
+	if info, err := os.Stat(filepath.Join(dir, "data", "idkeeper.db."+server.StateFileName)); err != nil || info.Mode().Perm() != 0o600 {
 		t.Fatalf("state file beside the store: %v %v", info, err)
 	}
 }

@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/idkeeper/idkeeper"
-	"github.com/idkeeper/idkeeper/internal/wire"
 	"github.com/idkeeper/idkeeper/snowflake"
 )
 
@@ -99,17 +97,6 @@ func (p *poolFlags) spec() (idkeeper.PoolSpec, error) {
 	return spec, nil
 }
 
-// checkNewLayout checks the layout of a pool about to be created, at now: the
-// epoch not after now and the range's end at least snowflake.MinLifetimeYears
-// away (Layout.ValidateNew). The error is a usageError naming --layout and
-// --epoch.
-func checkNewLayout(spec idkeeper.PoolSpec, now time.Time) error {
-	if err := spec.LayoutOrDefault().ValidateNew(now); err != nil {
-		return usagef("--layout and --epoch: %v", err)
-	}
-	return nil
-}
-
 // parseNodeRange reads --node-range: "FIRST-LAST", two decimal node IDs, FIRST ≤
 // LAST, both included; ASCII spaces around either are ignored.
 func parseNodeRange(s string) (first, last int64, err error) {
@@ -129,22 +116,4 @@ func parseNodeRange(s string) (first, last int64, err error) {
 		return 0, 0, bad("FIRST is above LAST")
 	}
 	return first, last, nil
-}
-
-// poolFlagsOf is the command line that serves a store holding the pool spec: the
-// --node-range, --layout and --epoch to give a server (or dev) for it.
-func poolFlagsOf(spec idkeeper.PoolSpec) string {
-	l := spec.LayoutOrDefault()
-	return fmt.Sprintf("--node-range %d-%d --layout %s --epoch %s", spec.First, spec.End()-1, l.Widths(),
-		wire.FormatTime(l.Epoch))
-}
-
-// poolMismatch is the error a command reports for a store whose pool (stored) has
-// another node range or layout than the flags ask for (asked): both specs, the
-// flags that serve the store as it is, and that another range or layout needs a
-// new store. It wraps the registry's POOL_MISMATCH Error.
-func poolMismatch(stored, asked idkeeper.PoolSpec) error {
-	return fmt.Errorf("%w\nto serve this store, start with %s (a range may only grow upward from its first node ID); "+
-		"for another node range or layout, initialise a new store (idkeeper init) for it",
-		idkeeper.PoolMismatchError(stored, asked), poolFlagsOf(stored))
 }

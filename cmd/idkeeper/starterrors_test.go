@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper/gateway"
+	"github.com/idkeeper/idkeeper/server"
 )
 
 // dirEntries lists dir's names, for "nothing was created here".
@@ -97,9 +98,9 @@ func closedPort(t *testing.T) string {
 // password, before any check of the Redis persistence settings; nothing is
 // written beside.
 func TestUnreachableStoreSaysCannotReach(t *testing.T) {
-	old := storePingTimeout
-	storePingTimeout = time.Second
-	t.Cleanup(func() { storePingTimeout = old })
+	old := server.StorePingTimeout
+	server.StorePingTimeout = time.Second
+	t.Cleanup(func() { server.StorePingTimeout = old })
 	ctx := context.Background()
 	addr := closedPort(t)
 	const password = "s3cret-password-never-shown"

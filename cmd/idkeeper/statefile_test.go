@@ -15,6 +15,7 @@ import (
 	"github.com/idkeeper/idkeeper/internal/harness/redistest"
 	"github.com/idkeeper/idkeeper/localstate"
 	"github.com/idkeeper/idkeeper/redis"
+	"github.com/idkeeper/idkeeper/server"
 )
 
 const stateRequester = `{"requester":{"machineId":"m","pid":1,"startedAt":"2026-11-30T10:00:00Z","instance":"a"},"count":3}`
@@ -177,7 +178,7 @@ func TestLegacyStateFile(t *testing.T) {
 		dir := t.TempDir()
 		b := filepath.Join(dir, "b.db")
 		initInProcess(t, "bolt:"+b)
-		legacy := filepath.Join(dir, stateFileName)
+		legacy := filepath.Join(dir, server.StateFileName)
 		runBolt(t, b, "--state-file", legacy) // an earlier version ran on it, through that file
 		f, err := localstate.Open(legacy)
 		if err != nil {
@@ -212,7 +213,7 @@ func TestLegacyStateFile(t *testing.T) {
 		dir := t.TempDir()
 		b := filepath.Join(dir, "b.db")
 		initInProcess(t, "bolt:"+b)
-		legacy := filepath.Join(dir, stateFileName)
+		legacy := filepath.Join(dir, server.StateFileName)
 		writeLegacyState(t, legacy, otherGeneration)
 		before, storeBefore := snapshotFiles(t, legacy), statusOf(t, b)
 		s, code := startInProcess(t, []string{"--store", "bolt:" + b}, bootstrapEnv)
@@ -242,7 +243,7 @@ func TestLegacyStateFile(t *testing.T) {
 		dir := t.TempDir()
 		b := filepath.Join(dir, "b.db")
 		initInProcess(t, "bolt:"+b)
-		legacy := filepath.Join(dir, stateFileName)
+		legacy := filepath.Join(dir, server.StateFileName)
 		writeLegacyState(t, legacy, otherGeneration)
 		held, err := localstate.Open(legacy) // the server of another store still runs on it
 		if err != nil {
@@ -281,10 +282,8 @@ func TestStateFileRecordsRedis(t *testing.T) {
 	if code != exitUsage {
 		t.Fatalf("a server on another Redis with this state file: exit %d, want %d", code, exitUsage)
 	}
-	if defaultStateFile(rs.URL(), want) == defaultStateFile(other.URL(), "redis://"+other.Addr()+"/0 prefix "+redis.DefaultPrefix) ||
-		defaultStateFile(rs.URL(), want) == legacyStateFile(rs.URL()) {
-		t.Fatal("two Redis stores share a default state file")
-	}
+	// That two Redis stores never share a default state file is
+	// server.TestDefaultStateFile_OnePerStore.
 }
 
 // The identities of the stores: the Redis forms, etcd's endpoints and prefix;
@@ -298,10 +297,10 @@ func TestStoreIdentities(t *testing.T) {
 	} {
 		s, err := redis.Open(url, redis.Options{Prefix: "p:"})
 		if err != nil {
-			t.Fatalf("%s: %v", redactURL(url), err)
+			t.Fatalf("%s: %v", server.RedactURL(url), err)
 		}
-		if got := storeIdentity(s, url); got != want {
-			t.Errorf("%s: identity %q, want %q", redactURL(url), got, want)
+		if got := server.StoreIdentity(s, url); got != want {
+			t.Errorf("%s: identity %q, want %q", server.RedactURL(url), got, want)
 		}
 		s.Close()
 	}
@@ -309,11 +308,11 @@ func TestStoreIdentities(t *testing.T) {
 	ep := strings.TrimPrefix(srv.Endpoints()[0], "http://")
 	for _, prefix := range []string{"one", "two"} {
 		url := "etcd://" + ep + "/" + prefix
-		s, err := openStore(ctx, url, storeOptions{})
+		s, err := server.OpenStore(ctx, url, server.StoreOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got, want := storeIdentity(s, url), "etcd://"+ep+"/"+prefix+"/"; got != want {
+		if got, want := server.StoreIdentity(s, url), "etcd://"+ep+"/"+prefix+"/"; got != want {
 			t.Errorf("etcd identity %q, want %q", got, want)
 		}
 		s.Close()

@@ -4,6 +4,7 @@ import (
 	"flag"
 
 	"github.com/idkeeper/idkeeper/internal/shortlease"
+	"github.com/idkeeper/idkeeper/server"
 )
 
 // hiddenFlags are left out of a command's usage: test-only settings that an
@@ -25,7 +26,7 @@ func (u *unsafeFlags) register(fs *flag.FlagSet) {
 }
 
 // apply copies the settings into c, logging a warning for each one set.
-func (u *unsafeFlags) apply(c *serverConfig) {
+func (u *unsafeFlags) apply(c *server.Config) {
 	if u.shortLeases {
 		shortlease.Allow(&c.Registry)
 		c.Logger.Warn("--unsafe-short-leases is set: leases of seconds are allowed; for fault-injection tests only")

@@ -1,7 +1,7 @@
 // Package registrytest starts a real registry for tests: a store (a bbolt file in
-// t.TempDir() unless the caller brings one), the registry engine, an API key and
-// the http package's handler served by httptest on loopback. Everything it starts
-// is closed by t.Cleanup.
+// t.TempDir() unless the caller brings one) and an API key, assembled into a
+// registry server by package server, whose handler httptest serves on loopback.
+// Everything it starts is closed by t.Cleanup.
 //
 // It is test support: it may import the http adapter, so only external test
 // packages (package http_test) of http may use it.
@@ -17,6 +17,7 @@ import (
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/bolt"
 	idkhttp "github.com/idkeeper/idkeeper/http"
+	"github.com/idkeeper/idkeeper/server"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -78,8 +79,10 @@ type Server struct {
 	HTTP     *httptest.Server
 }
 
-// Start starts a registry server as o says; t.Cleanup closes the server, then the
-// registry, then the store.
+// Start starts a registry server as o says, assembled by package server as
+// `idkeeper server` is (without the admin web, the alerts, the backups and a
+// replica state file), its handler served by httptest; t.Cleanup closes the
+// HTTP server, then the registry and the store.
 func Start(t TB, o Options) *Server {
 	t.Helper()
 	if o.Logger == nil {
@@ -99,28 +102,12 @@ func Start(t TB, o Options) *Server {
 		}
 		st = bs
 	}
-	t.Cleanup(func() { _ = st.Close() })
 	cfg := o.Config
-	if cfg.Logger == nil {
-		cfg.Logger = o.Logger
-	}
 	if cfg.Clock == nil && o.Clock != nil {
 		cfg.Clock = o.Clock
 	}
 	if cfg.ReceiptSecret == nil {
 		cfg.ReceiptSecret = ReceiptSecret
-	}
-	var (
-		reg *idkeeper.Registry
-		err error
-	)
-	if cfg.OnAdopt == nil {
-		// As the server does with its bootstrap key: a store that lost its data gets
-		// the key again after the recovery.
-		cfg.OnAdopt = func(ctx context.Context) error {
-			_, err := reg.EnsureAPIKey(ctx, o.APIKey, o.KeyName)
-			return err
-		}
 	}
 	ctx := context.Background()
 	if !o.NoInit {
@@ -129,17 +116,51 @@ func Start(t TB, o Options) *Server {
 			pool.Nodes = pool.LayoutOrDefault().Nodes() - int(pool.First)
 		}
 		if _, err := st.Init(ctx, pool); err != nil {
+			_ = st.Close()
 			t.Fatal(err)
 		}
 	}
-	reg, err = idkeeper.NewRegistry(st, cfg)
+	log := o.Logger
+	if cfg.Logger != nil {
+		log = cfg.Logger
+	}
+	hopts := o.HTTP
+	if hopts.Logger == nil {
+		hopts.Logger = log
+	}
+	if hopts.Gatherer == nil {
+		hopts.Gatherer = prometheus.NewRegistry()
+	}
+	onAdopt := cfg.OnAdopt
+	cfg.OnAdopt = nil
+	srv, err := server.Open(ctx, server.Config{
+		OpenedStore: st,
+		Store:       "registrytest",
+		Registry:    cfg,
+		Logger:      log,
+		NoAdmin:     true,
+		NoStateFile: true,
+		// The harness's Redis persists nothing: a test restarts no Redis.
+		AcceptLostWrites: true,
+		Env:              func(string) (string, bool) { return "", false },
+		// As the server does with its bootstrap key: a store that lost its data
+		// gets the key again after the recovery.
+		OnAdopt: func(ctx context.Context, reg *idkeeper.Registry) error {
+			if onAdopt != nil {
+				return onAdopt(ctx)
+			}
+			_, err := reg.EnsureAPIKey(ctx, o.APIKey, o.KeyName)
+			return err
+		},
+		// The caller's options stand as given: this harness tests the API.
+		API:  func(opts *idkhttp.Options) { *opts = hopts },
+		Wrap: o.Wrap,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := reg.Open(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = reg.Close() })
+	t.Cleanup(func() { _ = srv.Close() })
+	reg := srv.Registry()
 	if o.Opened != nil {
 		o.Opened(reg)
 	}
@@ -148,22 +169,7 @@ func Start(t TB, o Options) *Server {
 			t.Fatal(err)
 		}
 	}
-	hopts := o.HTTP
-	if hopts.Logger == nil {
-		hopts.Logger = cfg.Logger
-	}
-	if hopts.Gatherer == nil {
-		hopts.Gatherer = prometheus.NewRegistry()
-	}
-	api, err := idkhttp.NewServer(reg, hopts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var h http.Handler = api.Handler()
-	if o.Wrap != nil {
-		h = o.Wrap(h)
-	}
-	ts := httptest.NewUnstartedServer(h)
+	ts := httptest.NewUnstartedServer(srv.Handler())
 	if o.TLS {
 		ts.StartTLS()
 	} else {

@@ -12,21 +12,17 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
 	"github.com/idkeeper/idkeeper"
-	idkhttp "github.com/idkeeper/idkeeper/http"
 	"github.com/idkeeper/idkeeper/internal/harness/chaos/controls"
 	"github.com/idkeeper/idkeeper/internal/shortlease"
-	"github.com/idkeeper/idkeeper/localstate"
 	"github.com/idkeeper/idkeeper/redis"
+	"github.com/idkeeper/idkeeper/server"
 )
 
 func main() {
@@ -53,6 +49,9 @@ func main() {
 	}
 }
 
+// run serves the registry on the store control until ctx ends, assembled by
+// package server as `idkeeper server` is, without the admin web, the alerts and
+// the backups; the control's store is no admin store.
 func run(ctx context.Context, log *slog.Logger, listen, storeURL, stateFile, control string, cfg idkeeper.Config) error {
 	if storeURL == "" || stateFile == "" || control == "" {
 		return errors.New("--store, --state-file and --control are required")
@@ -61,51 +60,30 @@ func run(ctx context.Context, log *slog.Logger, listen, storeURL, stateFile, con
 	if err != nil {
 		return err
 	}
-	defer rs.Close()
 	store, err := controls.Wrap(rs, control)
 	if err != nil {
+		_ = rs.Close()
 		return err
 	}
-	state, err := localstate.Open(stateFile)
-	if err != nil {
-		return err
-	}
-	defer state.Close()
-	key := os.Getenv("IDKEEPER_BOOTSTRAP_API_KEY")
-	cfg.State, cfg.Logger = state, log
-	cfg.ReceiptSecret = []byte(os.Getenv("IDKEEPER_RECEIPT_SECRET"))
 	shortlease.Allow(&cfg)
-	var reg *idkeeper.Registry
-	cfg.OnAdopt = func(ctx context.Context) error {
-		_, _, err := reg.EnsureBootstrapKey(ctx, key)
-		return err
-	}
-	if reg, err = idkeeper.NewRegistry(store, cfg); err != nil {
-		return err
-	}
-	if err := reg.Open(ctx); err != nil {
-		return err
-	}
-	defer reg.Close()
-	api, err := idkhttp.NewServer(reg, idkhttp.Options{Logger: log})
+	srv, err := server.Open(ctx, server.Config{
+		Listen:          listen,
+		Store:           storeURL,
+		OpenedStore:     store,
+		Registry:        cfg,
+		StateFile:       stateFile,
+		BootstrapAPIKey: os.Getenv(server.BootstrapKeyEnv),
+		NoAdmin:         true,
+		// The suite chooses the Redis persistence it tests; a control is no
+		// judge of it.
+		AcceptLostWrites: true,
+		ShutdownTimeout:  2 * time.Second,
+		Logger:           log,
+	})
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", listen)
-	if err != nil {
-		return err
-	}
-	srv := &http.Server{Handler: api.Handler()}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
 	log.Warn("chaosserver listening: a negative control of the fault-injection suite, never a registry to use",
-		"addr", ln.Addr().String(), "control", control)
-	select {
-	case err := <-served:
-		return fmt.Errorf("serve: %w", err)
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	return srv.Shutdown(sctx)
+		"addr", srv.Addr().String(), "control", control)
+	return srv.Serve(ctx)
 }

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"context"
@@ -15,7 +15,6 @@ import (
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/backup"
 	"github.com/idkeeper/idkeeper/bolt"
-	"github.com/idkeeper/idkeeper/internal/harness/registrytest"
 )
 
 // auditList collects audit entries.
@@ -57,7 +56,7 @@ func openScheduleStore(t *testing.T) *bolt.Store {
 func TestBackupScheduleFlagSeedsOnce(t *testing.T) {
 	st := openScheduleStore(t)
 	auditor := &auditList{}
-	var logs [2]registrytest.SyncBuffer
+	var logs [2]syncBuffer
 	specs := [2]string{"0 3 * * *", "@hourly"}
 	var wg sync.WaitGroup
 	for i := range 2 {
@@ -95,7 +94,7 @@ func TestBackupScheduleFlagSeedsOnce(t *testing.T) {
 	}
 	// A later start: with the store's schedule no word, with another a WARN;
 	// neither writes.
-	var same, other registrytest.SyncBuffer
+	var same, other syncBuffer
 	seedBackupSchedule(t.Context(), st, specs[winner], "replica-c", auditor, slog.New(slog.NewJSONHandler(&same, nil)))
 	seedBackupSchedule(t.Context(), st, "@weekly", "replica-d", auditor, slog.New(slog.NewJSONHandler(&other, nil)))
 	seedBackupSchedule(t.Context(), st, "", "replica-e", auditor, slog.New(slog.NewJSONHandler(&same, nil)))
@@ -114,12 +113,12 @@ func TestRunningBackupJobFollowsTheStore(t *testing.T) {
 	st := openScheduleStore(t)
 	promReg := prometheus.NewRegistry()
 	runs := make(chan backup.Run, 100)
-	cfg := backupConfig{Dir: filepath.Join(t.TempDir(), "backups"), Gzip: true, PollEvery: 20 * time.Millisecond}
+	cfg := BackupConfig{Dir: filepath.Join(t.TempDir(), "backups"), Gzip: true, PollEvery: 20 * time.Millisecond}
 	r, err := startBackups(cfg, st, "bolt", "replica-a", &auditList{}, promReg, quietLogger(), func(run backup.Run) { runs <- run })
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = r.close().close() })
+	t.Cleanup(func() { _ = r.close().Close() })
 	gauge := func() float64 {
 		mfs, _ := promReg.Gather()
 		for _, mf := range mfs {

@@ -1,9 +1,8 @@
-package main
+package server
 
 import (
+	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -22,19 +21,11 @@ import (
 	"github.com/idkeeper/idkeeper/discord"
 	"github.com/idkeeper/idkeeper/etcd"
 	"github.com/idkeeper/idkeeper/idempotency"
+	"github.com/idkeeper/idkeeper/internal/httpserve"
 	"github.com/idkeeper/idkeeper/password"
 	"github.com/idkeeper/idkeeper/redis"
 	"github.com/idkeeper/idkeeper/snapshot"
 )
-
-// AdminPasswordEnv names the environment variable holding the first admin's
-// password (AdminPasswordEnv_FILE: a file holding it): the server creates the
-// account --admin-user with it when the store holds no account. An environment
-// variable only: a flag would show the secret in ps.
-const AdminPasswordEnv = "IDKEEPER_ADMIN_PASSWORD"
-
-// DefaultAdminUser is the --admin-user default: the first admin's name.
-const DefaultAdminUser = "admin"
 
 // adminWeb is the admin web of a registry server (issue #10): its accounts over
 // the store, the IP allow-list (the --allowed-ips floor and the store's entries),
@@ -45,7 +36,7 @@ type adminWeb struct {
 	allow   *allowlist.List
 	idem    *idempotency.Service // the Idempotency-Key records of the admin creates; nil: none
 	handler http.Handler
-	web     *httpService // the --admin-listen listener; nil: /admin/ is on the API listener
+	web     *httpserve.Service // the --admin-listen listener; nil: /admin/ is on the API listener
 	stop    context.CancelFunc
 	created atomic.Bool // the first admin was created by this process
 	// snaps is the store as the admin API's backup and restore routes use it; nil
@@ -62,31 +53,31 @@ type adminWeb struct {
 
 // checkAdminSettings refuses, before the store is touched, a first admin's name
 // or password that could not be used and session timeouts out of range.
-func checkAdminSettings(cfg serverConfig) error {
+func checkAdminSettings(cfg *Config) error {
 	if cfg.AdminPassword != "" {
-		if !account.ValidUserName(cfg.AdminUser) {
-			return usagef("--admin-user %q: a user name is 1 to %d of a-z 0-9 . _ @ -", cfg.AdminUser, account.MaxUserNameLen)
+		if name := cmp.Or(cfg.AdminUser, DefaultAdminUser); !account.ValidUserName(name) {
+			return configErrorf("--admin-user %q: a user name is 1 to %d of a-z 0-9 . _ @ -", name, account.MaxUserNameLen)
 		}
 		if err := account.CheckPassword("password", cfg.AdminPassword); err != nil {
-			return usagef("%s: a password has %d to %d bytes", AdminPasswordEnv, account.MinPasswordLen, account.MaxPasswordLen)
+			return configErrorf("%s: a password has %d to %d bytes", AdminPasswordEnv, account.MinPasswordLen, account.MaxPasswordLen)
 		}
 		if password.IsCommon(cfg.AdminPassword) {
-			return usagef("%s: the password is one of the most common ones (perhaps with digits or symbols added); "+
+			return configErrorf("%s: the password is one of the most common ones (perhaps with digits or symbols added); "+
 				"choose another, or unset it once the first admin exists", AdminPasswordEnv)
 		}
 
 	}
-	// account.New checks its settings without touching the store: a nil store of
+	// NewAccounts checks its settings without touching the store: a nil store of
 	// the right type suffices for that.
 	if _, err := account.New((*bolt.Store)(nil), password.Hasher{}, cfg.Accounts); err != nil {
-		return usageError{err}
+		return &ConfigError{err}
 	}
 	return nil
 }
 
 // newAdminWeb returns the admin web over store, which keeps the accounts and the
 // allow-list too (bolt and redis do). It does no I/O.
-func newAdminWeb(store idkeeper.Store, cfg serverConfig, log *slog.Logger) (*adminWeb, error) {
+func newAdminWeb(store idkeeper.Store, cfg *Config, log *slog.Logger) (*adminWeb, error) {
 	as, ok := store.(account.Store)
 	if !ok {
 		return nil, errors.New("the store keeps no admin records (accounts, allow-list, audit log)")
@@ -96,16 +87,16 @@ func newAdminWeb(store idkeeper.Store, cfg serverConfig, log *slog.Logger) (*adm
 	ac.ValidWebhook = discord.ValidWebhookURL // users set their alerts' webhook on the profile page
 	acc, err := account.New(as, password.Hasher{}, ac)
 	if err != nil {
-		return nil, usageError{err}
+		return nil, &ConfigError{err}
 	}
 	idem, err := adminIdempotency(store, log)
 	if err != nil {
 		return nil, err
 	}
 	a := &adminWeb{store: as, acc: acc, allow: allowlist.New(cfg.AllowedIPs, as), idem: idem,
-		discord: &discord.Client{HTTP: cfg.Alerts.http}}
+		discord: &discord.Client{HTTP: cfg.Alerts.HTTP}}
 	if ss, ok := store.(snapshot.Store); ok {
-		a.snaps, a.snapKind = ss, storeKind(cfg.Store)
+		a.snaps, a.snapKind = ss, StoreKind(cfg.Store)
 	}
 	return a, nil
 }
@@ -186,7 +177,7 @@ func (a *adminWeb) ensureFirstAdmin(ctx context.Context, name, pw string, log *s
 // start reads the allow-list (failing closed until it is read: only the floor
 // allows), keeps it fresh every allowlist.DefaultRefresh, and makes the
 // handler of /admin/.
-func (a *adminWeb) start(ctx context.Context, reg *idkeeper.Registry, cfg serverConfig, durability string, log *slog.Logger) error {
+func (a *adminWeb) start(ctx context.Context, reg *idkeeper.Registry, cfg *Config, durability string, log *slog.Logger) error {
 	if err := a.allow.Refresh(ctx); err != nil {
 		log.Warn("cannot read the IP allow-list from the store: until it is read, only --allowed-ips allow API keys", "err", err)
 	}
@@ -196,7 +187,7 @@ func (a *adminWeb) start(ctx context.Context, reg *idkeeper.Registry, cfg server
 		Store:          a.store,
 		AllowList:      a.allow,
 		TrustedProxies: cfg.TrustedProxies,
-		TLS:            cfg.Net.tls != nil,
+		TLS:            cfg.TLS != nil,
 		Logger:         log,
 		Durability:     durability,
 		Idempotency:    a.idem,
@@ -204,7 +195,7 @@ func (a *adminWeb) start(ctx context.Context, reg *idkeeper.Registry, cfg server
 		SnapshotKind:   a.snapKind,
 		Backups:        a.backups,
 		Discord:        a.discord,
-		ClockCheck:     cfg.ClockCheck.describe(),
+		ClockCheck:     cfg.ClockCheck.Describe(),
 	})
 	if err != nil {
 		return err
@@ -218,16 +209,16 @@ func (a *adminWeb) start(ctx context.Context, reg *idkeeper.Registry, cfg server
 
 // listen serves /admin/ on web (bound to --admin-listen with the API listener's
 // TLS); "/" redirects to /admin/, anything else is 404.
-func (a *adminWeb) listen(web *httpService, cfg serverConfig, log *slog.Logger) {
+func (a *adminWeb) listen(web *httpserve.Service, cfg *Config, log *slog.Logger) {
 	mux := http.NewServeMux()
 	mux.Handle("/admin/", a.handler)
 	mux.Handle("GET /{$}", http.RedirectHandler("/admin/", http.StatusFound))
-	web.serve(mux)
-	if cfg.Net.tls == nil {
-		warnPlain(web.ln, "the admin web", log)
+	web.Serve(mux)
+	if cfg.TLS == nil {
+		httpserve.WarnPlain(web.Listener(), "the admin web", log)
 	}
 	a.web = web
-	log.Info("serving the admin web on its own listener", "addr", web.Addr().String(), "tls", cfg.Net.tls != nil)
+	log.Info("serving the admin web on its own listener", "addr", web.Addr().String(), "tls", cfg.TLS != nil)
 }
 
 // served receives the result of the admin listener's Serve; nil (never ready)
@@ -236,13 +227,13 @@ func (a *adminWeb) served() <-chan error {
 	if a == nil || a.web == nil {
 		return nil
 	}
-	return a.web.served
+	return a.web.Served()
 }
 
 // close is the shutdown step of the admin web: its listener drains for at most
 // timeout, and the allow-list refresh stops.
-func (a *adminWeb) close(timeout time.Duration) closeStep {
-	return closeStep{"close the admin web", func() error {
+func (a *adminWeb) close(timeout time.Duration) httpserve.Step {
+	return httpserve.Step{What: "close the admin web", Close: func() error {
 		if a == nil {
 			return nil
 		}
@@ -252,20 +243,6 @@ func (a *adminWeb) close(timeout time.Duration) closeStep {
 		if a.web == nil {
 			return nil
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		defer cancel()
-		if err := a.web.srv.Shutdown(ctx); err != nil {
-			_ = a.web.srv.Close()
-			return err
-		}
-		return nil
+		return a.web.Drain(timeout)
 	}}
-}
-
-// newAdminPassword returns a random password for dev's first admin: 16 bytes,
-// base64url.
-func newAdminPassword() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return base64.RawURLEncoding.EncodeToString(b[:])
 }

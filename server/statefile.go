@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"context"
@@ -21,15 +21,6 @@ import (
 // for evidence that this one was reset. docs/operations.md ("The replica's own
 // state") is the operator's account of these rules.
 
-// storeIdentity is the identity of the store opened from the --store value spec:
-// its own (idkeeper.IdentifiedStore), else the redacted URL.
-func storeIdentity(s idkeeper.Store, spec string) string {
-	if is, ok := s.(idkeeper.IdentifiedStore); ok {
-		return is.Identity()
-	}
-	return redactURL(spec)
-}
-
 // defaultStateFile is where a server keeps its replica state when --state-file is
 // not given: for the embedded store beside the bolt file and named after it
 // (data/b.db: data/b.db.registry-state); for a shared store ./data/registry-state-
@@ -37,19 +28,19 @@ func storeIdentity(s idkeeper.Store, spec string) string {
 // never share a default file.
 func defaultStateFile(spec, identity string) string {
 	if path, ok := strings.CutPrefix(spec, "bolt:"); ok && path != "" {
-		return path + "." + stateFileName
+		return path + "." + StateFileName
 	}
 	sum := sha256.Sum256([]byte(identity))
-	return filepath.Join("data", stateFileName+"-"+hex.EncodeToString(sum[:6]))
+	return filepath.Join("data", StateFileName+"-"+hex.EncodeToString(sum[:6]))
 }
 
 // legacyStateFile is the default of the versions before issue #29, one file per
 // folder: registry-state beside the bolt file, else ./data/registry-state.
 func legacyStateFile(spec string) string {
 	if path, ok := strings.CutPrefix(spec, "bolt:"); ok && path != "" {
-		return filepath.Join(filepath.Dir(path), stateFileName)
+		return filepath.Join(filepath.Dir(path), StateFileName)
 	}
-	return filepath.Join("data", stateFileName)
+	return filepath.Join("data", StateFileName)
 }
 
 // stateFileOptions are what openReplicaState needs besides the store.
@@ -65,13 +56,13 @@ type stateFileOptions struct {
 // used as it is; a file that records another store is refused unless it saw the
 // store's current generation (the same store under another address), and a file
 // written before identities were recorded is adopted when it saw no generation or
-// the current one. Refused: a usageError naming --state-file and both stores,
+// the current one. Refused: a *ConfigError naming --state-file and both stores,
 // after which neither the store nor the file has changed. --adopt-state-file
 // adopts any of them. Without --state-file the legacy default (legacyStateFile) is
 // first moved to the new default by the same rules, when that does not exist yet;
 // one in use by another process, or that records another store, is left alone.
 func openReplicaState(ctx context.Context, store idkeeper.Store, o stateFileOptions) (*localstate.File, error) {
-	id := storeIdentity(store, o.Spec)
+	id := StoreIdentity(store, o.Spec)
 	path := o.Path
 	if path == "" {
 		path = defaultStateFile(o.Spec, id)
@@ -186,22 +177,22 @@ func refuseState(path, recorded string, seen idkeeper.Generation, id string, cur
 		fresh = path + ".new"
 	}
 	if recorded == "" {
-		return usagef("refusing to start: the state file %s (--state-file) was written before IdKeeper recorded which store "+
+		return configErrorf("refusing to start: the state file %s (--state-file) was written before IdKeeper recorded which store "+
 			"a state file belongs to, and it saw %s where this server's store %s has %s. It may be the state of another "+
 			"store that shared its folder, or the evidence that this store was wiped or rolled back since; nothing was "+
 			"changed. If it is another store's, leave it to that store and start this one with --state-file %s (a new "+
 			"state file); if it is this store's, start with --state-file %s --adopt-state-file, and the reset is detected "+
 			"and recovered (docs/operations.md, \"The replica's own state\")",
-			path, describeGeneration(seen), id, describeGeneration(current), fresh, path)
+			path, DescribeGeneration(seen), id, DescribeGeneration(current), fresh, path)
 	}
-	return usagef("refusing to start: the state file %s (--state-file) belongs to another store: it records %s (it saw %s), "+
+	return configErrorf("refusing to start: the state file %s (--state-file) belongs to another store: it records %s (it saw %s), "+
 		"and this server's store is %s (which has %s). It is no evidence about this store, and nothing was changed. "+
 		"Give this store its own state file with --state-file (e.g. %s); only if it is this store's state under an old "+
 		"address, start with --state-file %s --adopt-state-file (docs/operations.md, \"The replica's own state\")",
-		path, recorded, describeGeneration(seen), id, describeGeneration(current), fresh, path)
+		path, recorded, DescribeGeneration(seen), id, DescribeGeneration(current), fresh, path)
 }
 
-func describeGeneration(g idkeeper.Generation) string {
+func DescribeGeneration(g idkeeper.Generation) string {
 	if g.IsZero() {
 		return "no generation"
 	}

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"bytes"
@@ -15,25 +15,14 @@ import (
 	"github.com/idkeeper/idkeeper"
 )
 
-// ReceiptSecretEnv names the environment variable that may hold the receipt
-// secret itself (never a flag: it would show in ps). --receipt-secret-file names a
-// file instead.
-const ReceiptSecretEnv = "IDKEEPER_RECEIPT_SECRET"
-
-// Files a server keeps beside its state when not told otherwise.
-const (
-	stateFileName     = "registry-state"
-	receiptSecretName = "receipt-secret"
-)
-
 // receiptSecret returns the receipt secret (DESIGN §7) from the environment, else
 // from file when set, else from generatedPath, creating it there (mode 0600, 32
 // random bytes as base64url) on first use; generated tells the last case. A
 // secret must be at least idkeeper.MinReceiptSecretLen bytes; a trailing newline
 // is not part of it.
-func receiptSecret(env lookupEnv, file, generatedPath string) (secret []byte, source string, generated bool, err error) {
+func receiptSecret(env func(string) (string, bool), file, generatedPath string) (secret []byte, source string, generated bool, err error) {
 	if v, ok := env(ReceiptSecretEnv); ok && v != "" && file != "" {
-		return nil, "", false, usagef("set %s or --receipt-secret-file (%s_FILE), not both", ReceiptSecretEnv, ReceiptSecretEnv)
+		return nil, "", false, configErrorf("set %s or --receipt-secret-file (%s_FILE), not both", ReceiptSecretEnv, ReceiptSecretEnv)
 	} else if ok && v != "" {
 		secret, source = []byte(v), ReceiptSecretEnv
 	} else if file != "" {
@@ -50,7 +39,7 @@ func receiptSecret(env lookupEnv, file, generatedPath string) (secret []byte, so
 		source = generatedPath
 	}
 	if len(secret) < idkeeper.MinReceiptSecretLen {
-		return nil, "", false, usagef("the receipt secret from %s is %d bytes long; it must be at least %d",
+		return nil, "", false, configErrorf("the receipt secret from %s is %d bytes long; it must be at least %d",
 			source, len(secret), idkeeper.MinReceiptSecretLen)
 	}
 	return secret, source, generated, nil

@@ -1,0 +1,210 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/bolt"
+	"github.com/idkeeper/idkeeper/etcd"
+	"github.com/idkeeper/idkeeper/redis"
+)
+
+// DefaultStore is the store of `idkeeper server` when none is given: the
+// embedded store in ./data.
+const DefaultStore = "bolt:./data/idkeeper.db"
+
+// boltLockTimeout is how long opening a bolt file waits for another process's lock.
+const boltLockTimeout = 5 * time.Second
+
+// StoreOptions are what OpenStore needs besides the store's URL.
+type StoreOptions struct {
+	Logger      *slog.Logger   // slog.Default() when nil
+	Clock       idkeeper.Clock // the time authority of bolt and etcd (neither has a clock to ask); time.Now when nil
+	RedisPrefix string         // key prefix on Redis; the redis package's default when empty
+	// RedisWaitReplicas, when positive, makes every Alloc and Renew wait until that
+	// many replicas acknowledged the write (redis.Options.WaitReplicas).
+	RedisWaitReplicas int
+	// Create makes a missing bolt file, and its folder: for init, dev and backup
+	// import only. Without it a missing file is a *ConfigError naming `idkeeper
+	// init`, and nothing is created: a typo in a path must not become an empty
+	// store that a server waits on for ever.
+	Create bool
+}
+
+// StorePingTimeout bounds the first call OpenStore makes to a Redis or etcd store.
+var StorePingTimeout = 10 * time.Second
+
+// OpenStore opens the store a URL names, one case per store adapter:
+// "bolt:PATH" (an existing file unless o.Create), a Redis URL of one server,
+// Sentinel or a cluster (redis.IsURL), or an etcd URL (etcd.IsURL). Redis and
+// etcd must answer a ping first: else the error says "cannot reach Redis at
+// ADDR" (or etcd), without the URL's passwords. On Redis it then logs every
+// warning of redis.Store.CheckConfig (eviction, no persistence). A URL of no
+// store is a *ConfigError listing the forms.
+func OpenStore(ctx context.Context, spec string, o StoreOptions) (idkeeper.Store, error) {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	switch {
+	case strings.HasPrefix(spec, "bolt:"):
+		return openBolt(spec, o)
+	case redis.IsURL(spec):
+		s, err := redis.Open(spec, redis.Options{Prefix: o.RedisPrefix, Logger: o.Logger, WaitReplicas: o.RedisWaitReplicas})
+		if err != nil {
+			return nil, fmt.Errorf("open redis store %s: %w", RedactURL(spec), err)
+		}
+		if err := pingStore(ctx, s, "Redis", spec); err != nil {
+			_ = s.Close()
+			return nil, err
+		}
+		for _, w := range s.CheckConfig(ctx) {
+			o.Logger.Warn("redis configuration: " + w)
+		}
+		return s, nil
+	case etcd.IsURL(spec):
+		if _, _, err := etcd.ParseURL(spec); err != nil {
+			return nil, configErrorf("--store %s: %w", RedactURL(spec), err)
+		}
+		// With a user name in the URL, Open authenticates: a failure then is one
+		// to reach the cluster too.
+		s, err := etcd.Open(spec, etcd.Options{Clock: o.Clock, Logger: o.Logger})
+		if err != nil {
+			return nil, fmt.Errorf("cannot reach etcd at %s: %w", storeAddrs(spec), err)
+		}
+		if err := pingStore(ctx, s, "etcd", spec); err != nil {
+			_ = s.Close()
+			return nil, err
+		}
+		return s, nil
+	}
+	return nil, configErrorf("--store %q: want bolt:PATH, redis://HOST:PORT/DB, redis+sentinel://SENTINEL:PORT/DB?master_name=NAME&addr=…, "+
+		"redis+cluster://NODE:PORT?addr=… (rediss… with TLS), etcd://HOST:PORT[,HOST:PORT…]/PREFIX (etcds… with TLS)", RedactURL(spec))
+}
+
+// openBolt opens the bolt file of a "bolt:PATH" spec: see StoreOptions.Create.
+func openBolt(spec string, o StoreOptions) (idkeeper.Store, error) {
+	path := strings.TrimPrefix(spec, "bolt:")
+	if path == "" {
+		return nil, configErrorf("--store %q: the bolt store needs a file path, e.g. %s", spec, DefaultStore)
+	}
+	if dir := filepath.Dir(path); o.Create && dir != "" {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("create the store directory: %w", err)
+		}
+	}
+	s, err := bolt.Open(path, bolt.Options{Clock: o.Clock, Timeout: boltLockTimeout, Logger: o.Logger, MustExist: !o.Create})
+	switch {
+	case errors.Is(err, bolt.ErrLocked):
+		return nil, fmt.Errorf("%w (one process at a time: is a server running on it?)", err)
+	case errors.Is(err, fs.ErrNotExist) && !o.Create:
+		where := "the file does not exist"
+		if _, derr := os.Stat(filepath.Dir(path)); errors.Is(derr, fs.ErrNotExist) {
+			where = "neither the file nor its folder " + filepath.Dir(path) + " exists"
+		}
+		return nil, configErrorf("--store %s: no store there (%s); only `idkeeper init` (and `idkeeper dev`) create a bolt "+
+			"store: run `idkeeper init --store %s` for a new deployment, or correct the path", spec, where, spec)
+	case err != nil:
+		return nil, err
+	}
+	return s, nil
+}
+
+// pingStore pings s, a store of kind ("Redis", "etcd") at spec, within
+// StorePingTimeout. Its error names the store's addresses, never the URL's passwords.
+func pingStore(ctx context.Context, s interface{ Ping(context.Context) error }, kind, spec string) error {
+	ctx, cancel := context.WithTimeout(ctx, StorePingTimeout)
+	defer cancel()
+	if err := s.Ping(ctx); err != nil {
+		return fmt.Errorf("cannot reach %s at %s: %w", kind, storeAddrs(spec), err)
+	}
+	return nil
+}
+
+// storeAddrs is the host:port list of a Redis or etcd URL: its host, then the
+// addr query parameters (Sentinel, cluster). It holds no user info.
+func storeAddrs(spec string) string {
+	u, err := url.Parse(spec)
+	if err != nil {
+		return RedactURL(spec)
+	}
+	addrs := []string{u.Host}
+	addrs = append(addrs, u.Query()["addr"]...)
+	return strings.Join(addrs, ",")
+}
+
+// RedactURL hides the passwords of a store URL (user info, and the password
+// query parameters of the Sentinel form), for messages and logs.
+func RedactURL(spec string) string {
+	switch {
+	case etcd.IsURL(spec):
+		return etcd.RedactURL(spec)
+	case !strings.Contains(spec, "://"):
+		return spec
+	}
+	return redis.RedactURL(spec)
+}
+
+// StoreKind names the store of a URL in a backup's header: "bolt" for a bolt
+// file, "redis" for every shared store (etcd included, as before etcd had a
+// name of its own there).
+func StoreKind(spec string) string {
+	if strings.HasPrefix(spec, "bolt:") {
+		return "bolt"
+	}
+	return "redis"
+}
+
+// StoreIdentity is the identity of the store s opened from the URL spec: its own
+// (idkeeper.IdentifiedStore), else the redacted URL.
+func StoreIdentity(s idkeeper.Store, spec string) string {
+	if is, ok := s.(idkeeper.IdentifiedStore); ok {
+		return is.Identity()
+	}
+	return RedactURL(spec)
+}
+
+// Durable is a store that says what a restart of its server keeps. Every store
+// adapter is one (bolt.Store, redis.Store, etcd.Store): safe is true when every
+// acknowledged write survives, why describes it for /readyz and the operator, err
+// is set only when the store could not be asked.
+type Durable interface {
+	Durability(ctx context.Context) (safe bool, why string, err error)
+}
+
+// checkDurability decides at start-up what a restart of the store can lose
+// (DESIGN §7): a store that would lose acknowledged writes (a Redis without the
+// append-only file fsynced or replicas waited for) is refused unless the operator
+// accepts it (Config.AcceptLostWrites). It returns the text /readyz shows.
+func checkDurability(ctx context.Context, s idkeeper.Store, accept bool, log *slog.Logger) (string, error) {
+	d, ok := s.(Durable)
+	if !ok {
+		return fmt.Sprintf("unknown: the store %T does not say what a restart keeps", s), nil
+	}
+	safe, why, err := d.Durability(ctx)
+	if err != nil {
+		return "", fmt.Errorf("check the Redis persistence settings: %w", err)
+	}
+	// The redis package names its option; an operator sets the flag.
+	why = strings.ReplaceAll(why, "WaitReplicas", "--redis-wait-replicas")
+	if safe {
+		return why, nil
+	}
+	if !accept {
+		return "", fmt.Errorf("refusing to start: %s. A routine Redis restart would lose acknowledged grants, "+
+			"and the registry would have to quarantine every node ID for lease + grace (48h10m by default). Set "+
+			"appendonly yes and appendfsync always, or run replicas with --redis-wait-replicas 1; or accept the "+
+			"risk explicitly with --accept-lost-writes-on-redis-restart", why)
+	}
+	log.Warn("--accept-lost-writes-on-redis-restart: Redis may lose acknowledged writes on a restart; each such "+
+		"restart quarantines the whole pool for lease + grace", "settings", why)
+	return "accepted lost writes on a Redis restart (--accept-lost-writes-on-redis-restart): " + why, nil
+}
