@@ -38,9 +38,10 @@ func startBinary(t *testing.T, msg string, env []string, args ...string) (*exec.
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	logs := &lockedBuffer{}
+	logs := &lockedBuffer{eof: make(chan struct{})}
 	addr := make(chan string, 1)
 	go func() {
+		defer close(logs.eof)
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			fmt.Fprintf(logs, "%s\n", sc.Bytes())
@@ -67,6 +68,15 @@ func stopBinary(t *testing.T, cmd *exec.Cmd, logs *lockedBuffer) {
 	t.Helper()
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
+	}
+	// Wait closes the pipe: read the log to its end first, or its last lines
+	// (the clean stop's) may be lost.
+	if logs.eof != nil {
+		select {
+		case <-logs.eof:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("did not stop on SIGTERM:\n%s", logs)
+		}
 	}
 	waited := make(chan error, 1)
 	go func() { waited <- cmd.Wait() }()

@@ -269,6 +269,9 @@ func scanLogs(r io.Reader, logs io.Writer, addr chan<- string) {
 type lockedBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
+	// eof, when set, is closed by the reader that fills the buffer from a
+	// process's pipe once it has read the pipe to its end.
+	eof chan struct{}
 }
 
 func (b *lockedBuffer) Write(p []byte) (int, error) {
