@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // SchemaVersion is the version of the tables this package reads and writes.
@@ -103,13 +102,15 @@ func (s *Store) newer(v int) error {
 }
 
 func (s *Store) schemaVersion(ctx context.Context, q querier) (int, error) {
+	// to_regclass is NULL for a missing table (or schema) where a SELECT from it
+	// would abort the transaction.
+	var exists bool
+	if err := q.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, s.t.version).Scan(&exists); err != nil || !exists {
+		return 0, err
+	}
 	var v int
 	err := q.QueryRow(ctx, `SELECT version FROM `+s.t.version).Scan(&v)
-	var pe *pgconn.PgError
-	switch {
-	case errors.As(err, &pe) && (pe.Code == "42P01" || pe.Code == "3F000"):
-		return 0, nil
-	case errors.Is(err, pgx.ErrNoRows):
+	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, nil
 	}
 	return v, err

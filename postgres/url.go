@@ -116,7 +116,9 @@ func ParseURL(raw string) (Config, error) {
 			return Config{}, fmt.Errorf("postgres: bad URL: option %q given %d times", name, len(vals))
 		}
 	}
-	u.RawQuery = q.Encode()
+	// Encode writes a space as "+", which libpq's URI form (and pgx) read as a
+	// plus sign; a plus sign itself it writes as %2B.
+	u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20")
 	cfg, err := pgxpool.ParseConfig(u.String())
 	if err != nil {
 		return Config{}, fmt.Errorf("postgres: bad URL: %s", redact(err.Error(), secret))
@@ -151,7 +153,9 @@ func RedactURL(raw string) string {
 	q := u.Query()
 	if q.Has("password") {
 		q.Set("password", "xxxxx")
-		u.RawQuery = q.Encode()
+		// Encode writes a space as "+", which libpq's URI form (and pgx) read as a
+	// plus sign; a plus sign itself it writes as %2B.
+	u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20")
 	}
 	if u.User != nil {
 		if _, ok := u.User.Password(); ok {
