@@ -154,8 +154,8 @@ func RedactURL(raw string) string {
 	if q.Has("password") {
 		q.Set("password", "xxxxx")
 		// Encode writes a space as "+", which libpq's URI form (and pgx) read as a
-	// plus sign; a plus sign itself it writes as %2B.
-	u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20")
+		// plus sign; a plus sign itself it writes as %2B.
+		u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20")
 	}
 	if u.User != nil {
 		if _, ok := u.User.Password(); ok {
