@@ -174,3 +174,31 @@ func TestDurability(t *testing.T) {
 	}
 	s.Close()
 }
+
+// CheckDurability tells an asynchronous standby from a synchronous one: only
+// with the second is an acknowledged commit on a standby.
+func TestDurabilityStandby(t *testing.T) {
+	ctx := t.Context()
+	p := pgtest.StartWith(t, pgtest.Options{Fsync: true})
+	p.StartStandby(t, "standby1")
+	s, err := postgres.Open(ctx, p.URL(), postgres.Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	d, err := s.CheckDurability(ctx)
+	if err != nil || d.Standbys != 1 || d.SyncStandbys != 0 || d.OnStandby() || !strings.Contains(d.String(), "may lose") {
+		t.Fatalf("with an asynchronous standby: %+v (%s), %v", d, d, err)
+	}
+	p.SetSynchronous(t, "standby1")
+	// The walsender takes the new setting up by itself, a moment later.
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if d, err = s.CheckDurability(ctx); err != nil || d.SyncStandbys == 1 {
+			break
+		}
+	}
+	if err != nil || d.Standbys != 1 || d.SyncStandbys != 1 || !d.OnStandby() || d.SyncStandbyNames != "standby1" ||
+		!strings.Contains(d.String(), "on a standby") {
+		t.Fatalf("with a synchronous standby: %#v, %v", d, err)
+	}
+}

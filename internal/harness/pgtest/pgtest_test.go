@@ -65,3 +65,23 @@ func TestFsync(t *testing.T) {
 		}
 	}
 }
+
+// A synchronous standby has every commit the primary acknowledged: promoted
+// after the primary is killed right after a commit, it holds the row, and
+// accepts writes.
+func TestStandby(t *testing.T) {
+	p := pgtest.Start(t)
+	p.Exec(t, "CREATE TABLE t (v text)")
+	sb := p.StartStandby(t, "standby1")
+	if v, err := query(t, sb.URL(), "SELECT pg_is_in_recovery()::text"); err != nil || v != "true" {
+		t.Fatalf("standby in recovery: %q, %v", v, err)
+	}
+	p.SetSynchronous(t, "standby1")
+	p.Exec(t, "INSERT INTO t VALUES ('acknowledged')") // returns once the standby has flushed it
+	p.Kill(t)
+	sb.Promote(t)
+	sb.Exec(t, "INSERT INTO t VALUES ('after')")
+	if v, err := query(t, sb.URL(), "SELECT string_agg(v, ',' ORDER BY v) FROM t"); err != nil || v != "acknowledged,after" {
+		t.Fatalf("on the promoted standby: %q, %v", v, err)
+	}
+}
