@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/internal/idemowner"
 )
 
 // The records of the Idempotency-Key component (idkeeper.IdempotencyStore and
@@ -31,10 +32,12 @@ const idemFixed = 32
 // Begin implements idkeeper.IdempotencyStore for the records of owner "", never
 // capped.
 func (s *Store) Begin(ctx context.Context, scope, fingerprint, token string, lockFor time.Duration) (*idkeeper.IdempotencyRecord, bool, error) {
-	return s.idemBegin(ctx, "", 0, scope, fingerprint, token, lockFor)
+	return s.BeginOwned(ctx, "", 0, scope, fingerprint, token, lockFor)
 }
 
-func (s *Store) idemBegin(ctx context.Context, owner string, maxRecords int, scope, fingerprint, token string, lockFor time.Duration) (*idkeeper.IdempotencyRecord, bool, error) {
+// BeginOwned is Begin for owner's records, at most maxRecords live ones (0: no
+// cap): the view of Owned (internal/idemowner) calls it.
+func (s *Store) BeginOwned(ctx context.Context, owner string, maxRecords int, scope, fingerprint, token string, lockFor time.Duration) (*idkeeper.IdempotencyRecord, bool, error) {
 	if err := idkeeper.ValidateIdempotencyBegin(scope, fingerprint, token, lockFor); err != nil {
 		return nil, false, err
 	}
@@ -127,10 +130,11 @@ func (s *Store) idemLive(ctx context.Context, tx pgx.Tx, scope string, now int64
 
 // Complete implements idkeeper.IdempotencyStore for the records of owner "".
 func (s *Store) Complete(ctx context.Context, scope, token string, res idkeeper.IdempotencyResult, ttl time.Duration) error {
-	return s.idemComplete(ctx, "", scope, token, res, ttl)
+	return s.CompleteOwned(ctx, "", scope, token, res, ttl)
 }
 
-func (s *Store) idemComplete(ctx context.Context, owner, scope, token string, res idkeeper.IdempotencyResult, ttl time.Duration) error {
+// CompleteOwned is Complete for owner's records.
+func (s *Store) CompleteOwned(ctx context.Context, owner, scope, token string, res idkeeper.IdempotencyResult, ttl time.Duration) error {
 	if err := idkeeper.ValidateIdempotencyComplete(scope, token, res, ttl); err != nil {
 		return err
 	}
@@ -160,10 +164,11 @@ func (s *Store) idemComplete(ctx context.Context, owner, scope, token string, re
 
 // Abort implements idkeeper.IdempotencyStore for the records of owner "".
 func (s *Store) Abort(ctx context.Context, scope, token string) error {
-	return s.idemAbort(ctx, "", scope, token)
+	return s.AbortOwned(ctx, "", scope, token)
 }
 
-func (s *Store) idemAbort(ctx context.Context, owner, scope, token string) error {
+// AbortOwned is Abort for owner's records.
+func (s *Store) AbortOwned(ctx context.Context, owner, scope, token string) error {
 	if err := idkeeper.ValidateIdempotencyAbort(scope, token); err != nil {
 		return err
 	}
@@ -173,7 +178,7 @@ func (s *Store) idemAbort(ctx context.Context, owner, scope, token string) error
 
 // Owned implements idempotency.CountingStore.
 func (s *Store) Owned(owner string, maxRecords int) idkeeper.IdempotencyStore {
-	return &ownedIdem{s: s, owner: owner, max: maxRecords}
+	return idemowner.View(s, owner, maxRecords)
 }
 
 // Stats implements idempotency.CountingStore: one aggregate over the live rows.
@@ -203,42 +208,4 @@ func (s *Store) Purge(ctx context.Context) (int, error) {
 		return err
 	})
 	return n, err
-}
-
-// ownedIdem is the view of one owner's records (Store.Owned).
-type ownedIdem struct {
-	s     *Store
-	owner string
-	max   int
-}
-
-func (o *ownedIdem) valid() error {
-	switch {
-	case len(o.owner) > idkeeper.MaxIdempotencyScopeLen:
-		return idkeeper.Invalidf("owner", "an idempotency owner has at most %d bytes", idkeeper.MaxIdempotencyScopeLen)
-	case o.max < 0:
-		return idkeeper.Invalidf("maxRecords", "the cap of an owner's records is not negative, got %d", o.max)
-	}
-	return nil
-}
-
-func (o *ownedIdem) Begin(ctx context.Context, scope, fingerprint, token string, lockFor time.Duration) (*idkeeper.IdempotencyRecord, bool, error) {
-	if err := o.valid(); err != nil {
-		return nil, false, err
-	}
-	return o.s.idemBegin(ctx, o.owner, o.max, scope, fingerprint, token, lockFor)
-}
-
-func (o *ownedIdem) Complete(ctx context.Context, scope, token string, res idkeeper.IdempotencyResult, ttl time.Duration) error {
-	if err := o.valid(); err != nil {
-		return err
-	}
-	return o.s.idemComplete(ctx, o.owner, scope, token, res, ttl)
-}
-
-func (o *ownedIdem) Abort(ctx context.Context, scope, token string) error {
-	if err := o.valid(); err != nil {
-		return err
-	}
-	return o.s.idemAbort(ctx, o.owner, scope, token)
 }
