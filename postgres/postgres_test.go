@@ -43,7 +43,7 @@ func TestMain(m *testing.M) {
 }
 
 // sharedServer returns the package's server, starting it for t the first time.
-func sharedServer(t *testing.T) *pgtest.Server {
+func sharedServer(t testing.TB) *pgtest.Server {
 	t.Helper()
 	serverOnce.Do(func() {
 		shared, sharedStop = pgtest.StartShared(t, pgtest.Options{})

@@ -1,0 +1,66 @@
+package postgres_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/internal/harness/pgtest"
+	"github.com/idkeeper/idkeeper/postgres"
+)
+
+// benchServers are the servers the benchmarks run on: the package's, without
+// fsync (the store's own work and PostgreSQL's), and one with fsync (what a
+// production server pays per commit).
+func benchServers(b *testing.B) []struct {
+	name string
+	srv  *pgtest.Server
+} {
+	return []struct {
+		name string
+		srv  *pgtest.Server
+	}{{"nofsync", sharedServer(b)}, {"fsync", pgtest.StartWith(b, pgtest.Options{Fsync: true})}}
+}
+
+// BenchmarkTryLockUnlock takes a job lock and gives it back: two transactions.
+func BenchmarkTryLockUnlock(b *testing.B) {
+	for _, sv := range benchServers(b) {
+		b.Run(sv.name, func(b *testing.B) {
+			s := open(b, sv.srv, postgres.Options{})
+			ctx := b.Context()
+			for b.Loop() {
+				if _, ok, err := s.TryLock(ctx, "cleanup", "me", time.Minute); err != nil || !ok {
+					b.Fatal(ok, err)
+				}
+				if _, err := s.Unlock(ctx, "cleanup", "me", 0); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkIdempotency runs one record's life: Begin, Complete with a 64-byte
+// body, as the gateway stores a batch of IDs.
+func BenchmarkIdempotency(b *testing.B) {
+	for _, sv := range benchServers(b) {
+		b.Run(sv.name, func(b *testing.B) {
+			s := open(b, sv.srv, postgres.Options{})
+			o := s.Owned("gateway", 1_000_000)
+			ctx := b.Context()
+			res := idkeeper.IdempotencyResult{Outcome: 200, Body: make([]byte, 64)}
+			i := 0
+			for b.Loop() {
+				scope := fmt.Sprintf("scope-%d", i)
+				i++
+				if _, started, err := o.Begin(ctx, scope, "fp", "tok", time.Minute); err != nil || !started {
+					b.Fatal(started, err)
+				}
+				if err := o.Complete(ctx, scope, "tok", res, time.Hour); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
