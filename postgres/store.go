@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -103,6 +106,10 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	d, err := s.CheckDurability(ctx)
+	if err == nil && d.InRecovery {
+		err = errors.New("postgres: the server is a standby, which takes no writes: name the primary, or list " +
+			"every host with target_session_attrs=read-write")
+	}
 	if err == nil {
 		if err = d.Check(); err != nil && opts.AcceptLostWrites {
 			s.log.Warn("postgres: the server may lose acknowledged writes; accepted", "durability", d.String())
@@ -123,11 +130,17 @@ var _ idkeeper.LockStore = (*Store)(nil)
 var _ idkeeper.KeyStore = (*Store)(nil)
 var _ idkeeper.SkewStore = (*Store)(nil)
 
-// Identity names the server, the database and the schema, without credentials
-// or TLS settings: "postgres://HOST:PORT/DATABASE schema SCHEMA".
+// Identity names the servers, the database and the schema, without credentials
+// or TLS settings: "postgres://HOST:PORT[,HOST:PORT…]/DATABASE schema SCHEMA",
+// the hosts of the URL sorted.
 func (s *Store) Identity() string {
 	c := s.pool.Config().ConnConfig
-	return fmt.Sprintf("postgres://%s:%d/%s schema %s", c.Host, c.Port, c.Database, s.schema)
+	hosts := []string{net.JoinHostPort(c.Host, strconv.Itoa(int(c.Port)))}
+	for _, f := range c.Fallbacks {
+		hosts = append(hosts, net.JoinHostPort(f.Host, strconv.Itoa(int(f.Port))))
+	}
+	slices.Sort(hosts)
+	return fmt.Sprintf("postgres://%s/%s schema %s", strings.Join(slices.Compact(hosts), ","), c.Database, s.schema)
 }
 
 // Schema is the schema that holds the store's tables.

@@ -121,6 +121,10 @@ func TestOpen(t *testing.T) {
 		t.Fatal("Ping after Close: the pool is still open")
 	}
 
+	if _, err := postgres.Open(ctx, "postgres://u:topsecret@127.0.0.1:1/db?connect_timeout=2", postgres.Options{}); err == nil ||
+		strings.Contains(err.Error(), "topsecret") {
+		t.Fatalf("Open of a closed port: %v", err)
+	}
 	wrong := strings.Replace(srv.URL(), srv.Password(), "wrong-topsecret", 1)
 	if _, err := postgres.Open(ctx, wrong, postgres.Options{}); err == nil || strings.Contains(err.Error(), "wrong-topsecret") {
 		t.Fatalf("Open with a wrong password: %v", err)
@@ -180,8 +184,19 @@ func TestDurability(t *testing.T) {
 func TestDurabilityStandby(t *testing.T) {
 	ctx := t.Context()
 	p := pgtest.StartWith(t, pgtest.Options{Fsync: true})
-	p.StartStandby(t, "standby1")
-	s, err := postgres.Open(ctx, p.URL(), postgres.Options{Logger: quiet})
+	sb := p.StartStandby(t, "standby1")
+	if _, err := postgres.Open(ctx, sb.URL(), postgres.Options{Logger: quiet}); err == nil || !strings.Contains(err.Error(), "standby") {
+		t.Fatalf("Open on a standby: %v", err)
+	}
+	both := "postgres://" + pgtest.SuperUser + ":" + p.Password() + "@" + sb.Addr() + "," + p.Addr() +
+		"/postgres?sslmode=disable&target_session_attrs=read-write"
+	s, err := postgres.Open(ctx, both, postgres.Options{Logger: quiet})
+	if err != nil {
+		t.Fatalf("Open on both, the standby first: %v", err)
+	}
+	if want := []string{sb.Addr(), p.Addr()}; !strings.Contains(s.Identity(), min(want[0], want[1])+","+max(want[0], want[1])+"/postgres") {
+		t.Fatalf("Identity of two hosts = %q", s.Identity())
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
