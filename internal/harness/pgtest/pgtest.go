@@ -21,7 +21,8 @@
 // creates (IDKEEPER_PG_USER names another): the processes get that user's IDs
 // (os/exec with a SysProcAttr Credential, as runuser would), and the server's
 // directory, made by pgtest under os.TempDir(), is owned by that user. As any
-// other user they run as that user.
+// other user they run as that user. The directory of a test binary that died
+// without its cleanups is removed by the next test binary that starts a server.
 //
 // # The server
 //
@@ -236,10 +237,38 @@ func cmpOr(a, b string) string {
 	return b
 }
 
+// ownerFile, in a server's directory, holds the PID of the test binary that
+// made it.
+const ownerFile = "owner.pid"
+
+// sweepOnce removes, once per test binary, the directories of servers whose
+// test binary died without its cleanups (its servers died with it: Pdeathsig).
+var sweepOnce sync.Once
+
+func sweep() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "pgtest-*"))
+	for _, d := range dirs {
+		b, err := os.ReadFile(filepath.Join(d, ownerFile))
+		if err != nil {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || pid == os.Getpid() || syscall.Kill(pid, 0) != syscall.ESRCH {
+			continue
+		}
+		os.RemoveAll(d)
+	}
+}
+
 // makeDir makes the server's directory, owned by the user the server runs as.
 func (s *Server) makeDir() (string, error) {
+	sweepOnce.Do(sweep)
 	dir, err := os.MkdirTemp("", "pgtest-")
 	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		os.RemoveAll(dir)
 		return "", err
 	}
 	if s.cred != nil {
