@@ -5,6 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/internal/harness/pgtest"
 	"github.com/idkeeper/idkeeper/postgres"
@@ -61,6 +64,46 @@ func BenchmarkIdempotency(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+		})
+	}
+}
+
+// BenchmarkMetaRowCommit is the ceiling of a design whose lease transactions all
+// lock one meta row first: 64 callers, each transaction locks the row, updates
+// it and commits, so they commit one at a time and every commit waits for its
+// own WAL flush (no group commit across them). The lease store's throughput can
+// be no higher unless it grants to several callers in one transaction.
+func BenchmarkMetaRowCommit(b *testing.B) {
+	for _, sv := range benchServers(b) {
+		b.Run(sv.name, func(b *testing.B) {
+			ctx := b.Context()
+			pool, err := pgxpool.New(ctx, sv.srv.URL()+"&pool_max_conns=64")
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer pool.Close()
+			table := fmt.Sprintf("meta_bench_%d", schemaSeq.Add(1))
+			if _, err := pool.Exec(ctx, `CREATE TABLE `+table+` (one boolean PRIMARY KEY, fence bigint NOT NULL);
+				INSERT INTO `+table+` VALUES (true, 0)`); err != nil {
+				b.Fatal(err)
+			}
+			b.SetParallelism(32) // 64 callers on 2 cores
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+						var f int64
+						if err := tx.QueryRow(ctx, `SELECT fence FROM `+table+` FOR UPDATE`).Scan(&f); err != nil {
+							return err
+						}
+						_, err := tx.Exec(ctx, `UPDATE `+table+` SET fence = $1`, f+1)
+						return err
+					})
+					if err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
 		})
 	}
 }

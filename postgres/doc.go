@@ -30,7 +30,11 @@
 // over. The lease steps will take the same approach: every lease transaction
 // first locks one meta row (generation, fencing counter), which serialises them
 // as etcd's meta key does, and then reads, at READ COMMITTED, everything the
-// lock holders before it committed.
+// lock holders before it committed. Serialised transactions commit one at a
+// time, each waiting for its own WAL flush: BenchmarkMetaRowCommit measures that
+// ceiling (about 460 transactions a second with fsync on the 2-core test
+// machine, 2,800 without), so the lease store will run the steps of concurrent
+// callers in one transaction, a savepoint each, as bbolt's Batch does.
 //
 // A transaction that PostgreSQL aborts anyway, for a serialization failure or a
 // deadlock (SQLSTATE 40001, 40P01), runs again from the start, with fresh reads
