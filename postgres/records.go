@@ -167,16 +167,21 @@ func (s *Store) APIKeys(ctx context.Context) ([]idkeeper.APIKey, error) {
 	return out, nil
 }
 
-// RevokeAPIKey implements idkeeper.KeyStore.
+// notRevoked is revoked_at of a key that is not revoked: Go's zero time.
+var notRevoked = time.Time{}.UnixMilli()
+
+// RevokeAPIKey implements idkeeper.KeyStore: one update of a key not revoked
+// yet; when it matches no row, a read tells a revoked key from a missing one.
 func (s *Store) RevokeAPIKey(ctx context.Context, id string, at time.Time) error {
-	_, err := s.changeAPIKey(ctx, "revoke api key", id, func(k *idkeeper.APIKey) (bool, error) {
-		if k.Revoked() {
-			return false, nil
+	return s.inTx(ctx, "revoke api key", func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE `+s.t.apiKeys+` SET revoked_at = $2 WHERE id = $1 AND revoked_at = $3`,
+			id, timeMs(at), notRevoked)
+		if err != nil || tag.RowsAffected() == 1 {
+			return err
 		}
-		k.RevokedAt = idkeeper.Millis(at)
-		return true, nil
+		_, err = s.apiKeyIn(ctx, tx, id)
+		return err
 	})
-	return err
 }
 
 // TouchAPIKey implements idkeeper.KeyStore: one statement.
@@ -187,49 +192,47 @@ func (s *Store) TouchAPIKey(ctx context.Context, id string, at time.Time) error 
 	return s.wrap("touch api key", err)
 }
 
-// UpdateAPIKey implements idkeeper.KeyStore.
+// UpdateAPIKey implements idkeeper.KeyStore: one update of a key not revoked,
+// setting the fields u names, that returns the key; when it matches no row, a
+// read tells a revoked key (ErrConflict) from a missing one.
 func (s *Store) UpdateAPIKey(ctx context.Context, id string, u idkeeper.KeyUpdate) (idkeeper.APIKey, error) {
-	return s.changeAPIKey(ctx, "update api key", id, func(k *idkeeper.APIKey) (bool, error) {
-		if k.Revoked() {
-			return false, idkeeper.ErrConflict
-		}
-		if u.ExpiresAt != nil {
-			k.ExpiresAt = idkeeper.Millis(*u.ExpiresAt)
-		}
-		if u.MaxNodes != nil {
-			k.MaxNodes = *u.MaxNodes
-		}
-		return true, nil
-	})
-}
-
-// changeAPIKey applies change to the key's row, locked for the transaction, and
-// returns the key as it is afterwards; ErrNotFound when there is none.
-func (s *Store) changeAPIKey(ctx context.Context, op, id string, change func(*idkeeper.APIKey) (bool, error)) (idkeeper.APIKey, error) {
+	var exp *int64
+	if u.ExpiresAt != nil {
+		ms := timeMs(*u.ExpiresAt)
+		exp = &ms
+	}
 	var out idkeeper.APIKey
-	err := s.inTx(ctx, op, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, "update api key", func(tx pgx.Tx) error {
 		var r apiKeyRow
-		err := tx.QueryRow(ctx, `SELECT `+apiKeyCols+` FROM `+s.t.apiKeys+` WHERE id = $1 FOR UPDATE`, id).Scan(r.dest()...)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return idkeeper.ErrNotFound
+		err := tx.QueryRow(ctx, `UPDATE `+s.t.apiKeys+` SET expires_at = coalesce($2, expires_at),
+			max_nodes = coalesce($3, max_nodes) WHERE id = $1 AND revoked_at = $4 RETURNING `+apiKeyCols,
+			id, exp, u.MaxNodes, notRevoked).Scan(r.dest()...)
+		if err == nil {
+			out = r.key()
+			return nil
 		}
-		if err != nil {
+		if !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
-		k := r.key()
-		changed, err := change(&k)
-		out = k
-		if err != nil || !changed {
+		if _, err := s.apiKeyIn(ctx, tx, id); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `UPDATE `+s.t.apiKeys+` SET expires_at = $2, max_nodes = $3, revoked_at = $4 WHERE id = $1`,
-			id, timeMs(k.ExpiresAt), k.MaxNodes, timeMs(k.RevokedAt))
-		return err
+		return idkeeper.ErrConflict
 	})
 	if err != nil {
 		return idkeeper.APIKey{}, err
 	}
 	return out, nil
+}
+
+// apiKeyIn reads the key in tx; ErrNotFound when there is none.
+func (s *Store) apiKeyIn(ctx context.Context, tx pgx.Tx, id string) (idkeeper.APIKey, error) {
+	var r apiKeyRow
+	err := tx.QueryRow(ctx, `SELECT `+apiKeyCols+` FROM `+s.t.apiKeys+` WHERE id = $1`, id).Scan(r.dest()...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return idkeeper.APIKey{}, idkeeper.ErrNotFound
+	}
+	return r.key(), err
 }
 
 // RecordSkew implements idkeeper.SkewStore: one upsert; the observation lapses

@@ -39,6 +39,14 @@ func TestParseURL(t *testing.T) {
 	if err != nil || cfg.Pool.ConnConfig.Password != "from-file" {
 		t.Fatalf("password_file: %q, %v", cfg.Pool.ConnConfig.Password, err)
 	}
+	pgpass := filepath.Join(t.TempDir(), "pgpass")
+	if err := os.WriteFile(pgpass, []byte("h:5432:db:ids:from-pgpass\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err = postgres.ParseURL("postgres://ids@h:5432/db?passfile=" + pgpass)
+	if err != nil || cfg.Pool.ConnConfig.Password != "from-pgpass" {
+		t.Fatalf("passfile: %q, %v", cfg.Pool.ConnConfig.Password, err)
+	}
 	t.Setenv("PGPASSWORD", "from-env")
 	cfg, err = postgres.ParseURL("postgres://ids@h/db")
 	if err != nil || cfg.Pool.ConnConfig.Password != "from-env" {
