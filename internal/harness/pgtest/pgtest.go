@@ -34,8 +34,8 @@
 // benchmarks. A store opened on a server without fsync must accept that (see the
 // postgres package's durability check).
 //
-// Kill stops the server with SIGKILL, its whole process group at once, as a
-// crash of the machine's PostgreSQL does; Start after Kill or Stop runs it again
+// Kill stops the server with SIGKILL, the postmaster and every process it
+// started, as a crash of the machine's PostgreSQL does; Start after Kill or Stop runs it again
 // on the same port and data directory, and PostgreSQL recovers from its WAL.
 package pgtest
 
@@ -335,8 +335,9 @@ func (s *Server) launch() error {
 	defer logf.Close()
 	cmd := s.command("postgres", args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	// Its own process group, so that Kill reaches every backend at once; killed
-	// with the test binary.
+	// Out of the test's process group (a ^C of go test reaches the test binary,
+	// whose cleanups stop the server); killed with the test binary, upon which
+	// its children exit by themselves.
 	cmd.SysProcAttr.Setpgid = true
 	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	if err := cmd.Start(); err != nil {
@@ -477,18 +478,66 @@ func (s *Server) kill() {
 	if p == nil {
 		return
 	}
-	pgid := p.cmd.Process.Pid
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	// Every postmaster child makes itself a session leader (setsid), so the
+	// postmaster's process group holds the postmaster alone. Stopped, it forks
+	// no more; its children are then killed by PID, then the postmaster itself.
+	pm := p.cmd.Process.Pid
+	_ = syscall.Kill(pm, syscall.SIGSTOP)
+	kids := children(pm)
+	for _, k := range kids {
+		_ = syscall.Kill(k, syscall.SIGKILL)
+	}
+	_ = syscall.Kill(-pm, syscall.SIGKILL)
 	<-p.done
-	// The postmaster's children are in its group; wait until the last is gone,
-	// or the next start finds their shared memory in use.
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
-		if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
+	// Wait until the last child is gone, or the next start finds their shared
+	// memory in use.
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if !slices.ContainsFunc(kids, alive) {
 			return
 		}
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// children are the PIDs of the processes whose parent is pid (/proc).
+func children(pid int) []int {
+	var out []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		k, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if ppid, _ := procStat(k); ppid == pid {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// alive reports whether pid runs: it exists and is no zombie.
+func alive(pid int) bool {
+	_, state := procStat(pid)
+	return state != "" && state != "Z" && state != "X"
+}
+
+// procStat reads the parent PID and the state of pid from /proc/PID/stat; 0
+// and "" when it is gone.
+func procStat(pid int) (ppid int, state string) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, ""
+	}
+	// pid (comm) state ppid …; comm may hold spaces and parentheses.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0, ""
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 2 {
+		return 0, ""
+	}
+	ppid, _ = strconv.Atoi(f[1])
+	return ppid, f[0]
 }
 
 func (s *Server) cleanup() {
