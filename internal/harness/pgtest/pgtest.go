@@ -339,7 +339,7 @@ func (s *Server) launch() error {
 	// whose cleanups stop the server); killed with the test binary, upon which
 	// its children exit by themselves.
 	cmd.SysProcAttr.Setpgid = true
-	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	dieWithParent(cmd.SysProcAttr)
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting postgres: %w", err)
 	}
