@@ -105,7 +105,11 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		pool.Close()
 		return nil, err
 	}
-	d, err := s.CheckDurability(ctx)
+	err = s.Ping(ctx)
+	var d Durability
+	if err == nil {
+		d, err = s.CheckDurability(ctx)
+	}
 	if err == nil && d.InRecovery {
 		err = errors.New("postgres: the server is a standby, which takes no writes: name the primary, or list " +
 			"every host with target_session_attrs=read-write")
