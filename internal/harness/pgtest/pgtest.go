@@ -20,7 +20,8 @@
 // does), pgtest runs them as the system user postgres, which Debian's package
 // creates (IDKEEPER_PG_USER names another): the processes get that user's IDs
 // (os/exec with a SysProcAttr Credential, as runuser would), and the server's
-// directory, made by pgtest under os.TempDir(), is owned by that user. As any
+// directory, made by pgtest under os.TempDir() (which that user must be able to
+// enter: mind a TMPDIR of mode 0700), is owned by that user. As any
 // other user they run as that user. The directory of a test binary that died
 // without its cleanups is removed by the next test binary that starts a server.
 //
