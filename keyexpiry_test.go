@@ -94,7 +94,7 @@ func (e *keyEnv) expectLogged(n int, err error, warned, expired []string) {
 // Keys in use that expire within 14 days are warned about once a day, expired
 // ones still in use as errors; idle, revoked and never-expiring keys never; the
 // check runs on the fake clock and the day is the store's job lock.
-func TestWarnExpiringKeysDaily(t *testing.T) {
+func TestWarnExpiringKeys_Daily(t *testing.T) {
 	e := newKeyEnv(t)
 	ctx := context.Background()
 	now := e.clk.Now()

@@ -127,7 +127,7 @@ func TestUpdateKey(t *testing.T) {
 
 // The keys of the environment tell that they come from it; a failing store is
 // STORE_UNAVAILABLE.
-func TestUpdateKeyEnvAndStoreUnavailable(t *testing.T) {
+func TestUpdateKey_EnvAndStoreUnavailable(t *testing.T) {
 	e := newEnv(t, idkeeper.Config{})
 	ctx := context.Background()
 	const boot = "idk_bootstrap-key-0123456789abcdef"

@@ -164,7 +164,7 @@ func TestSkewLevels(t *testing.T) {
 	}
 }
 
-func TestAllocRejectsLargeSkewAndRecordsIt(t *testing.T) {
+func TestAlloc_RejectsLargeSkewAndRecordsIt(t *testing.T) {
 	e := newEnv(t, idkeeper.Config{})
 	ctx := context.Background()
 	behind := t0.Add(-11 * time.Minute)
@@ -217,7 +217,7 @@ func TestSkewWithZeroGraceIsOnlyLogged(t *testing.T) {
 	}
 }
 
-func TestAllocValidatesInput(t *testing.T) {
+func TestAlloc_ValidatesInput(t *testing.T) {
 	e := newEnv(t, idkeeper.Config{Nodes: 8})
 	ctx := context.Background()
 	cases := []struct {
@@ -292,7 +292,7 @@ func TestScenarioAllocSameRenewRemainingRemove(t *testing.T) {
 	}
 }
 
-func TestCleanupRunsOnOneReplicaAtATime(t *testing.T) {
+func TestCleanup_RunsOnOneReplicaAtATime(t *testing.T) {
 	a := newEnv(t, idkeeper.Config{Nodes: 8, CleanupInterval: 10 * time.Minute})
 	b := openEnv(t, a.store, a.clk, idkeeper.Config{Nodes: 8, CleanupInterval: 10 * time.Minute, Owner: "replica-b"})
 	ctx := context.Background()
@@ -316,7 +316,7 @@ func TestCleanupRunsOnOneReplicaAtATime(t *testing.T) {
 	}
 }
 
-func TestCleanupKeepsLeasesInsideGrace(t *testing.T) {
+func TestCleanup_KeepsLeasesInsideGrace(t *testing.T) {
 	e := newEnv(t, idkeeper.Config{Nodes: 4})
 	ctx := context.Background()
 	e.reg.Alloc(ctx, idkeeper.AllocRequest{Requester: who(1), Count: 1})
@@ -524,7 +524,7 @@ func TestGrantsSaveTheStateBeforeAnswering(t *testing.T) {
 
 // The alloc log line names the node IDs as ranges, not one by one: an Alloc of a
 // thousand node IDs is one short attribute.
-func TestAllocLogSummarisesNodeRanges(t *testing.T) {
+func TestAlloc_LogSummarisesNodeRanges(t *testing.T) {
 	e := newEnv(t, idkeeper.Config{Nodes: 1024})
 	if _, err := e.reg.Alloc(context.Background(), idkeeper.AllocRequest{Requester: who(1), Count: 1000}); err != nil {
 		t.Fatal(err)

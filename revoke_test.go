@@ -128,7 +128,7 @@ func TestRevokeLease(t *testing.T) {
 }
 
 // A failing store is STORE_UNAVAILABLE, as for every lease call.
-func TestRevokeLeaseStoreUnavailable(t *testing.T) {
+func TestRevokeLease_StoreUnavailable(t *testing.T) {
 	e := newEnv(t, idkeeper.Config{Nodes: 4})
 	g, err := e.reg.Alloc(context.Background(), idkeeper.AllocRequest{Requester: who(1), Count: 1})
 	if err != nil {

@@ -56,7 +56,7 @@ func wantLocked(t *testing.T, acc *account.Service, name, ip string) {
 // (the throttle dropped arbitrary entries past 10,000), and the guessing went on.
 // Now a live entry is never dropped: 20,000 /64s later, the locked pair is still
 // refused.
-func TestLoginFloodDoesNotEvictLocks(t *testing.T) {
+func TestLogin_FloodDoesNotEvictLocks(t *testing.T) {
 	e, acc := floodEnv(t)
 	lockPair(t, acc, "bob", "192.0.2.66")
 	for i := range 20_000 {
@@ -74,7 +74,7 @@ func TestLoginFloodDoesNotEvictLocks(t *testing.T) {
 // A table full of live entries fails closed: a login that needs a new entry is
 // refused with LOGIN_THROTTLE_FULL and a Retry-After until the earliest entry
 // ends; the locks stay, and the sweep makes room once entries end.
-func TestLoginThrottleFullFailsClosed(t *testing.T) {
+func TestLogin_ThrottleFullFailsClosed(t *testing.T) {
 	e, acc := floodEnv(t)
 	const capacity = 300
 	account.SetLoginThrottleCapacity(acc, capacity)

@@ -190,7 +190,7 @@ func TestEnsureFirstAdmin(t *testing.T) {
 	wantCode(t, err, protocol.CodeInvalidRequest)
 }
 
-func TestLoginOneGenericError(t *testing.T) {
+func TestLogin_OneGenericError(t *testing.T) {
 	e := newAcctEnv(t)
 	bob := e.addUser(t, "bob", account.RoleViewer)
 	e.addUser(t, "carol", account.RoleViewer)
@@ -520,7 +520,7 @@ func TestAuditChainAndConcurrentAppends(t *testing.T) {
 }
 
 // A hasher of other parameters replaces an old hash at the next login.
-func TestLoginRehashes(t *testing.T) {
+func TestLogin_Rehashes(t *testing.T) {
 	e := newAcctEnv(t)
 	stronger := password.Hasher{Params: cheapParams}
 	stronger.Params.Time = 2

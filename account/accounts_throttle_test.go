@@ -29,7 +29,7 @@ func retryAfter(err error) int {
 // the right password included, from anywhere. Now they lock that (account,
 // source) pair only: the right password from another source still logs in,
 // after the account's slow-down.
-func TestLoginWrongPasswordsDoNotLockTheAccount(t *testing.T) {
+func TestLogin_WrongPasswordsDoNotLockTheAccount(t *testing.T) {
 	e := newAcctEnv(t)
 	e.addUser(t, "bob", account.RoleViewer)
 	for i := range account.LoginPairFailures {
@@ -87,7 +87,7 @@ func TestLoginWrongPasswordsDoNotLockTheAccount(t *testing.T) {
 	}
 }
 
-func TestLoginThrottlePerSource(t *testing.T) {
+func TestLogin_ThrottlePerSource(t *testing.T) {
 	e := newAcctEnv(t)
 	e.addUser(t, "bob", account.RoleViewer)
 	// Spread over names, each below its pair's limit; IPv6 addresses count by /64.
@@ -109,7 +109,7 @@ func TestLoginThrottlePerSource(t *testing.T) {
 }
 
 // Concurrent wrong passwords from one source cannot get past the pair's limit.
-func TestLoginThrottleConcurrent(t *testing.T) {
+func TestLogin_ThrottleConcurrent(t *testing.T) {
 	e := newAcctEnv(t)
 	e.addUser(t, "bob", account.RoleViewer)
 	before := e.hasher.verifies.Load()
@@ -132,7 +132,7 @@ func TestLoginThrottleConcurrent(t *testing.T) {
 // account's next login, up to LoginSlowMax; it ends LoginThrottleWindow after the
 // last failure. It bounds the guessing rate of one account however many sources
 // guess.
-func TestLoginSlowDown(t *testing.T) {
+func TestLogin_SlowDown(t *testing.T) {
 	for n, want := range map[int]time.Duration{0: 0, 4: 0, 5: 250 * time.Millisecond, 6: 500 * time.Millisecond,
 		7: time.Second, 8: 2 * time.Second, 9: 3 * time.Second, 1000: 3 * time.Second, 1 << 30: 3 * time.Second} {
 		if got := account.LoginSlowDelay(n); got != want {
@@ -203,7 +203,7 @@ func (b *blockingSleeper) Sleep(ctx context.Context, d time.Duration) error {
 // Slowed logins take turns: only one of them checks a password at a time, so
 // concurrency does not multiply the guessing rate; the wait queue is bounded,
 // refusing sources that failed first and never a clean source before it is full.
-func TestLoginSlowDownQueue(t *testing.T) {
+func TestLogin_SlowDownQueue(t *testing.T) {
 	e := newAcctEnv(t)
 	bs := &blockingSleeper{release: make(chan struct{})}
 	acc, err := account.New(e.store, e.hasher, account.Config{Clock: e.clk.Now, Logger: quiet, Sleep: bs.Sleep})
@@ -292,7 +292,7 @@ func waitFor(t *testing.T, cond func() bool) {
 // queues ahead of a stranger but never ahead of the owner where they have
 // logged in before. A known source that fails loses the shortcut while its
 // failures count.
-func TestLoginKnownSourceSkipsTheQueue(t *testing.T) {
+func TestLogin_KnownSourceSkipsTheQueue(t *testing.T) {
 	e := newAcctEnv(t)
 	bs := &blockingSleeper{release: make(chan struct{})}
 	defer close(bs.release)

@@ -38,7 +38,7 @@ func TestConfirmPassword(t *testing.T) {
 		t.Fatalf("after %d wrong passwords: %v", account.LoginPairFailures, err)
 	}
 	// From the same source (actx carries no address); another source is not
-	// refused (TestLoginWrongPasswordsDoNotLockTheAccount).
+	// refused (TestLogin_WrongPasswordsDoNotLockTheAccount).
 	if _, _, err := e.acc.Login(actx, "bob", bobPW, "", "ua"); protocol.ErrorCode(err) != protocol.CodeLoginFailed {
 		t.Fatalf("a login after the throttled confirmations: %v", err)
 	}

@@ -14,7 +14,7 @@ import (
 // A table at LoginThrottleEntries, of the longest names and IPv6 sources, stays
 // within the bytes the doc of LoginThrottleEntries promises (about 210 bytes an
 // entry; 260 leaves room for the map's growth), and holds no more entries.
-func TestLoginThrottleMemoryBounded(t *testing.T) {
+func TestLogin_ThrottleMemoryBounded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("fills a 100,000-entry table")
 	}

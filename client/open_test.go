@@ -127,7 +127,7 @@ func TestRequestsCarryClientUtcNow(t *testing.T) {
 // A 409 CLOCK_SKEW_TOO_LARGE at start is retried with backoff 3 s ×2 up to 60 s,
 // ±20 %, the server's problem logged as fields each time, the session unhealthy; once
 // the clock is corrected the next attempt succeeds, without a restart.
-func TestAllocBackoffOnClockSkewThenRecovery(t *testing.T) {
+func TestAlloc_BackoffOnClockSkewThenRecovery(t *testing.T) {
 	e := newEnv(t, idkeeper.Config{}) // grace 10 min
 	e.clk.StepWall(-15 * time.Minute)
 	s, err := client.New(e.config())
@@ -192,7 +192,7 @@ func TestAllocBackoffOnClockSkewThenRecovery(t *testing.T) {
 
 // Transport errors, 5xx and an exhausted pool at start are retried; the lease comes
 // once the cause is gone.
-func TestAllocRetriesTransientFailures(t *testing.T) {
+func TestAlloc_RetriesTransientFailures(t *testing.T) {
 	e := newEnv(t, idkeeper.Config{Nodes: 1})
 	other := requester()
 	if _, err := e.reg.Alloc(context.Background(), idkeeper.AllocRequest{Requester: other, Count: 1}); err != nil {

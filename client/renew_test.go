@@ -23,7 +23,7 @@ const (
 
 // Renew comes at half the lease, and every successful one moves the lease, the
 // generators' windows and the next renew.
-func TestRenewAtHalfLease(t *testing.T) {
+func TestRenew_AtHalfLease(t *testing.T) {
 	e := newEnv(t, idkeeper.Config{})
 	s := e.open(e.config())
 	for i := 1; i <= 3; i++ {
@@ -53,7 +53,7 @@ func retryAfter(left time.Duration) time.Duration { return max(min(loopCap, left
 
 // Transport errors are retried on the formula min(10 min, time left / 4), at least
 // 5 s, until the lease runs out locally; then issuing stops and the loss is fatal.
-func TestRenewTransportErrorsRetryOnFormulaUntilExpiry(t *testing.T) {
+func TestRenew_TransportErrorsRetryOnFormulaUntilExpiry(t *testing.T) {
 	e := newEnv(t, idkeeper.Config{})
 	s := e.open(e.config())
 	e.proxy.set(renewPath, drop)
@@ -98,7 +98,7 @@ func TestRenewTransportErrorsRetryOnFormulaUntilExpiry(t *testing.T) {
 
 // 5xx, 4xx, malformed 200 bodies and timeouts are retried, never fatal; once the
 // server answers again the lease is extended.
-func TestRenewRetriesUntilTheServerAnswers(t *testing.T) {
+func TestRenew_RetriesUntilTheServerAnswers(t *testing.T) {
 	cases := []struct {
 		name  string
 		fault fault
@@ -154,7 +154,7 @@ func TestRenewRetriesUntilTheServerAnswers(t *testing.T) {
 
 // Renew answering 200 with an empty list is the definite "holds nothing": issuing
 // stops at once, OnFatal gets ErrLeaseLost, Done closes, and Close sends nothing.
-func TestRenewEmptyListIsFatal(t *testing.T) {
+func TestRenew_EmptyListIsFatal(t *testing.T) {
 	e := newEnv(t, idkeeper.Config{})
 	cfg := e.config()
 	s := e.open(cfg)
@@ -188,7 +188,7 @@ func TestRenewEmptyListIsFatal(t *testing.T) {
 
 // A Renew answer with fewer, other or re-granted node IDs than the session holds is
 // fatal: which of them is still valid cannot be told.
-func TestRenewWithOtherLeasesIsFatal(t *testing.T) {
+func TestRenew_WithOtherLeasesIsFatal(t *testing.T) {
 	cases := []struct {
 		name string
 		edit func(ls []any) []any

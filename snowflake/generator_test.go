@@ -77,7 +77,7 @@ func TestNewRejects(t *testing.T) {
 	}
 }
 
-func TestNextIDFields(t *testing.T) {
+func TestNextID_Fields(t *testing.T) {
 	clock := newFakeClock(at(1000).Add(500 * time.Microsecond))
 	g := mustNew(t, DefaultLayout, 17, Options{Now: clock.Now})
 	if !g.MintedUpTo().IsZero() {

@@ -110,7 +110,7 @@ func TestDefaultKeyQuotaStopsPoolGrab(t *testing.T) {
 // again, stops at the key's quota, the cooling node IDs counted; another key
 // still gets node IDs; a Remove with mintedUpTo charges nothing. Through HTTP on
 // bolt and Redis.
-func TestRemoveCyclesStopAtQuota(t *testing.T) {
+func TestRemove_CyclesStopAtQuota(t *testing.T) {
 	for name, open := range quotaStores(t) {
 		t.Run(name, func(t *testing.T) {
 			s := startQuotaServer(t, open(t))
