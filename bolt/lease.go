@@ -111,144 +111,18 @@ func (s *Store) Reset(ctx context.Context, p idkeeper.ResetParams) (idkeeper.Res
 	return res, nil
 }
 
-// Alloc implements idkeeper.LeaseStore.
+// Alloc implements idkeeper.LeaseStore (leasetx.Alloc).
 func (s *Store) Alloc(ctx context.Context, g idkeeper.Guard, p idkeeper.AllocParams) (idkeeper.Grant, error) {
 	if err := p.Validate(); err != nil {
 		return idkeeper.Grant{}, err
 	}
 	var gr idkeeper.Grant
 	err := s.update(ctx, &g, func(t *txn) error {
-		if err := t.promote(); err != nil {
-			return err
-		}
-		key := p.Requester.Key()
-		exp := t.now + p.First.Milliseconds()
-		held, err := t.owned(key, p.KeyID)
-		if err != nil {
-			return err
-		}
-		if len(held) > 0 {
-			if len(held) != p.Count {
-				return idkeeper.CountMismatch(len(held), p.Count)
-			}
-			for _, id := range held {
-				if err := t.extend(id, exp, false); err != nil {
-					return err
-				}
-			}
-			if gr, err = t.grant(held); err != nil {
-				return err
-			}
-			return t.histExtendAll(gr.Leases)
-		}
-		keyHeld := func() (int, error) { return t.keyHeldBy(p.KeyID), nil }
-		cooling := func() (int, error) { return t.keyCooling(p.KeyID) }
-		if err := leasetx.Admit(p, keyHeld, cooling, int(t.nodeCount-t.held-t.quarantineSize), t.fence); err != nil {
-			return err
-		}
-		ids, err := t.pick(p.Count)
-		if err != nil {
-			return err
-		}
-		for _, id := range ids {
-			t.fence++
-			if err := t.take(id, leaseRec{ExpiresAt: exp, GrantedAt: t.now, RenewedAt: zeroMs, Token: t.fence,
-				Requester: key, KeyID: p.KeyID}, true); err != nil {
-				return err
-			}
-		}
-		slices.Sort(ids)
-		if err := t.reqs.Put([]byte(key), encodeIDs(ids)); err != nil {
-			return err
-		}
-		if gr, err = t.grant(ids); err != nil {
-			return err
-		}
-		for _, l := range gr.Leases {
-			if err := t.histLog().Grant(l, p.Client); err != nil {
-				return err
-			}
-		}
-		return nil
+		var err error
+		gr, err = leasetx.Alloc(rules{t}, p)
+		return err
 	})
 	return gr, err
-}
-
-// histExtendAll sets the window end of each lease's record to its expiry.
-func (t *txn) histExtendAll(ls []idkeeper.Lease) error {
-	for _, l := range ls {
-		if err := t.histLog().Extend(uint32(l.NodeID), l.FencingToken, timeMs(l.ExpiresAt)); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// owned returns the node IDs the requester with key holds, sorted, or
-// LEASE_NOT_OWNED when one of them belongs to another API key.
-func (t *txn) owned(key, keyID string) ([]uint32, error) {
-	ids, err := t.heldBy(key)
-	if err != nil {
-		return nil, err
-	}
-	for _, id := range ids {
-		l, err := t.lease(id)
-		if err != nil {
-			return nil, err
-		}
-		if l.KeyID != keyID {
-			return nil, idkeeper.NotOwned()
-		}
-	}
-	return ids, nil
-}
-
-// take gives a free node to l's requester: a new grant (NotBefore after the fenced
-// watermark) when fresh, else a restored lease whose NotBefore l already carries.
-// The caller updates the requester index.
-func (t *txn) take(id uint32, l leaseRec, fresh bool) error {
-	r, err := t.node(id)
-	if err != nil {
-		return err
-	}
-	if err := t.unplace(id, &r); err != nil {
-		return err
-	}
-	n, l := leasetx.Taken(r.tx(), l, fresh)
-	r.set(n)
-	if err := t.putNode(id, r); err != nil {
-		return err
-	}
-	if err := t.leases.Put(nodeKey(id), encodeLease(l)); err != nil {
-		return err
-	}
-	t.held++
-	if err := t.keyHolds(l.KeyID, 1); err != nil {
-		return err
-	}
-	return t.expiry.Put(timeNodeKey(l.ExpiresAt, id), nil)
-}
-
-// extend raises a lease's expiry to at least exp and the node's watermark with it;
-// renewed also stamps RenewedAt.
-func (t *txn) extend(id uint32, exp int64, renewed bool) error {
-	l, err := t.lease(id)
-	if err != nil {
-		return err
-	}
-	if exp > l.ExpiresAt {
-		if err := t.expiry.Delete(timeNodeKey(l.ExpiresAt, id)); err != nil {
-			return err
-		}
-		if err := t.expiry.Put(timeNodeKey(exp, id), nil); err != nil {
-			return err
-		}
-	}
-	l = leasetx.Extended(l, exp, t.now, renewed)
-	if err := t.leases.Put(nodeKey(id), encodeLease(l)); err != nil {
-		return err
-	}
-	return t.modify(id, func(r *nodeRec) { r.watermark = max(r.watermark, l.ExpiresAt) })
 }
 
 // heldBy returns the node IDs the requester with key holds, sorted.
@@ -260,91 +134,30 @@ func (t *txn) heldBy(key string) ([]uint32, error) {
 	return decodeIDs(v)
 }
 
-func (t *txn) grant(ids []uint32) (idkeeper.Grant, error) {
-	g := idkeeper.Grant{Leases: make([]idkeeper.Lease, 0, len(ids)), Now: msTime(t.now), Fence: t.fence}
-	for _, id := range ids {
-		rec, err := t.lease(id)
-		if err != nil {
-			return idkeeper.Grant{}, err
-		}
-		l, err := rec.On(id)
-		if err != nil {
-			return idkeeper.Grant{}, err
-		}
-		g.Leases = append(g.Leases, l)
-	}
-	return g, nil
-}
-
-// Renew implements idkeeper.LeaseStore.
+// Renew implements idkeeper.LeaseStore (leasetx.Renew).
 func (s *Store) Renew(ctx context.Context, g idkeeper.Guard, p idkeeper.RenewParams) (idkeeper.Grant, error) {
 	if err := p.Validate(); err != nil {
 		return idkeeper.Grant{}, err
 	}
 	var gr idkeeper.Grant
 	err := s.update(ctx, &g, func(t *txn) error {
-		key := p.Requester.Key()
-		if _, err := t.owned(key, p.KeyID); err != nil {
-			return err
-		}
-		restored, contested, err := leasetx.Claims(rules{t}, key, p)
-		if err != nil {
-			return err
-		}
-		ids, err := t.heldBy(key)
-		if err != nil {
-			return err
-		}
-		for _, id := range ids {
-			if err := t.extend(id, t.now+p.Duration.Milliseconds(), true); err != nil {
-				return err
-			}
-		}
-		if gr, err = t.grant(ids); err != nil {
-			return err
-		}
-		gr.Restored, gr.Contested = restored, contested
-		return t.histExtendAll(gr.Leases)
+		var err error
+		gr, err = leasetx.Renew(rules{t}, p)
+		return err
 	})
 	return gr, err
 }
 
-// Remove implements idkeeper.LeaseStore.
+// Remove implements idkeeper.LeaseStore (leasetx.Remove).
 func (s *Store) Remove(ctx context.Context, g idkeeper.Guard, p idkeeper.RemoveParams) (int, error) {
 	if err := p.Validate(); err != nil {
 		return 0, err
 	}
 	var n int
 	err := s.update(ctx, &g, func(t *txn) error {
-		key := p.Requester.Key()
-		ids, err := t.owned(key, p.KeyID)
-		if err != nil || len(ids) == 0 {
-			return err
-		}
-		if err := t.reqs.Delete([]byte(key)); err != nil {
-			return err
-		}
-		for _, id := range ids {
-			l, err := t.lease(id)
-			if err != nil {
-				return err
-			}
-			rec, err := t.node(id)
-			if err != nil {
-				return err
-			}
-			if rec.watermark, err = leasetx.Removed(t.histLog(), id, rec.tx(), l, p.MintedUpTo); err != nil {
-				return err
-			}
-			if err := t.release(id, &rec, l); err != nil {
-				return err
-			}
-			if err := t.charge(p.KeyID, id, rec); err != nil {
-				return err
-			}
-		}
-		n = len(ids)
-		return t.pruneCharges(p.KeyID)
+		var err error
+		n, err = leasetx.Remove(rules{t}, p)
+		return err
 	})
 	return n, err
 }

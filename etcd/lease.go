@@ -113,35 +113,13 @@ func (s *Store) Reset(ctx context.Context, p idkeeper.ResetParams) (idkeeper.Res
 	return res, nil
 }
 
-// owned returns the requester index entry of the requester with key (ok false:
-// it holds nothing), or LEASE_NOT_OWNED when its leases belong to another API key.
-func (t *txn) owned(key, keyID string) (holding, bool, error) {
-	h, ok, err := t.holding(key)
-	if err != nil || !ok {
-		return holding{}, false, err
-	}
-	if h.keyID != keyID {
-		return holding{}, false, idkeeper.NotOwned()
-	}
-	return h, true, nil
-}
-
-// fetchHeld reads the node records and history records of h's leases.
-func (t *txn) fetchHeld(h holding, more ...string) error {
-	keys := make([]string, 0, 2*len(h.ids)+len(more))
-	for i, id := range h.ids {
-		keys = append(keys, t.s.k.nodeKey(id), t.s.k.histKey(id, h.tokens[i]))
-	}
-	return t.fetch(append(keys, more...)...)
-}
-
 // rangeOp reads the first limit entries of index from from on, with the records
 // they hold.
 func rangeOp(from, index string, limit int) clientv3.Op {
 	return clientv3.OpGet(from, clientv3.WithRange(clientv3.GetPrefixRangeEnd(index)), clientv3.WithLimit(int64(limit)))
 }
 
-// Alloc implements idkeeper.LeaseStore: two round trips for a new grant. The read
+// Alloc implements idkeeper.LeaseStore (leasetx.Alloc): two round trips for a new grant. The read
 // takes, with the meta record, the requester's index entry, the key's count, the
 // first Count entries of the ready and (live) cooling indexes and the entries time
 // has moved on, each entry with its node's record; the commit writes. A repeat
@@ -151,93 +129,21 @@ func (s *Store) Alloc(ctx context.Context, g idkeeper.Guard, p idkeeper.AllocPar
 		return idkeeper.Grant{}, err
 	}
 	key := p.Requester.Key()
-	var readyStart uint64 // where the first read of the ready index starts
 	first := func(t *txn) []clientv3.Op {
-		readyStart = s.readyFrom.Load()
+		t.readyStart = s.readyFrom.Load()
 		return append(t.staleOps(), clientv3.OpGet(s.k.req+key), clientv3.OpGet(s.k.keyHeld+p.KeyID), clientv3.OpGet(s.k.keyCool+p.KeyID),
-			rangeOp(s.k.readyKey(readyStart, 0), s.k.ready, p.Count), rangeOp(before(s.k.cooling, t.now), s.k.cooling, p.Count))
+			rangeOp(s.k.readyKey(t.readyStart, 0), s.k.ready, p.Count), rangeOp(before(s.k.cooling, t.now), s.k.cooling, p.Count))
 	}
 	var gr idkeeper.Grant
 	err := s.update(ctx, "alloc", &g, first, func(t *txn) error {
-		exp := t.now + p.First.Milliseconds()
-		h, held, err := t.owned(key, p.KeyID)
-		if err != nil {
-			return err
-		}
-		if held {
-			if len(h.ids) != p.Count {
-				return idkeeper.CountMismatch(len(h.ids), p.Count)
-			}
-			if err := t.fetchHeld(h); err != nil {
-				return err
-			}
-			for i, id := range h.ids {
-				l, err := t.extend(id, exp, false)
-				if err != nil {
-					return err
-				}
-				if err := t.histLog().Extend(id, h.tokens[i], l.ExpiresAt); err != nil {
-					return err
-				}
-			}
-			gr, err = t.grant(h.ids)
-			return err
-		}
-		keyHeld := func() (int, error) { return t.keyHeld(p.KeyID) }
-		cooling := func() (int, error) { return t.keyCooling(p.KeyID) }
-		if err := leasetx.CheckQuota(p, keyHeld, cooling); err != nil {
-			return err
-		}
-		if more, err := t.promote(); err != nil || more {
-			return cmp.Or(err, errPartial)
-		}
-		if err := leasetx.AdmitFree(p, int(t.meta.Nodes-t.meta.Held-t.meta.Quarantined), t.meta.Fence); err != nil {
-			return err
-		}
-		if readyStart > t.meta.ReadyFrom {
-			// Another Store put a ready entry below where the first read started.
-			keys, vals, err := t.scan(s.k.readyKey(t.meta.ReadyFrom, 0), clientv3.GetPrefixRangeEnd(s.k.ready), p.Count)
-			if err != nil {
-				return err
-			}
-			t.scans[2], t.scanVals[2] = keys, vals
-		}
-		for _, i := range []int{2, 3} {
-			if err := t.cacheEntries(i); err != nil {
-				return err
-			}
-		}
-		ids, err := t.pick(p.Count, t.scans[2], t.scans[3])
-		if err != nil {
-			return err
-		}
-		if err := t.fetchNodes(ids); err != nil {
-			return err
-		}
-		h = holding{keyID: p.KeyID}
-		for _, id := range ids {
-			t.meta.Fence++
-			if err := t.take(id, leaseRec{ExpiresAt: exp, GrantedAt: t.now, RenewedAt: zeroMs, Token: t.meta.Fence,
-				Requester: key, KeyID: p.KeyID}, true); err != nil {
-				return err
-			}
-			h = h.with(id, t.meta.Fence)
-		}
-		t.putHolding(key, h)
-		if gr, err = t.grant(h.ids); err != nil {
-			return err
-		}
-		for _, l := range gr.Leases {
-			if err := t.histLog().Grant(l, p.Client); err != nil {
-				return err
-			}
-		}
-		return nil
+		var err error
+		gr, err = leasetx.Alloc(rules{t}, p)
+		return err
 	})
 	return gr, err
 }
 
-// Renew implements idkeeper.LeaseStore: three round trips (the requester's index
+// Renew implements idkeeper.LeaseStore (leasetx.Renew): three round trips (the requester's index
 // entry, its node and history records, the commit), more with claims.
 func (s *Store) Renew(ctx context.Context, g idkeeper.Guard, p idkeeper.RenewParams) (idkeeper.Grant, error) {
 	if err := p.Validate(); err != nil {
@@ -247,45 +153,14 @@ func (s *Store) Renew(ctx context.Context, g idkeeper.Guard, p idkeeper.RenewPar
 	first := func(*txn) []clientv3.Op { return []clientv3.Op{clientv3.OpGet(s.k.req + key)} }
 	var gr idkeeper.Grant
 	err := s.update(ctx, "renew", &g, first, func(t *txn) error {
-		h, _, err := t.owned(key, p.KeyID)
-		if err != nil {
-			return err
-		}
-		var claimed []string
-		for _, c := range p.Claims {
-			if c.Possible() && t.meta.inPool(c.NodeID) {
-				claimed = append(claimed, s.k.nodeKey(uint32(c.NodeID)), s.k.histKey(uint32(c.NodeID), c.Token))
-			}
-		}
-		if err := t.fetchHeld(h, claimed...); err != nil {
-			return err
-		}
-		restored, contested, err := leasetx.Claims(rules{t}, key, p)
-		if err != nil {
-			return err
-		}
-		if h, _, err = t.holding(key); err != nil {
-			return err
-		}
-		for i, id := range h.ids {
-			l, err := t.extend(id, t.now+p.Duration.Milliseconds(), true)
-			if err != nil {
-				return err
-			}
-			if err := t.histLog().Extend(id, h.tokens[i], l.ExpiresAt); err != nil {
-				return err
-			}
-		}
-		if gr, err = t.grant(h.ids); err != nil {
-			return err
-		}
-		gr.Restored, gr.Contested = restored, contested
-		return nil
+		var err error
+		gr, err = leasetx.Renew(rules{t}, p)
+		return err
 	})
 	return gr, err
 }
 
-// Remove implements idkeeper.LeaseStore: three round trips, as Renew.
+// Remove implements idkeeper.LeaseStore (leasetx.Remove): three round trips, as Renew.
 func (s *Store) Remove(ctx context.Context, g idkeeper.Guard, p idkeeper.RemoveParams) (int, error) {
 	if err := p.Validate(); err != nil {
 		return 0, err
@@ -296,33 +171,9 @@ func (s *Store) Remove(ctx context.Context, g idkeeper.Guard, p idkeeper.RemoveP
 	}
 	var n int
 	err := s.update(ctx, "remove", &g, first, func(t *txn) error {
-		n = 0
-		h, held, err := t.owned(key, p.KeyID)
-		if err != nil || !held {
-			return err
-		}
-		if err := t.fetchHeld(h); err != nil {
-			return err
-		}
-		t.del(s.k.req + key)
-		for _, id := range h.ids {
-			r, err := t.node(id)
-			if err != nil {
-				return err
-			}
-			l := r.lease
-			if l == nil {
-				return errNoLease(id)
-			}
-			if r.watermark, err = leasetx.Removed(t.histLog(), id, r.tx(), *l, p.MintedUpTo); err != nil {
-				return err
-			}
-			if err := t.release(id, &r); err != nil {
-				return err
-			}
-		}
-		n = len(h.ids)
-		return t.chargeRemoved(p.KeyID, h.ids)
+		var err error
+		n, err = leasetx.Remove(rules{t}, p)
+		return err
 	})
 	return n, err
 }

@@ -443,12 +443,12 @@ func (l *loader) node(n *idkeeper.NodeState) error {
 		return idkeeper.Invalidf("snapshot", "the lease of node %d has a requester key of %d bytes", id, len(lr.Requester))
 	}
 	h, ok := l.reqs[lr.Requester]
-	if ok && h.keyID != lr.KeyID {
+	if ok && h.KeyID != lr.KeyID {
 		return idkeeper.Invalidf("snapshot", "requester %s holds node %d with API key %q and node %d with %q: "+
-			"a requester's leases belong to one key", ls.Requester, h.ids[0], h.keyID, id, lr.KeyID)
+			"a requester's leases belong to one key", ls.Requester, h.IDs[0], h.KeyID, id, lr.KeyID)
 	}
-	h.keyID = lr.KeyID
-	l.reqs[lr.Requester] = h.with(id, lr.Token)
+	h.KeyID = lr.KeyID
+	l.reqs[lr.Requester] = h.With(id, lr.Token)
 	l.keyHeld[lr.KeyID]++
 	l.meta.Held++
 	r.place, r.lease = placeHeld, &lr
@@ -459,7 +459,7 @@ func (l *loader) node(n *idkeeper.NodeState) error {
 func (l *loader) finish() error {
 	k := l.s.k
 	for req, h := range l.reqs {
-		if err := l.put(k.req+req, h.encode()); err != nil {
+		if err := l.put(k.req+req, encodeHolding(h)); err != nil {
 			return err
 		}
 	}

@@ -48,31 +48,6 @@ type Lease struct {
 	KeyID                                      string // the owner
 }
 
-// Tx is one store transaction as the rules use it: every read sees the
-// transaction's own writes, and nothing is written unless the transaction
-// commits.
-type Tx interface {
-	// Now is the transaction's instant, Unix ms.
-	Now() int64
-	// InPool reports whether id lies in the stored pool.
-	InPool(id idkeeper.NodeID) bool
-	// Node reads the record of id, a node of the pool.
-	Node(id uint32) (Node, error)
-	// Lease reads the lease on the held node id.
-	Lease(id uint32) (Lease, error)
-	// Restore gives the free node id to l's requester as l is (its NotBefore
-	// included), counts it against l.KeyID and adds it to the requester index
-	// entry of l.Requester.
-	Restore(id uint32, l Lease) error
-	// Free deletes the lease l on the held node id, takes id out of the
-	// requester index entry of l.Requester and out of l.KeyID's count, stores
-	// n's Watermark, QuarUntil, LastToken and Restorable in its record and puts
-	// the node at the back of the free order, in the index n calls for.
-	Free(id uint32, l Lease, n Node) error
-	// History is the transaction's lease history.
-	History() histrec.Log
-}
-
 // Claims handles the claims of a Renew by the requester with key
 // (idkeeper.LeaseStore.Renew), in node ID order: a claim on a free restorable
 // node whose token is newer than the node's last restores its lease; a newer
@@ -115,7 +90,7 @@ func Claims(t Tx, key string, p idkeeper.RenewParams) (restored, contested []idk
 		exp := max(ms(c.ExpiresAt), now+p.Duration.Milliseconds())
 		l := Lease{NotBefore: max(ms(c.NotBefore), n.Watermark+1), ExpiresAt: exp, GrantedAt: now,
 			RenewedAt: zeroMs, Token: c.Token, Requester: key, KeyID: p.KeyID}
-		if err := t.Restore(id, l); err != nil {
+		if err := restore(t, id, l); err != nil {
 			return nil, nil, err
 		}
 		if err := t.History().Claim(c, p.Requester, p.KeyID, &exp); err != nil {
