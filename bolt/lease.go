@@ -116,13 +116,23 @@ func (s *Store) Alloc(ctx context.Context, g idkeeper.Guard, p idkeeper.AllocPar
 	if err := p.Validate(); err != nil {
 		return idkeeper.Grant{}, err
 	}
-	var gr idkeeper.Grant
-	err := s.update(ctx, &g, func(t *txn) error {
+	return ruled(s, ctx, &g, func(t leasetx.Tx) (idkeeper.Grant, error) { return leasetx.Alloc(t, p) })
+}
+
+// ruled runs step, a step of the shared lease rules, in one update guarded by
+// g (nil: none). On an error it returns the zero T.
+func ruled[T any](s *Store, ctx context.Context, g *idkeeper.Guard, step func(leasetx.Tx) (T, error)) (T, error) {
+	var out T
+	err := s.update(ctx, g, func(t *txn) error {
 		var err error
-		gr, err = leasetx.Alloc(rules{t}, p)
+		out, err = step(rules{t})
 		return err
 	})
-	return gr, err
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return out, nil
 }
 
 // heldBy returns the node IDs the requester with key holds, sorted.
@@ -139,13 +149,7 @@ func (s *Store) Renew(ctx context.Context, g idkeeper.Guard, p idkeeper.RenewPar
 	if err := p.Validate(); err != nil {
 		return idkeeper.Grant{}, err
 	}
-	var gr idkeeper.Grant
-	err := s.update(ctx, &g, func(t *txn) error {
-		var err error
-		gr, err = leasetx.Renew(rules{t}, p)
-		return err
-	})
-	return gr, err
+	return ruled(s, ctx, &g, func(t leasetx.Tx) (idkeeper.Grant, error) { return leasetx.Renew(t, p) })
 }
 
 // Remove implements idkeeper.LeaseStore (leasetx.Remove).
@@ -153,13 +157,7 @@ func (s *Store) Remove(ctx context.Context, g idkeeper.Guard, p idkeeper.RemoveP
 	if err := p.Validate(); err != nil {
 		return 0, err
 	}
-	var n int
-	err := s.update(ctx, &g, func(t *txn) error {
-		var err error
-		n, err = leasetx.Remove(rules{t}, p)
-		return err
-	})
-	return n, err
+	return ruled(s, ctx, &g, func(t leasetx.Tx) (int, error) { return leasetx.Remove(t, p) })
 }
 
 // release deletes a held node's lease and puts the node at the back of the free

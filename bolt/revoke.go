@@ -16,14 +16,5 @@ func (s *Store) RevokeLease(ctx context.Context, g idkeeper.Guard, node idkeeper
 	if err := idkeeper.CheckGrace(grace); err != nil {
 		return idkeeper.Lease{}, err
 	}
-	var out idkeeper.Lease
-	err := s.update(ctx, &g, func(t *txn) error {
-		var err error
-		out, err = leasetx.Revoke(rules{t}, node, token, grace)
-		return err
-	})
-	if err != nil {
-		return idkeeper.Lease{}, err
-	}
-	return out, nil
+	return ruled(s, ctx, &g, func(t leasetx.Tx) (idkeeper.Lease, error) { return leasetx.Revoke(t, node, token, grace) })
 }

@@ -13,12 +13,11 @@ import (
 	"github.com/idkeeper/idkeeper/internal/leasetx"
 )
 
-// zeroMs is the zero time.Time in Unix milliseconds: a never-set watermark,
-// floor or quarantine.
-var zeroMs = time.Time{}.UnixMilli()
+// zeroMs, msTime and timeMs are the shared rules' Unix-millisecond helpers.
+var zeroMs = leasetx.ZeroMs
 
-func msTime(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
-func timeMs(t time.Time) int64  { return idkeeper.Millis(t).UnixMilli() }
+func msTime(ms int64) time.Time { return leasetx.MsTime(ms) }
+func timeMs(t time.Time) int64  { return leasetx.TimeMs(t) }
 
 // hexTime is a time (Unix ms) as 16 hex digits with the sign bit flipped, so that
 // key order is time order, the zero time.Time included.

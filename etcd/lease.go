@@ -113,6 +113,24 @@ func (s *Store) Reset(ctx context.Context, p idkeeper.ResetParams) (idkeeper.Res
 	return res, nil
 }
 
+// ruled runs step, a step of the shared lease rules, in one update named op,
+// guarded by g (nil: none) and reading first's ops at its start (nil: none). On
+// an error it returns the zero T.
+func ruled[T any](s *Store, ctx context.Context, op string, g *idkeeper.Guard, first func(*txn) []clientv3.Op,
+	step func(leasetx.Tx) (T, error)) (T, error) {
+	var out T
+	err := s.update(ctx, op, g, first, func(t *txn) error {
+		var err error
+		out, err = step(rules{t})
+		return err
+	})
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return out, nil
+}
+
 // rangeOp reads the first limit entries of index from from on, with the records
 // they hold.
 func rangeOp(from, index string, limit int) clientv3.Op {
@@ -134,13 +152,7 @@ func (s *Store) Alloc(ctx context.Context, g idkeeper.Guard, p idkeeper.AllocPar
 		return append(t.staleOps(), clientv3.OpGet(s.k.req+key), clientv3.OpGet(s.k.keyHeld+p.KeyID), clientv3.OpGet(s.k.keyCool+p.KeyID),
 			rangeOp(s.k.readyKey(t.readyStart, 0), s.k.ready, p.Count), rangeOp(before(s.k.cooling, t.now), s.k.cooling, p.Count))
 	}
-	var gr idkeeper.Grant
-	err := s.update(ctx, "alloc", &g, first, func(t *txn) error {
-		var err error
-		gr, err = leasetx.Alloc(rules{t}, p)
-		return err
-	})
-	return gr, err
+	return ruled(s, ctx, "alloc", &g, first, func(t leasetx.Tx) (idkeeper.Grant, error) { return leasetx.Alloc(t, p) })
 }
 
 // Renew implements idkeeper.LeaseStore (leasetx.Renew): three round trips (the requester's index
@@ -151,13 +163,7 @@ func (s *Store) Renew(ctx context.Context, g idkeeper.Guard, p idkeeper.RenewPar
 	}
 	key := p.Requester.Key()
 	first := func(*txn) []clientv3.Op { return []clientv3.Op{clientv3.OpGet(s.k.req + key)} }
-	var gr idkeeper.Grant
-	err := s.update(ctx, "renew", &g, first, func(t *txn) error {
-		var err error
-		gr, err = leasetx.Renew(rules{t}, p)
-		return err
-	})
-	return gr, err
+	return ruled(s, ctx, "renew", &g, first, func(t leasetx.Tx) (idkeeper.Grant, error) { return leasetx.Renew(t, p) })
 }
 
 // Remove implements idkeeper.LeaseStore (leasetx.Remove): three round trips, as Renew.
@@ -169,13 +175,7 @@ func (s *Store) Remove(ctx context.Context, g idkeeper.Guard, p idkeeper.RemoveP
 	first := func(*txn) []clientv3.Op {
 		return []clientv3.Op{clientv3.OpGet(s.k.req + key), clientv3.OpGet(s.k.keyCool + p.KeyID)}
 	}
-	var n int
-	err := s.update(ctx, "remove", &g, first, func(t *txn) error {
-		var err error
-		n, err = leasetx.Remove(rules{t}, p)
-		return err
-	})
-	return n, err
+	return ruled(s, ctx, "remove", &g, first, func(t leasetx.Tx) (int, error) { return leasetx.Remove(t, p) })
 }
 
 // Reclaim implements idkeeper.LeaseStore, in transactions of at most

@@ -17,16 +17,9 @@ func (s *Store) RevokeLease(ctx context.Context, g idkeeper.Guard, node idkeeper
 	if err := idkeeper.CheckGrace(grace); err != nil {
 		return idkeeper.Lease{}, err
 	}
-	var out idkeeper.Lease
-	err := s.update(ctx, "revoke lease", &g, nil, func(t *txn) error {
-		var err error
-		out, err = leasetx.Revoke(rules{t}, node, token, grace)
-		return err
+	return ruled(s, ctx, "revoke lease", &g, nil, func(t leasetx.Tx) (idkeeper.Lease, error) {
+		return leasetx.Revoke(t, node, token, grace)
 	})
-	if err != nil {
-		return idkeeper.Lease{}, err
-	}
-	return out, nil
 }
 
 // errNoLease is the error of a node that an index says is held but whose record

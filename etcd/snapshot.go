@@ -238,29 +238,20 @@ func (s *Store) LoadSnapshot(ctx context.Context, sm idkeeper.SnapshotMeta, src 
 	if err := l.livePool(ctx, sm, &rev); err != nil {
 		return err
 	}
-	if err := l.start(); err != nil {
-		return err
-	}
-	swapped := false
-	defer func() {
-		if !swapped {
-			l.drop()
+	finish := func() error {
+		if err := l.finish(); err != nil {
+			return err
 		}
-	}()
-	records, err := leasetx.Feed(ctx, chk, src, l.add)
+		if l.meta.ReadyFrom == math.MaxUint64 {
+			l.meta.ReadyFrom = l.meta.Seq + 1
+		}
+		return nil
+	}
+	records, err := leasetx.Load(ctx, chk, src, leasetx.Staging{Start: l.start, Add: l.add, Finish: finish,
+		Swap: func() error { return l.swap(sm) }, Drop: l.drop})
 	if err != nil {
 		return err
 	}
-	if err := l.finish(); err != nil {
-		return err
-	}
-	if l.meta.ReadyFrom == math.MaxUint64 {
-		l.meta.ReadyFrom = l.meta.Seq + 1
-	}
-	if err := l.swap(sm); err != nil {
-		return err
-	}
-	swapped = true
 	s.readyFrom.Store(l.meta.ReadyFrom)
 	s.log.Warn("etcd: loaded a snapshot: the store's whole durable state was replaced",
 		"generation", sm.Generation.ID, "number", sm.Generation.Number, "pool", sm.Pool().String(), "fence", sm.Fence,

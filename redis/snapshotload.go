@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strconv"
 	"time"
@@ -13,6 +12,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/internal/leasetx"
 )
 
 // LoadSnapshot implements idkeeper.SnapshotStore: staging keys written in
@@ -52,27 +52,8 @@ func (s *Store) LoadSnapshot(ctx context.Context, meta idkeeper.SnapshotMeta, sr
 	if err := l.keep(); err != nil {
 		return err
 	}
-	records := 0
-	for {
-		rec, err := src.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		if err := chk.Check(rec); err != nil {
-			return err
-		}
-		records++
-		l.batch = append(l.batch, rec)
-		if len(l.batch) == snapshotBatch {
-			if err := l.flush(); err != nil {
-				return err
-			}
-		}
-	}
-	if err := chk.Done(); err != nil {
+	records, err := leasetx.Feed(ctx, chk, src, l.add)
+	if err != nil {
 		return err
 	}
 	if err := l.flush(); err != nil {
@@ -96,6 +77,15 @@ type snapLoader struct {
 	stage       []string
 	batch       []idkeeper.SnapshotRecord
 	meta        idkeeper.SnapshotMeta // the snapshot's head
+}
+
+// add stages rec, writing the batch when it is full.
+func (l *snapLoader) add(rec idkeeper.SnapshotRecord) error {
+	l.batch = append(l.batch, rec)
+	if len(l.batch) < snapshotBatch {
+		return nil
+	}
+	return l.flush()
 }
 
 // keep renews the lapse time of the load lock and of every staging key, in one

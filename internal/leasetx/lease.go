@@ -53,7 +53,7 @@ func Alloc(t Tx, p idkeeper.AllocParams) (idkeeper.Grant, error) {
 	}
 	h = Holding{KeyID: p.KeyID}
 	for _, id := range ids {
-		l := Lease{ExpiresAt: exp, GrantedAt: now, RenewedAt: zeroMs, Token: t.NextToken(), Requester: key, KeyID: p.KeyID}
+		l := Lease{ExpiresAt: exp, GrantedAt: now, RenewedAt: ZeroMs, Token: t.NextToken(), Requester: key, KeyID: p.KeyID}
 		if err := take(t, id, l, true); err != nil {
 			return idkeeper.Grant{}, err
 		}
@@ -221,7 +221,7 @@ func extendAll(t Tx, h Holding, exp int64, renewed bool) error {
 
 // grant is the grant of the leases on ids, at Now and the fencing counter.
 func grant(t Tx, ids []uint32) (idkeeper.Grant, error) {
-	g := idkeeper.Grant{Leases: make([]idkeeper.Lease, 0, len(ids)), Now: msTime(t.Now()), Fence: t.Fence()}
+	g := idkeeper.Grant{Leases: make([]idkeeper.Lease, 0, len(ids)), Now: MsTime(t.Now()), Fence: t.Fence()}
 	for _, id := range ids {
 		rec, err := t.Lease(id)
 		if err != nil {

@@ -59,7 +59,7 @@ func Claims(t Tx, key string, p idkeeper.RenewParams) (restored, contested []idk
 	slices.SortStableFunc(cs, func(a, b idkeeper.Claim) int { return cmp.Compare(a.NodeID, b.NodeID) })
 	now := t.Now()
 	for _, c := range cs {
-		if !c.Possible() || !t.InPool(c.NodeID) || ms(c.ExpiresAt) < now {
+		if !c.Possible() || !t.InPool(c.NodeID) || TimeMs(c.ExpiresAt) < now {
 			continue
 		}
 		id := uint32(c.NodeID)
@@ -87,9 +87,9 @@ func Claims(t Tx, key string, p idkeeper.RenewParams) (restored, contested []idk
 		if !n.Restorable {
 			continue
 		}
-		exp := max(ms(c.ExpiresAt), now+p.Duration.Milliseconds())
-		l := Lease{NotBefore: max(ms(c.NotBefore), n.Watermark+1), ExpiresAt: exp, GrantedAt: now,
-			RenewedAt: zeroMs, Token: c.Token, Requester: key, KeyID: p.KeyID}
+		exp := max(TimeMs(c.ExpiresAt), now+p.Duration.Milliseconds())
+		l := Lease{NotBefore: max(TimeMs(c.NotBefore), n.Watermark+1), ExpiresAt: exp, GrantedAt: now,
+			RenewedAt: ZeroMs, Token: c.Token, Requester: key, KeyID: p.KeyID}
 		if err := restore(t, id, l); err != nil {
 			return nil, nil, err
 		}
@@ -105,7 +105,7 @@ func Claims(t Tx, key string, p idkeeper.RenewParams) (restored, contested []idk
 // node quarantined past both windows + grace; the history ends l contested and
 // records c's grant, contested too.
 func contest(t Tx, id uint32, n Node, l Lease, c idkeeper.Claim, p idkeeper.RenewParams) error {
-	n.Watermark = max(n.Watermark, l.ExpiresAt, ms(c.ExpiresAt))
+	n.Watermark = max(n.Watermark, l.ExpiresAt, TimeMs(c.ExpiresAt))
 	n.QuarUntil = max(n.QuarUntil, n.Watermark+p.Grace.Milliseconds())
 	n.LastToken, n.Restorable = c.Token, false
 	if err := t.Free(id, l, n); err != nil {
@@ -169,11 +169,11 @@ func AdmitFree(p idkeeper.AllocParams, free int, fence uint64) error {
 // reported).
 func Removed(h histrec.Log, id uint32, n Node, l Lease, mintedUpTo time.Time) (int64, error) {
 	minted := !mintedUpTo.IsZero()
-	end := max(min(ms(mintedUpTo), l.ExpiresAt), l.NotBefore-1)
+	end := max(min(TimeMs(mintedUpTo), l.ExpiresAt), l.NotBefore-1)
 	err := h.Edit(id, l.Token, func(r *histrec.Rec) {
 		r.End, r.EndedAt = string(idkeeper.EndRemoved), h.Now
 		if minted {
-			r.WindowEnd, r.MintedUpTo = end, ms(mintedUpTo)
+			r.WindowEnd, r.MintedUpTo = end, TimeMs(mintedUpTo)
 		}
 	})
 	if err != nil || !minted {
@@ -185,7 +185,12 @@ func Removed(h histrec.Log, id uint32, n Node, l Lease, mintedUpTo time.Time) (i
 	return end, nil
 }
 
-// zeroMs is the zero time.Time in Unix ms: a lease never renewed.
-var zeroMs = time.Time{}.UnixMilli()
+// ZeroMs is the zero time.Time in Unix ms: a lease never renewed, a watermark,
+// floor or quarantine never set.
+var ZeroMs = time.Time{}.UnixMilli()
 
-func ms(t time.Time) int64 { return idkeeper.Millis(t).UnixMilli() }
+// TimeMs is t truncated to the millisecond (idkeeper.Millis), in Unix ms.
+func TimeMs(t time.Time) int64 { return idkeeper.Millis(t).UnixMilli() }
+
+// MsTime is the instant ms (Unix ms), in UTC.
+func MsTime(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
