@@ -120,19 +120,12 @@ func (s *Store) Alloc(ctx context.Context, g idkeeper.Guard, p idkeeper.AllocPar
 }
 
 // ruled runs step, a step of the shared lease rules, in one update guarded by
-// g (nil: none). On an error it returns the zero T.
+// g (nil: none) (leasetx.Step).
 func ruled[T any](s *Store, ctx context.Context, g *idkeeper.Guard, step func(leasetx.Tx) (T, error)) (T, error) {
-	var out T
-	err := s.update(ctx, g, func(t *txn) error {
-		var err error
-		out, err = step(rules{t})
-		return err
-	})
-	if err != nil {
-		var zero T
-		return zero, err
+	run := func(fn func(leasetx.Tx) error) error {
+		return s.update(ctx, g, func(t *txn) error { return fn(rules{t}) })
 	}
-	return out, nil
+	return leasetx.Step(run, step)
 }
 
 // heldBy returns the node IDs the requester with key holds, sorted.
@@ -158,6 +151,17 @@ func (s *Store) Remove(ctx context.Context, g idkeeper.Guard, p idkeeper.RemoveP
 		return 0, err
 	}
 	return ruled(s, ctx, &g, func(t leasetx.Tx) (int, error) { return leasetx.Remove(t, p) })
+}
+
+// RevokeLease implements idkeeper.LeaseStore: one transaction that checks the
+// guard, deletes the lease, raises the node's watermark and quarantine and frees
+// it into the quarantine index (or ready or cooling, when ExpiresAt + grace has
+// passed already).
+func (s *Store) RevokeLease(ctx context.Context, g idkeeper.Guard, node idkeeper.NodeID, token uint64, grace time.Duration) (idkeeper.Lease, error) {
+	if err := idkeeper.CheckGrace(grace); err != nil {
+		return idkeeper.Lease{}, err
+	}
+	return ruled(s, ctx, &g, func(t leasetx.Tx) (idkeeper.Lease, error) { return leasetx.Revoke(t, node, token, grace) })
 }
 
 // release deletes a held node's lease and puts the node at the back of the free

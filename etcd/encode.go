@@ -13,9 +13,7 @@ import (
 	"github.com/idkeeper/idkeeper/internal/leasetx"
 )
 
-// zeroMs, msTime and timeMs are the shared rules' Unix-millisecond helpers.
-var zeroMs = leasetx.ZeroMs
-
+// msTime and timeMs are the shared rules' Unix-millisecond helpers.
 func msTime(ms int64) time.Time { return leasetx.MsTime(ms) }
 func timeMs(t time.Time) int64  { return leasetx.TimeMs(t) }
 
@@ -212,16 +210,6 @@ func decodeMeta(b []byte) (meta, error) {
 	}
 	return m, nil
 }
-
-// place names the index that holds a free node; placeHeld: none, a lease holds it.
-type place = leasetx.Place
-
-const (
-	placeHeld       = leasetx.Held
-	placeReady      = leasetx.Ready
-	placeCooling    = leasetx.Cooling
-	placeQuarantine = leasetx.Quarantine
-)
 
 // nodeRec is the record of one node ID, with its lease while it is held.
 type nodeRec struct {

@@ -114,21 +114,13 @@ func (s *Store) Reset(ctx context.Context, p idkeeper.ResetParams) (idkeeper.Res
 }
 
 // ruled runs step, a step of the shared lease rules, in one update named op,
-// guarded by g (nil: none) and reading first's ops at its start (nil: none). On
-// an error it returns the zero T.
+// guarded by g (nil: none) and reading first's ops at its start (nil: none)
+// (leasetx.Step).
 func ruled[T any](s *Store, ctx context.Context, op string, g *idkeeper.Guard, first func(*txn) []clientv3.Op,
 	step func(leasetx.Tx) (T, error)) (T, error) {
-	var out T
-	err := s.update(ctx, op, g, first, func(t *txn) error {
-		var err error
-		out, err = step(rules{t})
-		return err
-	})
-	if err != nil {
-		var zero T
-		return zero, err
-	}
-	return out, nil
+	return leasetx.Step(func(fn func(leasetx.Tx) error) error {
+		return s.update(ctx, op, g, first, func(t *txn) error { return fn(rules{t}) })
+	}, step)
 }
 
 // rangeOp reads the first limit entries of index from from on, with the records
@@ -176,6 +168,19 @@ func (s *Store) Remove(ctx context.Context, g idkeeper.Guard, p idkeeper.RemoveP
 		return []clientv3.Op{clientv3.OpGet(s.k.req + key), clientv3.OpGet(s.k.keyCool + p.KeyID)}
 	}
 	return ruled(s, ctx, "remove", &g, first, func(t leasetx.Tx) (int, error) { return leasetx.Remove(t, p) })
+}
+
+// RevokeLease implements idkeeper.LeaseStore: one transaction that checks the
+// guard, deletes the lease, raises the node's watermark and quarantine and frees
+// it into the quarantine index (or ready or cooling, when ExpiresAt + grace has
+// passed already).
+func (s *Store) RevokeLease(ctx context.Context, g idkeeper.Guard, node idkeeper.NodeID, token uint64, grace time.Duration) (idkeeper.Lease, error) {
+	if err := idkeeper.CheckGrace(grace); err != nil {
+		return idkeeper.Lease{}, err
+	}
+	return ruled(s, ctx, "revoke lease", &g, nil, func(t leasetx.Tx) (idkeeper.Lease, error) {
+		return leasetx.Revoke(t, node, token, grace)
+	})
 }
 
 // Reclaim implements idkeeper.LeaseStore, in transactions of at most

@@ -96,7 +96,7 @@ func (t *txn) growTo(p idkeeper.PoolSpec) error {
 func (t *txn) grow(n int, reset func(*nodeRec)) {
 	for id := t.meta.end(); id < t.meta.First+uint64(n); id++ {
 		t.meta.Seq++
-		r := nodeRec{watermark: zeroMs, quarUntil: zeroMs, floor: zeroMs, freeSeq: t.meta.Seq, place: placeReady}
+		r := nodeRec{watermark: leasetx.ZeroMs, quarUntil: leasetx.ZeroMs, floor: leasetx.ZeroMs, freeSeq: t.meta.Seq, place: placeReady}
 		if reset != nil {
 			reset(&r)
 		}

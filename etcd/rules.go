@@ -19,19 +19,20 @@ type rules struct{ t *txn }
 
 var _ leasetx.Tx = rules{}
 
-func (r rules) Now() int64                     { return r.t.now }
-func (r rules) InPool(id idkeeper.NodeID) bool { return r.t.meta.inPool(id) }
-func (r rules) Fence() uint64                  { return r.t.meta.Fence }
-func (r rules) NextToken() uint64              { r.t.meta.Fence++; return r.t.meta.Fence }
-func (r rules) History() histrec.Log           { return r.t.histLog() }
-func (r rules) KeyHeld(keyID string) (int, error) {
-	return r.t.keyHeld(keyID)
-}
-
+// FreeNodes, like the pool and the fencing counter, is the meta record's, as
+// the transaction read it at its start and will write it.
 func (r rules) FreeNodes() int {
 	m := r.t.meta
 	return int(m.Nodes - m.Held - m.Quarantined)
 }
+
+func (r rules) InPool(id idkeeper.NodeID) bool { return r.t.meta.inPool(id) }
+func (r rules) Fence() uint64                  { return r.t.meta.Fence }
+func (r rules) NextToken() uint64              { r.t.meta.Fence++; return r.t.meta.Fence }
+func (r rules) Now() int64                     { return r.t.now }
+func (r rules) History() histrec.Log           { return r.t.histLog() }
+
+func (r rules) KeyHeld(keyID string) (int, error) { return r.t.keyHeld(keyID) }
 
 func (r rules) Node(id uint32) (leasetx.Node, error) {
 	n, err := r.t.node(id)
@@ -183,4 +184,20 @@ func (r nodeRec) tx() leasetx.Node {
 // quarantine, last token and restorable flag (its place is the store's).
 func (r *nodeRec) set(n leasetx.Node) {
 	r.watermark, r.quarUntil, r.lastToken, r.restorable = n.Watermark, n.QuarUntil, n.LastToken, n.Restorable
+}
+
+// place names the index that holds a free node; placeHeld: none, a lease holds it.
+type place = leasetx.Place
+
+const (
+	placeHeld       = leasetx.Held
+	placeReady      = leasetx.Ready
+	placeCooling    = leasetx.Cooling
+	placeQuarantine = leasetx.Quarantine
+)
+
+// errNoLease is the error of a node that an index says is held but whose record
+// holds no lease: a store that was written by something else.
+func errNoLease(id uint32) error {
+	return fmt.Errorf("node %d is indexed as held but its record holds no lease", id)
 }

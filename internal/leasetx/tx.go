@@ -80,6 +80,23 @@ type Tx interface {
 	History() histrec.Log
 }
 
+// Step runs step in one transaction: run opens it, calls its argument with it
+// and commits it when that returns nil (retrying as the store needs). It
+// returns what step returned, or the zero T and the error of step or of run.
+func Step[T any](run func(func(Tx) error) error, step func(Tx) (T, error)) (T, error) {
+	var out T
+	err := run(func(t Tx) error {
+		var err error
+		out, err = step(t)
+		return err
+	})
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return out, nil
+}
+
 // Holding is a requester index entry: the leases one requester holds, by node
 // ID (sorted) with their tokens, and the API key that owns them all.
 type Holding struct {
