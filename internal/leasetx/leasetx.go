@@ -1,18 +1,53 @@
 // Package leasetx holds the lease rules of the stores that run Go inside one
-// transaction (bolt, etcd; the SQL store next), written once over Tx: each store
-// adapts its own transaction and keeps its own encodings, and the rules here
-// decide. Redis keeps its Lua scripts; the contract suite (internal/harness/storetest)
-// and its reference store judge both.
+// transaction (bolt, etcd; the SQL store next), written once over Tx. Redis
+// keeps its Lua scripts; the contract suite (internal/harness/storetest) and its
+// reference store judge both.
 //
-// What lives here so far: the claim rule of Renew (Claims: restore or contest),
-// the quota and admission checks of a new grant (Admit), the watermark and
-// history rule of Remove (Removed), RevokeLease (Revoke), the end of a lease
-// Reclaim finds due (Reclaimed), the generations of Init and Reset (Fresh,
-// ResetGeneration), the pool check (Adopt), the free index a node belongs in
-// (FreePlace, Place), the record rules of a grant and an extension (Taken,
-// Extended) and the record loop of a snapshot load (Feed). The stores keep their
-// indexes, their read-ahead and their loops over them.
-// Times are Unix milliseconds, as the stores keep them.
+// What lives here: the steps Alloc (repeat grant, quota and admission, the pick
+// order, fencing tokens, the new leases and their history), Renew (the claims
+// of Claims: restore or contest; the extension), Remove (Removed: history end
+// and watermark; the cooling charges of ChargeRemoved), Revoke and Reclaim's
+// end of a lease (Reclaimed); the cooling-charge count (KeyCooling, Live); the
+// generations of Init and Reset (Fresh, ResetGeneration); the pool check
+// (Adopt); the free index a node belongs in (FreePlace, Place); the record
+// rules of a grant and an extension (Taken, Extended); and a snapshot load's
+// sequence (Load, Feed). Times are Unix milliseconds, as the stores keep them.
+//
+// # A new transactional store
+//
+// A store plugs in by implementing Tx over one of its transactions and running
+// each step in it, with Step:
+//
+//	func (s *Store) Renew(ctx context.Context, g idkeeper.Guard, p idkeeper.RenewParams) (idkeeper.Grant, error) {
+//		if err := p.Validate(); err != nil {
+//			return idkeeper.Grant{}, err
+//		}
+//		return leasetx.Step(s.inTx(ctx, &g), func(t leasetx.Tx) (idkeeper.Grant, error) { return leasetx.Renew(t, p) })
+//	}
+//
+// where inTx opens a transaction, checks the guard in it, calls its argument
+// with the store's Tx and commits when that returns nil.
+//
+// The store keeps what is its own: the encoding of every record (Node, Lease,
+// Holding, Charge and the history's histrec.Rec), the free indexes behind
+// Scan, Take and Free (Ready in free order, Cooling by fenced watermark, the
+// quarantine by its end, each node's Place stored with its record), the
+// expiry index, the counters (fencing, free order, held, quarantined, cooling),
+// Promote, the growth of the pool, and how it reads ahead (ReadAhead, or the
+// first reads of its own transaction). Init, Grow, Reset, Quarantine and Status
+// use the rules here (Fresh, ResetGeneration, Adopt, FreePlace) over the
+// store's own pool code.
+//
+// The rules guarantee, given that: the contract of idkeeper.LeaseStore for
+// each step (the suite checks it), that every decision reads the records
+// through Tx in the step's transaction, and that a step that returns an error
+// wrote nothing the store should keep: the store drops the transaction.
+//
+// The store must guarantee: isolation (the step runs as if alone: a bbolt
+// write transaction; etcd's read set compared at commit; SERIALIZABLE, or
+// row locks on every record read, in SQL, with a serialization failure retried
+// as a whole step), atomic commit (all of a step's writes or none), reads that
+// see the transaction's own writes, and the instant Now fixed for the step.
 package leasetx
 
 import (

@@ -43,7 +43,7 @@ type Tx interface {
 	// KeyHeld is how many node IDs the leases of the API key keyID hold.
 	KeyHeld(keyID string) (int, error)
 	// Charges reads the cooling charges of the API key keyID, stale ones
-	// included, in the order PutCharges stored them.
+	// included, in an order of the store's own (the same on every read).
 	Charges(keyID string) ([]Charge, error)
 	// PutCharges replaces old, the charges of keyID as Charges read them, with cs.
 	PutCharges(keyID string, old, cs []Charge) error
