@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"slices"
 
 	"github.com/idkeeper/idkeeper/internal/leasetx"
 )
@@ -60,29 +61,38 @@ func (r rules) Charges(key string) ([]leasetx.Charge, error) {
 // PutCharges implements leasetx.Tx: the entries of old that cs no longer holds
 // are deleted, those cs adds are put.
 func (r rules) PutCharges(key string, old, cs []leasetx.Charge) error {
-	had := make(map[leasetx.Charge]bool, len(old))
-	for _, c := range old {
-		had[c] = true
+	if len(old) == 0 && len(cs) == 0 {
+		return nil
 	}
-	keep := make(map[leasetx.Charge]bool, len(cs))
-	for _, c := range cs {
-		keep[c] = true
-	}
+	inOld, inNew := member(old), member(cs)
 	for _, c := range old {
-		if !keep[c] {
+		if !inNew(c) {
 			if err := r.t.keyCool.Delete(keyCoolKey(key, c.Until, c.ID)); err != nil {
 				return err
 			}
 		}
 	}
 	for _, c := range cs {
-		if !had[c] {
+		if !inOld(c) {
 			if err := r.t.keyCool.Put(keyCoolKey(key, c.Until, c.ID), putU64(c.Token)); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// member reports whether a charge is one of cs: a linear search while cs is
+// short (no allocation), a map once it is long.
+func member(cs []leasetx.Charge) func(leasetx.Charge) bool {
+	if len(cs) <= 16 {
+		return func(c leasetx.Charge) bool { return slices.Contains(cs, c) }
+	}
+	set := make(map[leasetx.Charge]bool, len(cs))
+	for _, c := range cs {
+		set[c] = true
+	}
+	return func(c leasetx.Charge) bool { return set[c] }
 }
 
 // chargeOf is the charge of the entry with key k and value v.

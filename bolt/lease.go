@@ -201,11 +201,11 @@ func (s *Store) Reclaim(ctx context.Context, g idkeeper.Guard, grace time.Durati
 	return n, err
 }
 
-// dropHeld takes one node out of a requester's index entry.
+// dropHeld takes one node out of a requester's index entry, when it is there.
 func (t *txn) dropHeld(key string, id uint32) error {
 	ids, err := t.heldBy(key)
-	if err != nil {
-		return err
+	if err != nil || !slices.Contains(ids, id) {
+		return err // a Remove dropped the whole entry first
 	}
 	ids = slices.DeleteFunc(ids, func(x uint32) bool { return x == id })
 	if len(ids) == 0 {

@@ -129,11 +129,11 @@ func rangeOp(from, index string, limit int) clientv3.Op {
 	return clientv3.OpGet(from, clientv3.WithRange(clientv3.GetPrefixRangeEnd(index)), clientv3.WithLimit(int64(limit)))
 }
 
-// Alloc implements idkeeper.LeaseStore (leasetx.Alloc): two round trips for a new grant. The read
-// takes, with the meta record, the requester's index entry, the key's count, the
-// first Count entries of the ready and (live) cooling indexes and the entries time
-// has moved on, each entry with its node's record; the commit writes. A repeat
-// reads its node and history records in between.
+// Alloc implements idkeeper.LeaseStore (leasetx.Alloc): two round trips for a
+// new grant. The read takes, with the meta record, the requester's index entry,
+// the key's count, the first Count entries of the ready and (live) cooling
+// indexes and the entries time has moved on, each entry with its node's record;
+// the commit writes. A repeat reads its node and history records in between.
 func (s *Store) Alloc(ctx context.Context, g idkeeper.Guard, p idkeeper.AllocParams) (idkeeper.Grant, error) {
 	if err := p.Validate(); err != nil {
 		return idkeeper.Grant{}, err
@@ -147,8 +147,9 @@ func (s *Store) Alloc(ctx context.Context, g idkeeper.Guard, p idkeeper.AllocPar
 	return ruled(s, ctx, "alloc", &g, first, func(t leasetx.Tx) (idkeeper.Grant, error) { return leasetx.Alloc(t, p) })
 }
 
-// Renew implements idkeeper.LeaseStore (leasetx.Renew): three round trips (the requester's index
-// entry, its node and history records, the commit), more with claims.
+// Renew implements idkeeper.LeaseStore (leasetx.Renew): three round trips (the
+// requester's index entry, its node and history records, the commit), more with
+// claims.
 func (s *Store) Renew(ctx context.Context, g idkeeper.Guard, p idkeeper.RenewParams) (idkeeper.Grant, error) {
 	if err := p.Validate(); err != nil {
 		return idkeeper.Grant{}, err

@@ -152,15 +152,6 @@ func contest(t Tx, id uint32, n Node, l Lease, c idkeeper.Claim, p idkeeper.Rene
 	return t.History().Claim(c, p.Requester, p.KeyID, nil)
 }
 
-// Admit checks a new grant of p.Count node IDs (idkeeper.LeaseStore.Alloc) in
-// the contract's order: CheckQuota, then AdmitFree.
-func Admit(p idkeeper.AllocParams, held, cooling func() (int, error), free int, fence uint64) error {
-	if err := CheckQuota(p, held, cooling); err != nil {
-		return err
-	}
-	return AdmitFree(p, free, fence)
-}
-
 // CheckQuota checks the key's quota: when p.MaxNodes is set, the node IDs the
 // key's leases hold (held) and its cooling charges (cooling) plus p.Count may
 // not pass it (QUOTA_EXCEEDED). held and cooling are read only then.
@@ -183,9 +174,8 @@ func CheckQuota(p idkeeper.AllocParams, held, cooling func() (int, error)) error
 }
 
 // AdmitFree checks the free node IDs (free: EXHAUSTED below p.Count), then the
-// fencing counter (fence: the ceiling may not be passed). A store that moves the
-// nodes time has freed between the quota and this check calls CheckQuota and
-// AdmitFree itself.
+// fencing counter (fence: the ceiling may not be passed). Alloc calls it after
+// CheckQuota and Promote, so that the nodes time has freed count.
 func AdmitFree(p idkeeper.AllocParams, free int, fence uint64) error {
 	if free < p.Count {
 		return idkeeper.Exhausted(p.Count, free)
