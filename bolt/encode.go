@@ -8,15 +8,13 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/internal/leasetx"
-	"github.com/idkeeper/idkeeper/protocol"
 )
 
-// zeroMs is the zero time.Time in Unix milliseconds: a never-set watermark or
-// quarantine.
-var zeroMs = time.Time{}.UnixMilli()
+// zeroMs, msTime and timeMs are the shared rules' Unix-millisecond helpers.
+var zeroMs = leasetx.ZeroMs
 
-func msTime(ms int64) time.Time    { return time.UnixMilli(ms).UTC() }
-func timeMs(t time.Time) int64     { return protocol.Millis(t).UnixMilli() }
+func msTime(ms int64) time.Time    { return leasetx.MsTime(ms) }
+func timeMs(t time.Time) int64     { return leasetx.TimeMs(t) }
 func putU64(v uint64) []byte       { return binary.BigEndian.AppendUint64(nil, v) }
 func nodeKey(id uint32) []byte     { return binary.BigEndian.AppendUint32(nil, id) }
 func keyNode(k []byte) uint32      { return binary.BigEndian.Uint32(k[len(k)-4:]) }

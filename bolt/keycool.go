@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+
+	"github.com/idkeeper/idkeeper/internal/leasetx"
 )
 
 // Cooling charges (idkeeper.LeaseStore.Remove): the keycool bucket holds, per API
@@ -41,67 +43,62 @@ func parseKeyCool(k []byte) (key string, until int64, id uint32, err error) {
 	return string(k[2 : 2+n]), keyTime(rest), binary.BigEndian.Uint32(rest[8:]), nil
 }
 
-// charge records that key's Remove left node id, of record r, cooling: charged
-// while r's fenced watermark is not before now. A node released ready is charged
-// to nobody.
-func (t *txn) charge(key string, id uint32, r nodeRec) error {
-	if until := r.fenced(); until >= t.now {
-		return t.keyCool.Put(keyCoolKey(key, until, id), putU64(r.lastToken))
-	}
-	return nil
-}
-
-// live is whether the charge with key k and value v counts at now.
-func (t *txn) live(k, v []byte) (bool, error) {
-	_, until, id, err := parseKeyCool(k)
-	if err != nil || until < t.now {
-		return false, err
-	}
-	r, err := t.node(id)
-	if err != nil {
-		return false, err
-	}
-	return r.place != placeHeld && r.lastToken == getU64(v), nil
-}
-
-// keyCooling counts the node IDs charged to key for cooling at now.
-func (t *txn) keyCooling(key string) (int, error) {
+// Charges implements leasetx.Tx: key's entries, in key order.
+func (r rules) Charges(key string) ([]leasetx.Charge, error) {
 	prefix := keyCoolPrefix(key)
-	from := binary.BigEndian.AppendUint64(slices.Clone(prefix), sortable(t.now))
-	n := 0
-	c := t.keyCool.Cursor()
-	for k, v := c.Seek(from); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-		ok, err := t.live(k, v)
-		if err != nil {
-			return 0, err
-		}
-		if ok {
-			n++
-		}
-	}
-	return n, nil
-}
-
-// pruneCharges deletes key's entries that count no more.
-func (t *txn) pruneCharges(key string) error {
-	prefix := keyCoolPrefix(key)
-	var dead [][]byte
-	c := t.keyCool.Cursor()
+	var cs []leasetx.Charge
+	c := r.t.keyCool.Cursor()
 	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-		ok, err := t.live(k, v)
+		ch, err := chargeOf(k, v)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if !ok {
-			dead = append(dead, slices.Clone(k))
+		cs = append(cs, ch)
+	}
+	return cs, nil
+}
+
+// PutCharges implements leasetx.Tx: the entries of old that cs no longer holds
+// are deleted, those cs adds are put.
+func (r rules) PutCharges(key string, old, cs []leasetx.Charge) error {
+	if len(old) == 0 && len(cs) == 0 {
+		return nil
+	}
+	inOld, inNew := member(old), member(cs)
+	for _, c := range old {
+		if !inNew(c) {
+			if err := r.t.keyCool.Delete(keyCoolKey(key, c.Until, c.ID)); err != nil {
+				return err
+			}
 		}
 	}
-	for _, k := range dead {
-		if err := t.keyCool.Delete(k); err != nil {
-			return err
+	for _, c := range cs {
+		if !inOld(c) {
+			if err := r.t.keyCool.Put(keyCoolKey(key, c.Until, c.ID), putU64(c.Token)); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
+}
+
+// member reports whether a charge is one of cs: a linear search while cs is
+// short (no allocation), a map once it is long.
+func member(cs []leasetx.Charge) func(leasetx.Charge) bool {
+	if len(cs) <= 16 {
+		return func(c leasetx.Charge) bool { return slices.Contains(cs, c) }
+	}
+	set := make(map[leasetx.Charge]bool, len(cs))
+	for _, c := range cs {
+		set[c] = true
+	}
+	return func(c leasetx.Charge) bool { return set[c] }
+}
+
+// chargeOf is the charge of the entry with key k and value v.
+func chargeOf(k, v []byte) (leasetx.Charge, error) {
+	_, until, id, err := parseKeyCool(k)
+	return leasetx.Charge{ID: id, Until: until, Token: getU64(v)}, err
 }
 
 // KeyCooling implements idkeeper.LeaseStore.
@@ -109,8 +106,11 @@ func (s *Store) KeyCooling(ctx context.Context) (map[string]int, error) {
 	out := map[string]int{}
 	err := s.view(ctx, func(t *txn) error {
 		return t.keyCool.ForEach(func(k, v []byte) error {
-			ok, err := t.live(k, v)
-			if err != nil || !ok {
+			c, err := chargeOf(k, v)
+			if err != nil {
+				return err
+			}
+			if ok, err := leasetx.Live(rules{t}, c); err != nil || !ok {
 				return err
 			}
 			key, _, _, _ := parseKeyCool(k)

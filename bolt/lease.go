@@ -111,144 +111,21 @@ func (s *Store) Reset(ctx context.Context, p idkeeper.ResetParams) (idkeeper.Res
 	return res, nil
 }
 
-// Alloc implements idkeeper.LeaseStore.
+// Alloc implements idkeeper.LeaseStore (leasetx.Alloc).
 func (s *Store) Alloc(ctx context.Context, g idkeeper.Guard, p idkeeper.AllocParams) (idkeeper.Grant, error) {
 	if err := p.Validate(); err != nil {
 		return idkeeper.Grant{}, err
 	}
-	var gr idkeeper.Grant
-	err := s.update(ctx, &g, func(t *txn) error {
-		if err := t.promote(); err != nil {
-			return err
-		}
-		key := p.Requester.Key()
-		exp := t.now + p.First.Milliseconds()
-		held, err := t.owned(key, p.KeyID)
-		if err != nil {
-			return err
-		}
-		if len(held) > 0 {
-			if len(held) != p.Count {
-				return idkeeper.CountMismatch(len(held), p.Count)
-			}
-			for _, id := range held {
-				if err := t.extend(id, exp, false); err != nil {
-					return err
-				}
-			}
-			if gr, err = t.grant(held); err != nil {
-				return err
-			}
-			return t.histExtendAll(gr.Leases)
-		}
-		keyHeld := func() (int, error) { return t.keyHeldBy(p.KeyID), nil }
-		cooling := func() (int, error) { return t.keyCooling(p.KeyID) }
-		if err := leasetx.Admit(p, keyHeld, cooling, int(t.nodeCount-t.held-t.quarantineSize), t.fence); err != nil {
-			return err
-		}
-		ids, err := t.pick(p.Count)
-		if err != nil {
-			return err
-		}
-		for _, id := range ids {
-			t.fence++
-			if err := t.take(id, leaseRec{ExpiresAt: exp, GrantedAt: t.now, RenewedAt: zeroMs, Token: t.fence,
-				Requester: key, KeyID: p.KeyID}, true); err != nil {
-				return err
-			}
-		}
-		slices.Sort(ids)
-		if err := t.reqs.Put([]byte(key), encodeIDs(ids)); err != nil {
-			return err
-		}
-		if gr, err = t.grant(ids); err != nil {
-			return err
-		}
-		for _, l := range gr.Leases {
-			if err := t.histLog().Grant(l, p.Client); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	return gr, err
+	return ruled(s, ctx, &g, func(t leasetx.Tx) (idkeeper.Grant, error) { return leasetx.Alloc(t, p) })
 }
 
-// histExtendAll sets the window end of each lease's record to its expiry.
-func (t *txn) histExtendAll(ls []idkeeper.Lease) error {
-	for _, l := range ls {
-		if err := t.histLog().Extend(uint32(l.NodeID), l.FencingToken, timeMs(l.ExpiresAt)); err != nil {
-			return err
-		}
+// ruled runs step, a step of the shared lease rules, in one update guarded by
+// g (nil: none) (leasetx.Step).
+func ruled[T any](s *Store, ctx context.Context, g *idkeeper.Guard, step func(leasetx.Tx) (T, error)) (T, error) {
+	run := func(fn func(leasetx.Tx) error) error {
+		return s.update(ctx, g, func(t *txn) error { return fn(rules{t}) })
 	}
-	return nil
-}
-
-// owned returns the node IDs the requester with key holds, sorted, or
-// LEASE_NOT_OWNED when one of them belongs to another API key.
-func (t *txn) owned(key, keyID string) ([]uint32, error) {
-	ids, err := t.heldBy(key)
-	if err != nil {
-		return nil, err
-	}
-	for _, id := range ids {
-		l, err := t.lease(id)
-		if err != nil {
-			return nil, err
-		}
-		if l.KeyID != keyID {
-			return nil, idkeeper.NotOwned()
-		}
-	}
-	return ids, nil
-}
-
-// take gives a free node to l's requester: a new grant (NotBefore after the fenced
-// watermark) when fresh, else a restored lease whose NotBefore l already carries.
-// The caller updates the requester index.
-func (t *txn) take(id uint32, l leaseRec, fresh bool) error {
-	r, err := t.node(id)
-	if err != nil {
-		return err
-	}
-	if err := t.unplace(id, &r); err != nil {
-		return err
-	}
-	n, l := leasetx.Taken(r.tx(), l, fresh)
-	r.set(n)
-	if err := t.putNode(id, r); err != nil {
-		return err
-	}
-	if err := t.leases.Put(nodeKey(id), encodeLease(l)); err != nil {
-		return err
-	}
-	t.held++
-	if err := t.keyHolds(l.KeyID, 1); err != nil {
-		return err
-	}
-	return t.expiry.Put(timeNodeKey(l.ExpiresAt, id), nil)
-}
-
-// extend raises a lease's expiry to at least exp and the node's watermark with it;
-// renewed also stamps RenewedAt.
-func (t *txn) extend(id uint32, exp int64, renewed bool) error {
-	l, err := t.lease(id)
-	if err != nil {
-		return err
-	}
-	if exp > l.ExpiresAt {
-		if err := t.expiry.Delete(timeNodeKey(l.ExpiresAt, id)); err != nil {
-			return err
-		}
-		if err := t.expiry.Put(timeNodeKey(exp, id), nil); err != nil {
-			return err
-		}
-	}
-	l = leasetx.Extended(l, exp, t.now, renewed)
-	if err := t.leases.Put(nodeKey(id), encodeLease(l)); err != nil {
-		return err
-	}
-	return t.modify(id, func(r *nodeRec) { r.watermark = max(r.watermark, l.ExpiresAt) })
+	return leasetx.Step(run, step)
 }
 
 // heldBy returns the node IDs the requester with key holds, sorted.
@@ -260,93 +137,31 @@ func (t *txn) heldBy(key string) ([]uint32, error) {
 	return decodeIDs(v)
 }
 
-func (t *txn) grant(ids []uint32) (idkeeper.Grant, error) {
-	g := idkeeper.Grant{Leases: make([]idkeeper.Lease, 0, len(ids)), Now: msTime(t.now), Fence: t.fence}
-	for _, id := range ids {
-		rec, err := t.lease(id)
-		if err != nil {
-			return idkeeper.Grant{}, err
-		}
-		l, err := rec.On(id)
-		if err != nil {
-			return idkeeper.Grant{}, err
-		}
-		g.Leases = append(g.Leases, l)
-	}
-	return g, nil
-}
-
-// Renew implements idkeeper.LeaseStore.
+// Renew implements idkeeper.LeaseStore (leasetx.Renew).
 func (s *Store) Renew(ctx context.Context, g idkeeper.Guard, p idkeeper.RenewParams) (idkeeper.Grant, error) {
 	if err := p.Validate(); err != nil {
 		return idkeeper.Grant{}, err
 	}
-	var gr idkeeper.Grant
-	err := s.update(ctx, &g, func(t *txn) error {
-		key := p.Requester.Key()
-		if _, err := t.owned(key, p.KeyID); err != nil {
-			return err
-		}
-		restored, contested, err := leasetx.Claims(rules{t}, key, p)
-		if err != nil {
-			return err
-		}
-		ids, err := t.heldBy(key)
-		if err != nil {
-			return err
-		}
-		for _, id := range ids {
-			if err := t.extend(id, t.now+p.Duration.Milliseconds(), true); err != nil {
-				return err
-			}
-		}
-		if gr, err = t.grant(ids); err != nil {
-			return err
-		}
-		gr.Restored, gr.Contested = restored, contested
-		return t.histExtendAll(gr.Leases)
-	})
-	return gr, err
+	return ruled(s, ctx, &g, func(t leasetx.Tx) (idkeeper.Grant, error) { return leasetx.Renew(t, p) })
 }
 
-// Remove implements idkeeper.LeaseStore.
+// Remove implements idkeeper.LeaseStore (leasetx.Remove).
 func (s *Store) Remove(ctx context.Context, g idkeeper.Guard, p idkeeper.RemoveParams) (int, error) {
 	if err := p.Validate(); err != nil {
 		return 0, err
 	}
-	var n int
-	err := s.update(ctx, &g, func(t *txn) error {
-		key := p.Requester.Key()
-		ids, err := t.owned(key, p.KeyID)
-		if err != nil || len(ids) == 0 {
-			return err
-		}
-		if err := t.reqs.Delete([]byte(key)); err != nil {
-			return err
-		}
-		for _, id := range ids {
-			l, err := t.lease(id)
-			if err != nil {
-				return err
-			}
-			rec, err := t.node(id)
-			if err != nil {
-				return err
-			}
-			if rec.watermark, err = leasetx.Removed(t.histLog(), id, rec.tx(), l, p.MintedUpTo); err != nil {
-				return err
-			}
-			if err := t.release(id, &rec, l); err != nil {
-				return err
-			}
-			if err := t.charge(p.KeyID, id, rec); err != nil {
-				return err
-			}
-		}
-		n = len(ids)
-		return t.pruneCharges(p.KeyID)
-	})
-	return n, err
+	return ruled(s, ctx, &g, func(t leasetx.Tx) (int, error) { return leasetx.Remove(t, p) })
+}
+
+// RevokeLease implements idkeeper.LeaseStore: one transaction that checks the
+// guard, deletes the lease, raises the node's watermark and quarantine and frees
+// it into the quarantine index (or ready or cooling, when ExpiresAt + grace has
+// passed already).
+func (s *Store) RevokeLease(ctx context.Context, g idkeeper.Guard, node idkeeper.NodeID, token uint64, grace time.Duration) (idkeeper.Lease, error) {
+	if err := idkeeper.CheckGrace(grace); err != nil {
+		return idkeeper.Lease{}, err
+	}
+	return ruled(s, ctx, &g, func(t leasetx.Tx) (idkeeper.Lease, error) { return leasetx.Revoke(t, node, token, grace) })
 }
 
 // release deletes a held node's lease and puts the node at the back of the free
@@ -386,11 +201,11 @@ func (s *Store) Reclaim(ctx context.Context, g idkeeper.Guard, grace time.Durati
 	return n, err
 }
 
-// dropHeld takes one node out of a requester's index entry.
+// dropHeld takes one node out of a requester's index entry, when it is there.
 func (t *txn) dropHeld(key string, id uint32) error {
 	ids, err := t.heldBy(key)
-	if err != nil {
-		return err
+	if err != nil || !slices.Contains(ids, id) {
+		return err // a Remove dropped the whole entry first
 	}
 	ids = slices.DeleteFunc(ids, func(x uint32) bool { return x == id })
 	if len(ids) == 0 {

@@ -179,23 +179,6 @@ func collect(b *bbolt.Bucket, ok func(k []byte) bool, limit int) [][]byte {
 
 func always([]byte) bool { return true }
 
-// pick takes count free node IDs out of the free indexes: ready ones first, least
-// recently freed first, then cooling ones, lowest fenced watermark first.
-func (t *txn) pick(count int) ([]uint32, error) {
-	keys := collect(t.ready, always, count)
-	if len(keys) < count {
-		keys = append(keys, collect(t.cooling, always, count-len(keys))...)
-	}
-	if len(keys) < count {
-		return nil, fmt.Errorf("free indexes hold %d node IDs, counters promised %d", len(keys), count)
-	}
-	ids := make([]uint32, len(keys))
-	for i, k := range keys {
-		ids[i] = keyNode(k)
-	}
-	return ids, nil
-}
-
 // generation reads the generation record; ok is false when there is none.
 func (t *txn) generation() (g idkeeper.Generation, ok bool, err error) {
 	v := t.meta.Get(keyGeneration)

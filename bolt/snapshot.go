@@ -232,29 +232,17 @@ func (s *Store) LoadSnapshot(ctx context.Context, meta snapshot.Meta, src snapsh
 	if s.loadBatch > 0 {
 		st.full = s.loadBatch
 	}
-	if err := st.start(meta); err != nil {
-		return err
-	}
-	swapped := false
-	defer func() {
-		if !swapped {
-			st.drop()
+	finish := func() error {
+		if err := st.flush(true); err != nil {
+			return err
 		}
-	}()
-	records, err := leasetx.Feed(ctx, chk, src, st.add)
+		return ctx.Err()
+	}
+	records, err := leasetx.Load(ctx, chk, src, leasetx.Staging{Start: func() error { return st.start(meta) }, Add: st.add,
+		Finish: finish, Swap: st.swap, Drop: st.drop})
 	if err != nil {
 		return err
 	}
-	if err := st.flush(true); err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if err := st.swap(); err != nil {
-		return err
-	}
-	swapped = true
 	s.log.Warn("bolt: loaded a snapshot: the store's whole durable state was replaced",
 		"generation", meta.Generation.ID, "number", meta.Generation.Number, "pool", meta.Pool().String(), "fence", meta.Fence,
 		"records", records)

@@ -5,22 +5,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/internal/leasetx"
-	"github.com/idkeeper/idkeeper/protocol"
 )
 
-// zeroMs is the zero time.Time in Unix milliseconds: a never-set watermark,
-// floor or quarantine.
-var zeroMs = time.Time{}.UnixMilli()
-
-func msTime(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
-func timeMs(t time.Time) int64  { return protocol.Millis(t).UnixMilli() }
+// msTime and timeMs are the shared rules' Unix-millisecond helpers.
+func msTime(ms int64) time.Time { return leasetx.MsTime(ms) }
+func timeMs(t time.Time) int64  { return leasetx.TimeMs(t) }
 
 // hexTime is a time (Unix ms) as 16 hex digits with the sign bit flipped, so that
 // key order is time order, the zero time.Time included.
@@ -216,16 +211,6 @@ func decodeMeta(b []byte) (meta, error) {
 	return m, nil
 }
 
-// place names the index that holds a free node; placeHeld: none, a lease holds it.
-type place = leasetx.Place
-
-const (
-	placeHeld       = leasetx.Held
-	placeReady      = leasetx.Ready
-	placeCooling    = leasetx.Cooling
-	placeQuarantine = leasetx.Quarantine
-)
-
 // nodeRec is the record of one node ID, with its lease while it is held.
 type nodeRec struct {
 	watermark  int64 // Unix ms; the store's own
@@ -326,24 +311,20 @@ func (r nodeRec) state(id uint32) (idkeeper.NodeState, error) {
 // holding is a requester index entry: the leases a requester holds, by node ID
 // ascending, with their tokens (which locate their history records), and the API
 // key that owns them all. It is stored as "3:9,17:12;<key ID>".
-type holding struct {
-	ids    []uint32
-	tokens []uint64
-	keyID  string
-}
+type holding = leasetx.Holding
 
-func (h holding) encode() string {
+func encodeHolding(h holding) string {
 	var b strings.Builder
-	for i, id := range h.ids {
+	for i, id := range h.IDs {
 		if i > 0 {
 			b.WriteByte(',')
 		}
 		b.WriteString(strconv.FormatUint(uint64(id), 10))
 		b.WriteByte(':')
-		b.WriteString(strconv.FormatUint(h.tokens[i], 10))
+		b.WriteString(strconv.FormatUint(h.Tokens[i], 10))
 	}
 	b.WriteByte(';')
-	b.WriteString(h.keyID)
+	b.WriteString(h.KeyID)
 	return b.String()
 }
 
@@ -352,7 +333,7 @@ func decodeHolding(v []byte) (holding, error) {
 	if !ok || pairs == "" {
 		return holding{}, errors.New("corrupt requester index entry")
 	}
-	h := holding{keyID: keyID}
+	h := holding{KeyID: keyID}
 	for p := range strings.SplitSeq(pairs, ",") {
 		ids, toks, ok := strings.Cut(p, ":")
 		id, err1 := strconv.ParseUint(ids, 10, 32)
@@ -360,28 +341,9 @@ func decodeHolding(v []byte) (holding, error) {
 		if !ok || err1 != nil || err2 != nil {
 			return holding{}, fmt.Errorf("corrupt requester index entry %q", v)
 		}
-		h.ids, h.tokens = append(h.ids, uint32(id)), append(h.tokens, tok)
+		h.IDs, h.Tokens = append(h.IDs, uint32(id)), append(h.Tokens, tok)
 	}
 	return h, nil
-}
-
-// with returns h with the lease (id, token) added, in node ID order.
-func (h holding) with(id uint32, token uint64) holding {
-	i, _ := slices.BinarySearch(h.ids, id)
-	h.ids = slices.Insert(slices.Clone(h.ids), i, id)
-	h.tokens = slices.Insert(slices.Clone(h.tokens), i, token)
-	return h
-}
-
-// without returns h without the lease on id.
-func (h holding) without(id uint32) holding {
-	i, ok := slices.BinarySearch(h.ids, id)
-	if !ok {
-		return h
-	}
-	h.ids = slices.Delete(slices.Clone(h.ids), i, i+1)
-	h.tokens = slices.Delete(slices.Clone(h.tokens), i, i+1)
-	return h
 }
 
 func jsonString(v any) (string, error) {

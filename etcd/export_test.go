@@ -73,8 +73,8 @@ func (s *Store) CheckForTest(ctx context.Context) error {
 		case placeHeld:
 			held++
 			h := reqs[r.lease.Requester]
-			h.keyID = r.lease.KeyID
-			reqs[r.lease.Requester] = h.with(id, r.lease.Token)
+			h.KeyID = r.lease.KeyID
+			reqs[r.lease.Requester] = h.With(id, r.lease.Token)
 			keyHeld[r.lease.KeyID]++
 		case placeQuarantine:
 			quar++
@@ -93,8 +93,8 @@ func (s *Store) CheckForTest(ctx context.Context) error {
 		switch {
 		case strings.HasPrefix(k, s.k.req):
 			want, ok := reqs[strings.TrimPrefix(k, s.k.req)]
-			if !ok || want.encode() != v {
-				return fmt.Errorf("requester index %q = %q, the leases say %q", k, v, want.encode())
+			if !ok || encodeHolding(want) != v {
+				return fmt.Errorf("requester index %q = %q, the leases say %q", k, v, encodeHolding(want))
 			}
 			delete(reqs, strings.TrimPrefix(k, s.k.req))
 		case strings.HasPrefix(k, s.k.keyHeld):

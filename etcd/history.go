@@ -102,13 +102,10 @@ func (s *Store) LeaseAt(ctx context.Context, node idkeeper.NodeID, at time.Time)
 
 // NodeHistory implements idkeeper.HistoryStore: one range read, newest token first.
 func (s *Store) NodeHistory(ctx context.Context, node idkeeper.NodeID, before uint64, limit int) ([]idkeeper.HistoryRecord, error) {
-	if err := idkeeper.CheckHistoryLimit(limit, idkeeper.MaxHistoryPage); err != nil {
+	if ok, err := histrec.CheckPage(node, limit); err != nil || !ok {
 		return nil, err
 	}
 	var out []idkeeper.HistoryRecord
-	if node < 0 || int64(node) > int64(^uint32(0)) {
-		return out, nil
-	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	from := s.k.hist + hexID(uint32(node)) + "/"

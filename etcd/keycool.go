@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/idkeeper/idkeeper/internal/leasetx"
 )
 
 // Cooling charges (idkeeper.LeaseStore.Remove): keycool/<key ID> lists the node
@@ -19,11 +21,7 @@ import (
 // read is; a Remove drops the charges that count no more.
 
 // charge is one entry of a keycool record.
-type charge struct {
-	id    uint32
-	until int64
-	token uint64
-}
+type charge = leasetx.Charge
 
 func decodeCharges(v []byte) ([]charge, error) {
 	if len(v) == 0 {
@@ -41,7 +39,7 @@ func decodeCharges(v []byte) ([]charge, error) {
 		if err1 != nil || err2 != nil || err3 != nil {
 			return nil, fmt.Errorf("corrupt cooling charge %q", e)
 		}
-		out = append(out, charge{id: uint32(id), until: until, token: tok})
+		out = append(out, charge{ID: uint32(id), Until: until, Token: tok})
 	}
 	return out, nil
 }
@@ -52,88 +50,50 @@ func encodeCharges(cs []charge) string {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		fmt.Fprintf(&b, "%d:%d:%d", c.id, c.until, c.token)
+		fmt.Fprintf(&b, "%d:%d:%d", c.ID, c.Until, c.Token)
 	}
 	return b.String()
 }
 
-// charges returns key's keycool entries.
-func (t *txn) charges(key string) ([]charge, error) {
-	v, _, err := t.get(t.s.k.keyCool + key)
+// Charges implements leasetx.Tx: the keycool record of key, with the records
+// of the nodes its charges that are not stale name, read ahead in one round
+// trip.
+func (r rules) Charges(key string) ([]charge, error) {
+	v, _, err := r.t.get(r.t.s.k.keyCool + key)
 	if err != nil {
 		return nil, err
 	}
-	return decodeCharges(v)
+	cs, err := decodeCharges(v)
+	if err != nil {
+		return nil, err
+	}
+	return cs, r.t.fetchCharged(cs)
 }
 
-// liveCharges returns those of cs that count at now, reading the records of
-// their nodes.
-func (t *txn) liveCharges(cs []charge) ([]charge, error) {
+// PutCharges implements leasetx.Tx: the record is written whole, or deleted
+// when cs is empty.
+func (r rules) PutCharges(key string, _, cs []charge) error {
+	if len(cs) == 0 {
+		r.t.del(r.t.s.k.keyCool + key)
+		return nil
+	}
+	r.t.put(r.t.s.k.keyCool+key, encodeCharges(cs))
+	return nil
+}
+
+// fetchCharged reads the records of the nodes that cs's charges not stale at
+// now name.
+func (t *txn) fetchCharged(cs []charge) error {
 	var ids []uint32
 	for _, c := range cs {
-		if c.until >= t.now {
-			ids = append(ids, c.id)
+		if c.Until >= t.now {
+			ids = append(ids, c.ID)
 		}
 	}
 	if len(ids) == 0 {
-		return nil, nil
-	}
-	if err := t.fetchNodes(ids); err != nil {
-		return nil, err
-	}
-	var live []charge
-	for _, c := range cs {
-		if c.until < t.now {
-			continue
-		}
-		r, err := t.node(c.id)
-		if err != nil {
-			return nil, err
-		}
-		if r.place != placeHeld && r.lastToken == c.token {
-			live = append(live, c)
-		}
-	}
-	return live, nil
-}
-
-// keyCooling counts the node IDs charged to key for cooling at now.
-func (t *txn) keyCooling(key string) (int, error) {
-	cs, err := t.charges(key)
-	if err != nil {
-		return 0, err
-	}
-	live, err := t.liveCharges(cs)
-	return len(live), err
-}
-
-// chargeRemoved rewrites key's record after a Remove released ids: the charges
-// that still count, and one for each released node whose fenced watermark is not
-// before now.
-func (t *txn) chargeRemoved(key string, ids []uint32) error {
-	cs, err := t.charges(key)
-	if err != nil {
-		return err
-	}
-	live, err := t.liveCharges(cs)
-	if err != nil {
-		return err
-	}
-	for _, id := range ids {
-		r, err := t.node(id)
-		if err != nil {
-			return err
-		}
-		if w := r.fenced(); w >= t.now {
-			live = append(live, charge{id: id, until: w, token: r.lastToken})
-		}
-	}
-	if len(live) == 0 {
-		t.del(t.s.k.keyCool + key)
 		return nil
 	}
-	t.put(t.s.k.keyCool+key, encodeCharges(live))
-	return nil
+	return t.fetchNodes(ids)
 }
 
 // KeyCooling implements idkeeper.LeaseStore: one read of the charges, one of
@@ -150,7 +110,10 @@ func (s *Store) KeyCooling(ctx context.Context) (map[string]int, error) {
 			if err != nil {
 				return err
 			}
-			live, err := t.liveCharges(cs)
+			if err := t.fetchCharged(cs); err != nil {
+				return err
+			}
+			live, err := leasetx.LiveCharges(rules{t}, cs)
 			if err != nil {
 				return err
 			}

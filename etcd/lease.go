@@ -113,26 +113,14 @@ func (s *Store) Reset(ctx context.Context, p idkeeper.ResetParams) (idkeeper.Res
 	return res, nil
 }
 
-// owned returns the requester index entry of the requester with key (ok false:
-// it holds nothing), or LEASE_NOT_OWNED when its leases belong to another API key.
-func (t *txn) owned(key, keyID string) (holding, bool, error) {
-	h, ok, err := t.holding(key)
-	if err != nil || !ok {
-		return holding{}, false, err
-	}
-	if h.keyID != keyID {
-		return holding{}, false, idkeeper.NotOwned()
-	}
-	return h, true, nil
-}
-
-// fetchHeld reads the node records and history records of h's leases.
-func (t *txn) fetchHeld(h holding, more ...string) error {
-	keys := make([]string, 0, 2*len(h.ids)+len(more))
-	for i, id := range h.ids {
-		keys = append(keys, t.s.k.nodeKey(id), t.s.k.histKey(id, h.tokens[i]))
-	}
-	return t.fetch(append(keys, more...)...)
+// ruled runs step, a step of the shared lease rules, in one update named op,
+// guarded by g (nil: none) and reading first's ops at its start (nil: none)
+// (leasetx.Step).
+func ruled[T any](s *Store, ctx context.Context, op string, g *idkeeper.Guard, first func(*txn) []clientv3.Op,
+	step func(leasetx.Tx) (T, error)) (T, error) {
+	return leasetx.Step(func(fn func(leasetx.Tx) error) error {
+		return s.update(ctx, op, g, first, func(t *txn) error { return fn(rules{t}) })
+	}, step)
 }
 
 // rangeOp reads the first limit entries of index from from on, with the records
@@ -141,151 +129,37 @@ func rangeOp(from, index string, limit int) clientv3.Op {
 	return clientv3.OpGet(from, clientv3.WithRange(clientv3.GetPrefixRangeEnd(index)), clientv3.WithLimit(int64(limit)))
 }
 
-// Alloc implements idkeeper.LeaseStore: two round trips for a new grant. The read
-// takes, with the meta record, the requester's index entry, the key's count, the
-// first Count entries of the ready and (live) cooling indexes and the entries time
-// has moved on, each entry with its node's record; the commit writes. A repeat
-// reads its node and history records in between.
+// Alloc implements idkeeper.LeaseStore (leasetx.Alloc): two round trips for a
+// new grant. The read takes, with the meta record, the requester's index entry,
+// the key's count, the first Count entries of the ready and (live) cooling
+// indexes and the entries time has moved on, each entry with its node's record;
+// the commit writes. A repeat reads its node and history records in between.
 func (s *Store) Alloc(ctx context.Context, g idkeeper.Guard, p idkeeper.AllocParams) (idkeeper.Grant, error) {
 	if err := p.Validate(); err != nil {
 		return idkeeper.Grant{}, err
 	}
 	key := p.Requester.Key()
-	var readyStart uint64 // where the first read of the ready index starts
 	first := func(t *txn) []clientv3.Op {
-		readyStart = s.readyFrom.Load()
+		t.readyStart = s.readyFrom.Load()
 		return append(t.staleOps(), clientv3.OpGet(s.k.req+key), clientv3.OpGet(s.k.keyHeld+p.KeyID), clientv3.OpGet(s.k.keyCool+p.KeyID),
-			rangeOp(s.k.readyKey(readyStart, 0), s.k.ready, p.Count), rangeOp(before(s.k.cooling, t.now), s.k.cooling, p.Count))
+			rangeOp(s.k.readyKey(t.readyStart, 0), s.k.ready, p.Count), rangeOp(before(s.k.cooling, t.now), s.k.cooling, p.Count))
 	}
-	var gr idkeeper.Grant
-	err := s.update(ctx, "alloc", &g, first, func(t *txn) error {
-		exp := t.now + p.First.Milliseconds()
-		h, held, err := t.owned(key, p.KeyID)
-		if err != nil {
-			return err
-		}
-		if held {
-			if len(h.ids) != p.Count {
-				return idkeeper.CountMismatch(len(h.ids), p.Count)
-			}
-			if err := t.fetchHeld(h); err != nil {
-				return err
-			}
-			for i, id := range h.ids {
-				l, err := t.extend(id, exp, false)
-				if err != nil {
-					return err
-				}
-				if err := t.histLog().Extend(id, h.tokens[i], l.ExpiresAt); err != nil {
-					return err
-				}
-			}
-			gr, err = t.grant(h.ids)
-			return err
-		}
-		keyHeld := func() (int, error) { return t.keyHeld(p.KeyID) }
-		cooling := func() (int, error) { return t.keyCooling(p.KeyID) }
-		if err := leasetx.CheckQuota(p, keyHeld, cooling); err != nil {
-			return err
-		}
-		if more, err := t.promote(); err != nil || more {
-			return cmp.Or(err, errPartial)
-		}
-		if err := leasetx.AdmitFree(p, int(t.meta.Nodes-t.meta.Held-t.meta.Quarantined), t.meta.Fence); err != nil {
-			return err
-		}
-		if readyStart > t.meta.ReadyFrom {
-			// Another Store put a ready entry below where the first read started.
-			keys, vals, err := t.scan(s.k.readyKey(t.meta.ReadyFrom, 0), clientv3.GetPrefixRangeEnd(s.k.ready), p.Count)
-			if err != nil {
-				return err
-			}
-			t.scans[2], t.scanVals[2] = keys, vals
-		}
-		for _, i := range []int{2, 3} {
-			if err := t.cacheEntries(i); err != nil {
-				return err
-			}
-		}
-		ids, err := t.pick(p.Count, t.scans[2], t.scans[3])
-		if err != nil {
-			return err
-		}
-		if err := t.fetchNodes(ids); err != nil {
-			return err
-		}
-		h = holding{keyID: p.KeyID}
-		for _, id := range ids {
-			t.meta.Fence++
-			if err := t.take(id, leaseRec{ExpiresAt: exp, GrantedAt: t.now, RenewedAt: zeroMs, Token: t.meta.Fence,
-				Requester: key, KeyID: p.KeyID}, true); err != nil {
-				return err
-			}
-			h = h.with(id, t.meta.Fence)
-		}
-		t.putHolding(key, h)
-		if gr, err = t.grant(h.ids); err != nil {
-			return err
-		}
-		for _, l := range gr.Leases {
-			if err := t.histLog().Grant(l, p.Client); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	return gr, err
+	return ruled(s, ctx, "alloc", &g, first, func(t leasetx.Tx) (idkeeper.Grant, error) { return leasetx.Alloc(t, p) })
 }
 
-// Renew implements idkeeper.LeaseStore: three round trips (the requester's index
-// entry, its node and history records, the commit), more with claims.
+// Renew implements idkeeper.LeaseStore (leasetx.Renew): three round trips (the
+// requester's index entry, its node and history records, the commit), more with
+// claims.
 func (s *Store) Renew(ctx context.Context, g idkeeper.Guard, p idkeeper.RenewParams) (idkeeper.Grant, error) {
 	if err := p.Validate(); err != nil {
 		return idkeeper.Grant{}, err
 	}
 	key := p.Requester.Key()
 	first := func(*txn) []clientv3.Op { return []clientv3.Op{clientv3.OpGet(s.k.req + key)} }
-	var gr idkeeper.Grant
-	err := s.update(ctx, "renew", &g, first, func(t *txn) error {
-		h, _, err := t.owned(key, p.KeyID)
-		if err != nil {
-			return err
-		}
-		var claimed []string
-		for _, c := range p.Claims {
-			if c.Possible() && t.meta.inPool(c.NodeID) {
-				claimed = append(claimed, s.k.nodeKey(uint32(c.NodeID)), s.k.histKey(uint32(c.NodeID), c.Token))
-			}
-		}
-		if err := t.fetchHeld(h, claimed...); err != nil {
-			return err
-		}
-		restored, contested, err := leasetx.Claims(rules{t}, key, p)
-		if err != nil {
-			return err
-		}
-		if h, _, err = t.holding(key); err != nil {
-			return err
-		}
-		for i, id := range h.ids {
-			l, err := t.extend(id, t.now+p.Duration.Milliseconds(), true)
-			if err != nil {
-				return err
-			}
-			if err := t.histLog().Extend(id, h.tokens[i], l.ExpiresAt); err != nil {
-				return err
-			}
-		}
-		if gr, err = t.grant(h.ids); err != nil {
-			return err
-		}
-		gr.Restored, gr.Contested = restored, contested
-		return nil
-	})
-	return gr, err
+	return ruled(s, ctx, "renew", &g, first, func(t leasetx.Tx) (idkeeper.Grant, error) { return leasetx.Renew(t, p) })
 }
 
-// Remove implements idkeeper.LeaseStore: three round trips, as Renew.
+// Remove implements idkeeper.LeaseStore (leasetx.Remove): three round trips, as Renew.
 func (s *Store) Remove(ctx context.Context, g idkeeper.Guard, p idkeeper.RemoveParams) (int, error) {
 	if err := p.Validate(); err != nil {
 		return 0, err
@@ -294,37 +168,20 @@ func (s *Store) Remove(ctx context.Context, g idkeeper.Guard, p idkeeper.RemoveP
 	first := func(*txn) []clientv3.Op {
 		return []clientv3.Op{clientv3.OpGet(s.k.req + key), clientv3.OpGet(s.k.keyCool + p.KeyID)}
 	}
-	var n int
-	err := s.update(ctx, "remove", &g, first, func(t *txn) error {
-		n = 0
-		h, held, err := t.owned(key, p.KeyID)
-		if err != nil || !held {
-			return err
-		}
-		if err := t.fetchHeld(h); err != nil {
-			return err
-		}
-		t.del(s.k.req + key)
-		for _, id := range h.ids {
-			r, err := t.node(id)
-			if err != nil {
-				return err
-			}
-			l := r.lease
-			if l == nil {
-				return errNoLease(id)
-			}
-			if r.watermark, err = leasetx.Removed(t.histLog(), id, r.tx(), *l, p.MintedUpTo); err != nil {
-				return err
-			}
-			if err := t.release(id, &r); err != nil {
-				return err
-			}
-		}
-		n = len(h.ids)
-		return t.chargeRemoved(p.KeyID, h.ids)
+	return ruled(s, ctx, "remove", &g, first, func(t leasetx.Tx) (int, error) { return leasetx.Remove(t, p) })
+}
+
+// RevokeLease implements idkeeper.LeaseStore: one transaction that checks the
+// guard, deletes the lease, raises the node's watermark and quarantine and frees
+// it into the quarantine index (or ready or cooling, when ExpiresAt + grace has
+// passed already).
+func (s *Store) RevokeLease(ctx context.Context, g idkeeper.Guard, node idkeeper.NodeID, token uint64, grace time.Duration) (idkeeper.Lease, error) {
+	if err := idkeeper.CheckGrace(grace); err != nil {
+		return idkeeper.Lease{}, err
+	}
+	return ruled(s, ctx, "revoke lease", &g, nil, func(t leasetx.Tx) (idkeeper.Lease, error) {
+		return leasetx.Revoke(t, node, token, grace)
 	})
-	return n, err
 }
 
 // Reclaim implements idkeeper.LeaseStore, in transactions of at most

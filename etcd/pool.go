@@ -97,7 +97,7 @@ func (t *txn) growTo(p idkeeper.PoolSpec) error {
 func (t *txn) grow(n int, reset func(*nodeRec)) {
 	for id := t.meta.end(); id < t.meta.First+uint64(n); id++ {
 		t.meta.Seq++
-		r := nodeRec{watermark: zeroMs, quarUntil: zeroMs, floor: zeroMs, freeSeq: t.meta.Seq, place: placeReady}
+		r := nodeRec{watermark: leasetx.ZeroMs, quarUntil: leasetx.ZeroMs, floor: leasetx.ZeroMs, freeSeq: t.meta.Seq, place: placeReady}
 		if reset != nil {
 			reset(&r)
 		}
@@ -198,39 +198,6 @@ func (t *txn) promote() (more bool, err error) {
 	return more, nil
 }
 
-// pick chooses count free node IDs: ready ones first, least recently freed first,
-// then cooling ones, lowest fenced watermark first. ready and cooling are the
-// first count entries of the ready index from ReadyFrom on and of the cooling
-// index from now on, as begin read them; the entries the transaction has put
-// since (promote) join them. The counters must have promised count free node IDs.
-// ReadyFrom moves past the ready entries picked: every other one is later.
-func (t *txn) pick(count int, ready, cooling []string) ([]uint32, error) {
-	ready = t.withPut(ready, t.s.k.ready)
-	cooling = t.withPut(cooling, t.s.k.cooling)
-	fromReady := min(count, len(ready))
-	if fromReady > 0 {
-		last := ready[fromReady-1]
-		seq, err := strconv.ParseUint(last[len(t.s.k.ready):len(t.s.k.ready)+16], 16, 64)
-		if err != nil {
-			return nil, fmt.Errorf("malformed ready entry %q", last)
-		}
-		t.meta.ReadyFrom = seq + 1
-	}
-	keys := slices.Concat(ready[:fromReady], cooling[:min(count-fromReady, len(cooling))])
-	if len(keys) < count {
-		return nil, fmt.Errorf("free indexes hold %d node IDs, counters promised %d", len(keys), count)
-	}
-	ids := make([]uint32, len(keys))
-	for i, key := range keys {
-		id, err := indexID(key)
-		if err != nil {
-			return nil, err
-		}
-		ids[i] = id
-	}
-	return ids, nil
-}
-
 // withPut returns keys with the keys under index that the transaction has put,
 // sorted, without those it has deleted.
 func (t *txn) withPut(keys []string, index string) []string {
@@ -285,11 +252,11 @@ func (t *txn) holding(key string) (holding, bool, error) {
 
 // putHolding stores the requester index entry of key, or deletes it when empty.
 func (t *txn) putHolding(key string, h holding) {
-	if len(h.ids) == 0 {
+	if len(h.IDs) == 0 {
 		t.del(t.s.k.req + key)
 		return
 	}
-	t.put(t.s.k.req+key, h.encode())
+	t.put(t.s.k.req+key, encodeHolding(h))
 }
 
 // dropHeld takes one node out of a requester's index entry.
@@ -298,45 +265,8 @@ func (t *txn) dropHeld(key string, id uint32) error {
 	if err != nil || !ok {
 		return err
 	}
-	t.putHolding(key, h.without(id))
+	t.putHolding(key, h.Without(id))
 	return nil
-}
-
-// take gives the free node id to l's requester: a new grant (NotBefore after the
-// fenced watermark) when fresh, else a restored lease whose NotBefore l already
-// carries. The caller updates the requester index.
-func (t *txn) take(id uint32, l leaseRec, fresh bool) error {
-	r, err := t.node(id)
-	if err != nil {
-		return err
-	}
-	t.unplace(id, &r)
-	n, l := leasetx.Taken(r.tx(), l, fresh)
-	r.set(n)
-	r.lease = &l
-	t.putNode(id, r)
-	t.meta.Held++
-	return t.keyHolds(l.KeyID, 1)
-}
-
-// extend raises the lease on id to expire at least at exp, and the node's
-// watermark with it; renewed also stamps RenewedAt. It returns the lease.
-func (t *txn) extend(id uint32, exp int64, renewed bool) (leaseRec, error) {
-	r, err := t.node(id)
-	if err != nil {
-		return leaseRec{}, err
-	}
-	if r.lease == nil {
-		return leaseRec{}, fmt.Errorf("node %d is in a requester index but holds no lease", id)
-	}
-	l := *r.lease
-	if exp > l.ExpiresAt {
-		t.del(t.s.k.expiryKey(l.ExpiresAt, id))
-	}
-	l = leasetx.Extended(l, exp, t.now, renewed)
-	r.lease, r.watermark = &l, max(r.watermark, l.ExpiresAt)
-	t.putNode(id, r)
-	return l, nil
 }
 
 // release deletes a held node's lease and puts the node at the back of the free
@@ -352,34 +282,6 @@ func (t *txn) release(id uint32, r *nodeRec) error {
 	r.freeSeq = t.meta.Seq
 	t.place(id, r)
 	return nil
-}
-
-// leases returns the leases on ids, sorted as ids are.
-func (t *txn) leases(ids []uint32) ([]idkeeper.Lease, error) {
-	out := make([]idkeeper.Lease, 0, len(ids))
-	for _, id := range ids {
-		r, err := t.node(id)
-		if err != nil {
-			return nil, err
-		}
-		if r.lease == nil {
-			return nil, fmt.Errorf("node %d holds no lease", id)
-		}
-		l, err := r.lease.On(id)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, l)
-	}
-	return out, nil
-}
-
-func (t *txn) grant(ids []uint32) (idkeeper.Grant, error) {
-	ls, err := t.leases(ids)
-	if err != nil {
-		return idkeeper.Grant{}, err
-	}
-	return idkeeper.Grant{Leases: ls, Now: msTime(t.now), Fence: t.meta.Fence}, nil
 }
 
 // livePool reads the live meta record (at *rev when it is not 0, else the newest,

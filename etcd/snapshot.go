@@ -240,29 +240,20 @@ func (s *Store) LoadSnapshot(ctx context.Context, sm snapshot.Meta, src snapshot
 	if err := l.livePool(ctx, sm, &rev); err != nil {
 		return err
 	}
-	if err := l.start(); err != nil {
-		return err
-	}
-	swapped := false
-	defer func() {
-		if !swapped {
-			l.drop()
+	finish := func() error {
+		if err := l.finish(); err != nil {
+			return err
 		}
-	}()
-	records, err := leasetx.Feed(ctx, chk, src, l.add)
+		if l.meta.ReadyFrom == math.MaxUint64 {
+			l.meta.ReadyFrom = l.meta.Seq + 1
+		}
+		return nil
+	}
+	records, err := leasetx.Load(ctx, chk, src, leasetx.Staging{Start: l.start, Add: l.add, Finish: finish,
+		Swap: func() error { return l.swap(sm) }, Drop: l.drop})
 	if err != nil {
 		return err
 	}
-	if err := l.finish(); err != nil {
-		return err
-	}
-	if l.meta.ReadyFrom == math.MaxUint64 {
-		l.meta.ReadyFrom = l.meta.Seq + 1
-	}
-	if err := l.swap(sm); err != nil {
-		return err
-	}
-	swapped = true
 	s.readyFrom.Store(l.meta.ReadyFrom)
 	s.log.Warn("etcd: loaded a snapshot: the store's whole durable state was replaced",
 		"generation", sm.Generation.ID, "number", sm.Generation.Number, "pool", sm.Pool().String(), "fence", sm.Fence,
@@ -445,12 +436,12 @@ func (l *loader) node(n *idkeeper.NodeState) error {
 		return protocol.Invalidf("snapshot", "the lease of node %d has a requester key of %d bytes", id, len(lr.Requester))
 	}
 	h, ok := l.reqs[lr.Requester]
-	if ok && h.keyID != lr.KeyID {
+	if ok && h.KeyID != lr.KeyID {
 		return protocol.Invalidf("snapshot", "requester %s holds node %d with API key %q and node %d with %q: "+
-			"a requester's leases belong to one key", ls.Requester, h.ids[0], h.keyID, id, lr.KeyID)
+			"a requester's leases belong to one key", ls.Requester, h.IDs[0], h.KeyID, id, lr.KeyID)
 	}
-	h.keyID = lr.KeyID
-	l.reqs[lr.Requester] = h.with(id, lr.Token)
+	h.KeyID = lr.KeyID
+	l.reqs[lr.Requester] = h.With(id, lr.Token)
 	l.keyHeld[lr.KeyID]++
 	l.meta.Held++
 	r.place, r.lease = placeHeld, &lr
@@ -461,7 +452,7 @@ func (l *loader) node(n *idkeeper.NodeState) error {
 func (l *loader) finish() error {
 	k := l.s.k
 	for req, h := range l.reqs {
-		if err := l.put(k.req+req, h.encode()); err != nil {
+		if err := l.put(k.req+req, encodeHolding(h)); err != nil {
 			return err
 		}
 	}

@@ -234,6 +234,8 @@ type txn struct {
 	scans [][]string
 	// scanVals are the values of those ranges, for the ranges asked with values.
 	scanVals [][][]byte
+	// readyStart is where an Alloc's first read of the ready index started.
+	readyStart uint64
 }
 
 func (s *Store) newTxn(ctx context.Context) *txn {

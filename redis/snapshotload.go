@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strconv"
 	"time"
@@ -13,6 +12,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/internal/leasetx"
 	"github.com/idkeeper/idkeeper/protocol"
 	"github.com/idkeeper/idkeeper/snapshot"
 )
@@ -54,27 +54,8 @@ func (s *Store) LoadSnapshot(ctx context.Context, meta snapshot.Meta, src snapsh
 	if err := l.keep(); err != nil {
 		return err
 	}
-	records := 0
-	for {
-		rec, err := src.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		if err := chk.Check(rec); err != nil {
-			return err
-		}
-		records++
-		l.batch = append(l.batch, rec)
-		if len(l.batch) == snapshotBatch {
-			if err := l.flush(); err != nil {
-				return err
-			}
-		}
-	}
-	if err := chk.Done(); err != nil {
+	records, err := leasetx.Feed(ctx, chk, src, l.add)
+	if err != nil {
 		return err
 	}
 	if err := l.flush(); err != nil {
@@ -98,6 +79,15 @@ type snapLoader struct {
 	stage       []string
 	batch       []snapshot.Record
 	meta        snapshot.Meta // the snapshot's head
+}
+
+// add stages rec, writing the batch when it is full.
+func (l *snapLoader) add(rec snapshot.Record) error {
+	l.batch = append(l.batch, rec)
+	if len(l.batch) < snapshotBatch {
+		return nil
+	}
+	return l.flush()
 }
 
 // keep renews the lapse time of the load lock and of every staging key, in one

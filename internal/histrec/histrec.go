@@ -192,3 +192,13 @@ func (j JSONTable) Put(node uint32, token uint64, r Rec, old *Rec) error {
 	}
 	return j.Raw.PutJSON(node, token, v)
 }
+
+// CheckPage checks the arguments of a history page (idkeeper.HistoryStore.NodeHistory):
+// limit as idkeeper.CheckHistoryLimit does, and whether node can have a
+// history at all (ok false: outside the uint32 node IDs, an empty page).
+func CheckPage(node idkeeper.NodeID, limit int) (ok bool, err error) {
+	if err := idkeeper.CheckHistoryLimit(limit, idkeeper.MaxHistoryPage); err != nil {
+		return false, err
+	}
+	return node >= 0 && int64(node) <= int64(^uint32(0)), nil
+}

@@ -14,9 +14,9 @@ func (l Lease) On(id uint32) (idkeeper.Lease, error) {
 	if err != nil {
 		return idkeeper.Lease{}, err
 	}
-	return idkeeper.Lease{NodeID: idkeeper.NodeID(id), Requester: r, NotBefore: msTime(l.NotBefore),
-		ExpiresAt: msTime(l.ExpiresAt), FencingToken: l.Token, GrantedAt: msTime(l.GrantedAt),
-		RenewedAt: msTime(l.RenewedAt), KeyID: l.KeyID}, nil
+	return idkeeper.Lease{NodeID: idkeeper.NodeID(id), Requester: r, NotBefore: MsTime(l.NotBefore),
+		ExpiresAt: MsTime(l.ExpiresAt), FencingToken: l.Token, GrantedAt: MsTime(l.GrantedAt),
+		RenewedAt: MsTime(l.RenewedAt), KeyID: l.KeyID}, nil
 }
 
 // Revoke ends the lease with token on node (idkeeper.LeaseStore.RevokeLease):
@@ -72,5 +72,3 @@ func Reclaimed(t Tx, id uint32) error {
 	}
 	return t.History().End(id, l.Token, idkeeper.EndReclaimed)
 }
-
-func msTime(ms int64) time.Time { return time.UnixMilli(ms).UTC() }

@@ -5,7 +5,7 @@ import "github.com/idkeeper/idkeeper"
 // Fresh is the generation an Init gives a store that holds none, at now (Unix
 // ms): a new ID, number 1, OriginFresh.
 func Fresh(now int64) idkeeper.Generation {
-	return idkeeper.Generation{ID: idkeeper.NewGenerationID(), Number: 1, Origin: idkeeper.OriginFresh, At: msTime(now)}
+	return idkeeper.Generation{ID: idkeeper.NewGenerationID(), Number: 1, Origin: idkeeper.OriginFresh, At: MsTime(now)}
 }
 
 // ResetGeneration is the generation a Reset (idkeeper.LeaseStore.Reset) leaves
@@ -15,8 +15,8 @@ func Fresh(now int64) idkeeper.Generation {
 func ResetGeneration(cur idkeeper.Generation, ok bool, seen idkeeper.Generation, now int64) idkeeper.ResetResult {
 	if !ok || cur.ID == seen.ID {
 		return idkeeper.ResetResult{NewGeneration: true, Generation: idkeeper.Generation{ID: idkeeper.NewGenerationID(),
-			Number: max(cur.Number, seen.Number) + 1, Origin: idkeeper.OriginRecovered, At: msTime(now)}}
+			Number: max(cur.Number, seen.Number) + 1, Origin: idkeeper.OriginRecovered, At: MsTime(now)}}
 	}
-	cur.Origin, cur.At = idkeeper.OriginRecovered, msTime(now)
+	cur.Origin, cur.At = idkeeper.OriginRecovered, MsTime(now)
 	return idkeeper.ResetResult{Generation: cur}
 }

@@ -1,18 +1,53 @@
 // Package leasetx holds the lease rules of the stores that run Go inside one
-// transaction (bolt, etcd; the SQL store next), written once over Tx: each store
-// adapts its own transaction and keeps its own encodings, and the rules here
-// decide. Redis keeps its Lua scripts; the contract suite (internal/harness/storetest)
-// and its reference store judge both.
+// transaction (bolt, etcd; the SQL store next), written once over Tx. Redis
+// keeps its Lua scripts; the contract suite (internal/harness/storetest) and its
+// reference store judge both.
 //
-// What lives here so far: the claim rule of Renew (Claims: restore or contest),
-// the quota and admission checks of a new grant (Admit), the watermark and
-// history rule of Remove (Removed), RevokeLease (Revoke), the end of a lease
-// Reclaim finds due (Reclaimed), the generations of Init and Reset (Fresh,
-// ResetGeneration), the pool check (Adopt), the free index a node belongs in
-// (FreePlace, Place), the record rules of a grant and an extension (Taken,
-// Extended) and the record loop of a snapshot load (Feed). The stores keep their
-// indexes, their read-ahead and their loops over them.
-// Times are Unix milliseconds, as the stores keep them.
+// What lives here: the steps Alloc (repeat grant, quota and admission, the pick
+// order, fencing tokens, the new leases and their history), Renew (the claims
+// of Claims: restore or contest; the extension), Remove (Removed: history end
+// and watermark; the cooling charges of ChargeRemoved), Revoke and Reclaim's
+// end of a lease (Reclaimed); the cooling-charge count (KeyCooling, Live); the
+// generations of Init and Reset (Fresh, ResetGeneration); the pool check
+// (Adopt); the free index a node belongs in (FreePlace, Place); the record
+// rules of a grant and an extension (Taken, Extended); and a snapshot load's
+// sequence (Load, Feed). Times are Unix milliseconds, as the stores keep them.
+//
+// # A new transactional store
+//
+// A store plugs in by implementing Tx over one of its transactions and running
+// each step in it, with Step:
+//
+//	func (s *Store) Renew(ctx context.Context, g idkeeper.Guard, p idkeeper.RenewParams) (idkeeper.Grant, error) {
+//		if err := p.Validate(); err != nil {
+//			return idkeeper.Grant{}, err
+//		}
+//		return leasetx.Step(s.inTx(ctx, &g), func(t leasetx.Tx) (idkeeper.Grant, error) { return leasetx.Renew(t, p) })
+//	}
+//
+// where inTx opens a transaction, checks the guard in it, calls its argument
+// with the store's Tx and commits when that returns nil.
+//
+// The store keeps what is its own: the encoding of every record (Node, Lease,
+// Holding, Charge and the history's histrec.Rec), the free indexes behind
+// Scan, Take and Free (Ready in free order, Cooling by fenced watermark, the
+// quarantine by its end, each node's Place stored with its record), the
+// expiry index, the counters (fencing, free order, held, quarantined, cooling),
+// Promote, the growth of the pool, and how it reads ahead (ReadAhead, or the
+// first reads of its own transaction). Init, Grow, Reset, Quarantine and Status
+// use the rules here (Fresh, ResetGeneration, Adopt, FreePlace) over the
+// store's own pool code.
+//
+// The rules guarantee, given that: the contract of idkeeper.LeaseStore for
+// each step (the suite checks it), that every decision reads the records
+// through Tx in the step's transaction, and that a step that returns an error
+// wrote nothing the store should keep: the store drops the transaction.
+//
+// The store must guarantee: isolation (the step runs as if alone: a bbolt
+// write transaction; etcd's read set compared at commit; SERIALIZABLE, or
+// row locks on every record read, in SQL, with a serialization failure retried
+// as a whole step), atomic commit (all of a step's writes or none), reads that
+// see the transaction's own writes, and the instant Now fixed for the step.
 package leasetx
 
 import (
@@ -49,31 +84,6 @@ type Lease struct {
 	KeyID                                      string // the owner
 }
 
-// Tx is one store transaction as the rules use it: every read sees the
-// transaction's own writes, and nothing is written unless the transaction
-// commits.
-type Tx interface {
-	// Now is the transaction's instant, Unix ms.
-	Now() int64
-	// InPool reports whether id lies in the stored pool.
-	InPool(id idkeeper.NodeID) bool
-	// Node reads the record of id, a node of the pool.
-	Node(id uint32) (Node, error)
-	// Lease reads the lease on the held node id.
-	Lease(id uint32) (Lease, error)
-	// Restore gives the free node id to l's requester as l is (its NotBefore
-	// included), counts it against l.KeyID and adds it to the requester index
-	// entry of l.Requester.
-	Restore(id uint32, l Lease) error
-	// Free deletes the lease l on the held node id, takes id out of the
-	// requester index entry of l.Requester and out of l.KeyID's count, stores
-	// n's Watermark, QuarUntil, LastToken and Restorable in its record and puts
-	// the node at the back of the free order, in the index n calls for.
-	Free(id uint32, l Lease, n Node) error
-	// History is the transaction's lease history.
-	History() histrec.Log
-}
-
 // Claims handles the claims of a Renew by the requester with key
 // (idkeeper.LeaseStore.Renew), in node ID order: a claim on a free restorable
 // node whose token is newer than the node's last restores its lease; a newer
@@ -85,7 +95,7 @@ func Claims(t Tx, key string, p idkeeper.RenewParams) (restored, contested []idk
 	slices.SortStableFunc(cs, func(a, b idkeeper.Claim) int { return cmp.Compare(a.NodeID, b.NodeID) })
 	now := t.Now()
 	for _, c := range cs {
-		if !c.Possible() || !t.InPool(c.NodeID) || ms(c.ExpiresAt) < now {
+		if !c.Possible() || !t.InPool(c.NodeID) || TimeMs(c.ExpiresAt) < now {
 			continue
 		}
 		id := uint32(c.NodeID)
@@ -113,10 +123,10 @@ func Claims(t Tx, key string, p idkeeper.RenewParams) (restored, contested []idk
 		if !n.Restorable {
 			continue
 		}
-		exp := max(ms(c.ExpiresAt), now+p.Duration.Milliseconds())
-		l := Lease{NotBefore: max(ms(c.NotBefore), n.Watermark+1), ExpiresAt: exp, GrantedAt: now,
-			RenewedAt: zeroMs, Token: c.Token, Requester: key, KeyID: p.KeyID}
-		if err := t.Restore(id, l); err != nil {
+		exp := max(TimeMs(c.ExpiresAt), now+p.Duration.Milliseconds())
+		l := Lease{NotBefore: max(TimeMs(c.NotBefore), n.Watermark+1), ExpiresAt: exp, GrantedAt: now,
+			RenewedAt: ZeroMs, Token: c.Token, Requester: key, KeyID: p.KeyID}
+		if err := restore(t, id, l); err != nil {
 			return nil, nil, err
 		}
 		if err := t.History().Claim(c, p.Requester, p.KeyID, &exp); err != nil {
@@ -131,7 +141,7 @@ func Claims(t Tx, key string, p idkeeper.RenewParams) (restored, contested []idk
 // node quarantined past both windows + grace; the history ends l contested and
 // records c's grant, contested too.
 func contest(t Tx, id uint32, n Node, l Lease, c idkeeper.Claim, p idkeeper.RenewParams) error {
-	n.Watermark = max(n.Watermark, l.ExpiresAt, ms(c.ExpiresAt))
+	n.Watermark = max(n.Watermark, l.ExpiresAt, TimeMs(c.ExpiresAt))
 	n.QuarUntil = max(n.QuarUntil, n.Watermark+p.Grace.Milliseconds())
 	n.LastToken, n.Restorable = c.Token, false
 	if err := t.Free(id, l, n); err != nil {
@@ -141,15 +151,6 @@ func contest(t Tx, id uint32, n Node, l Lease, c idkeeper.Claim, p idkeeper.Rene
 		return err
 	}
 	return t.History().Claim(c, p.Requester, p.KeyID, nil)
-}
-
-// Admit checks a new grant of p.Count node IDs (idkeeper.LeaseStore.Alloc) in
-// the contract's order: CheckQuota, then AdmitFree.
-func Admit(p idkeeper.AllocParams, held, cooling func() (int, error), free int, fence uint64) error {
-	if err := CheckQuota(p, held, cooling); err != nil {
-		return err
-	}
-	return AdmitFree(p, free, fence)
 }
 
 // CheckQuota checks the key's quota: when p.MaxNodes is set, the node IDs the
@@ -174,9 +175,8 @@ func CheckQuota(p idkeeper.AllocParams, held, cooling func() (int, error)) error
 }
 
 // AdmitFree checks the free node IDs (free: EXHAUSTED below p.Count), then the
-// fencing counter (fence: the ceiling may not be passed). A store that moves the
-// nodes time has freed between the quota and this check calls CheckQuota and
-// AdmitFree itself.
+// fencing counter (fence: the ceiling may not be passed). Alloc calls it after
+// CheckQuota and Promote, so that the nodes time has freed count.
 func AdmitFree(p idkeeper.AllocParams, free int, fence uint64) error {
 	if free < p.Count {
 		return idkeeper.Exhausted(p.Count, free)
@@ -195,11 +195,11 @@ func AdmitFree(p idkeeper.AllocParams, free int, fence uint64) error {
 // reported).
 func Removed(h histrec.Log, id uint32, n Node, l Lease, mintedUpTo time.Time) (int64, error) {
 	minted := !mintedUpTo.IsZero()
-	end := max(min(ms(mintedUpTo), l.ExpiresAt), l.NotBefore-1)
+	end := max(min(TimeMs(mintedUpTo), l.ExpiresAt), l.NotBefore-1)
 	err := h.Edit(id, l.Token, func(r *histrec.Rec) {
 		r.End, r.EndedAt = string(idkeeper.EndRemoved), h.Now
 		if minted {
-			r.WindowEnd, r.MintedUpTo = end, ms(mintedUpTo)
+			r.WindowEnd, r.MintedUpTo = end, TimeMs(mintedUpTo)
 		}
 	})
 	if err != nil || !minted {
@@ -211,7 +211,12 @@ func Removed(h histrec.Log, id uint32, n Node, l Lease, mintedUpTo time.Time) (i
 	return end, nil
 }
 
-// zeroMs is the zero time.Time in Unix ms: a lease never renewed.
-var zeroMs = time.Time{}.UnixMilli()
+// ZeroMs is the zero time.Time in Unix ms: a lease never renewed, a watermark,
+// floor or quarantine never set.
+var ZeroMs = time.Time{}.UnixMilli()
 
-func ms(t time.Time) int64 { return protocol.Millis(t).UnixMilli() }
+// TimeMs is t truncated to the millisecond (protocol.Millis), in Unix ms.
+func TimeMs(t time.Time) int64 { return protocol.Millis(t).UnixMilli() }
+
+// MsTime is the instant ms (Unix ms), in UTC.
+func MsTime(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
