@@ -3,15 +3,10 @@ package idkeeper
 import (
 	"context"
 	"errors"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/idkeeper/idkeeper/protocol"
 )
-
-// MaxKeyDescriptionLen bounds an API key's description, in bytes.
-const MaxKeyDescriptionLen = 200
 
 // Key statuses, as operators see them (APIKey.Status).
 const (
@@ -46,15 +41,6 @@ func CreatedByUser(name string) string { return "user:" + name }
 // the admin key id: "key:ID", as the audit log names the actor.
 func CreatedByKey(id string) string { return "key:" + id }
 
-// KeySpec describes a new API key.
-type KeySpec struct {
-	Description string    // what the key is for, shown to operators: required
-	ExpiresAt   time.Time // zero: the key never expires
-	MaxNodes    int       // the key's quota (APIKey.MaxNodes); 0: none
-	Admin       bool      // the key may use the admin API (APIKey.Admin)
-	CreatedBy   string    // who makes it (APIKey.CreatedBy); "": not told
-}
-
 // KeyInfo is an API key as operators see it: the record (its hash is no secret,
 // yet never shown) and the node IDs its leases hold now.
 type KeyInfo struct {
@@ -77,6 +63,17 @@ func keyInfo(k APIKey, held, cooling map[string]int) KeyInfo {
 	return KeyInfo{Key: k, NodesHeld: held[k.ID], NodesCooling: cooling[k.ID]}
 }
 
+// KeyInfoOf returns k with the node IDs it holds and is charged for cooling on s
+// now (KeyHoldings, KeyCooling); Quota is left to the caller (Registry.KeyQuota).
+// Errors are the store's.
+func KeyInfoOf(ctx context.Context, s Store, k APIKey) (KeyInfo, error) {
+	held, cooling, err := usage(ctx, s)
+	if err != nil {
+		return KeyInfo{}, err
+	}
+	return keyInfo(k, held, cooling), nil
+}
+
 // usage reads the stores' holdings and cooling charges of every key.
 func usage(ctx context.Context, s Store) (held, cooling map[string]int, err error) {
 	if held, err = s.KeyHoldings(ctx); err != nil {
@@ -86,40 +83,6 @@ func usage(ctx context.Context, s Store) (held, cooling map[string]int, err erro
 		return nil, nil, err
 	}
 	return held, cooling, nil
-}
-
-// CreateKey makes a random key from spec, created at now, and stores it on s. It
-// returns the secret, to show once (only its hash is stored), and the record. The
-// description is trimmed of surrounding space. Errors: INVALID_REQUEST naming the
-// field ("description", "expiresAt", "maxNodes") for a description that is empty,
-// longer than MaxKeyDescriptionLen, not UTF-8 or with a character of Unicode
-// categories Cc, Cf, Zl or Zp (as Requester.Validate), an expiry not after now, a quota
-// outside 0..maxNodes; any other error is the store's.
-func CreateKey(ctx context.Context, s KeyStore, spec KeySpec, now time.Time, maxNodes int) (secret string, k APIKey, err error) {
-	desc := strings.TrimSpace(spec.Description)
-	switch {
-	case desc == "":
-		return "", APIKey{}, protocol.Invalidf("description", "description is required: what the key is for")
-	case len(desc) > MaxKeyDescriptionLen || !utf8.ValidString(desc) || strings.ContainsFunc(desc, notText):
-		return "", APIKey{}, protocol.Invalidf("description", "description must be UTF-8 text of at most %d bytes, without control, "+
-			"format (bidi, zero-width) or line-separator characters", MaxKeyDescriptionLen)
-	}
-	if err := checkKeyExpiry(spec.ExpiresAt, now); err != nil {
-		return "", APIKey{}, err
-	}
-	if err := checkKeyQuota(spec.MaxNodes, maxNodes); err != nil {
-		return "", APIKey{}, err
-	}
-	var until time.Time
-	if !spec.ExpiresAt.IsZero() {
-		until = protocol.Millis(spec.ExpiresAt)
-	}
-	secret, k = NewAPIKey(desc, now, until)
-	k.MaxNodes, k.Admin, k.CreatedBy = spec.MaxNodes, spec.Admin, spec.CreatedBy
-	if err := s.CreateAPIKey(ctx, k); err != nil {
-		return "", APIKey{}, err
-	}
-	return secret, k, nil
 }
 
 // checkKeyExpiry returns the INVALID_REQUEST Error of an expiry at that is
@@ -177,69 +140,9 @@ func ListKeys(ctx context.Context, s Store) ([]KeyInfo, error) {
 	return out, nil
 }
 
-// RevokeKey revokes the key with that ID on s at now, unless it is revoked
-// already (already then tells so; RevokedAt keeps the first revocation), and
-// returns it as it is afterwards. Its leases stay: their holders cannot renew and
-// stop at their expiry. Errors: ErrNotFound (NOT_FOUND) for an unknown ID; any
-// other error is the store's.
-func RevokeKey(ctx context.Context, s Store, id string, now time.Time) (info KeyInfo, already bool, err error) {
-	k, err := s.APIKey(ctx, id)
-	if err != nil {
-		return KeyInfo{}, false, err
-	}
-	already = k.Revoked()
-	if !already {
-		if err := s.RevokeAPIKey(ctx, id, now); err != nil {
-			return KeyInfo{}, false, err
-		}
-		if k, err = s.APIKey(ctx, id); err != nil {
-			return KeyInfo{}, false, err
-		}
-	}
-	held, cooling, err := usage(ctx, s)
-	if err != nil {
-		return KeyInfo{}, false, err
-	}
-	return keyInfo(k, held, cooling), already, nil
-}
-
-// updateKey changes the expiry and quota of the key with that ID on s as u says,
-// checked at now under a pool of maxNodes node IDs (KeyUpdate.Validate), and
-// returns it as it is afterwards. A quota below the node IDs the key holds takes
-// none away: its leases stay, and its new Allocs fail (API_KEY_QUOTA_EXCEEDED)
-// until it holds fewer. Errors: INVALID_REQUEST naming the field; ErrNotFound
-// (NOT_FOUND) for an unknown ID; ErrConflict (CONFLICT) for a revoked key, which
-// stays as it is; any other error is the store's.
-func updateKey(ctx context.Context, s Store, id string, u KeyUpdate, now time.Time, maxNodes int) (KeyInfo, error) {
-	if err := u.Validate(now, maxNodes); err != nil {
-		return KeyInfo{}, err
-	}
-	if u.ExpiresAt != nil && !u.ExpiresAt.IsZero() {
-		at := protocol.Millis(*u.ExpiresAt)
-		u.ExpiresAt = &at
-	}
-	k, err := s.UpdateAPIKey(ctx, id, u)
-	if err != nil {
-		return KeyInfo{}, err
-	}
-	held, cooling, err := usage(ctx, s)
-	if err != nil {
-		return KeyInfo{}, err
-	}
-	return keyInfo(k, held, cooling), nil
-}
-
 // keyNotFound is the NOT_FOUND Error of an unknown key ID.
 func keyNotFound(id string) *Error {
 	return protocol.Errorf(protocol.CodeNotFound, "there is no API key %q", id)
-}
-
-// CreateKey makes and stores a key from spec at the registry's clock (see the
-// package-level CreateKey); the quota may be up to the layout's node IDs.
-// Errors: INVALID_REQUEST, STORE_UNAVAILABLE.
-func (r *Registry) CreateKey(ctx context.Context, spec KeySpec) (secret string, k APIKey, err error) {
-	secret, k, err = CreateKey(ctx, r.store, spec, r.cfg.Clock(), r.cfg.Layout.Nodes())
-	return secret, k, r.storeErr(err)
 }
 
 // Keys returns every key with the node IDs it holds and is charged for cooling,
@@ -252,10 +155,6 @@ func (r *Registry) Keys(ctx context.Context) ([]KeyInfo, error) {
 	}
 	return ks, r.storeErr(err)
 }
-
-// NewKeyInfo is the KeyInfo of a key just created: nothing held, and the quota
-// that applies to it.
-func (r *Registry) NewKeyInfo(k APIKey) KeyInfo { return r.withQuota(KeyInfo{Key: k}) }
 
 // withQuota fills in info's Quota and QuotaDefault.
 func (r *Registry) withQuota(info KeyInfo) KeyInfo {
@@ -273,58 +172,11 @@ func (r *Registry) Key(ctx context.Context, id string) (KeyInfo, error) {
 	if err != nil {
 		return KeyInfo{}, r.storeErr(err)
 	}
-	held, cooling, err := usage(ctx, r.store)
+	info, err := KeyInfoOf(ctx, r.store, k)
 	if err != nil {
 		return KeyInfo{}, r.storeErr(err)
 	}
-	return r.withQuota(keyInfo(k, held, cooling)), nil
-}
-
-// RevokeKey revokes a key at the registry's clock (see the package-level
-// RevokeKey). Errors: NOT_FOUND, STORE_UNAVAILABLE.
-func (r *Registry) RevokeKey(ctx context.Context, id string) (info KeyInfo, already bool, err error) {
-	info, already, err = RevokeKey(ctx, r.store, id, r.cfg.Clock())
-	if errors.Is(err, ErrNotFound) {
-		return KeyInfo{}, false, keyNotFound(id)
-	}
-	return r.withQuota(info), already, r.storeErr(err)
-}
-
-// UpdateKey changes a key's expiry and quota at the registry's clock, the quota up
-// to the layout's node IDs (updateKey), and logs the change.
-// Errors: INVALID_REQUEST naming "expiresAt" or "maxNodes", NOT_FOUND, CONFLICT
-// for a revoked key, STORE_UNAVAILABLE.
-func (r *Registry) UpdateKey(ctx context.Context, id string, u KeyUpdate) (KeyInfo, error) {
-	info, err := updateKey(ctx, r.store, id, u, r.cfg.Clock(), r.cfg.Layout.Nodes())
-	switch {
-	case errors.Is(err, ErrNotFound):
-		return KeyInfo{}, keyNotFound(id)
-	case errors.Is(err, ErrConflict):
-		return KeyInfo{}, protocol.Errorf(protocol.CodeConflict, "the API key %q is revoked: a revoked key stays as it was", id)
-	case err != nil:
-		return KeyInfo{}, r.storeErr(err)
-	}
-	info = r.withQuota(info)
-	k := info.Key
-	attrs := []any{"keyId", k.ID, "description", k.Description}
-	if u.ExpiresAt != nil {
-		expiry := "never"
-		if !k.ExpiresAt.IsZero() {
-			expiry = k.ExpiresAt.Format(time.RFC3339Nano)
-		}
-		attrs = append(attrs, "expiresAt", expiry)
-	}
-	if u.MaxNodes != nil {
-		attrs = append(attrs, "maxNodes", k.MaxNodes)
-	}
-	attrs = append(attrs, "nodesHeld", info.NodesHeld)
-	if k.MaxNodes > 0 && info.NodesHeld > k.MaxNodes {
-		r.log.Warn("API key updated: it holds more node IDs than its new quota; its leases stay, its new Allocs fail "+
-			"until it holds fewer", attrs...)
-	} else {
-		r.log.Info("API key updated", attrs...)
-	}
-	return info, nil
+	return r.withQuota(info), nil
 }
 
 // Now is the registry's own clock (Config.Clock): the time API keys expire by.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/apikey"
 	"github.com/idkeeper/idkeeper/protocol"
 )
 
@@ -178,36 +179,36 @@ func TestKeyAdministration(t *testing.T) {
 	ctx := context.Background()
 	now := e.clk.Now()
 	for _, c := range []struct {
-		spec  idkeeper.KeySpec
+		spec  apikey.Spec
 		field string
 	}{
-		{idkeeper.KeySpec{Description: "  "}, "description"},
-		{idkeeper.KeySpec{Description: strings.Repeat("x", idkeeper.MaxKeyDescriptionLen+1)}, "description"},
-		{idkeeper.KeySpec{Description: "d", ExpiresAt: now}, "expiresAt"},
-		{idkeeper.KeySpec{Description: "d", MaxNodes: -1}, "maxNodes"},
-		{idkeeper.KeySpec{Description: "d", MaxNodes: 4097}, "maxNodes"},
+		{apikey.Spec{Description: "  "}, "description"},
+		{apikey.Spec{Description: strings.Repeat("x", apikey.MaxDescriptionLen+1)}, "description"},
+		{apikey.Spec{Description: "d", ExpiresAt: now}, "expiresAt"},
+		{apikey.Spec{Description: "d", MaxNodes: -1}, "maxNodes"},
+		{apikey.Spec{Description: "d", MaxNodes: 4097}, "maxNodes"},
 	} {
 		var ie *idkeeper.Error
-		if _, _, err := e.reg.CreateKey(ctx, c.spec); !errors.As(err, &ie) || ie.Code != protocol.CodeInvalidRequest || ie.Field != c.field {
+		if _, _, err := apikey.NewAdmin(e.reg).Create(ctx, c.spec); !errors.As(err, &ie) || ie.Code != protocol.CodeInvalidRequest || ie.Field != c.field {
 			t.Errorf("CreateKey(%+v) = %v, want INVALID_REQUEST on %s", c.spec, err, c.field)
 		}
 	}
-	secret, k, err := e.reg.CreateKey(ctx, idkeeper.KeySpec{Description: " ops ", ExpiresAt: now.Add(time.Hour), MaxNodes: 3, Admin: true})
+	secret, k, err := apikey.NewAdmin(e.reg).Create(ctx, apikey.Spec{Description: " ops ", ExpiresAt: now.Add(time.Hour), MaxNodes: 3, Admin: true})
 	if err != nil || k.Description != "ops" || !k.Admin || k.MaxNodes != 3 || !k.ExpiresAt.Equal(now.Add(time.Hour)) {
 		t.Fatalf("CreateKey = %+v, %v", k, err)
 	}
 	if got, err := e.reg.Authenticate(ctx, secret); err != nil || got.ID != k.ID || !got.Admin {
 		t.Fatalf("Authenticate(new key) = %+v, %v", got, err)
 	}
-	info, already, err := e.reg.RevokeKey(ctx, k.ID)
+	info, already, err := apikey.NewAdmin(e.reg).Revoke(ctx, k.ID)
 	if err != nil || already || !info.Key.RevokedAt.Equal(now) {
 		t.Fatalf("RevokeKey = %+v, %v, %v", info, already, err)
 	}
 	e.clk.Advance(time.Minute)
-	if info, already, err = e.reg.RevokeKey(ctx, k.ID); err != nil || !already || !info.Key.RevokedAt.Equal(now) {
+	if info, already, err = apikey.NewAdmin(e.reg).Revoke(ctx, k.ID); err != nil || !already || !info.Key.RevokedAt.Equal(now) {
 		t.Fatalf("RevokeKey again = %+v, %v, %v", info, already, err)
 	}
-	if _, _, err := e.reg.RevokeKey(ctx, "nope"); protocol.ErrorCode(err) != protocol.CodeNotFound {
+	if _, _, err := apikey.NewAdmin(e.reg).Revoke(ctx, "nope"); protocol.ErrorCode(err) != protocol.CodeNotFound {
 		t.Fatalf("RevokeKey(nope) = %v", err)
 	}
 	if _, err := e.reg.Key(ctx, "nope"); protocol.ErrorCode(err) != protocol.CodeNotFound {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/apikey"
 	"github.com/idkeeper/idkeeper/protocol"
 )
 
@@ -28,7 +29,7 @@ func TestUpdateKey(t *testing.T) {
 	e := newEnv(t, idkeeper.Config{})
 	ctx := context.Background()
 	now := e.clk.Now()
-	secret, k, err := e.reg.CreateKey(ctx, idkeeper.KeySpec{Description: "svc", ExpiresAt: now.Add(time.Hour), MaxNodes: 3,
+	secret, k, err := apikey.NewAdmin(e.reg).Create(ctx, apikey.Spec{Description: "svc", ExpiresAt: now.Add(time.Hour), MaxNodes: 3,
 		CreatedBy: idkeeper.CreatedByUser("ann")})
 	if err != nil || k.CreatedBy != "user:ann" {
 		t.Fatalf("CreateKey = %+v, %v", k, err)
@@ -52,7 +53,7 @@ func TestUpdateKey(t *testing.T) {
 		{idkeeper.KeyUpdate{MaxNodes: ptr(-1)}, "maxNodes"},
 		{idkeeper.KeyUpdate{MaxNodes: ptr(idkeeper.DefaultLayout.Nodes() + 1)}, "maxNodes"},
 	} {
-		_, err := e.reg.UpdateKey(ctx, k.ID, c.u)
+		_, err := apikey.NewAdmin(e.reg).Update(ctx, k.ID, c.u)
 		wantInvalid(t, err, c.field, "UpdateKey")
 	}
 	if info, err := e.reg.Key(ctx, k.ID); err != nil || info.Key.MaxNodes != 3 || !info.Key.ExpiresAt.Equal(now.Add(time.Hour)) {
@@ -60,7 +61,7 @@ func TestUpdateKey(t *testing.T) {
 	}
 
 	// A quota below the node IDs held: allowed; the leases stay, a new Alloc fails.
-	info, err := e.reg.UpdateKey(ctx, k.ID, idkeeper.KeyUpdate{MaxNodes: &quota})
+	info, err := apikey.NewAdmin(e.reg).Update(ctx, k.ID, idkeeper.KeyUpdate{MaxNodes: &quota})
 	if err != nil || info.Key.MaxNodes != 1 || info.NodesHeld != 2 || !info.Key.ExpiresAt.Equal(now.Add(time.Hour)) ||
 		info.Key.CreatedBy != "user:ann" {
 		t.Fatalf("UpdateKey(quota 1) = %+v, %v", info, err)
@@ -84,7 +85,7 @@ func TestUpdateKey(t *testing.T) {
 
 	// Expiry to the millisecond; then never; the quota cleared.
 	later := now.Add(48*time.Hour + 1500*time.Microsecond)
-	info, err = e.reg.UpdateKey(ctx, k.ID, idkeeper.KeyUpdate{ExpiresAt: &later})
+	info, err = apikey.NewAdmin(e.reg).Update(ctx, k.ID, idkeeper.KeyUpdate{ExpiresAt: &later})
 	if err != nil || !info.Key.ExpiresAt.Equal(protocol.Millis(later)) || info.Key.MaxNodes != 1 {
 		t.Fatalf("UpdateKey(expiry) = %+v, %v", info, err)
 	}
@@ -92,7 +93,7 @@ func TestUpdateKey(t *testing.T) {
 		t.Fatalf("the log of a new expiry:\n%s", e.logs.String())
 	}
 	never := time.Time{}
-	info, err = e.reg.UpdateKey(ctx, k.ID, idkeeper.KeyUpdate{ExpiresAt: &never, MaxNodes: ptr(0)})
+	info, err = apikey.NewAdmin(e.reg).Update(ctx, k.ID, idkeeper.KeyUpdate{ExpiresAt: &never, MaxNodes: ptr(0)})
 	if err != nil || !info.Key.ExpiresAt.IsZero() || info.Key.MaxNodes != 0 {
 		t.Fatalf("UpdateKey(never, no quota) = %+v, %v", info, err)
 	}
@@ -107,16 +108,16 @@ func TestUpdateKey(t *testing.T) {
 		t.Fatalf("a key that never expires, 1000 days on: %v", err)
 	}
 
-	if _, err := e.reg.UpdateKey(ctx, "nope", idkeeper.KeyUpdate{MaxNodes: &quota}); protocol.ErrorCode(err) != protocol.CodeNotFound {
+	if _, err := apikey.NewAdmin(e.reg).Update(ctx, "nope", idkeeper.KeyUpdate{MaxNodes: &quota}); protocol.ErrorCode(err) != protocol.CodeNotFound {
 		t.Fatalf("UpdateKey(nope) = %v, want NOT_FOUND", err)
 	}
 
 	// A revoked key stays as it was.
-	if _, _, err := e.reg.RevokeKey(ctx, k.ID); err != nil {
+	if _, _, err := apikey.NewAdmin(e.reg).Revoke(ctx, k.ID); err != nil {
 		t.Fatal(err)
 	}
 	soon := e.clk.Now().Add(time.Hour)
-	_, err = e.reg.UpdateKey(ctx, k.ID, idkeeper.KeyUpdate{ExpiresAt: &soon, MaxNodes: &quota})
+	_, err = apikey.NewAdmin(e.reg).Update(ctx, k.ID, idkeeper.KeyUpdate{ExpiresAt: &soon, MaxNodes: &quota})
 	if code := protocol.ErrorCode(err); code != protocol.CodeConflict || !strings.Contains(err.Error(), "revoked") {
 		t.Fatalf("UpdateKey of a revoked key = %v, want CONFLICT", err)
 	}
@@ -139,7 +140,7 @@ func TestUpdateKey_EnvAndStoreUnavailable(t *testing.T) {
 		t.Fatalf("the bootstrap key: %+v, %v; want CreatedBy %q", k, err, idkeeper.CreatedByEnv)
 	}
 	e.store.Close()
-	if _, err := e.reg.UpdateKey(ctx, k.ID, idkeeper.KeyUpdate{MaxNodes: ptr(2)}); protocol.ErrorCode(err) != protocol.CodeStoreUnavailable {
+	if _, err := apikey.NewAdmin(e.reg).Update(ctx, k.ID, idkeeper.KeyUpdate{MaxNodes: ptr(2)}); protocol.ErrorCode(err) != protocol.CodeStoreUnavailable {
 		t.Fatalf("UpdateKey on a closed store = %v, want STORE_UNAVAILABLE", err)
 	}
 }

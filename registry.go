@@ -471,3 +471,6 @@ func nodeIDs(ls []Lease) []NodeID {
 	}
 	return slices.Clip(ids)
 }
+
+// Store is the store the registry keeps its leases and keys on (New's store).
+func (r *Registry) Store() Store { return r.store }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/apikey"
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/protocol"
 )
@@ -45,7 +46,7 @@ func TestOtherTextRefused(t *testing.T) {
 		if _, ok := idkeeper.CleanText(bad, 100); ok {
 			t.Errorf("U+%04X: CleanText accepted it", r)
 		}
-		_, _, err := e.reg.CreateKey(ctx, idkeeper.KeySpec{Description: bad})
+		_, _, err := apikey.NewAdmin(e.reg).Create(ctx, apikey.Spec{Description: bad})
 		if ie := (*idkeeper.Error)(nil); !errors.As(err, &ie) || ie.Code != protocol.CodeInvalidRequest || ie.Field != "description" {
 			t.Errorf("U+%04X: CreateKey = %v, want INVALID_REQUEST on description", r, err)
 		}

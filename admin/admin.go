@@ -36,6 +36,7 @@ import (
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/allowlist"
+	"github.com/idkeeper/idkeeper/apikey"
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/backup"
 	"github.com/idkeeper/idkeeper/discord"
@@ -127,6 +128,7 @@ type Config struct {
 type Handler struct {
 	cfg    Config
 	reg    *idkeeper.Registry
+	keys   *apikey.Admin // the registry's keys, administered
 	acct   *account.Service
 	store  account.Store
 	allow  *allowlist.List
@@ -165,7 +167,7 @@ func New(cfg Config) (*Handler, error) {
 		cfg.Timeout = DefaultTimeout
 	}
 	cfg.TrustedProxies = slices.Clone(cfg.TrustedProxies)
-	h := &Handler{cfg: cfg, reg: cfg.Registry, acct: cfg.Accounts, store: cfg.Store, allow: cfg.AllowList,
+	h := &Handler{cfg: cfg, reg: cfg.Registry, keys: apikey.NewAdmin(cfg.Registry), acct: cfg.Accounts, store: cfg.Store, allow: cfg.AllowList,
 		log: cfg.Logger, mux: http.NewServeMux(), csrf: http.NewCrossOriginProtection(), cookie: CookieName(cfg.TLS)}
 	if h.allow == nil {
 		h.allow = allowlist.New(nil, nil)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/alert"
+	"github.com/idkeeper/idkeeper/apikey"
 	"github.com/idkeeper/idkeeper/backup"
 	"github.com/idkeeper/idkeeper/discord"
 )
@@ -107,10 +108,10 @@ func TestBrowser(t *testing.T) {
 	}
 	// More holders, for a fuller picture: another key's services, one of which
 	// stopped without saying what it minted (its node IDs cool).
-	if _, _, err := e.reg.CreateKey(context.Background(), idkeeper.KeySpec{Description: "search indexer", CreatedBy: "cli"}); err != nil {
+	if _, _, err := apikey.NewAdmin(e.reg).Create(context.Background(), apikey.Spec{Description: "search indexer", CreatedBy: "cli"}); err != nil {
 		t.Fatal(err)
 	}
-	otherSecret, _, err := e.reg.CreateKey(context.Background(), idkeeper.KeySpec{Description: "order service", CreatedBy: "env"})
+	otherSecret, _, err := apikey.NewAdmin(e.reg).Create(context.Background(), apikey.Spec{Description: "order service", CreatedBy: "env"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/idkeeper/idkeeper"
+
+	"github.com/idkeeper/idkeeper/apikey"
 )
 
 // TestBrowserFormOnce creates a key in Chromium with the form sent twice (a
@@ -74,7 +75,7 @@ func TestBrowserFormOnce(t *testing.T) {
 func TestBrowserLeaseListFits(t *testing.T) {
 	e := newWebEnv(t)
 	ctx := context.Background()
-	secret, _, err := e.reg.CreateKey(ctx, idkeeper.KeySpec{Description: "billing service, production, eu-west-1 cluster"})
+	secret, _, err := apikey.NewAdmin(e.reg).Create(ctx, apikey.Spec{Description: "billing service, production, eu-west-1 cluster"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/apikey"
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/idempotency"
 	"github.com/idkeeper/idkeeper/internal/jsonbody"
@@ -45,27 +46,27 @@ func expiresIn(m jsonbody.Members, now time.Time) (*time.Time, error) {
 
 // decodeCreateKey decodes the body of POST /admin/api/keys; an expiresIn counts
 // from now. What the body cannot tell (a description that is empty or too long, a
-// quota above the pool, an expiry in the past) idkeeper.CreateKey checks.
-func decodeCreateKey(body []byte, now time.Time) (idkeeper.KeySpec, error) {
+// quota above the pool, an expiry in the past) apikey.Create checks.
+func decodeCreateKey(body []byte, now time.Time) (apikey.Spec, error) {
 	m, err := jsonbody.Decode(body, createKeyMembers)
 	if err != nil {
-		return idkeeper.KeySpec{}, err
+		return apikey.Spec{}, err
 	}
-	var spec idkeeper.KeySpec
+	var spec apikey.Spec
 	if spec.Description, err = m.String("", "description"); err != nil {
-		return idkeeper.KeySpec{}, err
+		return apikey.Spec{}, err
 	}
 	in, err := expiresIn(m, now)
 	if err != nil {
-		return idkeeper.KeySpec{}, err
+		return apikey.Spec{}, err
 	}
 	at, err := m.OptionalTime("", "expiresAt")
 	if err != nil {
-		return idkeeper.KeySpec{}, err
+		return apikey.Spec{}, err
 	}
 	switch {
 	case in != nil && at != nil:
-		return idkeeper.KeySpec{}, protocol.Invalidf("expiresIn", "give expiresIn or expiresAt, not both")
+		return apikey.Spec{}, protocol.Invalidf("expiresIn", "give expiresIn or expiresAt, not both")
 	case in != nil:
 		spec.ExpiresAt = *in
 	case at != nil:
@@ -73,11 +74,11 @@ func decodeCreateKey(body []byte, now time.Time) (idkeeper.KeySpec, error) {
 	}
 	n, _, err := m.Int("", "maxNodes", 0, protocol.MaxCount)
 	if err != nil {
-		return idkeeper.KeySpec{}, err
+		return apikey.Spec{}, err
 	}
 	spec.MaxNodes = int(n)
 	if spec.Admin, _, err = m.Bool("", "admin"); err != nil {
-		return idkeeper.KeySpec{}, err
+		return apikey.Spec{}, err
 	}
 	return spec, nil
 }
@@ -211,7 +212,7 @@ func (h *Handler) createKey(w http.ResponseWriter, r *http.Request, p *principal
 		return nil, err
 	}
 	spec.CreatedBy = p.actor
-	secret, k, err := h.reg.CreateKey(r.Context(), spec)
+	secret, k, err := h.keys.Create(r.Context(), spec)
 	if err != nil {
 		return nil, err
 	}
@@ -221,7 +222,7 @@ func (h *Handler) createKey(w http.ResponseWriter, r *http.Request, p *principal
 	h.audit(r.Context(), audit.Entry{Actor: p.actor, Action: audit.KeyCreate, Target: "key:" + k.ID, Detail: detail})
 	return created{
 		location: APIPrefix + "keys/" + url.PathEscape(k.ID),
-		body:     wire.CreateAPIKeyResponse{Key: keyJSON(h.reg.NewKeyInfo(k), h.reg.Now()), Secret: secret, SecretShown: true},
+		body:     wire.CreateAPIKeyResponse{Key: keyJSON(h.keys.NewInfo(k), h.reg.Now()), Secret: secret, SecretShown: true},
 	}, nil
 }
 
@@ -239,7 +240,7 @@ func (h *Handler) updateKey(w http.ResponseWriter, r *http.Request, p *principal
 	if err := h.mayManageKey(r.Context(), p, r.PathValue("id"), "change"); err != nil {
 		return nil, err
 	}
-	k, err := h.reg.UpdateKey(r.Context(), r.PathValue("id"), u)
+	k, err := h.keys.Update(r.Context(), r.PathValue("id"), u)
 	if err != nil {
 		return nil, err
 	}
@@ -261,7 +262,7 @@ func (h *Handler) revokeKey(_ http.ResponseWriter, r *http.Request, p *principal
 	if err := h.mayManageKey(r.Context(), p, r.PathValue("id"), "revoke"); err != nil {
 		return nil, err
 	}
-	k, already, err := h.reg.RevokeKey(r.Context(), r.PathValue("id"))
+	k, already, err := h.keys.Revoke(r.Context(), r.PathValue("id"))
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/admin"
+	"github.com/idkeeper/idkeeper/apikey"
 	"github.com/idkeeper/idkeeper/protocol"
 )
 
@@ -49,7 +50,7 @@ func TestRoleRouteMatrix(t *testing.T) {
 	e.user("target", account.RoleViewer)
 	e.user("matrix", account.RoleViewer)
 	plainID, _ := idkeeper.HashAPIKey(plainKey)
-	_, spare, err := e.reg.CreateKey(context.Background(), idkeeper.KeySpec{Description: "spare admin key", Admin: true})
+	_, spare, err := apikey.NewAdmin(e.reg).Create(context.Background(), apikey.Spec{Description: "spare admin key", Admin: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/account"
+	"github.com/idkeeper/idkeeper/apikey"
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/backup"
 )
@@ -62,7 +62,7 @@ func TestFormTokenOnce(t *testing.T) {
 	c := e.client()
 	c.login("admin")
 	newKey := func(desc string) (id, secret string) {
-		secret, k, err := e.reg.CreateKey(ctx, idkeeper.KeySpec{Description: desc})
+		secret, k, err := apikey.NewAdmin(e.reg).Create(ctx, apikey.Spec{Description: desc})
 		if err != nil {
 			t.Fatal(err)
 		}

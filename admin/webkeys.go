@@ -12,6 +12,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/allowlist"
+	"github.com/idkeeper/idkeeper/apikey"
 	"github.com/idkeeper/idkeeper/internal/wire"
 	"github.com/idkeeper/idkeeper/protocol"
 )
@@ -72,7 +73,7 @@ func (h *Handler) renderKeys(w http.ResponseWriter, r *http.Request, p *principa
 		return
 	}
 	now := h.reg.Now()
-	kv := keysView{MaxDescription: idkeeper.MaxKeyDescriptionLen, MaxNodes: h.reg.Config().Nodes, Form: form}
+	kv := keysView{MaxDescription: apikey.MaxDescriptionLen, MaxNodes: h.reg.Config().Nodes, Form: form}
 	for _, k := range keys {
 		kv.Keys = append(kv.Keys, keyViewOf(k, now))
 	}

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/account"
+	"github.com/idkeeper/idkeeper/apikey"
 	"github.com/idkeeper/idkeeper/internal/wire"
 )
 
@@ -36,7 +36,7 @@ type originLease struct {
 // window) with the registry's layout.
 func (e *webEnv) leaseForOrigin(machine string, pid int, host string, labels map[string]string) originLease {
 	e.t.Helper()
-	secret, k, err := e.reg.CreateKey(context.Background(), idkeeper.KeySpec{Description: "orders service", CreatedBy: "test"})
+	secret, k, err := apikey.NewAdmin(e.reg).Create(context.Background(), apikey.Spec{Description: "orders service", CreatedBy: "test"})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -11,7 +11,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/idkeeper/idkeeper"
+
+	"github.com/idkeeper/idkeeper/apikey"
 	"github.com/idkeeper/idkeeper/backup"
 )
 
@@ -34,7 +35,7 @@ func TestRestoreBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	// After the backup: a key the restore will take away.
-	if _, _, err := e.reg.CreateKey(ctx, idkeeper.KeySpec{Description: "made after the backup"}); err != nil {
+	if _, _, err := apikey.NewAdmin(e.reg).Create(ctx, apikey.Spec{Description: "made after the backup"}); err != nil {
 		t.Fatal(err)
 	}
 

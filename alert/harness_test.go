@@ -14,6 +14,7 @@ import (
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/alert"
+	"github.com/idkeeper/idkeeper/apikey"
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/bolt"
 	"github.com/idkeeper/idkeeper/discord"
@@ -170,7 +171,7 @@ func (e *env) check(i int) bool {
 // key creates an API key and returns it.
 func (e *env) key(desc string) idkeeper.APIKey {
 	e.t.Helper()
-	_, k, err := e.rs[0].reg.CreateKey(context.Background(), idkeeper.KeySpec{Description: desc})
+	_, k, err := apikey.NewAdmin(e.rs[0].reg).Create(context.Background(), apikey.Spec{Description: desc})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/apikey"
 )
 
 // A key whose leases and node IDs cooling after its Removes hold more than half
@@ -17,7 +17,7 @@ func TestCapacityAlertNamesHoggingKey(t *testing.T) {
 	for _, redis := range []bool{false, true} {
 		t.Run(map[bool]string{false: "bolt", true: "redis"}[redis], func(t *testing.T) {
 			e := newEnv(t, envOpts{redis: redis, nodes: 20})
-			secret, hog, err := e.rs[0].reg.CreateKey(context.Background(), idkeeper.KeySpec{Description: "batch jobs"})
+			secret, hog, err := apikey.NewAdmin(e.rs[0].reg).Create(context.Background(), apikey.Spec{Description: "batch jobs"})
 			if err != nil {
 				t.Fatal(err)
 			}

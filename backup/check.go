@@ -10,6 +10,7 @@ import (
 
 	"github.com/idkeeper/idkeeper/account"
 	"github.com/idkeeper/idkeeper/allowlist"
+	"github.com/idkeeper/idkeeper/apikey"
 	"github.com/idkeeper/idkeeper/audit"
 	"github.com/idkeeper/idkeeper/internal/plural"
 	"github.com/idkeeper/idkeeper/snapshot"
@@ -238,7 +239,7 @@ func decodeKey(line []byte, redacted bool) (*idkeeper.APIKey, error) {
 	err = times([]*time.Time{&k.CreatedAt, &k.ExpiresAt, &k.RevokedAt, &k.LastUsedAt},
 		"createdAt", l.CreatedAt, "expiresAt", l.ExpiresAt, "revokedAt", l.RevokedAt, "lastUsedAt", l.LastUsedAt)
 	if err == nil {
-		err = text("description", k.Description, idkeeper.MaxKeyDescriptionLen, false, false)
+		err = text("description", k.Description, apikey.MaxDescriptionLen, false, false)
 	}
 	if err == nil {
 		err = text("createdBy", k.CreatedBy, maxText, false, true)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/apikey"
 )
 
 // keyNoticeLine is the start of the session's log line about its key's expiry.
@@ -18,11 +19,11 @@ const keyNoticeLine = "this session's API key expires soon"
 func TestSessionLogsKeyExpiry(t *testing.T) {
 	e := newEnv(t, idkeeper.Config{})
 	ctx := context.Background()
-	secret, k, err := e.reg.CreateKey(ctx, idkeeper.KeySpec{Description: "expiring", ExpiresAt: t0.Add(10 * 24 * time.Hour)})
+	secret, k, err := apikey.NewAdmin(e.reg).Create(ctx, apikey.Spec{Description: "expiring", ExpiresAt: t0.Add(10 * 24 * time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	later, _, err := e.reg.CreateKey(ctx, idkeeper.KeySpec{Description: "later", ExpiresAt: t0.Add(30 * 24 * time.Hour)})
+	later, _, err := apikey.NewAdmin(e.reg).Create(ctx, apikey.Spec{Description: "later", ExpiresAt: t0.Add(30 * 24 * time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}

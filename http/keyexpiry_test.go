@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/apikey"
 	"github.com/idkeeper/idkeeper/internal/wire"
 	"github.com/idkeeper/idkeeper/protocol"
 )
@@ -15,7 +15,7 @@ import (
 // key's ID and expiry; earlier, and for keys that never expire, none.
 func TestKeyExpiryWarningHeader(t *testing.T) {
 	h := newBolt(t)
-	secret, k, err := h.reg.CreateKey(context.Background(), idkeeper.KeySpec{Description: "expiring", ExpiresAt: start.Add(20 * 24 * time.Hour)})
+	secret, k, err := apikey.NewAdmin(h.reg).Create(context.Background(), apikey.Spec{Description: "expiring", ExpiresAt: start.Add(20 * 24 * time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,8 +74,8 @@ func TestKeyExpiryMetric(t *testing.T) {
 			t.Fatalf("no expiring key: %v, want +Inf", v)
 		}
 		ctx := context.Background()
-		_, idle, _ := h.reg.CreateKey(ctx, idkeeper.KeySpec{Description: "idle", ExpiresAt: start.Add(time.Hour)})
-		secret, k, _ := h.reg.CreateKey(ctx, idkeeper.KeySpec{Description: "busy", ExpiresAt: start.Add(10 * 24 * time.Hour)})
+		_, idle, _ := apikey.NewAdmin(h.reg).Create(ctx, apikey.Spec{Description: "idle", ExpiresAt: start.Add(time.Hour)})
+		secret, k, _ := apikey.NewAdmin(h.reg).Create(ctx, apikey.Spec{Description: "busy", ExpiresAt: start.Add(10 * 24 * time.Hour)})
 		if v := gauge(); !math.IsInf(v, 1) {
 			t.Fatalf("keys nobody uses: %v, want +Inf (idle key %s)", v, idle.ID)
 		}
@@ -88,7 +88,7 @@ func TestKeyExpiryMetric(t *testing.T) {
 		if v := gauge(); v != -time.Hour.Seconds() {
 			t.Fatalf("an expired key that holds a lease: %v, want -3600", v)
 		}
-		if _, _, err := h.reg.RevokeKey(ctx, k.ID); err != nil {
+		if _, _, err := apikey.NewAdmin(h.reg).Revoke(ctx, k.ID); err != nil {
 			t.Fatal(err)
 		}
 		if v := gauge(); !math.IsInf(v, 1) {

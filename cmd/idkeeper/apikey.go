@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/apikey"
 	"github.com/idkeeper/idkeeper/bolt"
 	"github.com/idkeeper/idkeeper/server"
 )
@@ -144,11 +145,11 @@ func (b storeKeys) create(ctx context.Context, desc string, expires time.Duratio
 	// API keys are checked against the server's wall clock (Registry.Authenticate), so
 	// their expiry is measured on it too.
 	now := time.Now()
-	spec := idkeeper.KeySpec{Description: desc, MaxNodes: maxNodes, Admin: admin, CreatedBy: idkeeper.CreatedByCLI}
+	spec := apikey.Spec{Description: desc, MaxNodes: maxNodes, Admin: admin, CreatedBy: idkeeper.CreatedByCLI}
 	if expires > 0 {
 		spec.ExpiresAt = now.Add(expires)
 	}
-	secret, k, err := idkeeper.CreateKey(ctx, b.s, spec, now, idkeeper.DefaultLayout.Nodes())
+	secret, k, err := apikey.Create(ctx, b.s, spec, now, idkeeper.DefaultLayout.Nodes())
 	if err != nil {
 		return "", keyRow{}, fmt.Errorf("store the API key: %w", err)
 	}
@@ -170,7 +171,7 @@ func (b storeKeys) list(ctx context.Context) ([]keyRow, error) {
 
 func (b storeKeys) revoke(ctx context.Context, id string) (keyRow, bool, error) {
 	now := time.Now()
-	k, already, err := idkeeper.RevokeKey(ctx, b.s, id, now)
+	k, already, err := apikey.Revoke(ctx, b.s, id, now)
 	if errors.Is(err, idkeeper.ErrNotFound) {
 		return keyRow{}, false, errNoKey
 	}
@@ -201,8 +202,8 @@ func runAPIKeyCreate(ctx context.Context, args []string, env lookupEnv, stdout, 
 	if strings.TrimSpace(*desc) == "" {
 		return usagef("apikey create: --description is required")
 	}
-	if len(strings.TrimSpace(*desc)) > idkeeper.MaxKeyDescriptionLen {
-		return usagef("apikey create: --description is longer than %d bytes", idkeeper.MaxKeyDescriptionLen)
+	if len(strings.TrimSpace(*desc)) > apikey.MaxDescriptionLen {
+		return usagef("apikey create: --description is longer than %d bytes", apikey.MaxDescriptionLen)
 	}
 	if *expires < 0 {
 		return usagef("apikey create: --expires %s is negative; want 0 (never expires) or a positive duration", expires)
