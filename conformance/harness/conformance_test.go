@@ -36,12 +36,17 @@ func TestMain(m *testing.M) {
 	if !set {
 		flag.Set("test.parallel", "64")
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if goDriverDir != "" {
+		os.RemoveAll(goDriverDir)
+	}
+	os.Exit(code)
 }
 
 var (
 	goDriverOnce sync.Once
 	goDriverPath string
+	goDriverDir  string
 	goDriverErr  error
 )
 
@@ -53,7 +58,7 @@ func goDriver(t *testing.T) string {
 			goDriverErr = err
 			return
 		}
-		goDriverPath = filepath.Join(dir, "go-driver")
+		goDriverDir, goDriverPath = dir, filepath.Join(dir, "go-driver")
 		cmd := exec.Command("go", "build", "-o", goDriverPath, "./conformance/drivers/go")
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -114,6 +119,7 @@ func TestConformance(t *testing.T) {
 			for i := range scenarios {
 				sc := &scenarios[i]
 				t.Run(sc.Name, func(t *testing.T) {
+					t.Parallel()
 					t.Run("pass", func(t *testing.T) {
 						t.Parallel()
 						o := Options{Driver: name, Argv: argv, Dir: root, TempDir: t.TempDir(),
