@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/idkeeper/idkeeper/conformance/internal/leasejson"
 	"github.com/idkeeper/idkeeper/internal/wire"
 )
 
@@ -204,7 +205,7 @@ func checkRequesters(r *run) error {
 			if pid, _ := req["pid"].(float64); pid < 1 {
 				return fmt.Errorf("Alloc sent pid %v", req["pid"])
 			}
-			if _, ok := timeOf(req["startedAt"]); !ok {
+			if _, ok := leasejson.Time(req["startedAt"]); !ok {
 				return fmt.Errorf("Alloc sent startedAt %v", req["startedAt"])
 			}
 			if !instanceChars.MatchString(inst) {

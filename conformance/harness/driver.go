@@ -6,16 +6,17 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/idkeeper/idkeeper/internal/harness/registrytest"
 )
 
 // Driver is a running driver program, spoken to over its stdin and stdout.
 type Driver struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
-	stderr *lockedBuffer
+	stderr *registrytest.SyncBuffer
 
 	mu      sync.Mutex
 	nextID  int
@@ -42,7 +43,7 @@ func (m Message) Str(k string) string { s, _ := m[k].(string); return s }
 func StartDriver(dir string, argv []string) (*Driver, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = dir
-	d := &Driver{cmd: cmd, stderr: &lockedBuffer{}, replies: map[int]chan Message{},
+	d := &Driver{cmd: cmd, stderr: &registrytest.SyncBuffer{}, replies: map[int]chan Message{},
 		changed: make(chan struct{}), exited: make(chan struct{})}
 	cmd.Stderr = d.stderr
 	in, err := cmd.StdinPipe()
@@ -156,20 +157,3 @@ func (d *Driver) Stop() {
 
 // Stderr is what the driver logged.
 func (d *Driver) Stderr() string { return d.stderr.String() }
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/idkeeper/idkeeper/conformance/internal/leasejson"
 	"github.com/idkeeper/idkeeper/internal/wire"
 )
 
@@ -69,8 +70,8 @@ func (e *Exchange) Granted() bool {
 
 // LeaseTime is the lease the answer grants: min(expiresAt) − serverUtcNow.
 func (e *Exchange) LeaseTime() time.Duration {
-	now, ok := timeOf(e.Answer["serverUtcNow"])
-	end, ok2 := minExpiry(e.Answer)
+	now, ok := leasejson.Time(e.Answer["serverUtcNow"])
+	end, ok2 := leasejson.MinExpiry(e.Answer["leases"])
 	if !ok || !ok2 {
 		return 0
 	}
@@ -246,7 +247,7 @@ func (p *Proxy) rewrite(ans []byte, kind string) []byte {
 	if dec.Decode(&m) != nil {
 		return ans
 	}
-	now, ok := timeOf(m["serverUtcNow"])
+	now, ok := leasejson.Time(m["serverUtcNow"])
 	if !ok {
 		return ans
 	}
@@ -260,7 +261,7 @@ func (p *Proxy) rewrite(ans []byte, kind string) []byte {
 			m["leases"] = ls[:len(ls)-1]
 		}
 	case "expired":
-		if end, ok := minExpiry(m); ok {
+		if end, ok := leasejson.MinExpiry(m["leases"]); ok {
 			now = end.Add(time.Second)
 		}
 	case "bad-layout":
@@ -295,30 +296,4 @@ func hangUp(w http.ResponseWriter, reset bool) {
 func sleepMs(arg string) {
 	ms, _ := strconv.Atoi(arg)
 	time.Sleep(time.Duration(ms) * time.Millisecond)
-}
-
-func timeOf(v any) (time.Time, bool) {
-	s, ok := v.(string)
-	if !ok {
-		return time.Time{}, false
-	}
-	t, err := wire.ParseTime(s)
-	return t, err == nil
-}
-
-// minExpiry is the earliest expiresAt of an answer's leases.
-func minExpiry(ans map[string]any) (time.Time, bool) {
-	ls, _ := ans["leases"].([]any)
-	var end time.Time
-	for _, l := range ls {
-		lm, _ := l.(map[string]any)
-		t, ok := timeOf(lm["expiresAt"])
-		if !ok {
-			return time.Time{}, false
-		}
-		if end.IsZero() || t.Before(end) {
-			end = t
-		}
-	}
-	return end, !end.IsZero()
 }

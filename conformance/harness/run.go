@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/idkeeper/idkeeper/conformance/internal/leasejson"
 	"github.com/idkeeper/idkeeper/internal/wire"
 	"github.com/idkeeper/idkeeper/snowflake"
 )
@@ -285,8 +286,8 @@ func (r *run) windows() map[int64][2]time.Time {
 		for _, l := range ls {
 			lm, _ := l.(map[string]any)
 			f, _ := lm["nodeId"].(float64)
-			nb, ok1 := timeOf(lm["notBefore"])
-			ex, ok2 := timeOf(lm["expiresAt"])
+			nb, ok1 := leasejson.Time(lm["notBefore"])
+			ex, ok2 := leasejson.Time(lm["expiresAt"])
 			if !ok1 || !ok2 {
 				continue
 			}

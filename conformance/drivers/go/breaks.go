@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/idkeeper/idkeeper/client"
+	"github.com/idkeeper/idkeeper/conformance/internal/leasejson"
 	"github.com/idkeeper/idkeeper/internal/wire"
 )
 
@@ -138,8 +139,8 @@ func (t *breakTransport) rewriteAnswer(route string, m map[string]any, sentToken
 	case "ignore-expiry":
 		// With the monotonic clock standing still (breakClock), only a lease that is
 		// over on arrival would still stop the client: make it look alive.
-		now, ok1 := timeOf(m["serverUtcNow"])
-		end, ok2 := minExpiry(leases)
+		now, ok1 := leasejson.Time(m["serverUtcNow"])
+		end, ok2 := leasejson.MinExpiry(m["leases"])
 		if ok1 && ok2 && !now.Before(end) {
 			m["serverUtcNow"] = wire.FormatTime(end.Add(-time.Hour))
 			return answerRewritten
@@ -147,7 +148,7 @@ func (t *breakTransport) rewriteAnswer(route string, m map[string]any, sentToken
 	case "deadline-from-receive":
 		// Shifting the server's now back by the round trip is the same as counting
 		// the lease from the answer's arrival instead of the send time.
-		if now, ok := timeOf(m["serverUtcNow"]); ok {
+		if now, ok := leasejson.Time(m["serverUtcNow"]); ok {
 			m["serverUtcNow"] = wire.FormatTime(now.Add(-rtt))
 			return answerRewritten
 		}
@@ -158,30 +159,6 @@ func (t *breakTransport) rewriteAnswer(route string, m map[string]any, sentToken
 		}
 	}
 	return answerKept
-}
-
-func timeOf(v any) (time.Time, bool) {
-	s, ok := v.(string)
-	if !ok {
-		return time.Time{}, false
-	}
-	t, err := wire.ParseTime(s)
-	return t, err == nil
-}
-
-func minExpiry(leases []any) (time.Time, bool) {
-	var end time.Time
-	for _, l := range leases {
-		lm, _ := l.(map[string]any)
-		t, ok := timeOf(lm["expiresAt"])
-		if !ok {
-			return time.Time{}, false
-		}
-		if end.IsZero() || t.Before(end) {
-			end = t
-		}
-	}
-	return end, !end.IsZero()
 }
 
 // breakClock is the session's clock with two breaks: ignore-expiry stops its
