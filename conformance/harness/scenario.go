@@ -50,7 +50,8 @@ type Registry struct {
 //
 //	open       open a session (Expect: "" for success or an error code)
 //	next       mint N IDs (Expect: "" for IDs, else the error code); RoundRobin also
-//	           checks that the IDs spread evenly over the session's node IDs
+//	           checks that every node ID of the session took a fair part (half
+//	           its share at least)
 //	state      ask the driver's state; Issuing, when set, is checked
 //	close      close the session; Removed, when set, is checked
 //	fault      queue Actions for the next requests of Route ("alloc", "renew",
