@@ -22,7 +22,8 @@ type Driver struct {
 	nextID  int
 	replies map[int]chan Message
 	events  []Event
-	used    int // events before this index were consumed by event steps
+	used    int  // events before this index were consumed by event steps
+	stuck   bool // a call went unanswered: Stop does not ask it to quit
 	changed chan struct{}
 	exited  chan struct{}
 }
@@ -106,6 +107,9 @@ func (d *Driver) Call(cmd map[string]any, timeout time.Duration) (Message, error
 	case <-d.exited:
 		return nil, fmt.Errorf("driver exited while answering %s", cmd["op"])
 	case <-time.After(timeout):
+		d.mu.Lock()
+		d.stuck = true
+		d.mu.Unlock()
 		return nil, fmt.Errorf("driver did not answer %s within %v", cmd["op"], timeout)
 	}
 }
@@ -141,15 +145,25 @@ func (d *Driver) Events() []Event {
 	return append([]Event(nil), d.events...)
 }
 
-// Stop asks the driver to quit, then kills it if it has not exited within 5 s.
+// Stop asks the driver to quit, then kills it if it has not exited within 5 s. A
+// driver that left a call unanswered only gets the end of its stdin and 1 s.
 func (d *Driver) Stop() {
-	_, _ = d.Call(map[string]any{"op": "quit"}, 5*time.Second)
+	d.mu.Lock()
+	stuck := d.stuck
+	d.mu.Unlock()
+	if !stuck {
+		_, _ = d.Call(map[string]any{"op": "quit"}, 5*time.Second)
+	}
 	d.stdin.Close()
+	wait := 5 * time.Second
+	if stuck {
+		wait = time.Second
+	}
 	done := make(chan struct{})
 	go func() { d.cmd.Wait(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(5 * time.Second):
+	case <-time.After(wait):
 		d.cmd.Process.Kill()
 		<-done
 	}

@@ -2,8 +2,10 @@ package harness
 
 import (
 	"fmt"
+	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/idkeeper/idkeeper/conformance/internal/leasejson"
@@ -153,6 +155,21 @@ func (r *run) step(st *Step) error {
 	return nil
 }
 
+// expected reports whether code is one of want's codes ("A|B"); false for no want.
+func expected(want, code string) bool {
+	return want != "" && slices.Contains(strings.Split(want, "|"), code)
+}
+
+// deadURL is the URL of a loopback port nobody listens on: a replica that is down.
+func deadURL() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return "http://" + ln.Addr().String(), nil
+}
+
 // deadline is the latest lease deadline the proxy has handed out: the arrival of
 // a granting request plus the lease its answer grants. The client sent the
 // request earlier, so its own deadline is no later.
@@ -172,13 +189,21 @@ func (r *run) deadline() (time.Time, bool) {
 func (r *run) open(st *Step) error {
 	count := max(r.sc.Count, 1)
 	brk := r.o.Break
-	m, err := r.drv.Call(map[string]any{"op": "open", "servers": []string{r.proxy.URL}, "apiKey": r.reg.APIKey,
-		"count": count, "machineId": r.o.MachineID, "leaseHint": nil, "break": brk}, 90*time.Second)
+	servers := []string{r.proxy.URL}
+	if st.DeadReplicaFirst {
+		dead, err := deadURL()
+		if err != nil {
+			return err
+		}
+		servers = []string{dead, r.proxy.URL}
+	}
+	m, err := r.drv.Call(map[string]any{"op": "open", "servers": servers, "apiKey": r.reg.APIKey,
+		"count": count, "machineId": r.o.MachineID, "leaseHint": nil, "break": brk}, within(st.Within, 90*time.Second))
 	if err != nil {
 		return err
 	}
 	if m.Str("ev") == "error" {
-		if m.Str("code") == st.Expect && st.Expect != "" {
+		if expected(st.Expect, m.Str("code")) {
 			return nil
 		}
 		return fmt.Errorf("open: error %s: %s (want %q)", m.Str("code"), m.Str("message"), st.Expect)
@@ -219,7 +244,7 @@ func (r *run) next(st *Step) error {
 		return err
 	}
 	if m.Str("ev") == "error" {
-		if st.Expect != "" && m.Str("code") == st.Expect {
+		if expected(st.Expect, m.Str("code")) {
 			return nil
 		}
 		return fmt.Errorf("next %d: error %s: %s", n, m.Str("code"), m.Str("message"))

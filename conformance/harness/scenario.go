@@ -48,8 +48,10 @@ type Registry struct {
 
 // Step is one action or check. Do names it; the other members are its arguments.
 //
-//	open       open a session (Expect: "" for success or an error code)
-//	next       mint N IDs (Expect: "" for IDs, else the error code); RoundRobin also
+//	open       open a session within Within (90 s when 0); Expect: "" for success,
+//	           else the error code it must fail with ("A|B": either);
+//	           DeadReplicaFirst lists a replica that is down before the proxy
+//	next       mint N IDs (Expect: "" for IDs, else the error code, "A|B": either); RoundRobin also
 //	           checks that every node ID of the session took a fair part (half
 //	           its share at least)
 //	state      ask the driver's state; Issuing, when set, is checked
@@ -66,23 +68,25 @@ type Registry struct {
 //	restart    start it again on the same store
 //	check      a named check of the proxy's log (Check, see checks.go)
 type Step struct {
-	Do         string   `json:"do"`
-	N          int      `json:"n,omitempty"`
-	Expect     string   `json:"expect,omitempty"`
-	RoundRobin bool     `json:"roundRobin,omitempty"`
-	Issuing    *bool    `json:"issuing,omitempty"`
-	Removed    *bool    `json:"removed,omitempty"`
-	Route      string   `json:"route,omitempty"`
-	Actions    []string `json:"actions,omitempty"`
-	Always     bool     `json:"always,omitempty"`
-	Count      int      `json:"count,omitempty"`
-	Faulted    bool     `json:"faulted,omitempty"`
-	Within     Duration `json:"within,omitempty"`
-	Ev         string   `json:"ev,omitempty"`
-	Op         string   `json:"op,omitempty"`
-	Reason     []string `json:"reason,omitempty"`
-	Ms         int      `json:"ms,omitempty"`
-	Check      string   `json:"check,omitempty"`
+	Do     string `json:"do"`
+	N      int    `json:"n,omitempty"`
+	Expect string `json:"expect,omitempty"`
+	// DeadReplicaFirst: open with two replica URLs, the first one down.
+	DeadReplicaFirst bool     `json:"deadReplicaFirst,omitempty"`
+	RoundRobin       bool     `json:"roundRobin,omitempty"`
+	Issuing          *bool    `json:"issuing,omitempty"`
+	Removed          *bool    `json:"removed,omitempty"`
+	Route            string   `json:"route,omitempty"`
+	Actions          []string `json:"actions,omitempty"`
+	Always           bool     `json:"always,omitempty"`
+	Count            int      `json:"count,omitempty"`
+	Faulted          bool     `json:"faulted,omitempty"`
+	Within           Duration `json:"within,omitempty"`
+	Ev               string   `json:"ev,omitempty"`
+	Op               string   `json:"op,omitempty"`
+	Reason           []string `json:"reason,omitempty"`
+	Ms               int      `json:"ms,omitempty"`
+	Check            string   `json:"check,omitempty"`
 }
 
 // Duration is a time.Duration written as Go writes it ("1.5s").

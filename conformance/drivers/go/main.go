@@ -20,6 +20,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -45,7 +46,7 @@ var breaks = map[string]bool{
 	"": true, "ignore-empty-renew": true, "ignore-count-mismatch": true, "ignore-expiry": true,
 	"deadline-from-receive": true, "no-backoff": true, "remove-without-minted": true, "remove-when-invalid": true,
 	"reuse-instance": true, "renew-late": true, "renew-retry-fast": true, "no-receipts": true,
-	"accept-bad-layout": true, "single-node": true,
+	"accept-bad-layout": true, "single-node": true, "first-replica-only": true,
 }
 
 // out writes protocol lines; safe for concurrent use.
@@ -143,6 +144,8 @@ func (d *driver) open(c command) {
 		Clock:         newBreakClock(c.Break),
 	}
 	switch c.Break {
+	case "first-replica-only":
+		cfg.ServerURLs = c.Servers[:min(len(c.Servers), 1)]
 	case "no-backoff":
 		cfg.BackoffInitial, cfg.BackoffMax, cfg.BackoffJitter = time.Millisecond, time.Millisecond, -1
 	case "renew-retry-fast":
@@ -170,6 +173,9 @@ func openCode(err error) string {
 	switch {
 	case errors.As(err, &se) && se.Code != "":
 		return string(se.Code)
+	case errors.Is(err, client.ErrInvalidGrant) && (strings.Contains(err.Error(), "already past by the local clock") ||
+		strings.Contains(err.Error(), "before the server's answer arrived")):
+		return "NOT_ISSUING" // a grant over on arrival
 	case errors.Is(err, client.ErrInvalidGrant):
 		return "LAYOUT_REFUSED"
 	case errors.Is(err, client.ErrLeaseLost):
