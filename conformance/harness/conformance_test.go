@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -136,6 +137,9 @@ func TestConformance(t *testing.T) {
 						o := Options{Driver: name, Argv: argv, Dir: root, TempDir: t.TempDir(), Break: sc.Break,
 							MachineID: "conformance-" + name + "-" + sc.Name}
 						err := Run(sc, o)
+						if errors.Is(err, ErrBreakUnsupported) {
+							t.Fatalf("%s: the %s driver must implement break %s: %v", sc.Name, name, sc.Break, firstLine(err.Error()))
+						}
 						if err == nil {
 							t.Fatalf("%s passed with break %s: the scenario cannot tell a client that breaks its rule (%s)",
 								sc.Name, sc.Break, sc.Rule)

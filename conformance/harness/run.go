@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -12,6 +13,10 @@ import (
 	"github.com/idkeeper/idkeeper/internal/wire"
 	"github.com/idkeeper/idkeeper/snowflake"
 )
+
+// ErrBreakUnsupported is Run's error when the driver answers open with the code
+// BREAK_UNSUPPORTED: the run proves nothing, neither way.
+var ErrBreakUnsupported = errors.New("the driver does not implement the break")
 
 // Options say how to run one scenario.
 type Options struct {
@@ -203,6 +208,9 @@ func (r *run) open(st *Step) error {
 		return err
 	}
 	if m.Str("ev") == "error" {
+		if m.Str("code") == "BREAK_UNSUPPORTED" {
+			return fmt.Errorf("%w: %s", ErrBreakUnsupported, m.Str("message"))
+		}
 		if expected(st.Expect, m.Str("code")) {
 			return nil
 		}
