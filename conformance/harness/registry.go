@@ -13,7 +13,7 @@ import (
 	"github.com/idkeeper/idkeeper/internal/shortlease"
 )
 
-// Registry is a real registry (package server over a bbolt file) served on
+// LiveRegistry is a real registry (package server over a bbolt file) served on
 // loopback in this process, with the scenario's short leases. Kill stops it (its
 // HTTP server, the registry and the store); Restart serves the same file again.
 type LiveRegistry struct {
@@ -39,7 +39,8 @@ func StartRegistry(dir string, r Registry) (*LiveRegistry, error) {
 
 func (lr *LiveRegistry) start(again bool) error {
 	tb := &procTB{dir: lr.dir}
-	var err error
+	// registrytest reports a failure with Fatal, which procTB turns into a panic
+	// of errFatal: recovered here, its message in tb.err.
 	func() {
 		defer func() {
 			if r := recover(); r != nil && r != errFatal {
@@ -48,9 +49,9 @@ func (lr *LiveRegistry) start(again bool) error {
 		}()
 		o := registrytest.Options{Config: lr.cfg}
 		if again {
-			st, oerr := bolt.Open(filepath.Join(lr.dir, "idk.db"), bolt.Options{})
-			if oerr != nil {
-				tb.err = oerr
+			st, err := bolt.Open(filepath.Join(lr.dir, "idk.db"), bolt.Options{})
+			if err != nil {
+				tb.err = err
 				return
 			}
 			o.Store, o.NoInit = st, true
@@ -59,9 +60,8 @@ func (lr *LiveRegistry) start(again bool) error {
 		lr.URL, lr.APIKey = srv.URL, srv.APIKey
 	}()
 	if tb.err != nil {
-		err = tb.err
 		tb.cleanup()
-		return err
+		return tb.err
 	}
 	lr.tb = tb
 	return nil
