@@ -30,10 +30,12 @@ export interface Timer {
 
 /**
  * Below this much, the system clock's pause returns at once and the generator
- * reads the clock again: a sleep of the thread overshoots by about 0.1 ms, which
- * would cost a tenth of a millisecond's IDs at every millisecond boundary.
+ * reads the clock again: a sleep of the thread overshoots by 0.1 ms and more on a
+ * busy machine, which would cost that share of a millisecond's IDs at every
+ * millisecond boundary (measured: 93 % of the ceiling with 0.25 ms, 95–99 % with
+ * 0.4 ms, docs/benchmarks.md).
  */
-const spinBelowMs = 0.25;
+const spinBelowMs = 0.4;
 
 const napCell = new Int32Array(new SharedArrayBuffer(4));
 
@@ -41,7 +43,7 @@ const napCell = new Int32Array(new SharedArrayBuffer(4));
  * The process's clock: Date.now() for the wall clock, performance.now() (monotonic)
  * for mono, setTimeout for timers, and Atomics.wait for the generator's short
  * synchronous pauses (the thread sleeps, it does not spin, except for the last
- * quarter millisecond before the boundary it waits for).
+ * 0.4 ms before the boundary it waits for).
  */
 export const systemClock: Clock = Object.freeze({
   now: () => Date.now(),

@@ -27,7 +27,7 @@ export interface ClockStep {
  * [notBefore, expiresAt] (both inclusive at millisecond resolution), and never a
  * duplicate: IDs are strictly increasing. Synchronous: when a millisecond's
  * sequence is used up it waits for the next millisecond, sleeping (Atomics.wait)
- * rather than spinning but for the last quarter millisecond. While the wall clock
+ * rather than spinning but for the last 0.4 ms. While the wall clock
  * is behind the highest reading seen by at most maxBackwardStepMs it keeps minting
  * at that reading (logical time); further behind it fails with CLOCK_BACKWARDS.
  *
