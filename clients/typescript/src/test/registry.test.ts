@@ -2,19 +2,17 @@
 // binary taken from IDKEEPER_BIN or built once with `go build` into a temporary
 // directory. Also drives dist/driver.js through the conformance line protocol.
 import assert from "node:assert/strict";
-import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
+import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { after, before, test } from "node:test";
-import { fileURLToPath } from "node:url";
 import { IdKeeperError, ServerError } from "../errors.js";
 import { decodeId } from "../layout.js";
 import { Session } from "../session.js";
+import { here, idkeeperBin, startProcess } from "./procs.js";
 
-const here = dirname(fileURLToPath(import.meta.url));
-const repo = resolve(here, "../../../..");
 const quiet = { info() {}, warn() {}, error() {} };
 let dir = "";
 let dev: ChildProcess | null = null;
@@ -23,33 +21,13 @@ let apiKey = "";
 
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), "idkeeper-ts-"));
-  let bin = process.env.IDKEEPER_BIN ?? "";
-  if (!bin) {
-    bin = join(dir, "idkeeper");
-    const b = spawnSync("go", ["build", "-o", bin, "./cmd/idkeeper"], { cwd: repo, stdio: ["ignore", "inherit", "inherit"] });
-    assert.equal(b.status, 0, "go build ./cmd/idkeeper failed");
-  }
-  dev = spawn(bin, ["dev", "--data", join(dir, "data"), "--listen", "127.0.0.1:0", "--gateway-listen", "127.0.0.1:0"], {
-    stdio: ["ignore", "pipe", "pipe"],
-    env: { ...process.env, IDKEEPER_ADMIN_PASSWORD: "ts-client-test-password" },
-  });
-  let log = "";
-  dev.stderr!.on("data", (d: Buffer) => (log += d.toString()));
-  const lines = createInterface({ input: dev.stdout! });
-  await new Promise<void>((ok, fail) => {
-    const t = setTimeout(() => fail(new Error(`idkeeper dev printed no API key in 30 s:\n${log}`)), 30_000);
-    lines.on("line", (l) => {
-      const r = /^\s*registry\s+(http:\/\/\S+)/.exec(l);
-      if (r) registry = r[1]!;
-      const k = /^\s*API key\s+(\S+)/.exec(l);
-      if (k) apiKey = k[1]!;
-      if (registry && apiKey) {
-        clearTimeout(t);
-        ok();
-      }
-    });
-    dev!.on("exit", (code) => fail(new Error(`idkeeper dev exited ${code}:\n${log}`)));
-  });
+  const args = ["dev", "--data", join(dir, "data"), "--listen", "127.0.0.1:0", "--gateway-listen", "127.0.0.1:0"];
+  const { proc, found } = await startProcess(idkeeperBin(dir), args, { IDKEEPER_ADMIN_PASSWORD: "ts-client-test-password" }, [
+    /^\s*registry\s+(http:\/\/\S+)/,
+    /^\s*API key\s+(\S+)/,
+  ]);
+  dev = proc;
+  [registry, apiKey] = found as [string, string];
 });
 
 after(() => {
