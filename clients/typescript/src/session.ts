@@ -296,9 +296,11 @@ export class Session {
   /** Runs renewOnce unless one is running, and hands a fatal answer to onFatal. */
   private renewTick(): void {
     if (this.renewing) return;
-    void this.renewGuarded().then((fatal) => {
-      if (fatal) this.cfg.onFatal(fatal);
-    });
+    void this.renewGuarded()
+      .then((fatal) => {
+        if (fatal) this.cfg.onFatal(fatal);
+      })
+      .catch((err: unknown) => this.cfg.log.error("idkeeper client: renew or onFatal threw", { err: String(err) }));
   }
 
   private async renewGuarded(): Promise<LeaseLostError | null> {
