@@ -1,9 +1,10 @@
 import type { Timer } from "./clock.js";
 import { settings, type SessionEvent, type SessionOptions, type Settings } from "./config.js";
-import { IdKeeperError, InvalidGrantError, LeaseLostError, ServerError } from "./errors.js";
+import { IdKeeperError, LeaseLostError, ServerError, type InvalidGrantError } from "./errors.js";
 import { breakRule, type Break } from "./faults.js";
 import { NodeGenerator } from "./generator.js";
-import { formatTime, layoutProblem, maxNode, type Layout } from "./layout.js";
+import { checkGrant, checkRenewed, minExpiry } from "./grant.js";
+import { formatTime, type Layout } from "./layout.js";
 import { newInstance, processIdentity } from "./requester.js";
 import { Api, type Grant, type Lease, type Requester } from "./wire.js";
 
@@ -210,30 +211,10 @@ export class Session {
     });
   }
 
-  /** Checks an Alloc answer (DESIGN §4: fail fast) and builds one generator per lease, in node ID order. */
+  /** Checks an Alloc answer (DESIGN §4: fail fast; see checkGrant) and builds one generator per lease, in node ID order. */
   private validateGrant(g: Grant, base: number): NodeGenerator[] {
+    checkGrant(g, this.cfg.count, this.cfg.clock.now(), this.cfg.clock.mono(), base);
     const layout = g.layout!;
-    const why = layoutProblem(layout);
-    if (why) throw new InvalidGrantError("layout", why);
-    if (g.leases.length !== this.cfg.count) throw new InvalidGrantError("count", `asked for ${this.cfg.count} node IDs, granted ${g.leases.length}`);
-    g.leases.sort((a, b) => a.nodeId - b.nodeId);
-    const now = this.cfg.clock.now();
-    const top = maxNode(layout);
-    g.leases.forEach((l, i) => {
-      if (l.nodeId < 0 || l.nodeId > top) {
-        throw new InvalidGrantError("node-range", `node ID ${l.nodeId} is outside 0..${top} of a ${layout.nodeBits}-bit node field`);
-      }
-      if (i > 0 && g.leases[i - 1]!.nodeId === l.nodeId) throw new InvalidGrantError("duplicate", `node ID ${l.nodeId} granted twice`);
-      if (now > l.expiresAtMs) {
-        throw new InvalidGrantError(
-          "expired-on-arrival",
-          `the lease of node ID ${l.nodeId} expires at ${formatTime(l.expiresAtMs)}, already past by the local clock (${formatTime(now)}): the local clock is ahead of the server's by more than the lease`,
-        );
-      }
-    });
-    if (base + minExpiry(g.leases) - g.serverNowMs <= this.cfg.clock.mono()) {
-      throw new InvalidGrantError("expired-on-arrival", "the lease ran out before the server's answer arrived");
-    }
     const ignoreExpiry = this[breakRule] === "ignore-expiry";
     return g.leases.map((l) => {
       const gen = new NodeGenerator(layout, l.nodeId, this.cfg.clock, {
@@ -349,7 +330,7 @@ export class Session {
     }
     if (!this.valid()) return this.lost(new LeaseLostError("expired", "the lease expired on the local monotonic clock"));
     const base = this[breakRule] === "deadline-from-receive" ? c.clock.mono() : sent;
-    const fault = this.checkRenewed(held, g, base);
+    const fault = checkRenewed(held, g, c.clock.now(), c.clock.mono(), base, this[breakRule] === "ignore-expiry");
     if (fault) {
       const brk = this[breakRule];
       if ((brk === "ignore-empty-renew" && fault.reason === "empty-renew") || (brk === "ignore-count-mismatch" && fault.reason === "count-mismatch")) {
@@ -373,33 +354,6 @@ export class Session {
     this.schedule(Math.max(base + lease / 2 - c.clock.mono(), 0));
     this.emit({ type: "renewed", nodeIds: this.nodeIds, expiresAtMs: minExpiry(g.leases) });
     c.log.debug?.("idkeeper client: renewed", { expiresAt: formatTime(minExpiry(g.leases)) });
-    return null;
-  }
-
-  /** The fatal error a well-formed Renew answer proves, or null. held is sorted by node ID; g.leases is sorted in place. */
-  private checkRenewed(held: Lease[], g: Grant, base: number): LeaseLostError | null {
-    if (g.leases.length === 0) return new LeaseLostError("empty-renew", "Renew answered an empty list: the server holds no lease for this session");
-    g.leases.sort((a, b) => a.nodeId - b.nodeId);
-    const got = g.leases.map((l) => l.nodeId);
-    const have = held.map((l) => l.nodeId);
-    if (got.length !== have.length || got.some((n, i) => n !== have[i])) {
-      return new LeaseLostError("count-mismatch", `Renew answered node IDs [${got}], the session holds [${have}]`);
-    }
-    for (let i = 0; i < held.length; i++) {
-      const l = g.leases[i]!;
-      if (l.fencingToken !== held[i]!.fencingToken) {
-        return new LeaseLostError("lease-lost", `node ID ${l.nodeId} has fencing token ${l.fencingToken} at the server, ${held[i]!.fencingToken} here: it was granted again`);
-      }
-    }
-    const now = this.cfg.clock.now();
-    for (const l of g.leases) {
-      if (now > l.expiresAtMs) {
-        return new LeaseLostError("expired-on-arrival", `the renewed lease of node ID ${l.nodeId} expires at ${formatTime(l.expiresAtMs)}, already past by the local clock (${formatTime(now)})`);
-      }
-    }
-    if (base + minExpiry(g.leases) - g.serverNowMs <= this.cfg.clock.mono() && this[breakRule] !== "ignore-expiry") {
-      return new LeaseLostError("expired-on-arrival", "the renewed lease ran out before the server's answer arrived");
-    }
     return null;
   }
 
@@ -657,10 +611,4 @@ export class Session {
   get err(): IdKeeperError | null {
     return this.endErr;
   }
-}
-
-function minExpiry(ls: readonly Lease[]): number {
-  let t = Infinity;
-  for (const l of ls) if (l.expiresAtMs < t) t = l.expiresAtMs;
-  return t;
 }
