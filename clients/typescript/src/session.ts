@@ -102,7 +102,7 @@ export class Session {
     if (this.state !== "new") return Promise.reject(new IdKeeperError("CONFIG", "idkeeper client: open called twice"));
     this.state = "opening";
     this.opening = this.doOpen().catch((err: unknown) => {
-      const e = err instanceof IdKeeperError ? err : new IdKeeperError("TRANSPORT", String(err), { cause: err });
+      const e = err instanceof IdKeeperError ? err : new IdKeeperError("CONFIG", `idkeeper client: open: ${String(err)}`, { cause: err });
       if (!this.closing) {
         this.state = "ended";
         this.end(e);
