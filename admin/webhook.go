@@ -117,7 +117,7 @@ func (h *Handler) removeWebhook(_ http.ResponseWriter, r *http.Request, p *princ
 // request's Timeout (retries included), and answers Discord's answer: 200 when it
 // took the message, 502 WEBHOOK_TEST_FAILED (with the answer as the member
 // "discord") when not. At most one per WebhookTestInterval per user, sent or not.
-// Each test is audited (AuditWebhookTest).
+// Each test is audited (audit.WebhookTest).
 func (h *Handler) testWebhook(_ http.ResponseWriter, r *http.Request, p *principal) (any, error) {
 	if h.cfg.Discord == nil {
 		return nil, protocol.Errorf(CodeAlertsNotConfigured, "alerts are not configured on this server: it sends no Discord message")

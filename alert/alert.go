@@ -84,7 +84,7 @@ type Config struct {
 	Store  Store
 	Sender Sender
 	// Audit, when set, gets one entry per delivery (audit.AlertSent or
-	// AuditAlertFailed). *account.Service satisfies it.
+	// audit.AlertFailed). *account.Service satisfies it.
 	Audit idkeeper.Auditor
 	// Owner names this replica in job locks and messages (Registry.Config().Owner).
 	Owner  string

@@ -67,7 +67,7 @@ func checkAdminSettings(cfg *Config) error {
 		}
 
 	}
-	// NewAccounts checks its settings without touching the store: a nil store of
+	// account.New checks its settings without touching the store: a nil store of
 	// the right type suffices for that.
 	if _, err := account.New((*bolt.Store)(nil), password.Hasher{}, cfg.Accounts); err != nil {
 		return &ConfigError{err}
