@@ -62,6 +62,7 @@ class Registry:
                 break
         if not self.url:
             self.stop()
+            self.proc.stderr.close()
             raise RuntimeError("the registry did not start listening")
         threading.Thread(target=self._drain, daemon=True).start()
         return self
@@ -70,6 +71,7 @@ class Registry:
         assert self.proc is not None and self.proc.stderr is not None
         for _ in self.proc.stderr:
             pass
+        self.proc.stderr.close()
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
