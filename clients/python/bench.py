@@ -78,7 +78,7 @@ def main() -> None:
             print(f"{name:40s} {r:12,.0f} IDs/s")
             continue
         print(f"{name:40s} {r:12,.0f} IDs/s  {r / bare_rate:5.1%} of the bare counter, "
-              f"{r / (nodes * 1_024_000):5.1%} of {nodes} node ID{'s' if nodes > 1 else ''}' ceiling")
+              f"{r / (nodes * 1_024_000):5.1%} of the ceiling of {nodes} node ID{'s' if nodes > 1 else ''}")
     for s in sessions:
         s.close()
 
