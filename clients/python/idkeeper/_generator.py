@@ -41,6 +41,8 @@ class NodeGenerator:
         self.behind = False
         self.log = log
         self.minted = 0
+        # A negative control's test-only switch (the driver's ignore-expiry break): mint past expiresAt.
+        self.ignore_window_end = False
         self.set_window(not_before_ns, expires_at_ns)
 
     def set_window(self, not_before_ns: int, expires_at_ns: int) -> None:
@@ -82,7 +84,7 @@ class NodeGenerator:
         if ts < self.nb:
             raise WindowError(True, f"idkeeper: node ID {self.node} is cooling: its window opens at "
                                     f"{format_ms(self.nb + self.epoch_ms)}")
-        if ts > self.ex:
+        if ts > self.ex and not self.ignore_window_end:
             raise WindowError(False, f"idkeeper: node ID {self.node}: the lease window ended at "
                                      f"{format_ms(self.ex + self.epoch_ms)}")
         if ts < 0 or ts > self.max_ts:

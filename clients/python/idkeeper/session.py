@@ -261,8 +261,12 @@ class Session(Issuing):
                                         f"expires at {format_ns(l.expires_at_ns)}, already past by the local clock")
         if self._deadline_of(sent, self._clk.mono_ns(), g) <= self._clk.mono_ns():
             raise InvalidGrantError("expired-on-arrival", "idkeeper: invalid grant: the lease ran out before the answer arrived")
-        return [NodeGenerator(g.layout, l.node_id, self._clk.now_ns, self._max_back, l.not_before_ns, l.expires_at_ns, self._log)
+        gens = [NodeGenerator(g.layout, l.node_id, self._clk.now_ns, self._max_back, l.not_before_ns, l.expires_at_ns, self._log)
                 for l in g.leases]
+        if self._break == "ignore-expiry":
+            for gen in gens:
+                gen.ignore_window_end = True
+        return gens
 
     def _deadline_of(self, sent: int, received: int, g: Grant) -> int:
         start = received if self._break == "deadline-from-receive" else sent
@@ -455,14 +459,15 @@ class Session(Issuing):
         with self._mu:
             was_open = self._state == "open"
             valid = was_open and isinstance(self._halt, ClosedError) and self._valid()
+            held = bool(self._gens)  # a grant was installed, whether or not it is still valid
             self._state = "ended"
             self._deadline = NOT_HELD
         sent = False
-        if valid or (was_open and self._break == "remove-when-invalid"):
+        if valid or (held and self._break == "remove-when-invalid"):
             sent = True
             up_to = -1 if self._break == "remove-without-minted" else self._minted_up_to_ms()
             self._release(up_to)
-        elif was_open:
+        elif held:
             self._log.warning("idkeeper: closed without Remove: the lease was no longer valid")
         self._end(ClosedError())
         return sent

@@ -93,7 +93,8 @@ class FakeRegistry:
     script: dict[str, list[Any]] = field(default_factory=dict)
     delay: int = 0
     nodes: list[int] = field(default_factory=list)
-    skew: int = 0
+    skew: int = 0  # the server's clock ahead of the client's
+    answer_skew: int = 0  # added to serverUtcNow only, as a proxy that rewrites it
 
     def paths(self) -> list[str]:
         return [c.path for c in self.calls]
@@ -114,11 +115,12 @@ class FakeRegistry:
                 ctype = "application/problem+json" if status != 200 else "application/json"
                 return status, {"content-type": ctype}, json.dumps(obj).encode()
         now = self.clock.wall + self.skew
+        said = wire.format_ns(now + self.answer_skew)
         if path == "/v1/leases":
             self.nodes = list(range(req["count"]))
-            return self.ok({"layout": self.layout, "leases": self.leases(now + self.first_lease), "serverUtcNow": wire.format_ns(now)})
+            return self.ok({"layout": self.layout, "leases": self.leases(now + self.first_lease), "serverUtcNow": said})
         if path == "/v1/leases/renew":
-            return self.ok({"leases": self.leases(now + self.lease), "serverUtcNow": wire.format_ns(now)})
+            return self.ok({"leases": self.leases(now + self.lease), "serverUtcNow": said})
         if path == "/v1/leases/remove":
             n, self.nodes = len(self.nodes), []
             return self.ok({"removed": n})

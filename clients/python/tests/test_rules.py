@@ -11,7 +11,7 @@ from typing import Any, Optional
 from fakes import FakeClock, FakeRegistry, FixedRandom, S, recorder
 
 from idkeeper import (ClosedError, InvalidGrantError, LayoutRefusedError, LeaseLostError, NotIssuingError, Requester,
-                      ServerError, Session, TransportError)
+                      ServerError, Session, TransportError, WindowError)
 
 REQ = Requester("test-machine", 4242, 1_795_000_000_000)
 logging.getLogger("idkeeper").setLevel(logging.CRITICAL)
@@ -129,6 +129,15 @@ class Deadline(unittest.TestCase):
         self.assertEqual(cm.exception.reason, "expired")
         self.assertFalse(s.healthy)
 
+    def test_ignore_expiry_break_mints_past_the_deadline(self) -> None:
+        reg = FakeRegistry(FakeClock())
+        s, _, _ = session(reg)
+        s._break = "ignore-expiry"
+        s.open()
+        reg.script["/v1/leases/renew"] = [TransportError("down")] * 100
+        reg.clock.jump(41 * S)
+        s.next_id()
+
     def test_expiry_timer_reports_fatal(self) -> None:
         reg, s, events, fatals = opened()
         reg.script["/v1/leases/renew"] = [TransportError("down")] * 100
@@ -174,6 +183,14 @@ class FatalAnswers(unittest.TestCase):
         ls = [{"nodeId": n, "notBefore": "2026-01-01T00:00:00.000Z", "expiresAt": "2026-01-02T00:00:00.000Z",
                "fencingToken": 1 + n} for n in (0, 1)]
         self.lose({"leases": ls, "serverUtcNow": "2026-01-01T23:59:00.000Z"}, "expired-on-arrival")
+
+    def test_remove_when_invalid_break_sends_it(self) -> None:
+        reg, s, _, _ = opened()
+        s._break = "remove-when-invalid"
+        reg.script["/v1/leases/renew"] = [(200, {"leases": [], "serverUtcNow": self.now()})]
+        reg.clock.advance(20 * S)
+        self.assertTrue(s.close())
+        self.assertEqual(reg.paths()[-1], "/v1/leases/remove")
 
     def test_ignore_empty_renew_break_keeps_issuing(self) -> None:
         reg, s, _, fatals = opened()
@@ -376,13 +393,15 @@ class Issuing(unittest.TestCase):
         self.assertEqual(lay.decode(got[-1])[0] - lay.decode(got[0])[0], 1)
 
     def test_never_past_the_lease_window(self) -> None:
-        reg, s, _, _ = opened()
-        s._break = "ignore-expiry"
-        reg.script["/v1/leases/renew"] = [TransportError("down")] * 100
+        reg = FakeRegistry(FakeClock(), answer_skew=-10 * S)  # serverUtcNow 10 s behind: a deadline past expiresAt
+        s, _, _ = session(reg)
+        s.open()
         reg.clock.jump(40 * S + 1_000_000)
-        with self.assertRaises(Exception) as cm:
+        self.assertGreater(s.time_left(), 0)
+        with self.assertRaises(WindowError) as cm:
             s.next_id()
-        self.assertNotIsInstance(cm.exception, NotIssuingError, "the window refuses even with the deadline broken")
+        self.assertFalse(cm.exception.before)
+        self.assertFalse(s.healthy)
 
     def test_small_backward_step_mints_at_logical_time(self) -> None:
         reg, s, _, _ = opened(max_backward_step=0.01)
