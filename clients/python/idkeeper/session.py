@@ -160,8 +160,8 @@ class Session(Issuing):
     def _open(self, until: Optional[int]) -> None:
         base = self._base_requester or process_requester()
         self._requester = base.with_instance(new_instance())
-        grant, sent = self._allocate(until)
         try:
+            grant, sent = self._allocate(until)  # raises LayoutRefusedError for an unusable epoch
             gens = self._validate(grant, sent)
         except InvalidGrantError as e:
             self._emit("invalid", reason=e.reason)

@@ -8,7 +8,7 @@ import os
 import sys
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -148,7 +148,3 @@ class FixedRandom:
 def recorder() -> tuple[list[tuple[str, dict[str, Any]]], Callable[[str, dict[str, Any]], None]]:
     events: list[tuple[str, dict[str, Any]]] = []
     return events, lambda k, f: events.append((k, dict(f)))
-
-
-def unused(_: Optional[Any] = None) -> None:
-    return None

@@ -283,6 +283,9 @@ class Alloc(unittest.TestCase):
     def test_layout_with_a_zero_width_is_refused(self) -> None:
         self.assertIsInstance(self.grant(timestampBits=51, sequenceBits=0), LayoutRefusedError)
 
+    def test_epoch_finer_than_the_millisecond_is_refused(self) -> None:
+        self.assertIsInstance(self.grant(epoch="2026-01-01T00:00:00.000500Z"), LayoutRefusedError)
+
     def test_node_id_outside_the_layout_is_refused(self) -> None:
         reg = FakeRegistry(FakeClock())
         reg.layout.update(timestampBits=41, nodeBits=1, sequenceBits=21)
