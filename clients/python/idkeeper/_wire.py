@@ -21,6 +21,8 @@ MAX_LOGGED_BODY = 4 << 10
 MAX_SERVERS = 16
 INT64_MAX = (1 << 63) - 1
 
+_KEY_EXPIRY = re.compile(r'299 idkeeper "API key ([^ ";]+) expires at ([^;]+);')
+KEY_NOTICE_EVERY_NS = 24 * 3600 * 1_000_000_000
 _TIME = re.compile(r"^(\d{4})-(\d\d)-(\d\d)[Tt](\d\d):(\d\d):(\d\d)(\.\d+)?([Zz]|[+-]\d\d:\d\d)$")
 
 
@@ -228,6 +230,22 @@ class API:
     current: int = 0
     failovers: int = 0
     _mu: threading.Lock = field(default_factory=threading.Lock)
+    _noticed: int = -1  # time.monotonic_ns() of the last key-expiry notice; -1: none yet
+
+    def _observe(self, hdrs: dict[str, str]) -> None:
+        """Logs the registry's notice that the API key expires soon (a Warning
+        header in the key's last 14 days), at most once a day."""
+        m = _KEY_EXPIRY.search(hdrs.get("warning", ""))
+        if m is None:
+            return
+        now = time.monotonic_ns()
+        with self._mu:
+            if self._noticed >= 0 and now - self._noticed < KEY_NOTICE_EVERY_NS:
+                return
+            self._noticed = now
+        self.log.warning("idkeeper: the registry says this session's API key %s expires at %s: create a new key "
+                         "and give it to this program before then; once it expires, renewals fail and the session "
+                         "ends with its lease", m.group(1), m.group(2))
 
     def post(self, op: str, path: str, body: dict[str, Any]) -> Any:
         payload = json.dumps(body, separators=(",", ":")).encode()
@@ -245,6 +263,7 @@ class API:
             except Exception as e:  # a transport failure of any kind proves nothing
                 last = TransportError(f"idkeeper: {op}: {redact(base)}: {e}")
             else:
+                self._observe(hdrs)
                 if status == 200:
                     try:
                         ans = json.loads(data)

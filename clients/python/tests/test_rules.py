@@ -363,6 +363,25 @@ class Replicas(unittest.TestCase):
         self.assertEqual(s.failovers, 1, "a 4xx is the registry's verdict")
 
 
+class KeyNotice(unittest.TestCase):
+    def test_logged_once_a_day(self) -> None:
+        reg = FakeRegistry(FakeClock())
+        warn = '299 idkeeper "API key 0123456789abcdef expires at 2026-12-10T00:00:00.000Z; create a new key and rotate to it"'
+        plain = reg.__call__
+
+        def with_warning(url: str, body: bytes, headers: dict[str, str], timeout: float) -> tuple[int, dict[str, str], bytes]:
+            status, hdrs, data = plain(url, body, headers, timeout)
+            return status, dict(hdrs, warning=warn), data
+        s = Session(["http://a.test:1"], "key", requester=REQ, host="-", transport=with_warning, clock=reg.clock,
+                    on_fatal=lambda e: None)
+        with self.assertLogs("idkeeper", logging.WARNING) as logs:
+            s.open()
+            reg.clock.advance(20 * S)
+            logging.getLogger("idkeeper").warning("end")
+        notices = [r for r in logs.output if "0123456789abcdef" in r]
+        self.assertEqual(len(notices), 1, logs.output)
+
+
 class Issuing(unittest.TestCase):
     def test_round_robin_ascending_per_node(self) -> None:
         reg, s, _, _ = opened(count=3)
