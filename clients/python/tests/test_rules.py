@@ -138,6 +138,14 @@ class Deadline(unittest.TestCase):
         reg.clock.jump(41 * S)
         s.next_id()
 
+    def test_ignore_expiry_break_takes_a_renewed_lease_already_over(self) -> None:
+        reg = FakeRegistry(FakeClock(), lease=-1 * S)
+        s, _, fatals = session(reg)
+        s._break = "ignore-expiry"
+        s.open()
+        s.next_id()
+        self.assertEqual(fatals, [])
+
     def test_expiry_timer_reports_fatal(self) -> None:
         reg, s, events, fatals = opened()
         reg.script["/v1/leases/renew"] = [TransportError("down")] * 100
