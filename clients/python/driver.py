@@ -4,7 +4,9 @@
 One JSON object per line on stdin (commands) and stdout (replies and events);
 stderr is free-form log. Exits 0 after {"op":"quit"} or EOF. Optional extension:
 "open" may carry "openTimeoutMs" (default 120000), after which open fails with the
-last error (code TRANSPORT when no replica answered)."""
+last error (code TRANSPORT when no replica answered). "leaseHint" is accepted and
+ignored: the registry decides the lease. The breaks are set on the session's
+test-only hook (Session._break) before open; a library user never sets it."""
 
 from __future__ import annotations
 

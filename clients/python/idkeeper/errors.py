@@ -12,7 +12,9 @@ class IdKeeperError(Exception):
 class NotIssuingError(IdKeeperError):
     """Issuing is refused: no lease yet, the lease ran out or was lost, or the
     session is closed. ``reason`` is one of ``not-open``, ``closed``, ``expired``,
-    ``empty-renew``, ``count-mismatch``, ``lease-lost``, ``expired-on-arrival``."""
+    ``empty-renew``, ``count-mismatch``, ``lease-lost``, ``expired-on-arrival``; the
+    health check (Session.check) adds ``cooling``, ``window`` and ``clock`` for a
+    generator that cannot mint now although the lease is held."""
 
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)
