@@ -5,7 +5,7 @@ in-process registry answer (no network: minting never touches it), so the figure
 are the issuing path's own: the lease-deadline check, the window, the clock read,
 the lock.
 
-    python3.11 clients/python/bench.py [--seconds 3]
+    python3.11 clients/python/bench.py [--seconds 1] [--rounds 5]
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import itertools
 import json
 import logging
 import platform
+import statistics
 import sys
 import threading
 import time
@@ -50,8 +51,10 @@ def rate(fn: Callable[[], object], seconds: float) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--seconds", type=float, default=3.0)
-    secs = ap.parse_args().seconds
+    ap.add_argument("--seconds", type=float, default=1.0, help="per row and round")
+    ap.add_argument("--rounds", type=int, default=5)
+    args = ap.parse_args()
+    secs, rounds = args.seconds, args.rounds
     logging.getLogger("idkeeper").setLevel(logging.WARNING)
     lock, counter = threading.Lock(), itertools.count()
 
@@ -59,7 +62,8 @@ def main() -> None:
         with lock:
             return next(counter)
 
-    print(f"CPython {platform.python_version()} on {platform.machine()}, {secs:g} s per row; ceiling 1,024,000 IDs/s per node ID")
+    print(f"CPython {platform.python_version()} on {platform.machine()}, {rounds} rounds of {secs:g} s per row, "
+          f"medians; ceiling 1,024,000 IDs/s per node ID")
     rows = [("itertools.count() under a threading.Lock", bare, 1, 1)]
     sessions = []
     for count in (1, 4):
@@ -70,14 +74,20 @@ def main() -> None:
         rows.append((f"Session.next_id(), {count} node ID{'s' if count > 1 else ''}", s.next_id, 1, count))
     rows.append(("Session.next_ids(1000), 1 node ID", lambda: sessions[0].next_ids(1000), 1000, 1))
     rows.append(("Session.next_ids(1000), 4 node IDs", lambda: sessions[1].next_ids(1000), 1000, 4))
-    bare_rate = 0.0
-    for name, fn, per, nodes in rows:
-        r = rate(fn, secs) if per == 1 else _batched(fn, secs, per)
+    # Rows take turns, round after round, and each reports its median: on a shared machine the load moves,
+    # and a row measured only while it was high would be compared unfairly.
+    results: list[list[float]] = [[] for _ in rows]
+    for _ in range(rounds):
+        for i, (_, fn, per, _) in enumerate(rows):
+            results[i].append(rate(fn, secs) if per == 1 else _batched(fn, secs, per))
+    bare_rate = statistics.median(results[0])
+    for (name, fn, per, nodes), rs in zip(rows, results):
+        r = statistics.median(rs)
+        spread = f"(min {min(rs):,.0f}, max {max(rs):,.0f})"
         if fn is bare:
-            bare_rate = r
-            print(f"{name:40s} {r:12,.0f} IDs/s")
+            print(f"{name:40s} {r:12,.0f} IDs/s  {spread}")
             continue
-        print(f"{name:40s} {r:12,.0f} IDs/s  {r / bare_rate:5.1%} of the bare counter, "
+        print(f"{name:40s} {r:12,.0f} IDs/s  {spread}  {r / bare_rate:5.1%} of the bare counter, "
               f"{r / (nodes * 1_024_000):5.1%} of the ceiling of {nodes} node ID{'s' if nodes > 1 else ''}")
     for s in sessions:
         s.close()

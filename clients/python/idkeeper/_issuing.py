@@ -74,10 +74,10 @@ class Issuing:
         with g.lock:
             if self._halt is not None or self._deadline == NOT_HELD:
                 raise self._refusal()
-            id_, _ = g.claim(1)
+            id_ = g.next_one()
             # Checked after minting: an ID is handed out only if the lease was valid
             # after it was minted, even when the generator waited for its clock.
-            if not self._issuable():
+            if self._clk.mono_ns() >= self._deadline and not self._issuable():
                 raise self._refusal()
             return id_
 
