@@ -10,7 +10,7 @@ from typing import Any, Optional
 
 from fakes import FakeClock, FakeRegistry, FixedRandom, S, recorder
 
-from idkeeper import (ClosedError, InvalidGrantError, LayoutRefusedError, LeaseLostError, NotIssuingError, Requester,
+from idkeeper import (ClockBackwardsError, ClockStalledError, ClosedError, InvalidGrantError, LayoutRefusedError, LeaseLostError, NotIssuingError, Requester,
                       ServerError, Session, TransportError, WindowError)
 
 REQ = Requester("test-machine", 4242, 1_795_000_000_000)
@@ -443,6 +443,31 @@ class Issuing(unittest.TestCase):
         with self.assertRaises(Exception):
             s.next_id()
         self.assertFalse(s.healthy)
+
+    def test_random_clock_walk_never_repeats_or_goes_back(self) -> None:
+        import random
+        rnd = random.Random(33)
+        reg, s, _, _ = opened(count=1, max_backward_step=0.02)
+        lay = s.layout
+        assert lay is not None
+        last, seen, refused = -1, 0, 0
+        for _ in range(3000):
+            step = -25 if rnd.random() < 0.02 else rnd.choice((0, 0, 1, 1, 2, -1, -3))
+            reg.clock.wall += step * 1_000_000 + rnd.randrange(1_000_000)
+            try:
+                got = [s.next_id()] if rnd.random() < 0.8 else s.next_ids(rnd.randrange(1, 40))
+            except (ClockBackwardsError, ClockStalledError):
+                refused += 1  # past the backward bound, or a wait that stalled on the frozen clock
+                continue
+            for i in got:
+                self.assertGreater(i, last)
+                ms, node, _ = lay.decode(i)
+                self.assertEqual(node, 0)
+                self.assertLessEqual(ms, reg.clock.wall // 1_000_000 + 20, "never ahead of the highest reading")
+                last = i
+            seen += len(got)
+        self.assertGreater(seen, 2000)
+        self.assertGreater(refused, 0, "the walk steps back past the bound at times")
 
     def test_not_open(self) -> None:
         s, _, _ = session(FakeRegistry(FakeClock()))
