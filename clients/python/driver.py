@@ -49,6 +49,7 @@ def error_code(e: BaseException) -> str:
 class Driver:
     def __init__(self) -> None:
         self.s: Optional[Session] = None
+        self.brk = ""
 
     def on_event(self, kind: str, fields: dict[str, Any]) -> None:
         send({"ev": kind, **fields})
@@ -59,10 +60,17 @@ class Driver:
             return {"ev": "error", "code": "INVALID_REQUEST", "message": f"unknown break {brk!r}"}
         base = process_requester()
         machine = cmd.get("machineId") or base.machine_id
-        s = Session(cmd["servers"], cmd["apiKey"], int(cmd.get("count") or 1),
+        servers = list(cmd["servers"])
+        settings: dict[str, Any] = {}
+        if brk == "first-replica-only":
+            servers = servers[:1]
+        if brk == "renew-retry-fast":
+            settings.update(renew_loop_duration=1.0, min_retry_interval=1.0)
+        s = Session(servers, cmd["apiKey"], int(cmd.get("count") or 1),
                     requester=Requester(machine, base.pid, base.started_ms), on_event=self.on_event,
-                    on_fatal=lambda e: logging.error("fatal: %s", e), request_timeout=5.0)
+                    on_fatal=lambda e: logging.error("fatal: %s", e), request_timeout=5.0, **settings)
         s._break = brk  # the negative control's test-only hook: never set by a library user
+        self.brk = brk
         self.s = s
         try:
             s.open(timeout=float(cmd.get("openTimeoutMs") or 120000) / 1000)
@@ -80,8 +88,9 @@ class Driver:
             return {"ev": "error", "code": "NOT_ISSUING", "message": "no session is open"}
         if not 1 <= n <= 100000:
             return {"ev": "error", "code": "INVALID_REQUEST", "message": f"n {n} is outside 1..100000"}
+        mint = self.s.generator(0).next_id if self.brk == "single-node" else self.s.next_id
         try:
-            ids = [self.s.next_id() for _ in range(n)]
+            ids = [mint() for _ in range(n)]
         except IdKeeperError as e:
             return {"ev": "error", "code": "NOT_ISSUING", "message": str(e)}
         return {"ev": "ids", "ids": [str(i) for i in ids]}

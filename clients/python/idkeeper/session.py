@@ -21,8 +21,13 @@ from .errors import (ClosedError, IdKeeperError, InvalidGrantError, LayoutRefuse
 
 NS = 1_000_000_000
 
+# The negative controls of the conformance suite (its driver sets Session._break; a library user never does).
+# The last seven are optional ones of the suite; first-replica-only, renew-retry-fast and single-node are
+# the driver's own (its servers, its settings, its calls).
 BREAKS = frozenset({"", "ignore-empty-renew", "ignore-count-mismatch", "ignore-expiry", "deadline-from-receive",
-                    "no-backoff", "remove-without-minted", "remove-when-invalid"})
+                    "no-backoff", "remove-without-minted", "remove-when-invalid",
+                    "reuse-instance", "renew-late", "renew-retry-fast", "no-receipts", "accept-bad-layout",
+                    "single-node", "first-replica-only"})
 
 EventHandler = Callable[[str, dict[str, Any]], None]
 
@@ -159,7 +164,7 @@ class Session(Issuing):
 
     def _open(self, until: Optional[int]) -> None:
         base = self._base_requester or process_requester()
-        self._requester = base.with_instance(new_instance())
+        self._requester = base.with_instance("conformance-reused-instance" if self._break == "reuse-instance" else new_instance())
         try:
             grant, sent = self._allocate(until)  # raises LayoutRefusedError for an unusable epoch
             gens = self._validate(grant, sent)
@@ -246,6 +251,11 @@ class Session(Issuing):
 
     def _validate(self, g: Grant, sent: int) -> list[NodeGenerator]:
         assert g.layout is not None
+        if self._break == "accept-bad-layout":
+            try:
+                g.layout.check()
+            except LayoutRefusedError:
+                g.layout = Layout(g.layout.epoch_ms, 41, 12, 10)
         g.layout.check()
         if len(g.leases) != self._count:
             raise InvalidGrantError("count-mismatch", f"idkeeper: invalid grant: asked for {self._count} node IDs, granted {len(g.leases)}")
@@ -256,10 +266,10 @@ class Session(Issuing):
                 raise InvalidGrantError("layout", f"idkeeper: invalid grant: node ID {l.node_id} is outside 0..{g.layout.max_node}")
             if i and g.leases[i - 1].node_id == l.node_id:
                 raise InvalidGrantError("layout", f"idkeeper: invalid grant: node ID {l.node_id} granted twice")
-            if now > l.expires_at_ns:
+            if now > l.expires_at_ns and self._break != "ignore-expiry":
                 raise InvalidGrantError("expired-on-arrival", f"idkeeper: invalid grant: the lease of node ID {l.node_id} "
                                         f"expires at {format_ns(l.expires_at_ns)}, already past by the local clock")
-        if self._deadline_of(sent, self._clk.mono_ns(), g) <= self._clk.mono_ns():
+        if self._deadline_of(sent, self._clk.mono_ns(), g) <= self._clk.mono_ns() and self._break != "ignore-expiry":
             raise InvalidGrantError("expired-on-arrival", "idkeeper: invalid grant: the lease ran out before the answer arrived")
         gens = [NodeGenerator(g.layout, l.node_id, self._clk.now_ns, self._max_back, l.not_before_ns, l.expires_at_ns, self._log)
                 for l in g.leases]
@@ -313,7 +323,7 @@ class Session(Issuing):
         body = {"requester": self._requester.wire(), "clientUtcNow": format_ns(self._clk.now_ns()),
                 "fencingTokens": [l.fencing_token for l in held]}
         receipts = [l.receipt for l in held if l.receipt]
-        if receipts:
+        if receipts and self._break != "no-receipts":
             body["receipts"] = receipts
         sent = self._clk.mono_ns()
         try:
@@ -343,7 +353,8 @@ class Session(Issuing):
             self._deadline = self._deadline_of(sent, received, g)
             self._arm_expiry_locked()
             lease = min(l.expires_at_ns for l in g.leases) - g.server_now_ns
-            self._schedule_locked(max(sent + lease // 2 - self._clk.mono_ns(), 0))
+            half = lease * 3 // 4 if self._break == "renew-late" else lease // 2
+            self._schedule_locked(max(sent + half - self._clk.mono_ns(), 0))
             self.renewals += 1
             expires = format_ns(min(l.expires_at_ns for l in g.leases))
         self._emit("renewed", nodeIds=[l.node_id for l in g.leases], expiresAt=expires)
