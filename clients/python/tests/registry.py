@@ -4,9 +4,11 @@ IDKEEPER_BIN, else built once with `go build -o` from this checkout."""
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
 import secrets
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -26,7 +28,9 @@ def binary() -> str:
         if _bin is None:
             _bin = os.environ.get("IDKEEPER_BIN") or ""
             if not _bin:
-                out = os.path.join(tempfile.mkdtemp(prefix="idkeeper-py-bin-"), "idkeeper")
+                tmp = tempfile.mkdtemp(prefix="idkeeper-py-bin-")
+                atexit.register(shutil.rmtree, tmp, True)
+                out = os.path.join(tmp, "idkeeper")
                 subprocess.run(["go", "build", "-o", out, "./cmd/idkeeper"], cwd=REPO, check=True)
                 _bin = out
         return _bin
@@ -81,3 +85,5 @@ class Registry:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        if self.proc is None or self.proc.poll() is not None:
+            shutil.rmtree(self.dir, ignore_errors=True)
