@@ -40,7 +40,12 @@ type Event struct {
 // Str returns member k as a string ("" when absent or not a string).
 func (m Message) Str(k string) string { s, _ := m[k].(string); return s }
 
-// StartDriver starts argv in dir.
+// driverReady bounds how long a driver may take to load (an interpreter's start on
+// a loaded machine, many drivers starting at once) before it answers.
+const driverReady = 60 * time.Second
+
+// StartDriver starts argv in dir and waits until the driver answers a state
+// command, so that no step's time limit counts the driver's own start.
 func StartDriver(dir string, argv []string) (*Driver, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = dir
@@ -60,6 +65,10 @@ func StartDriver(dir string, argv []string) (*Driver, error) {
 	}
 	d.stdin = in
 	go d.read(out)
+	if _, err := d.Call(map[string]any{"op": "state"}, driverReady); err != nil {
+		d.Stop()
+		return nil, fmt.Errorf("start %v: %w", argv, err)
+	}
 	return d, nil
 }
 
