@@ -14,9 +14,10 @@ export function minExpiry(ls: readonly Lease[]): number {
  * the layout (layoutProblem), the number of node IDs asked for, each node ID inside
  * 0..2^nodeBits−1 and granted once, no lease already expired by the local wall
  * clock (now) nor before the answer arrived (the lease time counted from base, on
- * the monotonic clock, is past mono). Throws an InvalidGrantError.
+ * the monotonic clock, is past mono). Throws an InvalidGrantError. ignoreExpiry is
+ * the conformance break of that name: it skips the check against mono.
  */
-export function checkGrant(g: Grant, count: number, now: number, mono: number, base: number): void {
+export function checkGrant(g: Grant, count: number, now: number, mono: number, base: number, ignoreExpiry = false): void {
   const layout = g.layout!;
   const why = layoutProblem(layout);
   if (why) throw new InvalidGrantError("layout", why);
@@ -35,7 +36,7 @@ export function checkGrant(g: Grant, count: number, now: number, mono: number, b
       );
     }
   });
-  if (base + minExpiry(g.leases) - g.serverNowMs <= mono) {
+  if (!ignoreExpiry && base + minExpiry(g.leases) - g.serverNowMs <= mono) {
     throw new InvalidGrantError("expired-on-arrival", "the lease ran out before the server's answer arrived");
   }
 }

@@ -116,8 +116,10 @@ export class Session {
     const id = this.cfg.requester ?? processIdentity();
     // The session's own instance, kept across its Alloc retries and never reused:
     // no other session can be answered this session's lease, nor remove it.
-    this.who = { machineId: id.machineId, pid: id.pid, startedAtMs: id.startedAtMs, instance: newInstance() };
+    const instance = this[breakRule] === "reuse-instance" ? "conformance-reused-instance" : newInstance();
+    this.who = { machineId: id.machineId, pid: id.pid, startedAtMs: id.startedAtMs, instance };
     const { grant, sent } = await this.allocate();
+    if (this[breakRule] === "accept-bad-layout" && grant.layout) Object.assign(grant.layout, { timestampBits: 41, nodeBits: 12, sequenceBits: 10 });
     const received = this.cfg.clock.mono();
     const base = this[breakRule] === "deadline-from-receive" ? received : sent;
     let gens: NodeGenerator[];
@@ -213,7 +215,7 @@ export class Session {
 
   /** Checks an Alloc answer (DESIGN §4: fail fast; see checkGrant) and builds one generator per lease, in node ID order. */
   private validateGrant(g: Grant, base: number): NodeGenerator[] {
-    checkGrant(g, this.cfg.count, this.cfg.clock.now(), this.cfg.clock.mono(), base);
+    checkGrant(g, this.cfg.count, this.cfg.clock.now(), this.cfg.clock.mono(), base, this[breakRule] === "ignore-expiry");
     const layout = g.layout!;
     const ignoreExpiry = this[breakRule] === "ignore-expiry";
     return g.leases.map((l) => {
@@ -316,7 +318,7 @@ export class Session {
     const sent = c.clock.mono();
     let g: Grant;
     try {
-      g = await this.api.renew(this.who!, c.clock.now(), held.map((l) => l.fencingToken), held.map((l) => l.receipt).filter((r) => r !== ""), this.abort.signal);
+      g = await this.api.renew(this.who!, c.clock.now(), held.map((l) => l.fencingToken), this[breakRule] === "no-receipts" ? [] : held.map((l) => l.receipt).filter((r) => r !== ""), this.abort.signal);
     } catch (err) {
       if (this.abort.signal.aborted || this.state !== "open") return null;
       const d = this.retryInterval();
@@ -366,7 +368,7 @@ export class Session {
   private schedule(ms: number): void {
     if (this.state !== "open" || this.closing) return;
     this.renewTimer?.cancel();
-    this.renewTimer = this.cfg.clock.setTimer(ms, () => this.renewTick(), false);
+    this.renewTimer = this.cfg.clock.setTimer(this[breakRule] === "renew-late" ? ms * 1.5 : ms, () => this.renewTick(), false);
   }
 
   /** Fails the session with cause and returns cause when onFatal must get it. */
