@@ -26,3 +26,6 @@ func (s *Store) WipeForTest(ctx context.Context) error {
 		return nil
 	})
 }
+
+// SetLoadBatchForTest sets how many records a snapshot load copies in at a time.
+func (s *Store) SetLoadBatchForTest(n int) { s.loadBatch = n }
