@@ -106,10 +106,11 @@ func (t *txn) recountQuarantined() error {
 }
 
 // ruled runs step, a step of the shared lease rules, in one lease step guarded
-// by g (leasetx.Step).
+// by g (leasetx.Step), combined with the steps of concurrent callers
+// (combined).
 func ruled[T any](s *Store, ctx context.Context, op string, g *idkeeper.Guard, step func(leasetx.Tx) (T, error)) (T, error) {
 	run := func(fn func(leasetx.Tx) error) error {
-		return s.update(ctx, op, g, func(t *txn) error { return fn(rules{t}) })
+		return s.combined(ctx, op, g, func(t *txn) error { return fn(rules{t}) })
 	}
 	return leasetx.Step(run, step)
 }

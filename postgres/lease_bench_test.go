@@ -90,3 +90,46 @@ func BenchmarkRenew(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkFleetAlloc is a fleet of 4,000 processes allocating at once, 64
+// calls in flight (the figure docs/benchmarks.md sets beside bolt's and
+// Redis's): one iteration grants 4,000 node IDs of a 4,096 pool, one each.
+func BenchmarkFleetAlloc(b *testing.B) {
+	const fleet, callers = 4000, 64
+	for _, sv := range benchServers(b) {
+		b.Run(sv.name, func(b *testing.B) {
+			var elapsed time.Duration
+			for b.Loop() {
+				b.StopTimer()
+				s, _, g := benchStore(b, sv.srv)
+				next := make(chan int, fleet)
+				for i := range fleet {
+					next <- i
+				}
+				close(next)
+				errs := make(chan error, callers)
+				b.StartTimer()
+				start := time.Now()
+				for range callers {
+					go func() {
+						for i := range next {
+							if _, err := s.Alloc(b.Context(), g, idkeeper.AllocParams{Requester: benchReq(i), KeyID: "bench",
+								Count: 1, First: time.Hour}); err != nil {
+								errs <- err
+								return
+							}
+						}
+						errs <- nil
+					}()
+				}
+				for range callers {
+					if err := <-errs; err != nil {
+						b.Fatal(err)
+					}
+				}
+				elapsed += time.Since(start)
+			}
+			b.ReportMetric(float64(fleet*b.N)/elapsed.Seconds(), "grants/s")
+		})
+	}
+}

@@ -60,6 +60,7 @@ type Store struct {
 	timeout   time.Duration
 	closePool bool
 	loadBatch int // records a snapshot load copies in at a time
+	comb      combiner
 }
 
 // New returns a Store on pool, in opts.Schema. It does no I/O: call

@@ -75,6 +75,9 @@ type txn struct {
 	m     meta
 	m0    meta
 	nodes map[uint32]node
+	// promoted: promote ran at now in this transaction, so another finds
+	// nothing to move (the steps of a combined transaction share now).
+	promoted bool
 }
 
 const nodeCols = `id, place, free_seq, watermark, quar_until, floor, last_token, restorable, not_before, expires_at,
@@ -364,6 +367,9 @@ func (t *txn) growTo(p idkeeper.PoolSpec) error {
 // promote makes the moves time has made due: ended quarantines to ready or
 // cooling, passed cooling watermarks to ready; the rows move in one statement.
 func (t *txn) promote() error {
+	if t.promoted {
+		return nil
+	}
 	nt := t.s.t.nodes
 	var fromQuar int64
 	err := t.tx.QueryRow(t.ctx, `WITH due AS (
@@ -377,5 +383,6 @@ func (t *txn) promote() error {
 	}
 	t.m.quarantined -= fromQuar
 	clear(t.nodes)
+	t.promoted = true
 	return nil
 }
