@@ -2,14 +2,14 @@
 // github.com/jackc/pgx/v5 and its pool: for teams that run PostgreSQL already,
 // and, with a synchronous standby, a failover that loses no acknowledged grant.
 //
-// So far it holds the records outside the lease pool: job locks, API keys and
-// clock-skew observations (idkeeper.LockStore, KeyStore, SkewStore), the admin
-// records (account.Store: accounts, sessions, the allow-list, the audit
-// chain), the alert state, the backup schedule and the gateway's idempotency
-// records (idempotency.Store, idempotency.CountingStore). The leases,
-// the lease history and snapshots come next, through the lease rules of
-// internal/leasetx (issue #31), not a copy of them; until then the package is
-// no idkeeper.Store and `--store` does not take its URL.
+// It is the whole idkeeper.Store (`--store postgres://…`, server.OpenStore):
+// the lease pool, its history and snapshots (snapshot.Store), job locks, API
+// keys and clock-skew observations, the admin records (account.Store:
+// accounts, sessions, the allow-list, the audit chain), the alert state, the
+// backup schedule and the gateway's idempotency records (idempotency.Store,
+// idempotency.CountingStore). The lease steps are the rules of
+// internal/leasetx (issue #31) over this package's leasetx.Tx (rules.go), not a
+// copy of them.
 //
 // # Transactions and isolation
 //
@@ -27,17 +27,23 @@
 // committed row, instead of failing: READ COMMITTED re-reads a locked row at its
 // newest version, where REPEATABLE READ and SERIALIZABLE would abort the
 // transaction with a serialization failure and make every contended step start
-// over. The lease steps will take the same approach: every lease transaction
-// first locks one meta row (generation, fencing counter), which serialises them
-// as etcd's meta key does, and then reads, at READ COMMITTED, everything the
-// lock holders before it committed. Serialised transactions commit one at a
-// time, each waiting for its own WAL flush: BenchmarkMetaRowCommit measures that
-// ceiling (450 to 850 transactions a second with fsync, 64 callers, on the
-// loaded 2-core test machine), so the lease store will run the steps of
-// concurrent callers in one transaction, a savepoint each, as bbolt's Batch
-// does: BenchmarkMetaRowCommitBatched, the prototype, commits 3,000 such steps a
-// second with fsync. Each round trip inside a step then counts (about 0.1 ms):
-// a step should read ahead in one pipelined batch and send its writes in one.
+// over. The lease steps take the same approach: every lease transaction first
+// locks the meta row (generation, fencing counter, pool, counters: txn.go),
+// which serialises them as etcd's meta key does, and then reads, at READ
+// COMMITTED, everything the lock holders before it committed. Serialised
+// transactions commit one at a time, each waiting for its own WAL flush:
+// BenchmarkMetaRowCommit measures that ceiling (450 to 850 transactions a
+// second with fsync, 64 callers, on the loaded 2-core test machine), so the
+// Alloc, Renew, Remove and RevokeLease steps of concurrent callers run in one
+// transaction, a savepoint each, as bbolt's Batch does (combine.go): a step
+// that fails rolls back to its savepoint alone. BenchmarkFleetAlloc, 4,000
+// processes allocating at once through 64 callers, grants about 2,000 node IDs
+// a second with fsync. Each round trip inside a step counts (about 0.1 ms): the
+// rows a step reads come in one statement where the rules say which
+// (ReadAhead, Scan), and the requester index and a key's count are the lease
+// rows' own partial indexes, so a grant writes one node row and one history
+// row. Reads (Status, Counts, Leases, Node, ReadSnapshot) run in one read-only
+// REPEATABLE READ transaction: one consistent view, never aborted.
 //
 // A transaction that PostgreSQL aborts anyway, for a serialization failure or a
 // deadlock (SQLSTATE 40001, 40P01), runs again from the start, with fresh reads
@@ -82,6 +88,14 @@
 //	idempotency     scope, owner, fingerprint, token, state, outcome, metadata (JSON), body,
 //	                created_at, locked_until, expires_at, size; indexed by expires_at and by
 //	                (owner, expires_at)
+//	meta            gen_id, gen_number, gen_origin, gen_at, fence, first, nodes, layout,
+//	                free_seq, held, quarantined: one row, the lease steps' lock
+//	nodes           id, place, free_seq, watermark, quar_until, floor, last_token, restorable,
+//	                and the lease while held (not_before, expires_at, granted_at, renewed_at,
+//	                token, requester, key_id); partial indexes: ready, cooling, quarantine,
+//	                expiry, requester, key
+//	charges         key_id, ord, node, until, token (the cooling charges)
+//	history         node, token, rec (JSON), ended_at (indexed: PruneHistory)
 //
 // Nothing is deleted by the store by itself: run PruneSessions, PruneAudit and
 // Purge (idempotency) now and then, as on bolt and etcd.

@@ -94,3 +94,17 @@ func (s *Store) CheckDurability(ctx context.Context) (Durability, error) {
 	d.Fsync = fsync == "on"
 	return d, nil
 }
+
+// Durability is the server's start-up check of the store (server.Durable):
+// safe when a crash of PostgreSQL loses no acknowledged commit (fsync and
+// synchronous_commit on: Durability.Check); why is Durability.String, which says
+// whether an acknowledged grant is on a synchronous standby too, or may be lost
+// in a failover to an asynchronous one (then detected as a store reset). err is
+// set only when the server could not be asked.
+func (s *Store) Durability(ctx context.Context) (safe bool, why string, err error) {
+	d, err := s.CheckDurability(ctx)
+	if err != nil {
+		return false, "", err
+	}
+	return d.Check() == nil, "PostgreSQL: " + d.String(), nil
+}

@@ -23,13 +23,15 @@ type tables struct {
 	version, locks, apiKeys, skew          string
 	users, sessions, allow, audit, auditHd string
 	alerts, settings, idem                 string
+	meta, nodes, charges, history          string
 }
 
 func tablesIn(schema string) tables {
 	q := func(name string) string { return pgx.Identifier{schema, name}.Sanitize() }
 	return tables{version: q("schema_version"), locks: q("locks"), apiKeys: q("api_keys"), skew: q("skew"),
 		users: q("users"), sessions: q("sessions"), allow: q("allow_list"), audit: q("audit"),
-		auditHd: q("audit_head"), alerts: q("alerts"), settings: q("settings"), idem: q("idempotency")}
+		auditHd: q("audit_head"), alerts: q("alerts"), settings: q("settings"), idem: q("idempotency"),
+		meta: q("meta"), nodes: q("nodes"), charges: q("charges"), history: q("history")}
 }
 
 // ddl creates the tables of version 1. Times are Unix milliseconds (bigint), Go's
@@ -70,6 +72,25 @@ func (t tables) ddl() []string {
 			created_at bigint NOT NULL, locked_until bigint NOT NULL, expires_at bigint NOT NULL, size bigint NOT NULL)`,
 		`CREATE INDEX ON ` + t.idem + ` (expires_at)`,
 		`CREATE INDEX ON ` + t.idem + ` (owner, expires_at)`,
+		`CREATE TABLE ` + t.meta + ` (one boolean PRIMARY KEY DEFAULT true CHECK (one), gen_id text NOT NULL,
+			gen_number bigint NOT NULL, gen_origin text NOT NULL, gen_at bigint NOT NULL, fence bigint NOT NULL,
+			first bigint NOT NULL, nodes bigint NOT NULL, layout text NOT NULL, free_seq bigint NOT NULL,
+			held bigint NOT NULL, quarantined bigint NOT NULL)`,
+		`CREATE TABLE ` + t.nodes + ` (id bigint PRIMARY KEY, place smallint NOT NULL, free_seq bigint NOT NULL,
+			watermark bigint NOT NULL, quar_until bigint NOT NULL, floor bigint NOT NULL, last_token bigint NOT NULL,
+			restorable boolean NOT NULL, not_before bigint, expires_at bigint, granted_at bigint, renewed_at bigint,
+			token bigint, requester text, key_id text)`,
+		`CREATE INDEX ON ` + t.nodes + ` (free_seq) WHERE place = 1`,
+		`CREATE INDEX ON ` + t.nodes + ` (greatest(watermark, floor), free_seq) WHERE place = 2`,
+		`CREATE INDEX ON ` + t.nodes + ` (quar_until) WHERE place = 3`,
+		`CREATE INDEX ON ` + t.nodes + ` (expires_at, id) WHERE place = 0`,
+		`CREATE INDEX ON ` + t.nodes + ` (requester) WHERE place = 0`,
+		`CREATE INDEX ON ` + t.nodes + ` (key_id) WHERE place = 0`,
+		`CREATE TABLE ` + t.charges + ` (key_id text NOT NULL, ord integer NOT NULL, node bigint NOT NULL,
+			until bigint NOT NULL, token bigint NOT NULL, PRIMARY KEY (key_id, ord))`,
+		`CREATE TABLE ` + t.history + ` (node bigint NOT NULL, token bigint NOT NULL, rec bytea NOT NULL,
+			ended_at bigint, PRIMARY KEY (node, token))`,
+		`CREATE INDEX ON ` + t.history + ` (ended_at, node, token) WHERE ended_at IS NOT NULL`,
 	}
 }
 
@@ -137,7 +158,9 @@ func (s *Store) InitSchema(ctx context.Context) error {
 		if v == 0 {
 			stmts = append([]string{`CREATE SCHEMA IF NOT EXISTS ` + pgx.Identifier{s.schema}.Sanitize()}, s.t.ddl()...)
 			stmts = append(stmts, `INSERT INTO `+s.t.version+` (version) VALUES (1)`,
-				`INSERT INTO `+s.t.auditHd+` (seq, hash) VALUES (0, '')`)
+				`INSERT INTO `+s.t.auditHd+` (seq, hash) VALUES (0, '')`,
+				`INSERT INTO `+s.t.meta+` (gen_id, gen_number, gen_origin, gen_at, fence, first, nodes, layout, free_seq,
+					held, quarantined) VALUES ('', 0, '', 0, 0, 0, 0, '', 0, 0, 0)`)
 			v = 1
 		}
 		for ; v < SchemaVersion; v++ {

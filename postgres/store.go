@@ -59,6 +59,8 @@ type Store struct {
 	log       *slog.Logger
 	timeout   time.Duration
 	closePool bool
+	loadBatch int // records a snapshot load copies in at a time
+	comb      combiner
 }
 
 // New returns a Store on pool, in opts.Schema. It does no I/O: call
@@ -75,7 +77,7 @@ func New(pool *pgxpool.Pool, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("postgres: schema %q: lower-case letters, digits and _, not starting with a digit, at most 63 bytes", schema)
 	}
 	s := &Store{pool: pool, schema: schema, t: tablesIn(schema), clock: opts.Clock, log: opts.Logger,
-		timeout: opts.Timeout, closePool: opts.ClosePool}
+		timeout: opts.Timeout, closePool: opts.ClosePool, loadBatch: copyBatch}
 	if s.log == nil {
 		s.log = slog.Default()
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/bolt"
 	"github.com/idkeeper/idkeeper/etcd"
+	"github.com/idkeeper/idkeeper/postgres"
 	"github.com/idkeeper/idkeeper/redis"
 )
 
@@ -33,7 +34,8 @@ type StoreOptions struct {
 	// RedisWaitReplicas, when positive, makes every Alloc and Renew wait until that
 	// many replicas acknowledged the write (redis.Options.WaitReplicas).
 	RedisWaitReplicas int
-	// Create makes a missing bolt file, and its folder: for init, dev and backup
+	// Create makes a missing bolt file, and its folder, or a PostgreSQL store's
+	// schema and tables (postgres.Store.InitSchema): for init, dev and backup
 	// import only. Without it a missing file is a *ConfigError naming `idkeeper
 	// init`, and nothing is created: a typo in a path must not become an empty
 	// store that a server waits on for ever.
@@ -45,7 +47,8 @@ var StorePingTimeout = 10 * time.Second
 
 // OpenStore opens the store a URL names, one case per store adapter:
 // "bolt:PATH" (an existing file unless o.Create), a Redis URL of one server,
-// Sentinel or a cluster (redis.IsURL), or an etcd URL (etcd.IsURL). Redis and
+// Sentinel or a cluster (redis.IsURL), an etcd URL (etcd.IsURL), or a
+// PostgreSQL URL (postgres.IsURL: its schema created with o.Create). Redis and
 // etcd must answer a ping first: else the error says "cannot reach Redis at
 // ADDR" (or etcd), without the URL's passwords. On Redis it then logs every
 // warning of redis.Store.CheckConfig (eviction, no persistence). A URL of no
@@ -85,9 +88,29 @@ func OpenStore(ctx context.Context, spec string, o StoreOptions) (idkeeper.Store
 			return nil, err
 		}
 		return s, nil
+	case postgres.IsURL(spec):
+		if _, err := postgres.ParseURL(spec); err != nil {
+			return nil, configErrorf("--store %s: %w", RedactURL(spec), err)
+		}
+		// The server decides on the durability, with the operator's flag
+		// (checkDurability): Open only reports it.
+		s, err := postgres.Open(ctx, spec, postgres.Options{Logger: o.Logger, AcceptLostWrites: true})
+		if err != nil {
+			return nil, fmt.Errorf("open the PostgreSQL store at %s: %w", storeAddrs(spec), err)
+		}
+		// o.Create (init, dev, backup import) creates the schema's tables, or
+		// brings an older schema up to this release's version.
+		if o.Create {
+			if err := s.InitSchema(ctx); err != nil {
+				_ = s.Close()
+				return nil, err
+			}
+		}
+		return s, nil
 	}
 	return nil, configErrorf("--store %q: want bolt:PATH, redis://HOST:PORT/DB, redis+sentinel://SENTINEL:PORT/DB?master_name=NAME&addr=…, "+
-		"redis+cluster://NODE:PORT?addr=… (rediss… with TLS), etcd://HOST:PORT[,HOST:PORT…]/PREFIX (etcds… with TLS)", RedactURL(spec))
+		"redis+cluster://NODE:PORT?addr=… (rediss… with TLS), etcd://HOST:PORT[,HOST:PORT…]/PREFIX (etcds… with TLS), "+
+		"postgres://USER@HOST:PORT/DB (postgresql… too)", RedactURL(spec))
 }
 
 // openBolt opens the bolt file of a "bolt:PATH" spec: see StoreOptions.Create.
@@ -147,6 +170,8 @@ func RedactURL(spec string) string {
 	switch {
 	case etcd.IsURL(spec):
 		return etcd.RedactURL(spec)
+	case postgres.IsURL(spec):
+		return postgres.RedactURL(spec)
 	case !strings.Contains(spec, "://"):
 		return spec
 	}

@@ -6,7 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/internal/harness/etcdtest"
+	"github.com/idkeeper/idkeeper/internal/harness/pgtest"
 )
 
 // A URL of no store is a *ConfigError listing the forms, without its password.
@@ -31,5 +33,27 @@ func TestCheckDurability_EachStoreItsOwn(t *testing.T) {
 	d, err := checkDurability(ctx, st, false, quietLogger())
 	if err != nil || !strings.HasPrefix(d, "etcd cluster: ") || strings.Contains(d, "bbolt") {
 		t.Fatalf("etcd's durability %q, %v", d, err)
+	}
+}
+
+// A PostgreSQL URL opens the postgres store; Create (init) makes its schema,
+// and the store says its own durability, standbys included.
+func TestOpenStore_Postgres(t *testing.T) {
+	ctx := context.Background()
+	srv := pgtest.StartWith(t, pgtest.Options{Fsync: true})
+	st, err := OpenStore(ctx, srv.URL(), StoreOptions{Logger: quietLogger(), Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.Init(ctx, idkeeper.PoolSpec{Nodes: 8}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := checkDurability(ctx, st, false, quietLogger())
+	if err != nil || !strings.HasPrefix(d, "PostgreSQL: fsync on") || !strings.Contains(d, "no standby") {
+		t.Fatalf("PostgreSQL's durability %q, %v", d, err)
+	}
+	if id := StoreIdentity(st, srv.URL()); !strings.HasPrefix(id, "postgres://") {
+		t.Fatalf("identity %q", id)
 	}
 }
