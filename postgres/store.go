@@ -87,6 +87,10 @@ func New(pool *pgxpool.Pool, opts Options) (*Store, error) {
 	return s, nil
 }
 
+// ErrUnreachable is the error of an Open whose first ping got no answer: no
+// server at the address, or none that took the connection.
+var ErrUnreachable = errors.New("postgres: no answer")
+
 // Open connects to the database of url (ParseURL), checks the server's
 // durability (CheckDurability: refused unless opts.AcceptLostWrites) and the
 // schema's version (CheckSchema: a newer one is refused), and returns the store,
@@ -109,7 +113,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		pool.Close()
 		return nil, err
 	}
-	err = s.Ping(ctx)
+	if err = s.Ping(ctx); err != nil {
+		err = fmt.Errorf("%w: %w", ErrUnreachable, err)
+	}
 	var d Durability
 	if err == nil {
 		d, err = s.CheckDurability(ctx)

@@ -95,6 +95,9 @@ func OpenStore(ctx context.Context, spec string, o StoreOptions) (idkeeper.Store
 		// The server decides on the durability, with the operator's flag
 		// (checkDurability): Open only reports it.
 		s, err := postgres.Open(ctx, spec, postgres.Options{Logger: o.Logger, AcceptLostWrites: true})
+		if errors.Is(err, postgres.ErrUnreachable) {
+			return nil, fmt.Errorf("cannot reach PostgreSQL at %s: %w", storeAddrs(spec), err)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("open the PostgreSQL store at %s: %w", storeAddrs(spec), err)
 		}

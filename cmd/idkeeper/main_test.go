@@ -315,7 +315,7 @@ func TestOutOfRangeRefusesToStart(t *testing.T) {
 		{nil, map[string]string{"IDKEEPER_NODES": "abc"}, `invalid value "abc" for IDKEEPER_NODES`},
 		{[]string{"--log-format", "xml"}, nil, "want one of text, json"},
 		{[]string{"--allowed-ips", "10.0.0.0/33"}, nil, `"10.0.0.0/33" is not a CIDR prefix`},
-		{[]string{"--store", "postgres://x"}, nil, "want bolt:PATH, redis://"},
+		{[]string{"--store", "mysql://x"}, nil, "want bolt:PATH, redis://"},
 		{[]string{"--no-such-flag"}, nil, "unknown flag --no-such-flag"},
 		{[]string{"extra"}, nil, "unexpected arguments"},
 		{nil, map[string]string{BootstrapKeyEnv: "short"}, "IDKEEPER_BOOTSTRAP_API_KEY must be at least 24 characters"},

@@ -111,6 +111,7 @@ func TestUnreachableStoreSaysCannotReach(t *testing.T) {
 		{"redis+sentinel://:" + password + "@" + addr + "/0?master_name=m", "cannot reach Redis at " + addr + ": "},
 		{"etcd://root:" + password + "@" + addr + "/idk", "cannot reach etcd at " + addr + ": "},
 		{"etcd://" + addr + "/idk", "cannot reach etcd at " + addr + ": "},
+		{"postgres://idk:" + password + "@" + addr + "/idk?sslmode=disable", "cannot reach PostgreSQL at " + addr + ": "},
 	} {
 		for _, args := range [][]string{
 			{"server", "--listen", "127.0.0.1:0", "--unsafe-no-clock-agent", "--state-file", filepath.Join(t.TempDir(), "state")},
