@@ -11,6 +11,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/audit"
+	"github.com/idkeeper/idkeeper/internal/leasetx"
 	"github.com/idkeeper/idkeeper/protocol"
 )
 
@@ -207,7 +208,7 @@ func (s *Store) PruneAudit(ctx context.Context, beforeT time.Time, limit int) (i
 				if conflicts++; conflicts >= maxConflicts {
 					return n, errors.New("etcd: prune audit: too many attempts lost to other writers")
 				}
-				if err := backoff(ctx, conflicts); err != nil {
+				if err := leasetx.Backoff(ctx, conflicts); err != nil {
 					return n, wrap("prune audit", err)
 				}
 				continue

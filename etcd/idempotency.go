@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/idkeeper/idkeeper/idempotency"
+	"github.com/idkeeper/idkeeper/internal/leasetx"
 	"github.com/idkeeper/idkeeper/protocol"
 )
 
@@ -169,7 +170,7 @@ func (s *Store) idemBegin(ctx context.Context, owner string, maxRecords int, sco
 		if n >= maxConflicts {
 			return nil, false, fmt.Errorf("etcd: idempotency begin: %d attempts in a row lost to other writers", n)
 		}
-		if err := backoff(ctx, n); err != nil {
+		if err := leasetx.Backoff(ctx, n); err != nil {
 			return nil, false, wrap("idempotency begin", err)
 		}
 	}

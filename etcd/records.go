@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/internal/leasetx"
 	"github.com/idkeeper/idkeeper/protocol"
 )
 
@@ -76,7 +77,7 @@ func (s *Store) casOps(ctx context.Context, op, key string, change func(v []byte
 		if n >= maxConflicts {
 			return fmt.Errorf("etcd: %s: %d attempts in a row lost to other writers", op, n)
 		}
-		if err := backoff(ctx, n); err != nil {
+		if err := leasetx.Backoff(ctx, n); err != nil {
 			return wrap(op, err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/internal/leasetx"
 )
 
 // skewDropBatch is the most lapsed observations one transaction drops.
@@ -73,7 +74,7 @@ func (s *Store) RecordSkew(ctx context.Context, o idkeeper.SkewObservation, ttl 
 		if n >= maxConflicts {
 			return fmt.Errorf("etcd: record skew: %d attempts in a row lost to other writers", n)
 		}
-		if err := backoff(ctx, n); err != nil {
+		if err := leasetx.Backoff(ctx, n); err != nil {
 			return wrap("record skew", err)
 		}
 	}

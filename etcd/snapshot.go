@@ -550,7 +550,7 @@ func (l *loader) swap(m snapshot.Meta) error {
 		if n >= swapTries {
 			return fmt.Errorf("etcd: load snapshot: %d swaps in a row lost to other writers", n)
 		}
-		if err := backoff(ctx, n); err != nil {
+		if err := leasetx.Backoff(ctx, n); err != nil {
 			return wrap("load snapshot", err)
 		}
 	}

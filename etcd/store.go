@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -16,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/internal/leasetx"
 	"github.com/idkeeper/idkeeper/protocol"
 )
 
@@ -522,26 +522,9 @@ func (s *Store) update(ctx context.Context, op string, g *idkeeper.Guard, first 
 		if conflicts++; conflicts >= maxConflicts {
 			return fmt.Errorf("etcd: %s: %d attempts in a row lost to other writers", op, conflicts)
 		}
-		if err := backoff(ctx, conflicts); err != nil {
+		if err := leasetx.Backoff(ctx, conflicts); err != nil {
 			return wrap(op, err)
 		}
-	}
-}
-
-// backoff waits before the attempt after the n-th conflict: at once for the
-// first, then a random time up to 1 ms · 2^n, at most 100 ms.
-func backoff(ctx context.Context, n int) error {
-	if n <= 1 {
-		return ctx.Err()
-	}
-	d := time.Duration(rand.Int64N(int64(min(time.Millisecond<<min(n, 10), 100*time.Millisecond))))
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-tm.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }
 

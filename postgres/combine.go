@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idkeeper/idkeeper"
+	"github.com/idkeeper/idkeeper/internal/leasetx"
 )
 
 // maxBatch bounds the steps one combined transaction runs.
@@ -87,7 +88,7 @@ func (s *Store) runBatch(ctx context.Context, batch []*step) {
 			err = fmt.Errorf("postgres: %d attempts in a row aborted by the server: %w", n, err)
 			break
 		}
-		if err = backoff(ctx, n); err != nil {
+		if err = leasetx.Backoff(ctx, n); err != nil {
 			break
 		}
 	}

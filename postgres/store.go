@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"slices"
 	"strconv"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/idempotency"
+	"github.com/idkeeper/idkeeper/internal/leasetx"
 	"github.com/idkeeper/idkeeper/protocol"
 )
 
@@ -221,7 +221,7 @@ func (s *Store) inTx(ctx context.Context, op string, fn func(tx pgx.Tx) error) e
 		if n >= maxAttempts {
 			return fmt.Errorf("postgres: %s: %d attempts in a row aborted by the server: %w", op, n, err)
 		}
-		if err := backoff(ctx, n); err != nil {
+		if err := leasetx.Backoff(ctx, n); err != nil {
 			return s.wrap(op, err)
 		}
 	}
@@ -231,23 +231,6 @@ func (s *Store) inTx(ctx context.Context, op string, fn func(tx pgx.Tx) error) e
 func retryable(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
-}
-
-// backoff waits a random while that grows with n, the attempts so far; none
-// after the first.
-func backoff(ctx context.Context, n int) error {
-	if n <= 1 {
-		return ctx.Err()
-	}
-	d := time.Duration(rand.Int64N(int64(min(time.Millisecond<<min(n, 10), 100*time.Millisecond))))
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-tm.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // bound applies Options.Timeout to ctx.
