@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -40,6 +41,13 @@ func inFlight(a *Agent) int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return len(a.sem)
+}
+
+// heldBy is how many connections of source hold a slot of a.
+func heldBy(a *Agent, source string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.perSource[netip.MustParseAddr(source)]
 }
 
 func goodRequest() string { return string(NewRequest().AppendLine(nil)) }

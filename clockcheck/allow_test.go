@@ -59,7 +59,9 @@ func TestAgentFloodFromOneSource(t *testing.T) {
 	} else if s.RTT > 200*time.Millisecond {
 		t.Errorf("answered after %s", s.RTT)
 	}
-	if n := inFlight(a); n > DefaultMaxConnsPerSource {
+	// The flooding source's own slots: the replica's sample may still hold its
+	// slot for a moment after its answer arrived.
+	if n := heldBy(a, "127.0.0.2"); n > DefaultMaxConnsPerSource {
 		t.Errorf("%d connections held from one source, at most %d allowed", n, DefaultMaxConnsPerSource)
 	}
 }
