@@ -84,9 +84,9 @@ type Config struct {
 	// STORE_UNAVAILABLE): DefaultTimeout when 0.
 	MaxBodyBytes int64
 	Timeout      time.Duration
-	// Durability, when set, is shown by GET /admin/api/store: what the store's
-	// settings guarantee (as /readyz shows it).
-	Durability string
+	// Durability, when set, is asked by the store page and GET /admin/api/store
+	// for what the store's settings guarantee now (as /readyz shows it).
+	Durability func() string
 	// ClockCheck, when set, is shown by the store page and GET /admin/api/store:
 	// how the replicas' clocks are checked (the clock agent and Δ, or that nothing
 	// checks them).
@@ -310,4 +310,12 @@ func optTime(t time.Time) *string {
 	}
 	s := wire.FormatTime(t)
 	return &s
+}
+
+// durability is what Config.Durability says now, "" without it.
+func (c *Config) durability() string {
+	if c.Durability == nil {
+		return ""
+	}
+	return c.Durability()
 }

@@ -164,7 +164,7 @@ func newEnv(t *testing.T, opts ...func(*setup)) *env {
 		t.Fatal(err)
 	}
 	cfg := admin.Config{Registry: reg, Accounts: acct, Store: st, AllowList: allow, TrustedProxies: s.trusted,
-		TLS: s.tls, Logger: quiet, Durability: "fsync on every write", ClockCheck: "verified by the clock agent 127.0.0.1:1"}
+		TLS: s.tls, Logger: quiet, Durability: func() string { return "fsync on every write" }, ClockCheck: "verified by the clock agent 127.0.0.1:1"}
 	cfg.Snapshots, cfg.SnapshotKind = st.(snapshot.Store), map[bool]string{false: "bolt", true: "redis"}[s.redis] // backup_test.go
 	cfg.MaxRestoreBytes = s.maxRestore
 	cfg.Discord = s.discord

@@ -205,7 +205,7 @@ func (h *Handler) storeHealth(_ http.ResponseWriter, r *http.Request, _ *princip
 	ctx := r.Context()
 	s := h.reg.StoreHealth(ctx)
 	out := wire.StoreHealth{Phase: string(s.Phase), Reachable: s.StatusErr == nil, ClockOK: s.ClockOK,
-		ClockOffsetMs: s.ClockOffset.Milliseconds(), Durability: h.cfg.Durability, ClockCheck: h.cfg.ClockCheck, JobRuns: []wire.JobRun{}}
+		ClockOffsetMs: s.ClockOffset.Milliseconds(), Durability: h.cfg.durability(), ClockCheck: h.cfg.ClockCheck, JobRuns: []wire.JobRun{}}
 	if g := s.Adopted; !g.IsZero() {
 		out.Generation = &wire.Generation{Number: g.Number, ID: g.ID, Origin: string(g.Origin), At: wire.FormatTime(g.At)}
 		if g.Origin == idkeeper.OriginRecovered {

@@ -425,7 +425,7 @@ func (storeView) RunBadge(o idkeeper.JobOutcome) string {
 
 func (h *Handler) storePage(w http.ResponseWriter, r *http.Request, p *principal) {
 	s := h.reg.StoreHealth(r.Context())
-	sv := storeView{Health: s, Reset: h.resetReport(r.Context(), s), Durability: h.cfg.Durability, ClockCheck: h.cfg.ClockCheck, Config: h.reg.Config(),
+	sv := storeView{Health: s, Reset: h.resetReport(r.Context(), s), Durability: h.cfg.durability(), ClockCheck: h.cfg.ClockCheck, Config: h.reg.Config(),
 		Now: h.reg.Now(), Restore: h.restores.last.Load()}
 	if s.LocksErr != nil {
 		_, sv.LocksErr = errorText(s.LocksErr)

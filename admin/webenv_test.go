@@ -104,7 +104,7 @@ func newWebEnvPool(t *testing.T, pool idkeeper.PoolSpec) *webEnv {
 		t.Fatal(err)
 	}
 	h, err := admin.New(admin.Config{Registry: reg, Accounts: acct, Store: st, AllowList: allow, Logger: quiet, Idempotency: idem,
-		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.9.0.0/16")}, Durability: "bolt: fsync on every commit",
+		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.9.0.0/16")}, Durability: func() string { return "bolt: fsync on every commit" },
 		Backups: backups, Discord: &discord.Client{HTTP: fd.HTTPClient()}, Snapshots: st, SnapshotKind: "bolt"})
 	if err != nil {
 		t.Fatal(err)

@@ -73,9 +73,10 @@ type Options struct {
 	// DefaultTimeout, a negative value is an error. A request that runs out of it
 	// fails with 503 STORE_UNAVAILABLE.
 	Timeout time.Duration
-	// Durability, when set, is shown by /readyz: what the store's settings guarantee,
-	// e.g. that the operator accepted lost writes on a Redis restart.
-	Durability string
+	// Durability, when set, is asked at every /readyz for what the store's settings
+	// guarantee now, e.g. that an acknowledged grant is on a synchronous standby,
+	// or that the operator accepted lost writes on a Redis restart.
+	Durability func() string
 	// Clock, when set, is shown by /readyz: how the replicas' clocks are checked
 	// (the clock agent and Δ, or that nothing checks them).
 	Clock string
@@ -88,6 +89,14 @@ type Options struct {
 	// authentication, allow-list check for API keys, body limits and timeouts; the
 	// access log covers it. Nil: /admin/ answers 404.
 	Admin http.Handler
+}
+
+// durability is what Options.Durability says now, "" without it.
+func (o *Options) durability() string {
+	if o.Durability == nil {
+		return ""
+	}
+	return o.Durability()
 }
 
 // AdminPrefix starts the routes of the admin API (package admin), which
@@ -283,7 +292,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g := s.reg.Generation()
-	s.writeJSON(w, wire.ReadyResponse{Status: "ready", Durability: s.opts.Durability, Clock: s.opts.Clock, Generation: wire.Generation{
+	s.writeJSON(w, wire.ReadyResponse{Status: "ready", Durability: s.opts.durability(), Clock: s.opts.Clock, Generation: wire.Generation{
 		Number: g.Number, ID: g.ID, Origin: string(g.Origin), At: wire.FormatTime(g.At)}})
 }
 

@@ -54,6 +54,16 @@ func (d Durability) OnStandby() bool {
 	return false
 }
 
+// waitsForStandby reports whether commits wait for a synchronous standby that
+// does not stream.
+func (d Durability) waitsForStandby() bool {
+	switch d.SynchronousCommit {
+	case "on", "remote_write", "remote_apply":
+		return d.SyncStandbyNames != "" && d.SyncStandbys == 0
+	}
+	return false
+}
+
 // String says it in a line, for /readyz and the admin store page.
 func (d Durability) String() string {
 	var b strings.Builder
@@ -61,6 +71,11 @@ func (d Durability) String() string {
 	switch {
 	case d.OnStandby():
 		fmt.Fprintf(&b, "; %d synchronous standby(s) of %d: an acknowledged grant is on a standby", d.SyncStandbys, d.Standbys)
+	case d.waitsForStandby():
+		// PostgreSQL holds every commit until a listed standby confirms it:
+		// nothing is lost, but no grant is answered meanwhile.
+		fmt.Fprintf(&b, "; synchronous_standby_names %q but no synchronous standby streams (%d standby(s)): "+
+			"every grant waits until one does", d.SyncStandbyNames, d.Standbys)
 	case d.Standbys > 0:
 		fmt.Fprintf(&b, "; %d asynchronous standby(s): a failover may lose acknowledged grants (detected as a store reset)", d.Standbys)
 	default:

@@ -43,6 +43,10 @@ type Options struct {
 	// AcceptLostWrites lets Open go on when the server may lose acknowledged
 	// writes on a crash (fsync or synchronous_commit off: Durability.Check).
 	AcceptLostWrites bool
+	// DeferDurability makes Open leave the durability to its caller: it neither
+	// refuses nor warns about fsync or synchronous_commit off (the caller asks
+	// Durability, as the server does at start with its --accept-lost-writes).
+	DeferDurability bool
 	// ClosePool makes Close close the pool too; by default the pool stays the
 	// caller's (Open sets it).
 	ClosePool bool
@@ -92,7 +96,8 @@ func New(pool *pgxpool.Pool, opts Options) (*Store, error) {
 var ErrUnreachable = errors.New("postgres: no answer")
 
 // Open connects to the database of url (ParseURL), checks the server's
-// durability (CheckDurability: refused unless opts.AcceptLostWrites) and the
+// durability (CheckDurability: refused unless opts.AcceptLostWrites or
+// opts.DeferDurability; a standby is refused always) and the
 // schema's version (CheckSchema: a newer one is refused), and returns the store,
 // which closes its pool on Close. Options.Schema, when empty, is the URL's.
 func Open(ctx context.Context, url string, opts Options) (*Store, error) {
@@ -124,7 +129,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		err = errors.New("postgres: the server is a standby, which takes no writes: name the primary, or list " +
 			"every host with target_session_attrs=read-write")
 	}
-	if err == nil {
+	if err == nil && !opts.DeferDurability {
 		if err = d.Check(); err != nil && opts.AcceptLostWrites {
 			s.log.Warn("postgres: the server may lose acknowledged writes; accepted", "durability", d.String())
 			err = nil

@@ -177,7 +177,7 @@ func (a *adminWeb) ensureFirstAdmin(ctx context.Context, name, pw string, log *s
 // start reads the allow-list (failing closed until it is read: only the floor
 // allows), keeps it fresh every allowlist.DefaultRefresh, and makes the
 // handler of /admin/.
-func (a *adminWeb) start(ctx context.Context, reg *idkeeper.Registry, cfg *Config, durability string, log *slog.Logger) error {
+func (a *adminWeb) start(ctx context.Context, reg *idkeeper.Registry, cfg *Config, durability func() string, log *slog.Logger) error {
 	if err := a.allow.Refresh(ctx); err != nil {
 		log.Warn("cannot read the IP allow-list from the store: until it is read, only --allowed-ips allow API keys", "err", err)
 	}

@@ -54,7 +54,7 @@ type Server struct {
 	reg        *idkeeper.Registry
 	promReg    *prometheus.Registry
 	metrics    *idkhttp.Metrics
-	durability string
+	durability *durabilityWatch   // decided at start, asked again while serving
 	handler    http.Handler       // the API's, traced and wrapped
 	api        *httpserve.Service // nil without a listener (Handler: the caller serves)
 	metricsLn  *httpserve.Service // nil without MetricsListen
@@ -191,8 +191,13 @@ func (s *Server) openStore(ctx context.Context) error {
 		s.push("close the store", st.Close)
 	}
 	d, err := checkDurability(ctx, s.store, s.cfg.AcceptLostWrites, s.log)
-	s.durability = d
-	return err
+	if err != nil {
+		return err
+	}
+	s.durability = newDurabilityWatch(d)
+	s.durability.watch(s.store, s.cfg.AcceptLostWrites, s.log)
+	s.push("stop the durability recheck", s.durability.Close)
+	return nil
 }
 
 // startChecks starts the tracing and the clock check, whose first sample must
@@ -340,7 +345,7 @@ func (s *Server) startJobs(ctx context.Context) error {
 	s.backups = backups
 	s.pushStep(backups.close())
 	s.web.backups = backups.Job()
-	if err := s.web.start(ctx, s.reg, &s.cfg, s.durability, s.log); err != nil {
+	if err := s.web.start(ctx, s.reg, &s.cfg, s.durability.String, s.log); err != nil {
 		return err
 	}
 	s.pushStep(s.web.close(time.Second))
@@ -369,7 +374,7 @@ func (s *Server) serve() error {
 		Commit:         s.cfg.Commit,
 		Gatherer:       s.promReg,
 		Metrics:        s.metrics,
-		Durability:     s.durability,
+		Durability:     s.durability.String,
 		Clock:          s.cfg.ClockCheck.Describe(),
 	}
 	if allow != nil {
@@ -504,6 +509,7 @@ func (s *Server) stop(drain time.Duration, more *httpserve.Step) error {
 			{What: "stop the registry", Close: s.reg.Close},
 			s.clock.close(),
 			s.traces.Close(),
+			{What: "stop the durability recheck", Close: s.durability.Close},
 		}
 		if more != nil {
 			steps = append(steps, *more)

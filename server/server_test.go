@@ -208,7 +208,7 @@ func TestOpen_HandlerOnly(t *testing.T) {
 	if srv.Addr() != nil || srv.Handler() == nil || srv.StatePath() != "" {
 		t.Fatalf("addr %v, handler %v, state %q", srv.Addr(), srv.Handler(), srv.StatePath())
 	}
-	if srv.durability != "bbolt file: every write is fsynced before it is answered" {
-		t.Errorf("durability %q", srv.durability)
+	if d := srv.durability.String(); d != "bbolt file: every write is fsynced before it is answered" {
+		t.Errorf("durability %q", d)
 	}
 }

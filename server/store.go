@@ -94,7 +94,7 @@ func OpenStore(ctx context.Context, spec string, o StoreOptions) (idkeeper.Store
 		}
 		// The server decides on the durability, with the operator's flag
 		// (checkDurability): Open only reports it.
-		s, err := postgres.Open(ctx, spec, postgres.Options{Logger: o.Logger, AcceptLostWrites: true})
+		s, err := postgres.Open(ctx, spec, postgres.Options{Logger: o.Logger, DeferDurability: true})
 		if errors.Is(err, postgres.ErrUnreachable) {
 			return nil, fmt.Errorf("cannot reach PostgreSQL at %s: %w", storeAddrs(spec), err)
 		}
@@ -181,14 +181,22 @@ func RedactURL(spec string) string {
 	return redis.RedactURL(spec)
 }
 
-// StoreKind names the store of a URL in a backup's header: "bolt" for a bolt
-// file, "redis" for every shared store (etcd included, as before etcd had a
-// name of its own there).
+// StoreKind names the store of a URL in a backup's header: "bolt", "redis"
+// (one server, Sentinel or a cluster), "etcd" or "postgres"; "store" for a URL
+// of none of them. The header's store is for people only: an import reads the
+// records, whatever store wrote them.
 func StoreKind(spec string) string {
-	if strings.HasPrefix(spec, "bolt:") {
+	switch {
+	case strings.HasPrefix(spec, "bolt:"):
 		return "bolt"
+	case redis.IsURL(spec):
+		return "redis"
+	case etcd.IsURL(spec):
+		return "etcd"
+	case postgres.IsURL(spec):
+		return "postgres"
 	}
-	return "redis"
+	return "store"
 }
 
 // StoreIdentity is the identity of the store s opened from the URL spec: its own
@@ -201,38 +209,88 @@ func StoreIdentity(s idkeeper.Store, spec string) string {
 }
 
 // Durable is a store that says what a restart of its server keeps. Every store
-// adapter is one (bolt.Store, redis.Store, etcd.Store): safe is true when every
-// acknowledged write survives, why describes it for /readyz and the operator, err
-// is set only when the store could not be asked.
+// adapter is one (bolt.Store, redis.Store, etcd.Store, postgres.Store): safe is
+// true when every acknowledged write survives, why describes it for /readyz and
+// the operator, err is set only when the store could not be asked.
 type Durable interface {
 	Durability(ctx context.Context) (safe bool, why string, err error)
 }
 
+// AcceptLostWritesFlag is the flag (Config.AcceptLostWrites) that starts a server
+// on a store that may lose acknowledged writes; --accept-lost-writes-on-redis-restart
+// is its older, Redis-only name.
+const AcceptLostWritesFlag = "--accept-lost-writes"
+
+// lossRisk is how a store that is not safe would lose acknowledged writes, and
+// how to make it safe: the words of checkDurability's refusal and warning.
+type lossRisk struct {
+	kind  string // "Redis", "PostgreSQL": for "check the … settings"
+	event string // what loses the writes: "a routine Redis restart"
+	fix   string // the settings that make it safe
+}
+
+// riskOf is the lossRisk of s's store adapter.
+func riskOf(s idkeeper.Store) lossRisk {
+	switch s.(type) {
+	case *redis.Store:
+		return lossRisk{kind: "Redis", event: "a routine Redis restart",
+			fix: "Set appendonly yes and appendfsync always, or run replicas with --redis-wait-replicas 1"}
+	case *postgres.Store:
+		return lossRisk{kind: "PostgreSQL", event: "a crash of PostgreSQL or of its machine",
+			fix: "Set fsync = on and synchronous_commit = on (or remote_write or remote_apply with a synchronous standby) " +
+				"in postgresql.conf or with ALTER SYSTEM, and no ALTER ROLE or ALTER DATABASE setting that turns " +
+				"synchronous_commit off for the registry's connections"}
+	}
+	return lossRisk{kind: "store", event: "a restart of the store", fix: "Make the store keep every acknowledged write"}
+}
+
 // checkDurability decides at start-up what a restart of the store can lose
 // (DESIGN §7): a store that would lose acknowledged writes (a Redis without the
-// append-only file fsynced or replicas waited for) is refused unless the operator
-// accepts it (Config.AcceptLostWrites). It returns the text /readyz shows.
+// append-only file fsynced or replicas waited for, a PostgreSQL with fsync or
+// synchronous_commit off) is refused unless the operator accepts it
+// (Config.AcceptLostWrites), with the settings that would make it safe. It
+// returns the text /readyz shows.
 func checkDurability(ctx context.Context, s idkeeper.Store, accept bool, log *slog.Logger) (string, error) {
 	d, ok := s.(Durable)
 	if !ok {
 		return fmt.Sprintf("unknown: the store %T does not say what a restart keeps", s), nil
 	}
+	risk := riskOf(s)
 	safe, why, err := d.Durability(ctx)
 	if err != nil {
-		return "", fmt.Errorf("check the Redis persistence settings: %w", err)
+		return "", fmt.Errorf("check the %s durability settings: %w", risk.kind, err)
 	}
+	text, refusal := risk.judge(safe, why, accept)
+	if refusal != nil {
+		return "", refusal
+	}
+	if !safe {
+		log.Warn(AcceptLostWritesFlag+": "+risk.event+" may lose acknowledged writes; each such loss quarantines the "+
+			"whole pool for lease + grace", "settings", text)
+	}
+	return text, nil
+}
+
+// judge is the /readyz text of a store whose Durability answered safe and why,
+// or the refusal of an unsafe one the operator did not accept.
+func (risk lossRisk) judge(safe bool, why string, accept bool) (string, error) {
 	// The redis package names its option; an operator sets the flag.
 	why = strings.ReplaceAll(why, "WaitReplicas", "--redis-wait-replicas")
-	if safe {
+	switch {
+	case safe:
 		return why, nil
+	case accept:
+		return "accepted lost writes on " + risk.event + " (" + AcceptLostWritesFlag + "): " + why, nil
 	}
-	if !accept {
-		return "", fmt.Errorf("refusing to start: %s. A routine Redis restart would lose acknowledged grants, "+
-			"and the registry would have to quarantine every node ID for lease + grace (48h10m by default). Set "+
-			"appendonly yes and appendfsync always, or run replicas with --redis-wait-replicas 1; or accept the "+
-			"risk explicitly with --accept-lost-writes-on-redis-restart", why)
+	return "", fmt.Errorf("refusing to start: %s. %s would lose acknowledged grants, and the registry would "+
+		"have to quarantine every node ID for lease + grace (48h10m by default). %s; or accept the risk "+
+		"explicitly with %s", why, upperFirst(risk.event), risk.fix, AcceptLostWritesFlag)
+}
+
+// upperFirst is s with its first letter upper case (ASCII).
+func upperFirst(s string) string {
+	if s == "" || s[0] < 'a' || s[0] > 'z' {
+		return s
 	}
-	log.Warn("--accept-lost-writes-on-redis-restart: Redis may lose acknowledged writes on a restart; each such "+
-		"restart quarantines the whole pool for lease + grace", "settings", why)
-	return "accepted lost writes on a Redis restart (--accept-lost-writes-on-redis-restart): " + why, nil
+	return string(s[0]-'a'+'A') + s[1:]
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -55,5 +56,64 @@ func TestOpenStore_Postgres(t *testing.T) {
 	}
 	if id := StoreIdentity(st, srv.URL()); !strings.HasPrefix(id, "postgres://") {
 		t.Fatalf("identity %q", id)
+	}
+}
+
+// A PostgreSQL that may lose acknowledged commits (pgtest's default: fsync off)
+// is refused with PostgreSQL's settings and the generic flag, never Redis's
+// advice; OpenStore itself neither refuses nor logs an acceptance the server has
+// not made; with the flag the server starts and says what it accepted.
+func TestCheckDurability_PostgresRefusalNamesItsSettings(t *testing.T) {
+	ctx := context.Background()
+	srv := pgtest.Start(t)
+	logs := &syncBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, nil))
+	st, err := OpenStore(ctx, srv.URL(), StoreOptions{Logger: log, Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if l := logs.String(); strings.Contains(l, "accepted") {
+		t.Fatalf("OpenStore logged an acceptance the server did not make:\n%s", l)
+	}
+	_, err = checkDurability(ctx, st, false, log)
+	if err == nil {
+		t.Fatal("a PostgreSQL with fsync off was not refused")
+	}
+	msg := err.Error()
+	for _, want := range []string{"refusing to start", "PostgreSQL: fsync off", "A crash of PostgreSQL", "fsync = on", "synchronous_commit = on", "--accept-lost-writes"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the refusal does not say %q: %s", want, msg)
+		}
+	}
+	if strings.Contains(msg, "Redis") || strings.Contains(msg, "appendfsync") || strings.Contains(msg, srv.Password()) {
+		t.Errorf("the refusal speaks of Redis, or holds the password: %s", msg)
+	}
+	d, err := checkDurability(ctx, st, true, log)
+	if err != nil || !strings.HasPrefix(d, "accepted lost writes on a crash of PostgreSQL") || !strings.Contains(d, "fsync off") {
+		t.Fatalf("accepted: %q, %v", d, err)
+	}
+	if l := logs.String(); !strings.Contains(l, "--accept-lost-writes: a crash of PostgreSQL") {
+		t.Fatalf("the acceptance is not logged:\n%s", l)
+	}
+}
+
+// A backup's header names the store it was taken from, each by its own name.
+func TestStoreKind_EachStore(t *testing.T) {
+	for spec, want := range map[string]string{
+		"bolt:./data/x.db":                         "bolt",
+		"redis://127.0.0.1:6379/0":                 "redis",
+		"rediss://h:6380/0":                        "redis",
+		"redis+sentinel://h:26379/0?master_name=m": "redis",
+		"redis+cluster://h:7000":                   "redis",
+		"etcd://h:2379/p":                          "etcd",
+		"etcds://h:2379/p":                         "etcd",
+		"postgres://u@h:5432/db":                   "postgres",
+		"postgresql://u@h/db":                      "postgres",
+		"mysql://u@h/db":                           "store",
+	} {
+		if got := StoreKind(spec); got != want {
+			t.Errorf("StoreKind(%q) = %q, want %q", spec, got, want)
+		}
 	}
 }

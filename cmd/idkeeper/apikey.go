@@ -72,7 +72,7 @@ type keyStoreFlags struct {
 }
 
 func (k *keyStoreFlags) register(fs *flag.FlagSet) {
-	k.storeFlag = secretVar(fs, &k.store, "store", DefaultStore, "the store: bolt:PATH, redis://…, redis+sentinel://…, redis+cluster://…, rediss…, etcd://… or etcds… (a bolt file must not be open in a running server)", urlHasPassword)
+	k.storeFlag = secretVar(fs, &k.store, "store", DefaultStore, "the store: bolt:PATH, redis://…, redis+sentinel://…, redis+cluster://…, rediss…, etcd://…, etcds…, postgres://… or postgresql… (a bolt file must not be open in a running server)", urlHasPassword)
 	fs.StringVar(&k.redisPrefix, "redis-prefix", "", "prefix of every Redis key, as given to the server")
 	k.log.register(fs)
 }

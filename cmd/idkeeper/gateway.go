@@ -24,6 +24,7 @@ import (
 	"github.com/idkeeper/idkeeper/gateway"
 	"github.com/idkeeper/idkeeper/idempotency"
 	"github.com/idkeeper/idkeeper/internal/httpserve"
+	"github.com/idkeeper/idkeeper/postgres"
 	"github.com/idkeeper/idkeeper/protocol"
 	"github.com/idkeeper/idkeeper/redis"
 	"github.com/idkeeper/idkeeper/server"
@@ -97,7 +98,7 @@ func (f *gatewayFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.AllocBackoffMax, "alloc-backoff-max", idkclient.DefaultBackoffMax, "longest wait between Alloc retries")
 	fs.DurationVar(&c.RenewRetryMin, "renew-retry-min", idkclient.DefaultMinRetryInterval, "shortest wait between Renew retries after a failed Renew")
 	fs.DurationVar(&c.RenewRetryMax, "renew-retry-max", idkclient.DefaultRenewLoopDuration, "longest wait between Renew retries (the retries speed up as the lease's end nears)")
-	f.idemStore = secretVar(fs, &c.IdempotencyStore, "idempotency-store", DefaultIdempotencyStore, "where Idempotency-Key records live: bolt:PATH (one gateway), a Redis URL (gateways sharing work: redis://[:PASSWORD@]HOST:PORT/DB, redis+sentinel://…, redis+cluster://…, rediss…), an etcd URL (gateways sharing work: etcd://[USER:PASSWORD@]HOST:PORT[,HOST:PORT…][/PREFIX], etcds… with TLS), or none", urlHasPassword)
+	f.idemStore = secretVar(fs, &c.IdempotencyStore, "idempotency-store", DefaultIdempotencyStore, "where Idempotency-Key records live: bolt:PATH (one gateway), a Redis URL (gateways sharing work: redis://[:PASSWORD@]HOST:PORT/DB, redis+sentinel://…, redis+cluster://…, rediss…), an etcd URL (gateways sharing work: etcd://[USER:PASSWORD@]HOST:PORT[,HOST:PORT…][/PREFIX], etcds… with TLS), a PostgreSQL URL (gateways sharing work: postgres://USER[:PASSWORD]@HOST[:PORT]/DB[?schema=…], its tables created when missing), or none", urlHasPassword)
 	fs.DurationVar(&c.IdempotencyTTL, "idempotency-ttl", idempotency.DefaultTTL, "how long an answer is replayed for its Idempotency-Key")
 	fs.BoolVar(&c.IdempotencyRequired, "idempotency-required", false, "answer POST /v1/ids without an Idempotency-Key with 400 IDEMPOTENCY_KEY_REQUIRED")
 	fs.IntVar(&c.IdempotencyRecords, "idempotency-max-records", gateway.DefaultIdempotencyMaxRecords, "most Idempotency-Key records one caller (consumer key, or client address without consumer keys) may hold; a new key beyond gets 429 IDEMPOTENCY_RECORDS_EXHAUSTED; 0: no cap")
@@ -197,9 +198,14 @@ func checkIdempotencyStore(spec string) error {
 			return usagef("--idempotency-store %s: %v", etcd.RedactURL(spec), err)
 		}
 		return nil
+	case postgres.IsURL(spec):
+		if _, err := postgres.ParseURL(spec); err != nil {
+			return usagef("--idempotency-store %s: %v", postgres.RedactURL(spec), err)
+		}
+		return nil
 	}
 	return usagef("--idempotency-store %q: want bolt:PATH, redis://HOST:PORT/DB, redis+sentinel://…, redis+cluster://…, rediss…, "+
-		"etcd://HOST:PORT[,HOST:PORT…]/PREFIX (etcds… with TLS) or none", server.RedactURL(spec))
+		"etcd://HOST:PORT[,HOST:PORT…]/PREFIX (etcds… with TLS), postgres://USER@HOST:PORT/DB (postgresql… too) or none", server.RedactURL(spec))
 }
 
 // idemEtcdPingTimeout bounds the check at start that an etcd idempotency store
@@ -239,6 +245,35 @@ func openEtcdIdempotency(spec string, log *slog.Logger) (*etcd.Store, error) {
 		return nil, unreachable(err)
 	}
 	return s, nil
+}
+
+// openPostgresIdempotency opens a PostgreSQL idempotency store and creates its
+// tables when the schema has none (postgres.Store.InitSchema, which waits on an
+// advisory lock, so gateways starting together create them once). A server that
+// does not answer within idemEtcdPingTimeout stops the gateway, as on etcd. The
+// durability is not judged here: a lost record makes one retry mint again, as a
+// gateway without a store would.
+func openPostgresIdempotency(spec string, log *slog.Logger) (*postgres.Store, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), idemEtcdPingTimeout)
+	defer cancel()
+	s, err := postgres.Open(ctx, spec, postgres.Options{Logger: log, DeferDurability: true})
+	if err != nil {
+		return nil, fmt.Errorf("the PostgreSQL idempotency store %s does not answer (check its host, TLS options and "+
+			"credentials; the gateway does not start without its store): %w", postgres.RedactURL(spec), err)
+	}
+	if err := s.InitSchema(ctx); err != nil {
+		_ = s.Close()
+		return nil, fmt.Errorf("create the PostgreSQL idempotency store's tables in %s: %w", postgres.RedactURL(spec), err)
+	}
+	return s, nil
+}
+
+// purgingIdempotency is an idempotency store whose lapsed records stay until
+// purged (etcd's and PostgreSQL's; Redis and bolt expire their own).
+type purgingIdempotency interface {
+	idempotency.Store
+	io.Closer
+	Purge(context.Context) (int, error)
 }
 
 // purgeIdempotency deletes p's lapsed records every idemPurgeEvery until ctx
@@ -377,8 +412,12 @@ func startGateway(cfg gatewayConfig) (_ *gatewayServer, err error) {
 			return nil, err
 		}
 		store, g.idem = s, s
-	case etcd.IsURL(spec):
-		s, err := openEtcdIdempotency(spec, log)
+	case etcd.IsURL(spec), postgres.IsURL(spec):
+		open := func() (purgingIdempotency, error) { return openEtcdIdempotency(spec, log) }
+		if postgres.IsURL(spec) {
+			open = func() (purgingIdempotency, error) { return openPostgresIdempotency(spec, log) }
+		}
+		s, err := open()
 		if err != nil {
 			return nil, err
 		}

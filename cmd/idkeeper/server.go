@@ -51,7 +51,7 @@ type serverFlags struct {
 func (f *serverFlags) register(fs *flag.FlagSet) {
 	c := &f.cfg
 	fs.StringVar(&c.Listen, "listen", ":8080", "address to serve the REST API on, host:port")
-	f.store = secretVar(fs, &c.Store, "store", DefaultStore, "the store: bolt:PATH (a file idkeeper init made), redis://[:PASSWORD@]HOST:PORT/DB, redis+sentinel://SENTINEL:PORT/DB?master_name=NAME&addr=…, redis+cluster://NODE:PORT?addr=… (rediss… with TLS), etcd://[USER:PASSWORD@]HOST:PORT[,HOST:PORT…]/PREFIX (etcds… with TLS)", urlHasPassword)
+	f.store = secretVar(fs, &c.Store, "store", DefaultStore, "the store: bolt:PATH (a file idkeeper init made), redis://[:PASSWORD@]HOST:PORT/DB, redis+sentinel://SENTINEL:PORT/DB?master_name=NAME&addr=…, redis+cluster://NODE:PORT?addr=… (rediss… with TLS), etcd://[USER:PASSWORD@]HOST:PORT[,HOST:PORT…]/PREFIX (etcds… with TLS), postgres://USER[:PASSWORD]@HOST[:PORT][,HOST:PORT…]/DB[?sslmode=…&schema=…] (postgresql… too)", urlHasPassword)
 	fs.StringVar(&c.RedisPrefix, "redis-prefix", "", "prefix of every Redis key, to share one Redis between registries (default: the redis package's)")
 	fs.IntVar(&c.RedisWait, "redis-wait-replicas", 0, "Redis replicas that must acknowledge every Alloc and Renew (WAIT) before it is answered; 0: none")
 	fs.DurationVar(&f.leaseDuration, "lease-duration", idkeeper.DefaultLeaseDuration, "length a Renew extends a lease to; first-lease..8760h")
@@ -65,7 +65,8 @@ func (f *serverFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.StateFile, "state-file", "", "file where this replica keeps what it must remember across restarts to detect a store that lost writes (default: beside the bolt file, named after it, or ./data/"+server.StateFileName+"-<digest of the store>); it belongs to one store")
 	fs.BoolVar(&c.AdoptStateFile, "adopt-state-file", false, "take --state-file for this store's even though it records another store, or was written before state files recorded their store and saw another generation; a generation it saw that the store lost is then a reset")
 	fs.StringVar(&c.ReceiptSecretFile, "receipt-secret-file", "", "file holding the secret (at least 32 bytes, the same on every replica) that signs lease receipts; "+ReceiptSecretEnv+" may hold it instead (default: one generated beside the state file)")
-	fs.BoolVar(&c.AcceptLostWrites, "accept-lost-writes-on-redis-restart", false, "start even though Redis persists too little to keep acknowledged grants over a restart (no AOF, or appendfsync not always without --redis-wait-replicas); every such restart then quarantines the whole pool for lease + grace")
+	fs.BoolVar(&c.AcceptLostWrites, "accept-lost-writes", false, "start even though the store may lose acknowledged grants (Redis: no AOF, or appendfsync not always without --redis-wait-replicas; PostgreSQL: fsync or synchronous_commit off); every such loss then quarantines the whole pool for lease + grace")
+	fs.BoolVar(&c.AcceptLostWrites, "accept-lost-writes-on-redis-restart", false, "the older name of --accept-lost-writes")
 	fs.DurationVar(&f.drain, "shutdown-timeout", 20*time.Second, "how long a stopping server waits for requests in flight")
 	fs.StringVar(&c.AdminListen, "admin-listen", "", "serve the admin web (/admin/) on this host:port, with the API's TLS settings, instead of the API listener")
 	fs.StringVar(&c.AdminUser, "admin-user", DefaultAdminUser, "name of the first admin, created with the password in "+AdminPasswordEnv+" (or "+AdminPasswordEnv+"_FILE) when the store holds no account")
