@@ -133,3 +133,54 @@ func BenchmarkFleetAlloc(b *testing.B) {
 		})
 	}
 }
+
+// fillBatch grants n node IDs, 128 per requester from requester first: the
+// fast fill of BenchmarkReclaim4096, whose rounds fill the whole pool.
+func fillBatch(b *testing.B, s *postgres.Store, g idkeeper.Guard, first, n int, lease time.Duration) {
+	b.Helper()
+	for i := 0; n > 0; i++ {
+		count := min(n, 128)
+		benchAlloc(b, s, g, benchReq(first+i), count, lease)
+		n -= count
+	}
+}
+
+// BenchmarkReclaim4096 reclaims 4,096 expired leases in one call, as bolt's,
+// Redis's and etcd's do.
+func BenchmarkReclaim4096(b *testing.B) {
+	for _, sv := range benchServers(b) {
+		b.Run(sv.name, func(b *testing.B) {
+			s, clock, g := benchStore(b, sv.srv)
+			for round := 0; b.Loop(); round++ {
+				b.StopTimer()
+				fillBatch(b, s, g, 100000+round*100, benchPool, time.Minute)
+				clock.Advance(time.Hour)
+				b.StartTimer()
+				if n, err := s.Reclaim(b.Context(), g, 10*time.Minute); err != nil || n != benchPool {
+					b.Fatal(n, err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkCounts counts a pool with 4,000 node IDs leased, and one where they
+// are all expired but not reclaimed (in grace).
+func BenchmarkCounts(b *testing.B) {
+	for _, sv := range benchServers(b) {
+		for _, expired := range []bool{false, true} {
+			b.Run(sv.name+"/"+map[bool]string{false: "4000leased", true: "4000inGrace"}[expired], func(b *testing.B) {
+				s, clock, g := benchStore(b, sv.srv)
+				fillBatch(b, s, g, 1000, 4000, time.Minute)
+				if expired {
+					clock.Advance(time.Hour)
+				}
+				for b.Loop() {
+					if c, err := s.Counts(b.Context()); err != nil || c.Leased+c.InGrace != 4000 {
+						b.Fatal(c, err)
+					}
+				}
+			})
+		}
+	}
+}
