@@ -107,25 +107,33 @@ func idemPost(t *testing.T, base, key, body string) (int, string, string) {
 	return resp.StatusCode, resp.Header.Get(idempotency.HeaderReplayed), string(b)
 }
 
+// purgingGatewayRegistry starts a registry on a bolt file for gateway tests and
+// makes the gateways purge lapsed idempotency records every 100 ms; both undone
+// in t.Cleanup.
+func purgingGatewayRegistry(t *testing.T) (context.Context, *server.Server) {
+	t.Helper()
+	purgeEvery := idemPurgeEvery
+	idemPurgeEvery = 100 * time.Millisecond
+	t.Cleanup(func() { idemPurgeEvery = purgeEvery })
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	reg, err := server.Open(ctx, server.Config{Listen: "127.0.0.1:0", Store: "bolt:" + filepath.Join(t.TempDir(), "r.db"),
+		InitStore: true, BootstrapAPIKey: bootstrapKey, ShutdownTimeout: time.Second, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { reg.Close() })
+	return ctx, reg
+}
+
 // The gateway's --idempotency-store on etcd (issue #17): two gateways on one
 // embedded etcd share the records under the URL's prefix: a request replayed with
 // its Idempotency-Key gets the same IDs from either gateway, another body with
 // the key gets 422 IDEMPOTENCY_KEY_REUSED_WITH_DIFFERENT_REQUEST, as on Redis;
 // the lapsed records are purged (etcd keeps them otherwise); both stop cleanly.
 func TestGatewayIdempotencyOnEtcd(t *testing.T) {
-	purgeEvery := idemPurgeEvery
-	idemPurgeEvery = 100 * time.Millisecond
-	t.Cleanup(func() { idemPurgeEvery = purgeEvery })
-
 	srv := etcdtest.Start(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	reg, err := server.Open(ctx, server.Config{Listen: "127.0.0.1:0", Store: "bolt:" + filepath.Join(t.TempDir(), "r.db"),
-		InitStore: true, BootstrapAPIKey: bootstrapKey, ShutdownTimeout: time.Second, Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reg.Close()
+	ctx, reg := purgingGatewayRegistry(t)
 	store := "etcd://" + strings.TrimPrefix(srv.Endpoints()[0], "http://") + "/gw-idem"
 	env := map[string]string{"IDKEEPER_API_KEY": bootstrapKey}
 	args := []string{"--server", "http://" + reg.Addr().String(), "--idempotency-store", store}

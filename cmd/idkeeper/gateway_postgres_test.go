@@ -1,10 +1,8 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +11,6 @@ import (
 
 	"github.com/idkeeper/idkeeper/idempotency"
 	"github.com/idkeeper/idkeeper/internal/harness/pgtest"
-	"github.com/idkeeper/idkeeper/server"
 )
 
 // The gateway's --idempotency-store on PostgreSQL (issue #32): the first gateway
@@ -21,19 +18,8 @@ import (
 // same IDs from either, another body 422), the lapsed records are purged, and
 // the URL's password is in no log line.
 func TestGateway_IdempotencyOnPostgres(t *testing.T) {
-	purgeEvery := idemPurgeEvery
-	idemPurgeEvery = 100 * time.Millisecond
-	t.Cleanup(func() { idemPurgeEvery = purgeEvery })
-
 	pg := pgtest.Start(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	reg, err := server.Open(ctx, server.Config{Listen: "127.0.0.1:0", Store: "bolt:" + filepath.Join(t.TempDir(), "r.db"),
-		InitStore: true, BootstrapAPIKey: bootstrapKey, ShutdownTimeout: time.Second, Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reg.Close()
+	ctx, reg := purgingGatewayRegistry(t)
 	store := pg.URL() + "&schema=gwidem" // pgtest's URLs have a query (sslmode)
 	// The URL holds a password: from the environment, never argv.
 	env := map[string]string{"IDKEEPER_API_KEY": bootstrapKey, "IDKEEPER_IDEMPOTENCY_STORE": store}
