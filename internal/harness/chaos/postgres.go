@@ -37,8 +37,12 @@ import (
 // names it.
 const pgStandbyName = "standby1"
 
-// pgPromoteTimeout bounds the wait for a promoted standby's store to answer.
-const pgPromoteTimeout = 30 * time.Second
+// pgPromoteTimeout bounds the wait for a promoted standby's store to answer;
+// cutTimeout the wait for a grant while CutStandby keeps the standby down.
+const (
+	pgPromoteTimeout = 30 * time.Second
+	cutTimeout       = 10 * time.Second
+)
 
 // Readiness lines of a replica's /readyz (postgres.Durability.String) with a
 // synchronous and with an asynchronous standby.
@@ -126,22 +130,35 @@ type PGFailover struct {
 	Heal          time.Time
 }
 
-// CutStandby kills the standby with SIGKILL and waits d: the grants of that time
-// are committed on the primary only (asynchronous replication does not wait), and
-// the standby, resumed by FailoverPostgres after the primary is gone, never gets
-// them. A synchronous standby's primary would stall its commits instead: refused.
+// CutStandby kills the standby with SIGKILL and waits d, and longer (up to
+// cutTimeout) until the primary granted a node ID meanwhile (its fencing counter
+// grew): grants committed on the primary only (asynchronous replication does not
+// wait), which the standby, resumed by FailoverPostgres after the primary is
+// gone, never gets. A synchronous standby's primary would stall its commits
+// instead: refused.
 func (c *Cluster) CutStandby(ctx context.Context, d time.Duration) error {
 	if c.PGStandby == nil || c.opts.SyncStandby {
 		return fmt.Errorf("CutStandby needs a PostgreSQL store with an asynchronous standby")
 	}
+	before, err := pgFence(ctx, c.PG)
+	if err != nil {
+		return err
+	}
 	at := time.Now()
 	c.PGStandby.Kill(c.t)
 	ok := sleepCtx(ctx, d)
+	fence := before
+	for ok && fence == before && time.Since(at) < cutTimeout {
+		if fence, err = pgFence(ctx, c.PG); err != nil {
+			return err
+		}
+		ok = fence > before || sleepCtx(ctx, 100*time.Millisecond)
+	}
 	c.record(Fault{Kind: "postgres-standby-down", Target: "standby", Global: true, At: at, Heal: time.Now()})
 	if !ok {
 		return ctx.Err()
 	}
-	return nil
+	return errIf(fence == before, "no node ID was granted in the %v the standby was down (fence %d)", cutTimeout, fence)
 }
 
 // FailoverPostgres reads the primary's fencing counter, kills the primary with
@@ -160,16 +177,21 @@ func (c *Cluster) FailoverPostgres(ctx context.Context, standbyDown bool) (PGFai
 	}
 	at := time.Now()
 	c.PG.Kill(c.t)
+	resumed := time.Now()
 	if standbyDown {
 		c.PGStandby.Resume(c.t)
+		resumed = time.Now()
 	}
 	c.PGStandby.Promote(c.t)
+	promoted := time.Now()
 	if f.After, err = pgFence(ctx, c.PGStandby); err != nil {
 		return f, err
 	}
 	f.Heal = time.Now()
-	c.t.Logf("postgres failover: primary %s killed (fence %d), standby %s promoted (fence %d) in %v",
-		c.PG.Addr(), f.Before, c.PGStandby.Addr(), f.After, f.Heal.Sub(at).Round(time.Millisecond))
+	c.t.Logf("postgres failover: primary %s killed (fence %d), standby %s promoted (fence %d) in %v "+
+		"(standby started %v, promoted %v, answered %v)", c.PG.Addr(), f.Before, c.PGStandby.Addr(), f.After,
+		f.Heal.Sub(at).Round(time.Millisecond), resumed.Sub(at).Round(time.Millisecond),
+		promoted.Sub(resumed).Round(time.Millisecond), f.Heal.Sub(promoted).Round(time.Millisecond))
 	c.record(Fault{Kind: "postgres-failover", Global: true, At: at, Heal: f.Heal})
 	return f, nil
 }
@@ -218,13 +240,17 @@ func (c *Cluster) readyDurability(ctx context.Context) ([]string, error) {
 // the lease history).
 //
 // Without it the standby is asynchronous, and the loss is made real: the standby
-// is killed 3 s before the primary, so the grants of those seconds are on the
-// primary only, then resumed on its data and promoted. /readyz says "may lose
-// acknowledged grants"; the promoted standby's fencing counter is below the
-// primary's (the fault bit); the replicas must detect the lower counter (the
-// fencing check of DESIGN §7) and declare a store reset (Resets ≥ 1), quarantine
-// every unclaimed node ID for lease + grace and restore the live holders from their
-// receipts; no node ID is served twice.
+// is killed 3 s before the primary (CutStandby: longer if no node ID was granted
+// meanwhile), so the grants of those seconds are on the primary only, then
+// resumed on its data and promoted. /readyz says "may lose acknowledged grants";
+// the promoted standby's fencing counter is below the primary's (the fault bit);
+// the replicas must detect the lower counter (the fencing check of DESIGN §7) and
+// declare a store reset (Resets ≥ 1; both replicas log it: one writes the new
+// generation, the other adopts it), quarantining every unclaimed node ID for lease
+// + grace (allocs are refused meanwhile); no node ID is served twice, and property
+// 6 is not judged (the lost grants are missing from the lease history). The
+// holders whose lease outlived the outage renew with their receipts and are
+// restored (Report.Restored, not judged: 0 when the failover outlasts the lease).
 func PostgresFailover(sync bool) Scenario {
 	sc := Scenario{Name: "postgres-failover-async", Postgres: true, SyncStandby: sync}
 	want := pgDurableAsync
