@@ -12,6 +12,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/internal/harness/pgtest"
 	"github.com/idkeeper/idkeeper/internal/wire"
 	"github.com/idkeeper/idkeeper/postgres"
@@ -103,19 +106,30 @@ func waitSyncStandby(pg *pgtest.Server, timeout time.Duration) error {
 }
 
 // pgFence reads the fencing counter (the highest token handed out) of the store on
-// pg alone, through the store's own read (postgres.Store.Status).
-func pgFence(ctx context.Context, pg *pgtest.Server) (uint64, error) {
+// pg alone, through the store's own read (postgres.Store.Status, a read-only
+// transaction, which a standby in recovery serves too). On a standby it first
+// waits until the standby replayed every WAL record it has (replayed).
+func pgFence(ctx context.Context, pg *pgtest.Server, standby bool) (uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, pgPromoteTimeout)
 	defer cancel()
+	pool, err := pgxpool.New(ctx, pg.URL())
+	if err != nil {
+		return 0, err
+	}
+	defer pool.Close()
+	s, err := postgres.New(pool, postgres.Options{})
+	if err != nil {
+		return 0, err
+	}
 	for {
-		s, err := postgres.Open(ctx, pg.URL(), postgres.Options{})
+		if standby {
+			err = replayed(ctx, pool)
+		}
 		if err == nil {
-			st, serr := s.Status(ctx)
-			s.Close()
-			if serr == nil {
+			var st idkeeper.StoreStatus
+			if st, err = s.Status(ctx); err == nil {
 				return st.Fence, nil
 			}
-			err = serr
 		}
 		if !sleepCtx(ctx, 100*time.Millisecond) {
 			return 0, fmt.Errorf("the fencing counter of PostgreSQL at %s: %w", pg.Addr(), err)
@@ -123,8 +137,32 @@ func pgFence(ctx context.Context, pg *pgtest.Server) (uint64, error) {
 	}
 }
 
+// replayed returns once a standby whose primary is gone replayed all the WAL it
+// has: the position it replayed stayed put for 300 ms. (What it received and
+// flushed, which a synchronous commit waited for, may be ahead of what it
+// applied; promotion applies it all first.)
+func replayed(ctx context.Context, pool *pgxpool.Pool) error {
+	var last string
+	for same := 0; same < 3; {
+		var lsn string
+		if err := pool.QueryRow(ctx, `SELECT coalesce(pg_last_wal_replay_lsn()::text, '')`).Scan(&lsn); err != nil {
+			return err
+		}
+		if lsn == last {
+			same++
+		} else {
+			last, same = lsn, 0
+		}
+		if !sleepCtx(ctx, 100*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
 // PGFailover is what FailoverPostgres saw: the fencing counter of the primary a
-// moment before it was killed, and of the promoted standby.
+// moment before it was killed, and of the standby just before its promotion
+// (after it, the replicas may already have raised it recovering from a reset).
 type PGFailover struct {
 	Before, After uint64
 	Heal          time.Time
@@ -140,16 +178,18 @@ func (c *Cluster) CutStandby(ctx context.Context, d time.Duration) error {
 	if c.PGStandby == nil || c.opts.SyncStandby {
 		return fmt.Errorf("CutStandby needs a PostgreSQL store with an asynchronous standby")
 	}
-	before, err := pgFence(ctx, c.PG)
+	at := time.Now()
+	c.PGStandby.Kill(c.t)
+	// Read after the kill: the standby has at most this, so a higher counter
+	// later is a grant on the primary alone.
+	before, err := pgFence(ctx, c.PG, false)
 	if err != nil {
 		return err
 	}
-	at := time.Now()
-	c.PGStandby.Kill(c.t)
 	ok := sleepCtx(ctx, d)
 	fence := before
 	for ok && fence == before && time.Since(at) < cutTimeout {
-		if fence, err = pgFence(ctx, c.PG); err != nil {
+		if fence, err = pgFence(ctx, c.PG, false); err != nil {
 			return err
 		}
 		ok = fence > before || sleepCtx(ctx, 100*time.Millisecond)
@@ -163,35 +203,37 @@ func (c *Cluster) CutStandby(ctx context.Context, d time.Duration) error {
 
 // FailoverPostgres reads the primary's fencing counter, kills the primary with
 // SIGKILL (the postmaster and every backend), starts the standby again if
-// CutStandby stopped it, promotes it (pg_ctl promote) and reads its fencing
-// counter; the failover is recorded as a global fault healed once the promoted
-// standby answers.
+// CutStandby stopped it, reads the standby's fencing counter once it replayed
+// what it has, and promotes it (pg_ctl promote); the failover is recorded as a
+// global fault healed once the promoted standby answers.
 func (c *Cluster) FailoverPostgres(ctx context.Context, standbyDown bool) (PGFailover, error) {
 	var f PGFailover
 	if c.PG == nil {
 		return f, fmt.Errorf("FailoverPostgres needs a PostgreSQL store (Options.Postgres)")
 	}
 	var err error
-	if f.Before, err = pgFence(ctx, c.PG); err != nil {
+	if f.Before, err = pgFence(ctx, c.PG, false); err != nil {
 		return f, err
 	}
 	at := time.Now()
 	c.PG.Kill(c.t)
-	resumed := time.Now()
 	if standbyDown {
 		c.PGStandby.Resume(c.t)
-		resumed = time.Now()
 	}
+	if f.After, err = pgFence(ctx, c.PGStandby, true); err != nil {
+		return f, err
+	}
+	read := time.Now()
 	c.PGStandby.Promote(c.t)
 	promoted := time.Now()
-	if f.After, err = pgFence(ctx, c.PGStandby); err != nil {
+	if _, err = pgFence(ctx, c.PGStandby, false); err != nil {
 		return f, err
 	}
 	f.Heal = time.Now()
 	c.t.Logf("postgres failover: primary %s killed (fence %d), standby %s promoted (fence %d) in %v "+
-		"(standby started %v, promoted %v, answered %v)", c.PG.Addr(), f.Before, c.PGStandby.Addr(), f.After,
-		f.Heal.Sub(at).Round(time.Millisecond), resumed.Sub(at).Round(time.Millisecond),
-		promoted.Sub(resumed).Round(time.Millisecond), f.Heal.Sub(promoted).Round(time.Millisecond))
+		"(standby read %v, promoted %v, answered %v)", c.PG.Addr(), f.Before, c.PGStandby.Addr(), f.After,
+		f.Heal.Sub(at).Round(time.Millisecond), read.Sub(at).Round(time.Millisecond),
+		promoted.Sub(read).Round(time.Millisecond), f.Heal.Sub(promoted).Round(time.Millisecond))
 	c.record(Fault{Kind: "postgres-failover", Global: true, At: at, Heal: f.Heal})
 	return f, nil
 }
@@ -234,8 +276,9 @@ func (c *Cluster) readyDurability(ctx context.Context) ([]string, error) {
 // With sync (synchronous_standby_names names the standby) PostgreSQL answers a
 // commit only once the standby has it: the promoted standby holds every
 // acknowledged grant. /readyz says "an acknowledged grant is on a standby"; the
-// promoted standby's fencing counter is at least the primary's a moment before the
-// kill; the replicas log no store reset, restore nothing from a receipt and see
+// standby's fencing counter, read before its promotion once it replayed what it
+// has (after it, a replica's reset recovery could raise it), is at least the
+// primary's a moment before the kill; the replicas log no store reset, restore nothing from a receipt and see
 // no contest; the checker is clean, property 6 included (every grant is still in
 // the lease history).
 //
@@ -243,7 +286,7 @@ func (c *Cluster) readyDurability(ctx context.Context) ([]string, error) {
 // is killed 3 s before the primary (CutStandby: longer if no node ID was granted
 // meanwhile), so the grants of those seconds are on the primary only, then
 // resumed on its data and promoted. /readyz says "may lose acknowledged grants";
-// the promoted standby's fencing counter is below the primary's (the fault bit);
+// the standby's fencing counter is below the primary's (the fault bit);
 // the replicas must detect the lower counter (the fencing check of DESIGN §7) and
 // declare a store reset (Resets ≥ 1; both replicas log it: one writes the new
 // generation, the other adopts it), quarantining every unclaimed node ID for lease
