@@ -40,8 +40,9 @@ import (
 // names it.
 const pgStandbyName = "standby1"
 
-// pgPromoteTimeout bounds the wait for a promoted standby's store to answer;
-// cutTimeout the wait for a grant while CutStandby keeps the standby down.
+// pgPromoteTimeout bounds each read of a fencing counter (pgFence: a standby's
+// replay included); cutTimeout the wait for a grant while CutStandby keeps the
+// standby down.
 const (
 	pgPromoteTimeout = 30 * time.Second
 	cutTimeout       = 10 * time.Second
