@@ -18,6 +18,7 @@ import (
 
 	"github.com/idkeeper/idkeeper/clockcheck/clockchecktest"
 	"github.com/idkeeper/idkeeper/internal/harness/etcdtest"
+	"github.com/idkeeper/idkeeper/internal/harness/pgtest"
 	"github.com/idkeeper/idkeeper/internal/harness/redistest"
 )
 
@@ -65,6 +66,10 @@ type Options struct {
 	// Etcd runs the store as a three-member etcd cluster (etcd.go) instead of
 	// Redis; AOF, Sentinel and WaitReplicas are then unused.
 	Etcd bool
+	// Postgres runs the store as a PostgreSQL primary with a streaming standby
+	// (postgres.go), synchronous when SyncStandby; AOF, Sentinel and WaitReplicas
+	// are then unused.
+	Postgres, SyncStandby bool
 	// ServerControl, when set, runs the replicas as chaosserver on that store
 	// control (internal/harness/chaos/controls); ClientControl is chaosclient's --control.
 	// Both are for negative controls only; the gateway is never affected.
@@ -85,7 +90,8 @@ type Fault struct {
 }
 
 // Cluster is the topology of one chaos run on loopback: one redis-server (or a
-// Sentinel topology, Options.Sentinel), two registry server replicas sharing it,
+// Sentinel topology, an etcd cluster, a PostgreSQL primary and standby: Options),
+// two registry server replicas sharing it,
 // and client processes that each reach the replicas through a Proxy of their own
 // (balanced over both), so a test can cut or slow one client's network alone.
 type Cluster struct {
@@ -104,9 +110,11 @@ type Cluster struct {
 	Redis    *redistest.Server
 	Sentinel *redistest.Sentinel
 	// Etcd is the etcd cluster of Options.Etcd (then Redis, Sentinel and rdb are nil).
-	Etcd  *etcdtest.Server
-	store string
-	rdb   *goredis.Client // on Sentinel, a failover client: it follows the master
+	Etcd *etcdtest.Server
+	// PG is the primary of Options.Postgres, PGStandby its standby (postgres.go).
+	PG, PGStandby *pgtest.Server
+	store         string
+	rdb           *goredis.Client // on Sentinel, a failover client: it follows the master
 
 	mu       sync.Mutex
 	servers  []*serverProc
@@ -159,6 +167,8 @@ func StartCluster(t testing.TB, dir string, bins Binaries, opts Options) *Cluste
 	switch {
 	case opts.Etcd:
 		c.startEtcd()
+	case opts.Postgres:
+		c.startPostgres()
 	case opts.Sentinel:
 		c.Sentinel = redistest.StartSentinel(t, redistest.WithDataOptions(ropts...))
 		c.store = c.Sentinel.URL() // no password: argv is fine

@@ -1,6 +1,9 @@
 // Package chaos is the fault-injection suite (issue #5): it starts real processes
 // on loopback — a redis-server (or a Sentinel topology of a master, two replicas
-// and three sentinels, for the failover scenarios of issue #15), two registry
+// and three sentinels, for the failover scenarios of issue #15; a three-member
+// etcd cluster, issue #17; a PostgreSQL primary with a streaming standby, which
+// the replicas reach through one multi-host URL, for the failover scenarios of
+// issue #32, postgres.go), two registry
 // server replicas sharing it, and client processes (cmd/chaosclient) that embed
 // the real client library and mint IDs as fast as their rate bound allows, each
 // behind a TCP Proxy of its own — injects faults, and checks the histories the

@@ -57,6 +57,9 @@ type Scenario struct {
 	WaitReplicas int
 	// Etcd runs the store as a three-member etcd cluster (Options.Etcd).
 	Etcd bool
+	// Postgres runs the store as a PostgreSQL primary with a streaming standby,
+	// synchronous when SyncStandby (Options.Postgres).
+	Postgres, SyncStandby bool
 	// AgentProcess runs one real clock-agent process for both replicas
 	// (Options.AgentProcess).
 	AgentProcess bool
@@ -95,7 +98,8 @@ func RunScenario(t testing.TB, bins Binaries, dir string, sc Scenario, p Plan, s
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	c := StartCluster(t, dir, bins, Options{Settings: set, AOF: !sc.NoAOF, Sentinel: sc.Sentinel, WaitReplicas: sc.WaitReplicas, Etcd: sc.Etcd, ServerControl: serverControl, ClientControl: clientControl,
+	c := StartCluster(t, dir, bins, Options{Settings: set, AOF: !sc.NoAOF, Sentinel: sc.Sentinel, WaitReplicas: sc.WaitReplicas, Etcd: sc.Etcd,
+		Postgres: sc.Postgres, SyncStandby: sc.SyncStandby, ServerControl: serverControl, ClientControl: clientControl,
 		AgentProcess: sc.AgentProcess})
 	// The gateway starts first: under contention, its library-default back-off
 	// (3 s and up) would lose every race for a node ID to the clients' 100 ms.

@@ -16,11 +16,12 @@ const (
 	ClientNoInstance = "no-instance"
 )
 
-// Scenarios is the fault catalogue of issues #5, #8, #12, #13, #15, #17 and #29, one fault kind per scenario.
+// Scenarios is the fault catalogue of issues #5, #8, #12, #13, #15, #17, #29 and #32, one fault kind per scenario.
 func Scenarios() []Scenario {
 	return []Scenario{KillClients(), SigstopClients(), Partition(), KillLockHolder(), RedisReset(), ClockSkew(), Contention(),
 		Twins(), RegistryRestartDuringWipe(), ForgedCalls(), RestoreOldBackup(), ClockAgentOffset(),
-		SentinelFailover(true), SentinelFailover(false), EtcdLeaderFaults(), AgentFlood()}
+		SentinelFailover(true), SentinelFailover(false), EtcdLeaderFaults(), AgentFlood(),
+		PostgresFailover(true), PostgresFailover(false)}
 }
 
 // Controls are the negative controls: each must make the checker fail.
