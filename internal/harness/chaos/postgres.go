@@ -57,7 +57,8 @@ const (
 
 // startPostgres starts the primary and its standby, makes the standby
 // synchronous when Options.SyncStandby asks (and waits until the primary reports
-// it so: the replicas read the durability once, at start) and points c.store at
+// it so: the replicas read the durability at start, and recheck it only every
+// minute) and points c.store at
 // both. The standby gets synchronous_standby_names from neither its command line
 // nor its configuration files (SetSynchronous writes the primary's
 // postgresql.auto.conf after the base backup), so once promoted it waits for no
