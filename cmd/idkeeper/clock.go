@@ -7,7 +7,6 @@ import (
 
 	"github.com/idkeeper/idkeeper"
 	"github.com/idkeeper/idkeeper/clockcheck"
-	"github.com/idkeeper/idkeeper/etcd"
 	"github.com/idkeeper/idkeeper/server"
 )
 
@@ -16,7 +15,7 @@ import (
 // clock agent before it listens and every --clock-check-interval after; the
 // first failure fails it closed for good: it grants nothing, hands back its job
 // locks and exits with exitClockUnverified, for its supervisor to start a fresh
-// process (issue #29). On a shared store (Redis, etcd) the agent is required
+// process (issue #29). On a shared store (Redis, etcd, PostgreSQL) the agent is required
 // unless --unsafe-no-clock-agent says otherwise.
 
 // ClockSecretEnv names the environment variable that may hold the clock agent's
@@ -36,22 +35,23 @@ type clockFlags struct {
 
 func (f *clockFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.agent, "clock-agent", "", "HOST:PORT of the TCKCLK 2 clock agent (`idkeeper clock-agent`) that vouches for this server's clock and the store's; "+
-		"required on a shared store (Redis, etcd) unless --unsafe-no-clock-agent")
+		"required on a shared store (Redis, etcd, PostgreSQL) unless --unsafe-no-clock-agent")
 	fs.StringVar(&f.secretFile, "clock-secret-file", "", "file holding the clock agent's secret (at least 32 bytes, apart from every other credential); "+
 		ClockSecretEnv+" may hold the secret itself instead")
 	fs.DurationVar(&f.delta, "clock-delta", DefaultClockDelta, "Δ: the most two replicas' clocks may differ; every error bound must stay within Δ/2, "+
 		"and cleanup waits Δ past expiry + grace; 2ms..60s")
 	fs.DurationVar(&f.interval, "clock-check-interval", clockcheck.DefaultInterval, "time between two samples of the clock agent; 100ms..1m")
-	fs.BoolVar(&f.unsafeNoAgent, "unsafe-no-clock-agent", false, "serve a shared store (Redis, etcd) without a clock agent: nothing bounds how far "+
+	fs.BoolVar(&f.unsafeNoAgent, "unsafe-no-clock-agent", false, "serve a shared store (Redis, etcd, PostgreSQL) without a clock agent: nothing bounds how far "+
 		"the replicas' clocks drift apart, and a replica whose clock runs late reclaims leases early (duplicate IDs); logged, and shown in /readyz and the admin")
 }
 
 // config checks the flags against the store: a shared store needs an agent or
 // the explicit --unsafe-no-clock-agent.
 func (f *clockFlags) config(env lookupEnv, store string) (server.ClockConfig, error) {
-	// Every store but a replica's own bolt file may be shared by replicas; on etcd
-	// each replica's clock is the time authority, so only the agent bounds them.
-	shared := strings.HasPrefix(store, "redis") || etcd.IsURL(store)
+	// Every store but a replica's own bolt file may be shared by replicas (Redis,
+	// etcd, PostgreSQL, and any store added later: fail closed); on etcd each
+	// replica's clock is the time authority, so only the agent bounds them.
+	shared := !strings.HasPrefix(store, "bolt:")
 	switch {
 	case f.agent != "" && f.unsafeNoAgent:
 		return server.ClockConfig{}, usagef("--clock-agent and --unsafe-no-clock-agent contradict each other: give one")

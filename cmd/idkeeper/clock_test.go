@@ -130,12 +130,20 @@ func TestClockFlagsChecked(t *testing.T) {
 	rs := redistest.Start(t)
 	short := filepath.Join(t.TempDir(), "short")
 	writeFile(t, short, "too short")
+	// A store URL in a file is judged as the store, not as the default it replaces.
+	storeFile := filepath.Join(t.TempDir(), "store")
+	writeFile(t, storeFile, rs.URL())
 	for _, c := range []struct {
 		args []string
 		env  map[string]string
 		want string
 	}{
 		{[]string{"--store", rs.URL()}, nil, "is shared by replicas: give --clock-agent HOST:PORT"},
+		{[]string{"--store-file", storeFile}, nil, "is shared by replicas: give --clock-agent HOST:PORT"},
+		{nil, map[string]string{"IDKEEPER_STORE_FILE": storeFile}, "is shared by replicas: give --clock-agent HOST:PORT"},
+		// Issue #32: PostgreSQL is a shared store (nothing need answer there: the flags are checked first).
+		{[]string{"--store", "postgres://idkeeper@127.0.0.1:1/idk"}, nil, "is shared by replicas: give --clock-agent HOST:PORT"},
+		{[]string{"--store", "postgresql://idkeeper@127.0.0.1:1/idk"}, nil, "is shared by replicas: give --clock-agent HOST:PORT"},
 		{[]string{"--clock-agent", "127.0.0.1:1", "--unsafe-no-clock-agent"}, nil, "contradict each other"},
 		{[]string{"--clock-secret-file", short}, nil, "--clock-secret-file needs --clock-agent"},
 		{[]string{"--clock-agent", "127.0.0.1:1"}, nil, "--clock-agent needs its secret"},
@@ -149,7 +157,7 @@ func TestClockFlagsChecked(t *testing.T) {
 			"clock-check-interval = 10ms is outside its range 100ms..1m0s"},
 	} {
 		args := append([]string{"server", "--listen", "127.0.0.1:0"}, c.args...)
-		if !strings.Contains(strings.Join(c.args, " "), "--store") {
+		if !strings.Contains(strings.Join(c.args, " "), "--store") && c.env["IDKEEPER_STORE_FILE"] == "" {
 			args = append(args, "--store", "bolt:"+filepath.Join(t.TempDir(), "idk.db"))
 		}
 		code, _, stderr := runInProcess(context.Background(), args, c.env)

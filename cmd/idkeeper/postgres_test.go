@@ -22,7 +22,8 @@ func TestServer_PostgresDurabilityIsDecidedAtStart(t *testing.T) {
 			if code, _, stderr := runInProcess(t.Context(), []string{"init"}, env); code != exitOK {
 				t.Fatalf("init: exit %d: %s", code, stderr)
 			}
-			args := []string{"--state-file", filepath.Join(t.TempDir(), "state")}
+			// Not about the clock check: PostgreSQL is a shared store, which needs an agent or this flag.
+			args := []string{"--state-file", filepath.Join(t.TempDir(), "state"), "--unsafe-no-clock-agent"}
 			s, code := startInProcess(t, args, env)
 			if fsync {
 				if s.base == "" {

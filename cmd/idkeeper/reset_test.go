@@ -30,7 +30,7 @@ func startInProcess(t *testing.T, args []string, env map[string]string) (s *inPr
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	args = append([]string{"server", "--listen", "127.0.0.1:0", "--log-format", "json"}, args...)
-	if slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "redis") }) && !slices.Contains(args, "--clock-agent") {
+	if slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "redis") || strings.HasPrefix(a, "postgres") }) && !slices.Contains(args, "--clock-agent") {
 		// These tests are not about the clock check (clock_test.go is): a server
 		// on Redis runs without an agent, as the flag allows.
 		args = append(args, "--unsafe-no-clock-agent")

@@ -152,9 +152,6 @@ func (f *serverFlags) config(env lookupEnv, stderr io.Writer) (server.Config, er
 	if c.Alerts, err = f.alerts.config(); err != nil {
 		return c, err
 	}
-	if c.ClockCheck, err = f.clock.config(env, c.Store); err != nil {
-		return c, err
-	}
 	if c.BootstrapAPIKey, err = envSecret(env, BootstrapKeyEnv); err != nil {
 		return c, err
 	}
@@ -168,6 +165,11 @@ func (f *serverFlags) config(env lookupEnv, stderr io.Writer) (server.Config, er
 		return c, err
 	}
 	c.Store = f.cfg.Store
+	// After the store's secret is resolved: a URL from --store-file is the store
+	// the clock rule judges, not the default it replaced.
+	if c.ClockCheck, err = f.clock.config(env, c.Store); err != nil {
+		return c, err
+	}
 	n, err := f.listen.load(c.Logger)
 	if err != nil {
 		return c, err
