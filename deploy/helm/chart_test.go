@@ -39,8 +39,15 @@ var storeCases = []storeCase{
 			"redis": map[string]any{"waitReplicas": 1}},
 		"registry": map[string]any{"replicas": 3}}},
 	{name: "etcd", shared: true, values: map[string]any{
-		"store":    map[string]any{"type": "etcd", "url": "etcd://etcd-0.etcd:2379,etcd-1.etcd:2379,etcd-2.etcd:2379/idkeeper"},
-		"registry": map[string]any{"replicas": 2}, "clockAgent": map[string]any{"source": "ntp"}}},
+		"store": map[string]any{"type": "etcd",
+			"url": "etcds://etcd-0.etcd:2379,etcd-1.etcd:2379,etcd-2.etcd:2379/idkeeper?cacert=/run/idkeeper/etcd-tls/ca.pem"},
+		"registry": map[string]any{"replicas": 2,
+			"extraVolumes":      []any{map[string]any{"name": "etcd-tls", "secret": map[string]any{"secretName": "etcd-client-tls"}}},
+			"extraVolumeMounts": []any{map[string]any{"name": "etcd-tls", "mountPath": "/run/idkeeper/etcd-tls", "readOnly": true}}},
+		"gateway": map[string]any{
+			"extraVolumes":      []any{map[string]any{"name": "etcd-tls", "secret": map[string]any{"secretName": "etcd-client-tls"}}},
+			"extraVolumeMounts": []any{map[string]any{"name": "etcd-tls", "mountPath": "/run/idkeeper/etcd-tls", "readOnly": true}}},
+		"clockAgent": map[string]any{"source": "ntp"}}},
 	{name: "postgres", shared: true, values: map[string]any{
 		"store":    map[string]any{"type": "postgres", "existingSecret": "idk-pg"},
 		"registry": map[string]any{"replicas": 2}, "pool": map[string]any{"nodes": "1024"}}},
@@ -581,4 +588,24 @@ func TestMonitoringObjects(t *testing.T) {
 		t.Errorf("the ServiceMonitor scrapes %v, want %v", scraped, want)
 	}
 	checkPrometheusRule(t, r)
+}
+
+// TestExtraVolumesReachEveryStoreClient: the files an etcds:// URL names (a CA
+// here) are mounted wherever the URL is used: the registry, the init Job and the
+// gateway that keeps its records in the store.
+func TestExtraVolumesReachEveryStoreClient(t *testing.T) {
+	i := slices.IndexFunc(storeCases, func(c storeCase) bool { return c.name == "etcd" })
+	r := renderChart(t, storeCases[i].values)
+	pods := podTemplates(r)
+	for _, name := range []string{"StatefulSet/" + named("registry"), "Job/" + named("init"), "Deployment/" + named("gateway")} {
+		p, ok := pods[name]
+		if !ok {
+			t.Fatalf("no %s rendered", name)
+		}
+		ctr := p.Spec.Containers[0]
+		if !slices.ContainsFunc(ctr.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == "/run/idkeeper/etcd-tls" }) ||
+			!slices.ContainsFunc(p.Spec.Volumes, func(v corev1.Volume) bool { return v.Secret != nil && v.Secret.SecretName == "etcd-client-tls" }) {
+			t.Errorf("%s does not mount the store's TLS files", name)
+		}
+	}
 }

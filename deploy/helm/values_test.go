@@ -57,6 +57,7 @@ func TestChartRefusesUnsafeValues(t *testing.T) {
 			"gateway": map[string]any{"idempotencyStore": "store"}}, "cannot hold the gateway's records"},
 		{"a secret literal in extraEnv", map[string]any{"registry": map[string]any{"extraEnv": []map[string]any{
 			{"name": "IDKEEPER_ADMIN_API_KEY", "value": "idk_0123456789abcdef0123456789"}}}}, "extraEnv IDKEEPER_ADMIN_API_KEY is a secret setting"},
+		{"a misspelt key", map[string]any{"store": map[string]any{"typ": "redis"}}, "additional properties 'typ' not allowed"},
 		{"bolt with a store URL", map[string]any{"store": map[string]any{"type": "bolt", "url": "bolt:/x"}}, "store.type bolt takes no store.url"},
 	}
 	for _, c := range cases {
