@@ -3,6 +3,7 @@ package helm_test
 import (
 	"bytes"
 	"os"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
@@ -267,5 +268,35 @@ func TestEmbeddedClientExample(t *testing.T) {
 	}
 	if !uid || !key {
 		t.Errorf("the example's env: POD_UID from metadata.uid %v, IDKEEPER_API_KEY from a Secret %v", uid, key)
+	}
+}
+
+// TestPackagedChartCarriesTheRules: `helm package` keeps files/alerts.yaml, so the
+// packaged chart (what a chart repository serves) renders the same PrometheusRule
+// as the directory.
+func TestPackagedChartCarriesTheRules(t *testing.T) {
+	dir := t.TempDir()
+	if stdout, stderr, err := runHelm(t, "package", chartDir, "--destination", dir); err != nil {
+		t.Fatalf("helm package: %v\n%s%s", err, stdout, stderr)
+	}
+	pkgs, err := filepath.Glob(filepath.Join(dir, "idkeeper-*.tgz"))
+	if err != nil || len(pkgs) != 1 {
+		t.Fatalf("helm package wrote %v (%v)", pkgs, err)
+	}
+	values := writeValues(t, map[string]any{"monitoring": map[string]any{"prometheusRule": map[string]any{"enabled": true}}})
+	render := func(chart string) string {
+		stdout, stderr, err := runHelm(t, "template", release, chart, "--namespace", namespace, "-f", values,
+			"--show-only", "templates/monitoring.yaml")
+		if err != nil {
+			t.Fatalf("helm template %s: %v\n%s", chart, err, stderr)
+		}
+		return stdout
+	}
+	fromDir, fromPkg := render(chartDir), render(pkgs[0])
+	if !strings.Contains(fromDir, "IdKeeperNodeIDsLow") {
+		t.Fatalf("the directory's PrometheusRule has no rules:\n%.300s", fromDir)
+	}
+	if fromDir != fromPkg {
+		t.Error("the packaged chart renders another PrometheusRule than the directory")
 	}
 }
