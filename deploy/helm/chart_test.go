@@ -505,3 +505,14 @@ func TestExtraVolumesReachEveryStoreClient(t *testing.T) {
 		}
 	}
 }
+
+// TestNoServiceLinks: no pod gets Kubernetes' service-link variables, which for a
+// release named idkeeper would be IDKEEPER_… variables, the settings' prefix.
+func TestNoServiceLinks(t *testing.T) {
+	r := renderChart(t, map[string]any{"fullnameOverride": "idkeeper"})
+	for name, p := range podTemplates(r) {
+		if p.Spec.EnableServiceLinks == nil || *p.Spec.EnableServiceLinks {
+			t.Errorf("%s: enableServiceLinks is not false", name)
+		}
+	}
+}
