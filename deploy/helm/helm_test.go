@@ -2,9 +2,10 @@
 // as charts are checked in CI: `helm lint --strict` and `helm template` for the
 // default values and for every store, every rendered object decoded strictly into
 // its typed Kubernetes API struct (an unknown field fails), and the properties that
-// matter asserted on those structs (chart_test.go). No cluster is involved: lookup
-// finds nothing, so what the chart does against a live cluster (a Secret kept on
-// upgrade, a state volume left by an earlier release) is not exercised here.
+// matter asserted on those structs (chart_test.go, policy_test.go, values_test.go).
+// No cluster is involved: lookup finds nothing in a plain `helm template`; the
+// chart's lookups (a Secret kept on upgrade, a state volume left by an earlier
+// release) are rendered against a fake API server on loopback (lookup_test.go).
 //
 // helm v4 is required: the tests fail, never skip, without it. scripts/test builds
 // it once per machine (go install helm.sh/helm/v4/cmd/helm@v4.3.2 into a cache) and
