@@ -1,24 +1,49 @@
 package helm_test
 
 import (
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 )
 
-// idkeeper builds cmd/idkeeper into a test directory and returns its path.
+var (
+	buildOnce sync.Once
+	buildDir  string
+	buildErr  error
+)
+
+// TestMain removes the idkeeper binary the tests built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
+}
+
+// idkeeper builds cmd/idkeeper once for the package's tests and returns its path.
 func idkeeper(t *testing.T) string {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), "idkeeper")
-	if b, err := exec.Command("go", "build", "-o", out, "../../cmd/idkeeper").CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/idkeeper: %v\n%s", err, b)
+	buildOnce.Do(func() {
+		if buildDir, buildErr = os.MkdirTemp("", "idkeeper-helm-test"); buildErr != nil {
+			return
+		}
+		if out, err := exec.Command("go", "build", "-o", filepath.Join(buildDir, "idkeeper"), "../../cmd/idkeeper").CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("%v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("go build ./cmd/idkeeper: %v", buildErr)
 	}
-	return out
+	return filepath.Join(buildDir, "idkeeper")
 }
 
 var (
