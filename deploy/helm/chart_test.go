@@ -65,7 +65,7 @@ func TestChartRendersEveryStore(t *testing.T) {
 			checkPodsHardened(t, r)
 			checkNoSecretOutsideSecrets(t, r)
 			checkRegistry(t, r, c)
-			checkGateway(t, r)
+			checkGateway(t, r, c)
 			checkClockAgent(t, r)
 			checkNetworkPolicies(t, r)
 			checkInit(t, r, c)
@@ -354,10 +354,18 @@ func checkHTTPProbe(t *testing.T, what string, p *corev1.Probe, path, port strin
 }
 
 // checkGateway: the gateway's probes, its keys from the Secret, and its server.
-func checkGateway(t *testing.T, r rendered) {
+func checkGateway(t *testing.T, r rendered, c storeCase) {
 	t.Helper()
 	d := one[appsv1.Deployment](t, r, named("gateway"))
 	ctr := d.Spec.Template.Spec.Containers[0]
+	// Gateway replicas share their Idempotency-Key records in every shared store
+	// (Redis, etcd, PostgreSQL: issue #32); on bolt they keep none.
+	switch idem := hasEnv(ctr, "IDKEEPER_IDEMPOTENCY_STORE_FILE"); {
+	case c.shared && !idem && env(t, ctr, "IDKEEPER_IDEMPOTENCY_STORE") == "none":
+		t.Errorf("the gateway keeps no idempotency records on the shared store")
+	case !c.shared && (idem || env(t, ctr, "IDKEEPER_IDEMPOTENCY_STORE") != "none"):
+		t.Errorf("the gateway of a bolt registry names an idempotency store")
+	}
 	checkHTTPProbe(t, "gateway liveness", ctr.LivenessProbe, "/livez", "http")
 	checkHTTPProbe(t, "gateway readiness", ctr.ReadinessProbe, "/readyz", "http")
 	if env(t, ctr, "IDKEEPER_SERVER") != "http://"+named("registry")+":8080" {

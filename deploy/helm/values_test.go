@@ -54,8 +54,8 @@ func TestChartRefusesUnsafeValues(t *testing.T) {
 		{"ntp with two servers", map[string]any{"clockAgent": map[string]any{"source": "ntp", "ntpServers": []string{"a", "b"}}},
 			"at least three clockAgent.ntpServers"},
 		{"an unknown clock source", map[string]any{"clockAgent": map[string]any{"source": "gps"}}, `clockAgent.source "gps"`},
-		{"idempotency records in postgres", map[string]any{"store": map[string]any{"type": "postgres", "existingSecret": "pg"},
-			"gateway": map[string]any{"idempotencyStore": "store"}}, "cannot hold the gateway's records"},
+		{"idempotency records in bolt", map[string]any{"gateway": map[string]any{"idempotencyStore": "store"}},
+			"the store bolt cannot hold the gateway's records"},
 		{"a secret literal in extraEnv", map[string]any{"registry": map[string]any{"extraEnv": []map[string]any{
 			{"name": "IDKEEPER_ADMIN_API_KEY", "value": "idk_0123456789abcdef0123456789"}}}}, "extraEnv IDKEEPER_ADMIN_API_KEY is a secret setting"},
 		{"a misspelt key", map[string]any{"store": map[string]any{"typ": "redis"}}, "additional properties 'typ' not allowed"},

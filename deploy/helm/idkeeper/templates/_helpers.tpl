@@ -55,7 +55,7 @@ helm.sh/chart: {{ printf "%s-%s" (index . 0).Chart.Name (index . 0).Chart.Versio
 
 {{/* The gateway's idempotency store: "store" or "none". */}}
 {{- define "idkeeper.gatewayIdempotency" -}}
-{{- $canShare := has .Values.store.type (list "redis" "redis-sentinel" "etcd") -}}
+{{- $canShare := has .Values.store.type (list "redis" "redis-sentinel" "etcd" "postgres") -}}
 {{- $v := .Values.gateway.idempotencyStore -}}
 {{- if eq $v "" }}{{ ternary "store" "none" $canShare }}{{ else }}{{ $v }}{{ end -}}
 {{- end -}}
@@ -180,8 +180,8 @@ The checks: a values choice that is unsafe, or that cannot work, fails rendering
 {{- if not (has $idem (list "store" "none")) -}}
 {{- fail (printf "gateway.idempotencyStore %q is neither store nor none" $idem) -}}
 {{- end -}}
-{{- if and (eq $idem "store") (not (has $v.store.type (list "redis" "redis-sentinel" "etcd"))) -}}
-{{- fail (printf "gateway.idempotencyStore store: the store %s cannot hold the gateway's records (redis, redis-sentinel or etcd can); use none" $v.store.type) -}}
+{{- if and (eq $idem "store") (not (has $v.store.type (list "redis" "redis-sentinel" "etcd" "postgres"))) -}}
+{{- fail (printf "gateway.idempotencyStore store: the store %s cannot hold the gateway's records (redis, redis-sentinel, etcd or postgres can); use none" $v.store.type) -}}
 {{- end -}}
 {{- end -}}
 {{- range $e := concat $v.registry.extraEnv $v.gateway.extraEnv -}}
