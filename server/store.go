@@ -111,9 +111,27 @@ func OpenStore(ctx context.Context, spec string, o StoreOptions) (idkeeper.Store
 		}
 		return s, nil
 	}
-	return nil, configErrorf("--store %q: want bolt:PATH, redis://HOST:PORT/DB, redis+sentinel://SENTINEL:PORT/DB?master_name=NAME&addr=…, "+
+	return nil, unknownStore(spec)
+}
+
+// unknownStore is the *ConfigError of a URL of no store, listing the forms.
+func unknownStore(spec string) error {
+	return configErrorf("--store %q: want bolt:PATH, redis://HOST:PORT/DB, redis+sentinel://SENTINEL:PORT/DB?master_name=NAME&addr=…, "+
 		"redis+cluster://NODE:PORT?addr=… (rediss… with TLS), etcd://HOST:PORT[,HOST:PORT…]/PREFIX (etcds… with TLS), "+
 		"postgres://USER@HOST:PORT/DB (postgresql… too)", RedactURL(spec))
+}
+
+// SharedStore reports whether the store of a URL may be shared by replicas:
+// every store but a replica's own bolt file (Redis, Sentinel, Cluster, etcd,
+// PostgreSQL). A URL of no store is OpenStore's *ConfigError.
+func SharedStore(spec string) (bool, error) {
+	switch {
+	case strings.HasPrefix(spec, "bolt:"):
+		return false, nil
+	case redis.IsURL(spec), etcd.IsURL(spec), postgres.IsURL(spec):
+		return true, nil
+	}
+	return false, unknownStore(spec)
 }
 
 // openBolt opens the bolt file of a "bolt:PATH" spec: see StoreOptions.Create.

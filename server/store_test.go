@@ -117,3 +117,19 @@ func TestStoreKind_EachStore(t *testing.T) {
 		}
 	}
 }
+
+// Every store but bolt is shared by replicas (the clock agent rule); a URL of no
+// store is OpenStore's refusal.
+func TestSharedStore_EveryStoreButBolt(t *testing.T) {
+	for spec, want := range map[string]bool{"bolt:./x.db": false, "redis://h:6379/0": true, "rediss://h/0": true,
+		"redis+sentinel://h:26379/0?master_name=m": true, "redis+cluster://h:7000": true, "etcd://h:2379/p": true,
+		"etcds://h:2379/p": true, "postgres://u@h/db": true, "postgresql://u@h/db": true} {
+		if got, err := SharedStore(spec); err != nil || got != want {
+			t.Errorf("SharedStore(%q) = %v, %v; want %v", spec, got, err, want)
+		}
+	}
+	if _, err := SharedStore("mysql://u:hunter2@h/db"); !errors.As(err, new(*ConfigError)) ||
+		!strings.Contains(err.Error(), "want bolt:PATH") || strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("an unknown store: %v", err)
+	}
+}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"flag"
-	"strings"
 	"time"
 
 	"github.com/idkeeper/idkeeper"
@@ -49,9 +48,12 @@ func (f *clockFlags) register(fs *flag.FlagSet) {
 // the explicit --unsafe-no-clock-agent.
 func (f *clockFlags) config(env lookupEnv, store string) (server.ClockConfig, error) {
 	// Every store but a replica's own bolt file may be shared by replicas (Redis,
-	// etcd, PostgreSQL, and any store added later: fail closed); on etcd each
+	// etcd, PostgreSQL: server.SharedStore); on etcd each
 	// replica's clock is the time authority, so only the agent bounds them.
-	shared := !strings.HasPrefix(store, "bolt:")
+	shared, err := server.SharedStore(store)
+	if err != nil {
+		return server.ClockConfig{}, err
+	}
 	switch {
 	case f.agent != "" && f.unsafeNoAgent:
 		return server.ClockConfig{}, usagef("--clock-agent and --unsafe-no-clock-agent contradict each other: give one")
