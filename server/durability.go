@@ -72,7 +72,7 @@ func (w *durabilityWatch) watch(s idkeeper.Store, accept bool, log *slog.Logger)
 			}
 			text, refusal := risk.judge(safe, why, accept)
 			if refusal != nil {
-				text = "UNSAFE since " + time.Now().UTC().Format(time.RFC3339) + ": " + why + ": " + risk.event +
+				text = "UNSAFE since " + time.Now().UTC().Format(time.RFC3339) + ": " + operatorWords(why) + ": " + risk.event +
 					" would lose acknowledged grants (" + risk.fix + ")"
 			}
 			old := w.String()
@@ -82,7 +82,7 @@ func (w *durabilityWatch) watch(s idkeeper.Store, accept bool, log *slog.Logger)
 			w.text.Store(&text)
 			if refusal != nil {
 				log.Error("the store may now lose acknowledged writes: "+risk.event+" would be a reset that quarantines "+
-					"the pool for lease + grace", "durability", why, "was", old)
+					"the pool for lease + grace", "durability", operatorWords(why), "was", old)
 			} else {
 				log.Warn("the store's durability changed", "durability", text, "was", old)
 			}

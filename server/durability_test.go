@@ -99,4 +99,16 @@ func TestServer_DurabilityFollowsTheStandbys(t *testing.T) {
 	if d := srv.durability.String(); strings.Contains(d, pg.Password()) {
 		t.Fatalf("the durability holds the password: %q", d)
 	}
+
+	// A store that turns unsafe while serving (not accepted at start) shows as
+	// such and is logged as an error.
+	pg.Exec(t, `ALTER SYSTEM SET synchronous_commit = off`)
+	pg.Exec(t, `SELECT pg_reload_conf()`)
+	d = awaitDurability(t, srv, "UNSAFE since ")
+	if !strings.Contains(d, "synchronous_commit off") || !strings.Contains(d, "synchronous_commit = on") {
+		t.Fatalf("the unsafe durability does not say what and how to fix it: %q", d)
+	}
+	if l := logs.String(); !strings.Contains(l, "level=ERROR") || !strings.Contains(l, "the store may now lose acknowledged writes") {
+		t.Fatalf("the unsafe store is not logged as an error:\n%s", l)
+	}
 }

@@ -292,8 +292,7 @@ func checkDurability(ctx context.Context, s idkeeper.Store, accept bool, log *sl
 // judge is the /readyz text of a store whose Durability answered safe and why,
 // or the refusal of an unsafe one the operator did not accept.
 func (risk lossRisk) judge(safe bool, why string, accept bool) (string, error) {
-	// The redis package names its option; an operator sets the flag.
-	why = strings.ReplaceAll(why, "WaitReplicas", "--redis-wait-replicas")
+	why = operatorWords(why)
 	switch {
 	case safe:
 		return why, nil
@@ -303,6 +302,12 @@ func (risk lossRisk) judge(safe bool, why string, accept bool) (string, error) {
 	return "", fmt.Errorf("refusing to start: %s. %s would lose acknowledged grants, and the registry would "+
 		"have to quarantine every node ID for lease + grace (48h10m by default). %s; or accept the risk "+
 		"explicitly with %s", why, upperFirst(risk.event), risk.fix, AcceptLostWritesFlag)
+}
+
+// operatorWords is a store's durability text as an operator reads it: the redis
+// package names its option, an operator sets the flag.
+func operatorWords(why string) string {
+	return strings.ReplaceAll(why, "WaitReplicas", "--redis-wait-replicas")
 }
 
 // upperFirst is s with its first letter upper case (ASCII).
