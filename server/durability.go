@@ -53,6 +53,9 @@ func (w *durabilityWatch) watch(s idkeeper.Store, accept bool, log *slog.Logger)
 	w.done.Add(1)
 	go func() {
 		defer w.done.Done()
+		// last is what the store said at the previous check, without the time an
+		// UNSAFE text keeps from the check that first saw it.
+		last := w.String()
 		t := time.NewTicker(DurabilityRecheck)
 		defer t.Stop()
 		for {
@@ -70,14 +73,17 @@ func (w *durabilityWatch) watch(s idkeeper.Store, accept bool, log *slog.Logger)
 				}
 				continue
 			}
-			text, refusal := risk.judge(safe, why, accept)
+			said, refusal := risk.judge(safe, why, accept)
 			if refusal != nil {
-				text = "UNSAFE since " + time.Now().UTC().Format(time.RFC3339) + ": " + operatorWords(why) + ": " + risk.event +
-					" would lose acknowledged grants (" + risk.fix + ")"
+				said = operatorWords(why) + ": " + risk.event + " would lose acknowledged grants (" + risk.fix + ")"
 			}
-			old := w.String()
-			if sameDurability(old, text) {
+			if said == last {
 				continue
+			}
+			last = said
+			text, old := said, w.String()
+			if refusal != nil {
+				text = "UNSAFE since " + time.Now().UTC().Format(time.RFC3339) + ": " + said
 			}
 			w.text.Store(&text)
 			if refusal != nil {
@@ -88,25 +94,6 @@ func (w *durabilityWatch) watch(s idkeeper.Store, accept bool, log *slog.Logger)
 			}
 		}
 	}()
-}
-
-// sameDurability reports whether the texts say the same: an UNSAFE text keeps
-// the time it was first seen.
-func sameDurability(old, now string) bool {
-	const unsafe = "UNSAFE since "
-	if len(old) > len(unsafe) && len(now) > len(unsafe) && old[:len(unsafe)] == unsafe && now[:len(unsafe)] == unsafe {
-		return afterStamp(old) == afterStamp(now)
-	}
-	return old == now
-}
-
-// afterStamp is an UNSAFE text after its time.
-func afterStamp(s string) string {
-	const skip = len("UNSAFE since 2006-01-02T15:04:05Z: ")
-	if len(s) < skip {
-		return s
-	}
-	return s[skip:]
 }
 
 // Close stops the watch and waits for it.

@@ -276,11 +276,20 @@ type purgingIdempotency interface {
 	Purge(context.Context) (int, error)
 }
 
+// purging makes s the gateway's idempotency store and purges its lapsed records
+// until the gateway stops (stopPurge).
+func (g *gatewayServer) purging(s purgingIdempotency, log *slog.Logger) idempotency.Store {
+	g.idem = s
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go purgeIdempotency(ctx, s, log, done)
+	g.stopPurge = func() { cancel(); <-done }
+	return s
+}
+
 // purgeIdempotency deletes p's lapsed records every idemPurgeEvery until ctx
 // ends, then closes done.
-func purgeIdempotency(ctx context.Context, p interface {
-	Purge(context.Context) (int, error)
-}, log *slog.Logger, done chan<- struct{}) {
+func purgeIdempotency(ctx context.Context, p purgingIdempotency, log *slog.Logger, done chan<- struct{}) {
 	defer close(done)
 	t := time.NewTicker(idemPurgeEvery)
 	defer t.Stop()
@@ -412,20 +421,18 @@ func startGateway(cfg gatewayConfig) (_ *gatewayServer, err error) {
 			return nil, err
 		}
 		store, g.idem = s, s
-	case etcd.IsURL(spec), postgres.IsURL(spec):
-		open := func() (purgingIdempotency, error) { return openEtcdIdempotency(spec, log) }
-		if postgres.IsURL(spec) {
-			open = func() (purgingIdempotency, error) { return openPostgresIdempotency(spec, log) }
-		}
-		s, err := open()
+	case etcd.IsURL(spec):
+		s, err := openEtcdIdempotency(spec, log)
 		if err != nil {
 			return nil, err
 		}
-		store, g.idem = s, s
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go purgeIdempotency(ctx, s, log, done)
-		g.stopPurge = func() { cancel(); <-done }
+		store = g.purging(s, log)
+	case postgres.IsURL(spec):
+		s, err := openPostgresIdempotency(spec, log)
+		if err != nil {
+			return nil, err
+		}
+		store = g.purging(s, log)
 	default:
 		s, err := redis.OpenIdempotency(spec, redis.Options{Prefix: cfg.RedisPrefix, Logger: log})
 		if err != nil {
